@@ -1,0 +1,26 @@
+"""fitcore: fit y = X·W + b with nn.DataParallel (or its CPU emulation) and show how each batch is split."""
+
+from fitcore.config import ConfigError, FitConfig, Limits, validate
+from fitcore.devices import DevicePlan, cuda_gpus, parse_devices
+from fitcore.parallel import chunk_sizes
+from fitcore.runner import Run, Snapshot
+from fitcore.train import Control, Replica, RunEnded, RunStarted, Step, train
+
+__all__ = [
+    "ConfigError",
+    "Control",
+    "DevicePlan",
+    "FitConfig",
+    "Limits",
+    "Replica",
+    "Run",
+    "RunEnded",
+    "RunStarted",
+    "Snapshot",
+    "Step",
+    "chunk_sizes",
+    "cuda_gpus",
+    "parse_devices",
+    "train",
+    "validate",
+]

@@ -1,0 +1,5 @@
+import sys
+
+from fitcore.cli import main
+
+sys.exit(main())

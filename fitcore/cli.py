@@ -1,0 +1,146 @@
+"""`python -m fitcore`: the tutorial, headless. Prints its lines, or a summary, or one JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from dataclasses import fields
+
+from fitcore.config import ConfigError, FitConfig, validate
+from fitcore.console import step_lines, summary_lines
+from fitcore.runner import trainer_for
+from fitcore.train import FINISHED, STOPPED, Control, RunEnded, RunStarted, Step
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        """Bad flags: one line on stderr and exit status 2, like every other bad input."""
+        self.exit(2, f"fitcore: error: {message} (see python -m fitcore --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = FitConfig()
+    p = _Parser(
+        prog="python -m fitcore",
+        description="Fit y = X·W + b with a data-parallel linear model and show how each batch is split.",
+    )
+    # every value is taken as text and converted by FitConfig.from_mapping, so that the CLI and the
+    # dashboard give the same message for the same bad value
+    p.add_argument(
+        "--weights",
+        nargs="+",
+        default=None,
+        help=f"true W, 1 to 16 numbers (default {' '.join(map(str, d.weights))})",
+    )
+    p.add_argument("--bias", help=f"true b (default {d.bias})")
+    p.add_argument("--noise", help=f"std of the noise added to y (default {d.noise})")
+    p.add_argument("--data-size", help=f"rows of data (default {d.data_size})")
+    p.add_argument("--batch-size", help=f"rows per batch (default {d.batch_size})")
+    p.add_argument("--epochs", help=f"passes over the data (default {d.epochs})")
+    p.add_argument("--lr", help=f"learning rate (default {d.lr})")
+    p.add_argument("--optimizer", help=f"adam or sgd (default {d.optimizer})")
+    p.add_argument("--no-shuffle", action="store_true", help="take the batches in order")
+    p.add_argument("--seed", help=f"seed for data, initial parameters and shuffling (default {d.seed})")
+    p.add_argument("--devices", help=f"cpu, cuda, cuda:0,1 or virtual:K (default {d.devices})")
+    p.add_argument("--strategy", help=f"dataparallel or ddp (default {d.strategy})")
+    p.add_argument("--workers", help=f"processes for --strategy ddp (default {d.workers})")
+    p.add_argument("--print-every", type=int, default=1, help="print the lines of every Nth step (default 1)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--quiet", action="store_true", help="print only the summary")
+    out.add_argument("--json", action="store_true", help="print one JSON object and nothing else")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> FitConfig:
+    names = {f.name for f in fields(FitConfig)}
+    raw = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    if args.no_shuffle:
+        raw["shuffle"] = False
+    return validate(FitConfig.from_mapping(raw))
+
+
+def _replica_dict(r) -> dict:
+    return {
+        "device": r.device,
+        "rows": [r.start, r.stop],
+        "input_shape": list(r.input_shape),
+        "output_shape": list(r.output_shape),
+    }
+
+
+def result_dict(cfg: FitConfig, started: RunStarted | None, first: Step | None, ended: RunEnded) -> dict:
+    """The --json object."""
+    return {
+        "config": cfg.to_dict(),
+        "status": ended.status,
+        "message": ended.message,
+        "devices": list(started.devices) if started else [],
+        "emulated": started.emulated if started else None,
+        "data_parallel": started.data_parallel if started else None,
+        "steps": ended.steps,
+        "final_loss": ended.final_loss,
+        "weights": list(ended.weights),
+        "bias": ended.bias,
+        "true_weights": list(cfg.weights),
+        "true_bias": cfg.bias,
+        "lstsq_weights": list(started.lstsq_weights) if started else None,
+        "lstsq_bias": started.lstsq_bias if started else None,
+        "first_step": {
+            "input_shape": list(first.input_shape),
+            "output_shape": list(first.output_shape),
+            "replicas": [_replica_dict(r) for r in first.replicas],
+        }
+        if first
+        else None,
+        "elapsed": ended.elapsed,
+        "steps_per_second": ended.steps / ended.elapsed if ended.elapsed > 0 else 0.0,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = config_from_args(args)
+    except ConfigError as exc:
+        print(f"fitcore: error: {exc}", file=sys.stderr)
+        return 2
+    if args.print_every < 1:
+        print(
+            f"fitcore: error: print_every: got {args.print_every}; allowed: an integer 1 or more",
+            file=sys.stderr,
+        )
+        return 2
+    verbose = not (args.quiet or args.json)
+    seen: dict = {}
+
+    def on_event(event) -> None:
+        if isinstance(event, RunStarted):
+            seen["started"] = event
+            if verbose:
+                print(event.header)
+        elif isinstance(event, Step):
+            seen.setdefault("first", event)
+            if verbose and (event.step - 1) % args.print_every == 0:
+                print("\n".join(step_lines(event)))
+        elif verbose and not isinstance(event, RunEnded):  # strategy-specific lines (DDP)
+            print(event[1] if isinstance(event, tuple) and isinstance(event[1], str) else event)
+
+    # Ctrl-C ends the run between steps, and the summary is still printed
+    control = Control()
+    previous = signal.signal(signal.SIGINT, lambda *_: control.stop("interrupted (Ctrl-C)"))
+    try:
+        ended = trainer_for(cfg)(cfg, on_event, control)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    started = seen.get("started")
+    if args.json:
+        print(json.dumps(result_dict(cfg, started, seen.get("first"), ended)))
+    else:
+        rate = ended.steps / ended.elapsed if ended.elapsed > 0 else 0.0
+        lstsq = (started.lstsq_weights, started.lstsq_bias) if started else (None, None)
+        print("\n".join(summary_lines(ended, cfg.weights, cfg.bias, *lstsq, rate)))
+    if ended.status == FINISHED:
+        return 0
+    return 130 if ended.status == STOPPED else 1

@@ -1,0 +1,284 @@
+"""The run's configuration: one frozen dataclass, the limits it is checked against, and its validation."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Mapping
+
+MAX_FEATURES = 16
+OPTIMIZERS = ("adam", "sgd")
+STRATEGIES = ("dataparallel", "ddp")
+MAX_WORKERS = 8
+
+
+class ConfigError(ValueError):
+    """A bad setting. The message names the field, the value given and what is allowed."""
+
+    def __init__(self, field: str, value: Any, allowed: str):
+        self.field, self.value, self.allowed = field, value, allowed
+        super().__init__(f"{field}: got {value!r}; allowed: {allowed}")
+
+
+@dataclass(frozen=True)
+class FitConfig:
+    """Everything that defines one run of the fitting demo y = X·W + b."""
+
+    weights: tuple[float, ...] = (5.2, 9.6)  # true W, one entry per feature (1..16)
+    bias: float = 3.4  # true b
+    noise: float = 0.0  # std of Gaussian noise added to y
+    data_size: int = 200  # rows N of the synthetic data set
+    batch_size: int = 200  # rows per batch; the last batch of an epoch may be smaller
+    epochs: int = 200  # full passes over the data
+    lr: float = 0.5  # learning rate
+    optimizer: str = "adam"  # "adam" or "sgd"
+    shuffle: bool = True  # draw each epoch's batches from a fresh permutation, like DataLoader(shuffle=True)
+    seed: int = 0  # seeds the data, the initial parameters and the permutations
+    devices: str = "virtual:2"  # "cpu", "cuda", "cuda:0,1", or "virtual:K" (K emulated CPU devices)
+    strategy: str = "dataparallel"  # "dataparallel" (one process) or "ddp" (one process per worker)
+    workers: int = 2  # worker processes for the ddp strategy
+
+    @property
+    def n_features(self) -> int:
+        return len(self.weights)
+
+    @property
+    def batches_per_epoch(self) -> int:
+        return math.ceil(self.data_size / self.batch_size)
+
+    @property
+    def total_steps(self) -> int:
+        return self.epochs * self.batches_per_epoch
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["weights"] = list(self.weights)
+        return d
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> "FitConfig":
+        """Build a config from raw values (strings from a CLI, a URL or a form), converting each field.
+
+        Unknown keys are an error; missing keys take the defaults. The result is not yet validated.
+        """
+        known = {f.name for f in fields(cls)}
+        kwargs = {}
+        for name, raw in values.items():
+            if name not in known:
+                raise ConfigError(name, raw, "one of " + ", ".join(sorted(known)))
+            kwargs[name] = _PARSERS[name](name, raw)
+        return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds a run is checked against before any tensor is allocated. None means unbounded."""
+
+    max_features: int = MAX_FEATURES  # number of weights
+    max_data_size: int | None = None  # rows; None leaves only the memory estimate
+    max_epochs: int | None = None  # epochs
+    max_steps: int | None = None  # epochs x batches per epoch
+    max_seconds: float | None = None  # wall-clock time a run may take (enforced by the runner)
+    memory_fraction: float = 0.5  # share of the available memory one run may plan to use
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Parsing raw values into typed fields.
+
+
+def _parse_int(field: str, raw: Any) -> int:
+    if isinstance(raw, bool):
+        raise ConfigError(field, raw, "an integer")
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, float):
+        if math.isfinite(raw) and raw == int(raw):
+            return int(raw)
+        raise ConfigError(field, raw, "an integer")
+    text = str(raw).strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(field, raw, "an integer") from None
+    if math.isfinite(value) and value == int(value):
+        return int(value)
+    raise ConfigError(field, raw, "an integer")
+
+
+def _parse_float(field: str, raw: Any) -> float:
+    if isinstance(raw, bool):
+        raise ConfigError(field, raw, "a number")
+    try:
+        return float(str(raw).strip()) if isinstance(raw, str) else float(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(field, raw, "a number") from None
+
+
+def _parse_weights(field: str, raw: Any) -> tuple[float, ...]:
+    if isinstance(raw, str):
+        parts = [p for p in raw.replace(",", " ").split() if p]
+    elif isinstance(raw, (list, tuple)):
+        parts = list(raw)
+    else:
+        raise ConfigError(field, raw, f"1 to {MAX_FEATURES} numbers")
+    if not parts:
+        raise ConfigError(field, raw, f"1 to {MAX_FEATURES} numbers")
+    try:
+        return tuple(_parse_float(field, p) for p in parts)
+    except ConfigError:
+        raise ConfigError(field, raw, f"1 to {MAX_FEATURES} numbers") from None
+
+
+def _parse_bool(field: str, raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(field, raw, "true or false")
+
+
+def _parse_str(field: str, raw: Any) -> str:
+    return str(raw).strip().lower()
+
+
+_PARSERS = {
+    "weights": _parse_weights,
+    "bias": _parse_float,
+    "noise": _parse_float,
+    "data_size": _parse_int,
+    "batch_size": _parse_int,
+    "epochs": _parse_int,
+    "lr": _parse_float,
+    "optimizer": _parse_str,
+    "shuffle": _parse_bool,
+    "seed": _parse_int,
+    "devices": _parse_str,
+    "strategy": _parse_str,
+    "workers": _parse_int,
+}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Validation.
+
+
+def estimate_bytes(data_size: int, n_features: int, batch_size: int) -> int:
+    """Memory a run plans to use, in bytes, before anything is allocated.
+
+    Counts the float32 data X (N, d) and y (N, 1), the int64 permutation (N,), the float64 copy of [X, 1]
+    and its workspace for the least-squares reference, and a few batch-sized buffers (inputs, outputs,
+    gradients).
+    """
+    n, d = data_size, n_features
+    data = 4 * n * (d + 1)
+    permutation = 8 * n
+    reference = 2 * 8 * n * (d + 2)
+    batch = 4 * 4 * min(batch_size, n) * (d + 1)
+    return data + permutation + reference + batch
+
+
+def available_memory_bytes() -> int:
+    """Memory this process can still take, from /proc/meminfo where it exists."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def max_data_size(n_features: int, available: int, memory_fraction: float = 0.5) -> int:
+    """The largest data size the memory check admits for n_features, given `available` bytes."""
+    budget = int(available * memory_fraction)
+    per_row = estimate_bytes(1, n_features, 1)
+    return max(0, budget // per_row)
+
+
+def _range(lo: Any, hi: Any | None) -> str:
+    return f"from {lo} to {hi}" if hi is not None else f"{lo} or more"
+
+
+def _check_int(field: str, value: int, lo: int, hi: int | None, why: str = "") -> None:
+    if value < lo or (hi is not None and value > hi):
+        raise ConfigError(field, value, f"an integer {_range(lo, hi)}{why}")
+
+
+def _check_finite(field: str, value: float) -> None:
+    if not math.isfinite(value):
+        raise ConfigError(field, value, "a finite number")
+
+
+def validate(
+    cfg: FitConfig, limits: Limits = Limits(), available: int | None = None, gpus: Any = None
+) -> FitConfig:
+    """Check every field of `cfg` against `limits`; return it unchanged or raise ConfigError.
+
+    Args:
+        cfg: the configuration to check.
+        limits: bounds (a server sets tighter ones than the command line).
+        available: bytes of memory available; read from the machine when None.
+        gpus: the CUDA GPUs to check `devices` against; discovered when None.
+    """
+    from fitcore.devices import parse_devices  # devices imports this module
+
+    # 1. the true parameters
+    d = len(cfg.weights)
+    if not 1 <= d <= limits.max_features:
+        raise ConfigError("weights", list(cfg.weights), f"1 to {limits.max_features} numbers")
+    for w in cfg.weights:
+        if not math.isfinite(w):
+            raise ConfigError("weights", list(cfg.weights), "finite numbers")
+    _check_finite("bias", cfg.bias)
+    _check_finite("noise", cfg.noise)
+    if cfg.noise < 0:
+        raise ConfigError("noise", cfg.noise, "a finite number 0 or more")
+
+    # 2. sizes and schedule
+    _check_int("data_size", cfg.data_size, 1, limits.max_data_size)
+    _check_int("batch_size", cfg.batch_size, 1, cfg.data_size, " (the data size)")
+    _check_int("epochs", cfg.epochs, 1, limits.max_epochs)
+    if limits.max_steps is not None and cfg.total_steps > limits.max_steps:
+        raise ConfigError(
+            "epochs",
+            cfg.epochs,
+            f"at most {limits.max_steps} steps in all; {cfg.epochs} epochs x "
+            f"{cfg.batches_per_epoch} batches is {cfg.total_steps}",
+        )
+    if not math.isfinite(cfg.lr) or cfg.lr <= 0:
+        raise ConfigError("lr", cfg.lr, "a finite number greater than 0")
+    if cfg.optimizer not in OPTIMIZERS:
+        raise ConfigError("optimizer", cfg.optimizer, " or ".join(OPTIMIZERS))
+    _check_int("seed", cfg.seed, 0, 2**63 - 1)
+
+    # 3. where it runs
+    if cfg.strategy not in STRATEGIES:
+        raise ConfigError("strategy", cfg.strategy, " or ".join(STRATEGIES))
+    plan = parse_devices(cfg.devices, gpus)
+    if len(plan.labels) > cfg.data_size:
+        raise ConfigError("devices", cfg.devices, f"at most as many devices as data rows ({cfg.data_size})")
+    if cfg.strategy == "ddp":
+        _check_int("workers", cfg.workers, 1, min(MAX_WORKERS, cfg.data_size), " (and at most the data size)")
+
+    # 4. memory, estimated before any tensor exists
+    need = estimate_bytes(cfg.data_size, d, cfg.batch_size)
+    have = available_memory_bytes() if available is None else available
+    budget = int(have * limits.memory_fraction)
+    if need > budget:
+        most = max_data_size(d, have, limits.memory_fraction)
+        raise ConfigError(
+            "data_size",
+            cfg.data_size,
+            f"at most {most} rows with {d} features here (needs about {need / 2**20:.0f} MiB, "
+            f"{budget / 2**20:.0f} MiB may be used)",
+        )
+    return cfg

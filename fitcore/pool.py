@@ -1,0 +1,207 @@
+"""Every run on one server: a cap on runs training at once, a queue, owners, and reaping of abandoned runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+from fitcore.config import ConfigError, FitConfig, Limits, validate
+from fitcore.runner import Run, Snapshot
+
+# Bounds for a server that many students share; the command line has none but memory.
+CLASSROOM_LIMITS = Limits(max_data_size=1_000_000, max_epochs=10_000, max_steps=1_000_000, max_seconds=600)
+
+
+class RunNotFound(KeyError):
+    """No run with that id belongs to that owner (another owner's runs are not even acknowledged)."""
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """How a server shares its machine; read from FITCORE_* environment variables by from_env()."""
+
+    max_active: int = 4  # runs training at once; the rest wait in a queue
+    idle_timeout: float = 60.0  # seconds without a snapshot read before a run is stopped and freed
+    limits: Limits = CLASSROOM_LIMITS
+
+    @classmethod
+    def from_env(cls, env: dict | None = None) -> "PoolSettings":
+        env = os.environ if env is None else env
+
+        def number(name, default, kind):
+            raw = env.get(name)
+            if raw in (None, ""):
+                return default
+            try:
+                value = kind(raw)
+            except ValueError:
+                raise ConfigError(name, raw, f"a positive {kind.__name__}") from None
+            if not value > 0:
+                raise ConfigError(name, raw, f"a positive {kind.__name__}")
+            return value
+
+        base = cls()
+        limits = dataclasses.replace(
+            base.limits,
+            max_data_size=number("FITCORE_MAX_DATA_SIZE", base.limits.max_data_size, int),
+            max_epochs=number("FITCORE_MAX_EPOCHS", base.limits.max_epochs, int),
+            max_steps=number("FITCORE_MAX_STEPS", base.limits.max_steps, int),
+            max_seconds=number("FITCORE_MAX_SECONDS", base.limits.max_seconds, float),
+        )
+        return cls(
+            max_active=number("FITCORE_MAX_ACTIVE_RUNS", base.max_active, int),
+            idle_timeout=number("FITCORE_IDLE_TIMEOUT", base.idle_timeout, float),
+            limits=limits,
+        )
+
+
+class RunPool:
+    """Hands out runs to owners (browser sessions) and trains at most `max_active` of them at once.
+
+    Runs are started first come, first served. A run is stopped and dropped once nobody has read it for
+    `idle_timeout` seconds, so a closed tab leaves nothing running; a page keeps the final snapshot it
+    read, so dropping an ended run loses nothing shown.
+    """
+
+    def __init__(
+        self,
+        settings: PoolSettings = PoolSettings(),
+        clock: Callable[[], float] = time.monotonic,
+        reap_interval: float = 1.0,
+        run_factory: Callable[..., Run] = Run,
+    ):
+        self.settings = settings
+        self.clock = clock
+        self.reap_interval = reap_interval
+        self._run_factory = run_factory
+        self._lock = threading.Lock()
+        self._runs: dict[str, tuple[str, Run]] = {}  # run_id -> (owner, run)
+        self._seen: dict[str, float] = {}  # run_id -> last read
+        self._queue: deque[Run] = deque()
+        self._active: set[str] = set()
+        self.max_active_seen = 0
+        self._closed = threading.Event()
+        self._reaper = threading.Thread(target=self._reap_forever, name="fitcore-reaper", daemon=True)
+        self._reaper.start()
+
+    # -- owners' calls ----------------------------------------------------------------------------
+    def submit(self, owner: str, cfg: FitConfig, pace: float | None = None) -> Snapshot:
+        """Validate cfg against the server's limits, queue a run and start it if a slot is free."""
+        validate(cfg, self.settings.limits)
+        run = self._run_factory(
+            cfg, pace=pace, max_seconds=self.settings.limits.max_seconds, on_done=self._done
+        )
+        with self._lock:
+            self._runs[run.run_id] = (owner, run)
+            self._seen[run.run_id] = self.clock()
+            self._queue.append(run)
+        self._schedule()
+        return self.snapshot(owner, run.run_id)
+
+    def snapshot(self, owner: str, run_id: str) -> Snapshot:
+        """The run's snapshot with its place in the queue; reading it keeps the run alive."""
+        run = self._get(owner, run_id)
+        snap = run.snapshot()
+        with self._lock:
+            self._seen[run_id] = self.clock()
+            position = next((i for i, r in enumerate(self._queue, 1) if r is run), None)
+        if position is not None:
+            ahead = "1 run" if position == 1 else f"{position} runs"
+            message = f"waiting: {ahead} ahead, counting this one; {self.settings.max_active} train at once"
+            return dataclasses.replace(snap, queue_position=position, message=message)
+        return snap
+
+    def pause(self, owner: str, run_id: str) -> None:
+        self._get(owner, run_id).pause()
+
+    def resume(self, owner: str, run_id: str) -> None:
+        self._get(owner, run_id).resume()
+
+    def set_pace(self, owner: str, run_id: str, pace: float | None) -> None:
+        self._get(owner, run_id).set_pace(pace)
+
+    def stop(self, owner: str, run_id: str, reason: str = "stopped by the user") -> None:
+        run = self._get(owner, run_id)
+        with self._lock:
+            if run in self._queue:
+                self._queue.remove(run)
+        run.stop(reason)
+
+    def forget(self, owner: str, run_id: str) -> None:
+        """Stop the run if needed and drop it (Reset)."""
+        self.stop(owner, run_id, "reset by the user")
+        with self._lock:
+            self._runs.pop(run_id, None)
+            self._seen.pop(run_id, None)
+
+    # -- the server's view ------------------------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        """Runs training, waiting and kept, and the most that ever trained at once."""
+        with self._lock:
+            return {
+                "active": len(self._active),
+                "queued": len(self._queue),
+                "kept": len(self._runs),
+                "max_active_seen": self.max_active_seen,
+            }
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Stop every run and the reaper; wait for their threads."""
+        self._closed.set()
+        with self._lock:
+            runs = [run for _, run in self._runs.values()]
+            self._queue.clear()
+        for run in runs:
+            run.stop("the server is shutting down")
+        for run in runs:
+            run.wait(timeout)
+        self._reaper.join(timeout)
+
+    # -- inside -----------------------------------------------------------------------------------
+    def _get(self, owner: str, run_id: str) -> Run:
+        with self._lock:
+            entry = self._runs.get(run_id)
+        if entry is None or entry[0] != owner:
+            raise RunNotFound(run_id)
+        return entry[1]
+
+    def _schedule(self) -> None:
+        """Start queued runs while slots are free."""
+        to_start = []
+        with self._lock:
+            while self._queue and len(self._active) < self.settings.max_active:
+                run = self._queue.popleft()
+                self._active.add(run.run_id)
+                to_start.append(run)
+            self.max_active_seen = max(self.max_active_seen, len(self._active))
+        for run in to_start:
+            run.start()
+
+    def _done(self, run: Run) -> None:
+        with self._lock:
+            self._active.discard(run.run_id)
+        self._schedule()
+
+    def reap(self) -> list[str]:
+        """Stop runs nobody has read for idle_timeout, and drop them; return their ids."""
+        now = self.clock()
+        with self._lock:
+            stale = [rid for rid, seen in self._seen.items() if now - seen > self.settings.idle_timeout]
+            entries = [self._runs.pop(rid) for rid in stale if rid in self._runs]
+            for rid in stale:
+                self._seen.pop(rid, None)
+            for _, run in entries:
+                if run in self._queue:
+                    self._queue.remove(run)
+        for _, run in entries:
+            run.stop(f"stopped: its page was closed (not read for {self.settings.idle_timeout:g} s)")
+        return stale
+
+    def _reap_forever(self) -> None:
+        while not self._closed.wait(self.reap_interval):
+            self.reap()

@@ -1,0 +1,264 @@
+"""A run in a background thread, and the immutable snapshot of it that a UI reads."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from fitcore.config import FitConfig
+from fitcore.devices import DevicePlan
+from fitcore.train import FAILED, Control, Event, RunEnded, RunStarted, Step, train
+
+QUEUED, RUNNING, PAUSED = "queued", "running", "paused"
+ACTIVE = (QUEUED, RUNNING, PAUSED)
+
+_ids = itertools.count(1)
+
+
+class History:
+    """A bounded series: every point until `max_points`, then every other one, and so on.
+
+    The first point stays, the stride doubles each time the series fills up, and the latest point is
+    always included, so a million steps cost no more memory than a few thousand.
+    """
+
+    def __init__(self, max_points: int = 2000):
+        self.max_points = max(2, max_points)
+        self.stride = 1
+        self._points: list[tuple[int, tuple[float, ...]]] = []
+        self._last: tuple[int, tuple[float, ...]] | None = None
+
+    def add(self, step: int, values: tuple[float, ...]) -> None:
+        self._last = (step, values)
+        if (step - 1) % self.stride == 0:
+            self._points.append((step, values))
+            if len(self._points) >= self.max_points:
+                self._points = self._points[::2]
+                self.stride *= 2
+
+    def points(self) -> tuple[tuple[int, tuple[float, ...]], ...]:
+        if self._last is not None and (not self._points or self._points[-1][0] != self._last[0]):
+            return tuple(self._points) + (self._last,)
+        return tuple(self._points)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a UI shows about one run, copied under the run's lock: safe to keep and to read."""
+
+    run_id: str
+    status: str  # queued, running, paused, finished, stopped, diverged or failed
+    message: str
+    config: FitConfig
+    pace: float | None = None  # steps per second, None for as fast as possible
+    devices: tuple[str, ...] = ()
+    emulated: bool = False
+    data_parallel: bool = False
+    header: str = ""
+    step: int = 0
+    total_steps: int = 0
+    epoch: int = 0
+    elapsed: float = 0.0
+    steps_per_second: float = 0.0
+    loss_history: tuple[tuple[int, float], ...] = ()  # (step, loss)
+    param_history: tuple[tuple[int, tuple[float, ...]], ...] = ()  # (step, (w1, ..., wd, b))
+    latest: Step | None = None  # the latest split
+    recent: tuple[Step, ...] = ()  # the last few steps, for the console panel
+    weights: tuple[float, ...] = ()  # learned so far
+    bias: float | None = None
+    final_loss: float | None = None
+    lstsq_weights: tuple[float, ...] | None = None
+    lstsq_bias: float | None = None
+    queue_position: int | None = None  # 1 = next to start; None when not queued
+    extra: dict = field(default_factory=dict)  # strategy-specific details (DDP shards)
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+    @property
+    def progress(self) -> float:
+        return self.step / self.total_steps if self.total_steps else 0.0
+
+
+def trainer_for(cfg: FitConfig) -> Callable[..., RunEnded]:
+    """The training function for cfg.strategy; each emits the same events."""
+    if cfg.strategy == "ddp":
+        from fitcore.ddp import train_ddp  # torch.distributed is only imported when asked for
+
+        return train_ddp
+    return train
+
+
+class Run:
+    """One training run in a daemon thread. Control it from any thread; read it with snapshot().
+
+    Args:
+        cfg: a validated configuration.
+        pace: steps per second (None: as fast as possible); set_pace changes it during the run.
+        max_seconds: stop the run after this long (None: no limit).
+        history_points: the most points kept per series.
+        on_done: called in the run's thread once it has ended (the pool uses it to start the next run).
+    """
+
+    def __init__(
+        self,
+        cfg: FitConfig,
+        pace: float | None = None,
+        max_seconds: float | None = None,
+        history_points: int = 2000,
+        plan: DevicePlan | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        on_done: Callable[["Run"], None] | None = None,
+        recent_steps: int = 5,
+        trainer: Callable[..., RunEnded] | None = None,
+    ):
+        self.run_id = f"run-{next(_ids)}"
+        self.config = cfg
+        self.control = Control(pace, max_seconds, clock)
+        self.clock = clock
+        self._plan = plan
+        self._trainer = trainer or trainer_for(cfg)
+        self._on_done = on_done
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._done = threading.Event()
+        # state below is written by the run's thread and read by snapshot(), both under the lock
+        self._status, self._message = QUEUED, "waiting to start"
+        self._started: RunStarted | None = None
+        self._latest: Step | None = None
+        self._recent: deque[Step] = deque(maxlen=recent_steps)
+        self._ended: RunEnded | None = None
+        self._loss = History(history_points)
+        self._params = History(max(2, history_points // 2))
+        self._rate_window: deque[tuple[float, int]] = deque(maxlen=64)
+        self._extra: dict = {}
+
+    # -- control ------------------------------------------------------------------------------------
+    def start(self) -> "Run":
+        with self._lock:
+            if self._thread is not None or self._status != QUEUED:
+                return self
+            self._status, self._message = RUNNING, "starting"
+            self._thread = threading.Thread(target=self._work, name=f"fitcore-{self.run_id}", daemon=True)
+        self._thread.start()
+        return self
+
+    def pause(self) -> None:
+        self.control.pause()
+
+    def resume(self) -> None:
+        self.control.resume()
+
+    def set_pace(self, pace: float | None) -> None:
+        self.control.pace = pace
+
+    def stop(self, reason: str = "stopped by the user") -> None:
+        """Ask the run to end after its current step; a run that never started ends at once."""
+        self.control.stop(reason)
+        with self._lock:
+            never_started = self._thread is None and self._status == QUEUED
+            if never_started:
+                self._status, self._message = "stopped", f"{reason} before it started"
+        if never_started:
+            self._finish()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the run has ended; True if it has."""
+        return self._done.wait(timeout)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    # -- the run's thread ---------------------------------------------------------------------------
+    def _work(self) -> None:
+        try:
+            self._trainer(self.config, self._on_event, self.control, plan=self._plan)
+        except BaseException as exc:  # noqa: BLE001 - even a broken consumer must not leave a silent UI
+            with self._lock:
+                if self._ended is None:
+                    self._status, self._message = FAILED, f"{type(exc).__name__}: {exc}"
+        finally:
+            self._finish()
+
+    def _finish(self) -> None:
+        self._done.set()
+        if self._on_done is not None:
+            self._on_done(self)
+
+    def _on_event(self, event: Event) -> None:
+        with self._lock:
+            if isinstance(event, Step):
+                self._latest = event
+                self._recent.append(event)
+                self._loss.add(event.step, (event.loss,))
+                self._params.add(event.step, event.weights + (event.bias,))
+                self._rate_window.append((self.clock(), event.step))
+                self._message = f"epoch {event.epoch}, step {event.step}"
+            elif isinstance(event, RunStarted):
+                self._started = event
+                self._message = "training"
+            elif isinstance(event, RunEnded):
+                self._ended = event
+                self._status, self._message = event.status, event.message
+            else:  # strategy-specific details, e.g. DDP's shards: (key, value)
+                key, value = event
+                self._extra[key] = value
+
+    # -- reading ------------------------------------------------------------------------------------
+    def _steps_per_second(self) -> float:
+        if self._ended is not None:
+            return self._ended.steps / self._ended.elapsed if self._ended.elapsed > 0 else 0.0
+        if len(self._rate_window) < 2:
+            return 0.0
+        (t0, s0), (t1, s1) = self._rate_window[0], self._rate_window[-1]
+        return (s1 - s0) / (t1 - t0) if t1 > t0 else 0.0
+
+    def snapshot(self) -> Snapshot:
+        """An immutable copy of the run's state, made under the lock; callers never hold the lock."""
+        with self._lock:
+            started, latest, ended = self._started, self._latest, self._ended
+            status = self._status
+            if status == RUNNING and self.control.paused:
+                status = PAUSED
+            if ended is not None:
+                weights, bias, elapsed = ended.weights, ended.bias, ended.elapsed
+            elif latest is not None:
+                weights, bias, elapsed = latest.weights, latest.bias, latest.elapsed
+            else:
+                weights, bias, elapsed = (), None, 0.0
+            return Snapshot(
+                run_id=self.run_id,
+                status=status,
+                message=self._message if status != PAUSED else "paused between steps",
+                config=self.config,
+                pace=self.control.pace,
+                devices=started.devices if started else (),
+                emulated=started.emulated if started else False,
+                data_parallel=started.data_parallel if started else False,
+                header=started.header if started else "",
+                step=latest.step if latest else 0,
+                total_steps=self.config.total_steps,
+                epoch=latest.epoch if latest else 0,
+                elapsed=elapsed,
+                steps_per_second=self._steps_per_second(),
+                loss_history=tuple((s, v[0]) for s, v in self._loss.points()),
+                param_history=self._params.points(),
+                latest=latest,
+                recent=tuple(self._recent),
+                weights=weights,
+                bias=bias,
+                final_loss=ended.final_loss if ended else (latest.loss if latest else None),
+                lstsq_weights=started.lstsq_weights if started else None,
+                lstsq_bias=started.lstsq_bias if started else None,
+                extra=dict(self._extra),
+            )

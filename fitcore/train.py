@@ -1,0 +1,264 @@
+"""The training loop. It only emits events; printing, plotting and keeping history are its consumers' work."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from fitcore.config import FitConfig
+from fitcore.data import batch_indices, least_squares, make_data
+from fitcore.devices import DevicePlan, parse_devices
+from fitcore.parallel import EmulatedDataParallel, LinearModel, ShapeRecorder, init_parameters, wrap
+
+FINISHED, STOPPED, DIVERGED, FAILED = "finished", "stopped", "diverged", "failed"
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One replica's share of a batch: the rows [start, stop) of the batch, and the shapes it saw."""
+
+    device: str
+    start: int
+    stop: int
+    input_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+
+    @property
+    def rows(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    """Emitted once, after the data, the reference and the model exist."""
+
+    config: FitConfig
+    devices: tuple[str, ...]  # labels; emulated ones say so
+    emulated: bool
+    data_parallel: bool  # True when the real torch.nn.DataParallel is in use
+    header: str  # "Let's use 2 GPUs!" or the emulation line
+    total_steps: int
+    batches_per_epoch: int
+    lstsq_weights: tuple[float, ...]
+    lstsq_bias: float
+
+
+@dataclass(frozen=True)
+class Step:
+    """Emitted after every optimizer step, with plain Python numbers only."""
+
+    step: int  # 1-based, over the whole run
+    epoch: int  # 1-based
+    batch: int  # 1-based within the epoch
+    loss: float  # MSE of this batch, before the step
+    input_shape: tuple[int, ...]  # the batch: the tutorial's `Outside: input size`
+    output_shape: tuple[int, ...]  # the gathered output
+    replicas: tuple[Replica, ...]
+    weights: tuple[float, ...]  # after the step
+    bias: float
+    elapsed: float  # seconds since the run started
+
+
+@dataclass(frozen=True)
+class RunEnded:
+    """Emitted once, last: how the run ended and what it learned."""
+
+    status: str  # finished, stopped, diverged or failed
+    message: str
+    steps: int  # steps completed
+    weights: tuple[float, ...]
+    bias: float
+    final_loss: float | None
+    elapsed: float
+
+
+Event = RunStarted | Step | RunEnded
+
+
+class Control:
+    """Pause, resume, stop, pace and a time limit, all checked by the trainer between steps.
+
+    Args:
+        pace: steps per second, or None for as fast as possible. May be changed during a run.
+        max_seconds: stop the run once it has run this long (None: no limit).
+        clock: monotonic seconds; an input so tests can drive time.
+    """
+
+    def __init__(self, pace: float | None = None, max_seconds: float | None = None, clock=time.monotonic):
+        self.pace = pace
+        self.max_seconds = max_seconds
+        self.clock = clock
+        self.stop_reason = ""
+        self._stop = threading.Event()
+        self._running = threading.Event()
+        self._running.set()
+        self._started = None
+        self._next = None
+
+    def pause(self) -> None:
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
+
+    def stop(self, reason: str = "stopped by the user") -> None:
+        if not self._stop.is_set():
+            self.stop_reason = reason
+        self._stop.set()
+        self._running.set()  # wake a paused run so that it can end
+
+    @property
+    def paused(self) -> bool:
+        return not self._running.is_set() and not self._stop.is_set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def wait(self) -> bool:
+        """Block while paused or until the pace allows the next step; False means end the run now."""
+        now = self.clock()
+        if self._started is None:
+            self._started = now
+        while not self._running.wait(0.05):
+            pass
+        if self.pace:
+            self._next = now if self._next is None else max(self._next + 1 / self.pace, now - 1)
+            if self._next > now and self._stop.wait(self._next - now):
+                return False
+        if self.max_seconds is not None and self.clock() - self._started > self.max_seconds:
+            self.stop(f"stopped at the time limit of {self.max_seconds:g} s")
+        return not self._stop.is_set()
+
+
+def _replicas(records, plan: DevicePlan) -> tuple[Replica, ...]:
+    """Order the recorded forwards like the devices (threads finish in any order) and give row ranges."""
+    order = {label: i for i, label in enumerate(plan.labels)}
+    records = sorted(records, key=lambda r: order.get(r.device, len(order)))
+    stops = list(accumulate(r.input_shape[0] for r in records))
+    starts = [0] + stops[:-1]
+    return tuple(
+        Replica(r.device, a, b, r.input_shape, r.output_shape) for r, a, b in zip(records, starts, stops)
+    )
+
+
+def _make_optimizer(cfg: FitConfig, params):
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=cfg.lr)
+    return torch.optim.Adam(params, lr=cfg.lr)
+
+
+def _describe_failure(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in str(exc).lower():
+        return f"out of memory: {text}. Try a smaller data size or batch size."
+    return text
+
+
+def train(
+    cfg: FitConfig,
+    on_event: Callable[[Event], None] = lambda event: None,
+    control: Control | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    plan: DevicePlan | None = None,
+) -> RunEnded:
+    """Fit y = X·W + b with `cfg`, emitting RunStarted, one Step per batch, then RunEnded.
+
+    The config must already be validated. A non-finite loss ends the run as diverged, Control.stop as
+    stopped, and an exception inside the loop as failed with its message; the RunEnded is also returned.
+    """
+    control = control or Control()
+    t0 = clock()
+    state = _Progress()
+    try:
+        status, message = _run(cfg, on_event, control, plan, state, clock, t0)
+    except Exception as exc:  # noqa: BLE001 - a failed run must end with its message, never a dead thread
+        status, message = FAILED, _describe_failure(exc)
+    finally:
+        if isinstance(state.model, EmulatedDataParallel):
+            state.model.close()
+    raw = state.raw
+    weights = tuple(raw.fc.weight.detach().view(-1).tolist()) if raw is not None else ()
+    bias = raw.fc.bias.item() if raw is not None else float("nan")
+    ended = RunEnded(status, message, state.step, weights, bias, state.loss, clock() - t0)
+    on_event(ended)
+    return ended
+
+
+@dataclass
+class _Progress:
+    """What the loop has reached, kept outside it so that a failure can still report it."""
+
+    step: int = 0
+    loss: float | None = None
+    raw: LinearModel | None = None
+    model: torch.nn.Module | None = None
+
+
+def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[str, str]:
+    """Run the loop; return (status, message)."""
+    # 1. data, reference and model, on the first device
+    plan = plan or parse_devices(cfg.devices)
+    X, y = make_data(cfg, plan.first_device)  # (N, d), (N, 1)
+    lstsq_w, lstsq_b = least_squares(X, y)
+    recorder = ShapeRecorder()
+    raw = state.raw = LinearModel(cfg.n_features, recorder)
+    init_parameters(raw, cfg.seed + 1)
+    model = state.model = wrap(raw, plan)
+    optimizer = _make_optimizer(cfg, raw.parameters())
+    perm_gen = torch.Generator().manual_seed(cfg.seed + 2)
+    on_event(
+        RunStarted(
+            cfg,
+            plan.labels,
+            plan.emulated,
+            plan.uses_data_parallel,
+            plan.describe(),
+            cfg.total_steps,
+            cfg.batches_per_epoch,
+            lstsq_w,
+            lstsq_b,
+        )
+    )
+
+    # 2. each batch is scattered, run on every replica and gathered; the loss is computed on the
+    # gathered output, outside the wrapped module (DataParallel warns about scalar outputs)
+    for epoch in range(1, cfg.epochs + 1):
+        for batch, idx in enumerate(batch_indices(cfg.data_size, cfg.batch_size, cfg.shuffle, perm_gen), 1):
+            if not control.wait():
+                return STOPPED, control.stop_reason
+            xb, yb = X[idx], y[idx]  # (B, d), (B, 1)
+            out = model(xb)  # (B, 1), gathered on the first device
+            loss = F.mse_loss(out, yb)
+            value = loss.item()
+            if not math.isfinite(value):
+                return DIVERGED, (
+                    f"the loss became {value} at step {state.step + 1} (epoch {epoch}); "
+                    f"the learning rate {cfg.lr:g} is too high for this data"
+                )
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            state.step, state.loss = state.step + 1, value
+            on_event(
+                Step(
+                    state.step,
+                    epoch,
+                    batch,
+                    value,
+                    tuple(xb.shape),
+                    tuple(out.shape),
+                    _replicas(recorder.take(), plan),
+                    tuple(raw.fc.weight.detach().view(-1).tolist()),
+                    raw.fc.bias.item(),
+                    clock() - t0,
+                )
+            )
+    return FINISHED, f"finished {state.step} steps in {clock() - t0:.2f} s"
