@@ -11,7 +11,7 @@ from dataclasses import fields
 from fitcore.config import ConfigError, FitConfig, validate
 from fitcore.console import step_lines, summary_lines
 from fitcore.runner import trainer_for
-from fitcore.train import FINISHED, STOPPED, Control, RunEnded, RunStarted, Step
+from fitcore.train import FINISHED, STOPPED, Control, Detail, RunEnded, RunStarted, Step
 
 
 class _Parser(argparse.ArgumentParser):
@@ -124,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
             seen.setdefault("first", event)
             if verbose and (event.step - 1) % args.print_every == 0:
                 print("\n".join(step_lines(event)))
-        elif verbose and not isinstance(event, RunEnded):  # strategy-specific lines (DDP)
-            print(event[1] if isinstance(event, tuple) and isinstance(event[1], str) else event)
+        elif isinstance(event, Detail) and verbose and event.text:
+            print(event.text)
 
     # Ctrl-C ends the run between steps, and the summary is still printed
     control = Control()

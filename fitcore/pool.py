@@ -12,6 +12,7 @@ from typing import Callable
 
 from fitcore.config import ConfigError, FitConfig, Limits, validate
 from fitcore.runner import Run, Snapshot
+from fitcore.train import warm_up
 
 # Bounds for a server that many students share; the command line has none but memory.
 CLASSROOM_LIMITS = Limits(max_data_size=1_000_000, max_epochs=10_000, max_steps=1_000_000, max_seconds=600)
@@ -88,6 +89,7 @@ class RunPool:
         self._closed = threading.Event()
         self._reaper = threading.Thread(target=self._reap_forever, name="fitcore-reaper", daemon=True)
         self._reaper.start()
+        warm_up()  # so that a student's first Start shows a step within a second
 
     # -- owners' calls ----------------------------------------------------------------------------
     def submit(self, owner: str, cfg: FitConfig, pace: float | None = None) -> Snapshot:

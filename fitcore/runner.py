@@ -11,7 +11,7 @@ from typing import Callable
 
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
-from fitcore.train import FAILED, Control, Event, RunEnded, RunStarted, Step, train
+from fitcore.train import FAILED, Control, Detail, Event, RunEnded, RunStarted, Step, train
 
 QUEUED, RUNNING, PAUSED = "queued", "running", "paused"
 ACTIVE = (QUEUED, RUNNING, PAUSED)
@@ -210,9 +210,8 @@ class Run:
             elif isinstance(event, RunEnded):
                 self._ended = event
                 self._status, self._message = event.status, event.message
-            else:  # strategy-specific details, e.g. DDP's shards: (key, value)
-                key, value = event
-                self._extra[key] = value
+            elif isinstance(event, Detail):
+                self._extra[event.key] = event.value
 
     # -- reading ------------------------------------------------------------------------------------
     def _steps_per_second(self) -> float:

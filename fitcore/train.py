@@ -79,7 +79,16 @@ class RunEnded:
     elapsed: float
 
 
-Event = RunStarted | Step | RunEnded
+@dataclass(frozen=True)
+class Detail:
+    """Strategy-specific information (DDP's shards, say): kept in Snapshot.extra[key], printed by the CLI."""
+
+    key: str
+    value: object  # plain Python data
+    text: str = ""  # a line for the console; empty prints nothing
+
+
+Event = RunStarted | Step | RunEnded | Detail
 
 
 class Control:
@@ -136,6 +145,14 @@ class Control:
         if self.max_seconds is not None and self.clock() - self._started > self.max_seconds:
             self.stop(f"stopped at the time limit of {self.max_seconds:g} s")
         return not self._stop.is_set()
+
+
+def warm_up() -> None:
+    """Pay once, up front, for what the first optimizer costs a process (torch imports its compiler).
+
+    Without it the first run of a server waits about two seconds before its first step.
+    """
+    torch.optim.Adam([torch.zeros(1, requires_grad=True)])
 
 
 def _replicas(records, plan: DevicePlan) -> tuple[Replica, ...]:
