@@ -192,6 +192,7 @@ def train(
     stopped, and an exception inside the loop as failed with its message; the RunEnded is also returned.
     """
     control = control or Control()
+    warm_up()  # the first optimizer of a process imports torch's compiler: keep that out of the timings
     t0 = clock()
     state = _Progress()
     try:
