@@ -133,18 +133,23 @@ class Control:
 
     def wait(self) -> bool:
         """Block while paused or until the pace allows the next step; False means end the run now."""
-        now = self.clock()
         if self._started is None:
-            self._started = now
-        while not self._running.wait(0.05):
-            pass
-        if self.pace:
-            self._next = now if self._next is None else max(self._next + 1 / self.pace, now - 1)
+            self._started = self.clock()
+        while not self._running.wait(0.05) and not self._out_of_time():
+            pass  # paused: the time limit still runs, so a forgotten paused run frees its slot
+        if self.pace and not self._stop.is_set():
+            now = self.clock()
+            # one step every 1/pace seconds; a late step is not made up for with a burst
+            self._next = now if self._next is None else max(self._next + 1 / self.pace, now)
             if self._next > now and self._stop.wait(self._next - now):
                 return False
+        self._out_of_time()
+        return not self._stop.is_set()
+
+    def _out_of_time(self) -> bool:
         if self.max_seconds is not None and self.clock() - self._started > self.max_seconds:
             self.stop(f"stopped at the time limit of {self.max_seconds:g} s")
-        return not self._stop.is_set()
+        return self._stop.is_set()
 
 
 def warm_up() -> None:
