@@ -4,7 +4,9 @@ from fitcore.config import ConfigError, FitConfig, Limits, validate
 from fitcore.devices import DevicePlan, cuda_gpus, parse_devices
 from fitcore.parallel import chunk_sizes
 from fitcore.runner import Run, Snapshot
-from fitcore.train import Control, Replica, RunEnded, RunStarted, Step, train
+
+# the training function is fitcore.train.train; re-exporting it here would hide the module fitcore.train
+from fitcore.train import Control, Replica, RunEnded, RunStarted, Step
 
 __all__ = [
     "ConfigError",
@@ -21,6 +23,5 @@ __all__ = [
     "chunk_sizes",
     "cuda_gpus",
     "parse_devices",
-    "train",
     "validate",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
@@ -11,6 +12,12 @@ MAX_FEATURES = 16
 OPTIMIZERS = ("adam", "sgd")
 STRATEGIES = ("dataparallel", "ddp")
 MAX_WORKERS = 8
+# |W|, |b| and the noise: larger values overflow float32's squared error (about 3.4e38) and would end
+# the run as "diverged", blaming the learning rate for what the data did
+MAX_VALUE = 1_000_000
+# every fit diverges long before this; from about 3.4e37 (Adam's first step is lr / 0.1) float32 cannot hold
+# the step and torch raises instead, so the run would fail rather than diverge
+MAX_LR = 1e30
 
 
 class ConfigError(ValueError):
@@ -45,6 +52,11 @@ class FitConfig:
 
     @property
     def batches_per_epoch(self) -> int:
+        if self.strategy == "ddp":
+            # DistributedSampler gives each of K ranks ceil(N / K) rows, and each rank takes ceil(B / K) of
+            # them per step (fitcore.ddp.Layout)
+            k = max(1, self.workers)
+            return math.ceil(math.ceil(self.data_size / k) / math.ceil(self.batch_size / k))
         return math.ceil(self.data_size / self.batch_size)
 
     @property
@@ -209,7 +221,9 @@ def _range(lo: Any, hi: Any | None) -> str:
 
 
 def _check_int(field: str, value: int, lo: int, hi: int | None, why: str = "") -> None:
-    if value < lo or (hi is not None and value > hi):
+    # a bool is an int to Python, and a float such as 2.5 would only fail later, inside torch
+    bad_type = isinstance(value, bool) or not isinstance(value, numbers.Integral)
+    if bad_type or value < lo or (hi is not None and value > hi):
         raise ConfigError(field, value, f"an integer {_range(lo, hi)}{why}")
 
 
@@ -236,12 +250,16 @@ def validate(
     if not 1 <= d <= limits.max_features:
         raise ConfigError("weights", list(cfg.weights), f"1 to {limits.max_features} numbers")
     for w in cfg.weights:
-        if not math.isfinite(w):
-            raise ConfigError("weights", list(cfg.weights), "finite numbers")
+        if not (math.isfinite(w) and abs(w) <= MAX_VALUE):
+            raise ConfigError(
+                "weights", list(cfg.weights), f"finite numbers from -{MAX_VALUE} to {MAX_VALUE}"
+            )
     _check_finite("bias", cfg.bias)
+    if abs(cfg.bias) > MAX_VALUE:
+        raise ConfigError("bias", cfg.bias, f"a number from -{MAX_VALUE} to {MAX_VALUE}")
     _check_finite("noise", cfg.noise)
-    if cfg.noise < 0:
-        raise ConfigError("noise", cfg.noise, "a finite number 0 or more")
+    if not 0 <= cfg.noise <= MAX_VALUE:
+        raise ConfigError("noise", cfg.noise, f"a finite number from 0 to {MAX_VALUE}")
 
     # 2. sizes and schedule
     _check_int("data_size", cfg.data_size, 1, limits.max_data_size)
@@ -254,8 +272,8 @@ def validate(
             f"at most {limits.max_steps} steps in all; {cfg.epochs} epochs x "
             f"{cfg.batches_per_epoch} batches is {cfg.total_steps}",
         )
-    if not math.isfinite(cfg.lr) or cfg.lr <= 0:
-        raise ConfigError("lr", cfg.lr, "a finite number greater than 0")
+    if not (math.isfinite(cfg.lr) and 0 < cfg.lr <= MAX_LR):
+        raise ConfigError("lr", cfg.lr, f"a finite number greater than 0 and at most {MAX_LR:g}")
     if cfg.optimizer not in OPTIMIZERS:
         raise ConfigError("optimizer", cfg.optimizer, " or ".join(OPTIMIZERS))
     _check_int("seed", cfg.seed, 0, 2**63 - 1)
@@ -268,6 +286,10 @@ def validate(
         raise ConfigError("devices", cfg.devices, f"at most as many devices as data rows ({cfg.data_size})")
     if cfg.strategy == "ddp":
         _check_int("workers", cfg.workers, 1, min(MAX_WORKERS, cfg.data_size), " (and at most the data size)")
+        if plan.kind == "cuda" and cfg.workers != len(plan.device_ids):
+            raise ConfigError(
+                "workers", cfg.workers, f"{len(plan.device_ids)}: one process per GPU in devices {plan.spec}"
+            )
 
     # 4. memory, estimated before any tensor exists
     need = estimate_bytes(cfg.data_size, d, cfg.batch_size)

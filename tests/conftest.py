@@ -1,0 +1,37 @@
+"""Generic fixtures: a clock that moves only when told to; a check that no fitcore thread outlives a test."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+
+class FakeClock:
+    """A monotonic clock for Control, Run and RunPool: `clock()` reads it, `clock.advance(s)` moves it."""
+
+    def __init__(self, start: float = 1000.0):
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def no_leftover_threads():
+    """Fail the test if a `fitcore-` thread it started is still alive 10 s after it ends."""
+    before = set(threading.enumerate())
+    yield
+    leftover = [t for t in threading.enumerate() if t not in before and t.name.startswith("fitcore-")]
+    for t in leftover:
+        t.join(10)
+    alive = [t.name for t in leftover if t.is_alive()]
+    assert not alive, f"threads still running after the test: {alive}"

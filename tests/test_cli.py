@@ -1,0 +1,267 @@
+"""`python -m fitcore`, called in-process through fitcore.cli.main, plus two real subprocesses."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fitcore.cli import main
+from fitcore.config import FitConfig
+from fitcore.devices import parse_devices
+from fitcore.train import Step
+
+cli_mod = importlib.import_module("fitcore.cli")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, list[str], list[str]]:
+    """(exit status, stdout lines, stderr lines), as `python -m fitcore` would give them."""
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse's own exits (bad flags, --help)
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err.splitlines()
+
+
+def learned(lines: list[str]) -> list[float]:
+    """The numbers of the `Learned:` line: W then b."""
+    (line,) = [x for x in lines if x.startswith("Learned:")]
+    w_text = line.split("W = [")[1].split("]")[0]
+    return [float(v) for v in w_text.split(",")] + [float(line.split("b = ")[1])]
+
+
+def test_tutorial_output_for_three_emulated_devices(capsys):
+    code, out, err = run_cli(capsys, "--devices", "virtual:3", "--epochs", "1")
+    assert code == 0 and err == []
+    assert out[0] == parse_devices("virtual:3", gpus=[]).describe()
+    assert out[0].startswith("Emulating 3 devices on the CPU") and "no GPU is used" in out[0]
+    assert out[1:4] == [
+        f"\tIn Model: input size torch.Size([{n}, 2]) output size torch.Size([{n}, 1])"
+        f"  [virtual:{i} (emulated on CPU)]"
+        for i, n in enumerate((67, 67, 66))
+    ]
+    assert out[4].startswith(
+        "Outside: input size torch.Size([200, 2]) output_size torch.Size([200, 1]) loss: "
+    )
+    assert out[4].endswith("(epoch 1, step 1)")
+    assert [line.split(":")[0] for line in out[5:]] == ["Learned", "True", "Least squares", "Status"]
+    assert out[8].startswith("Status: finished (finished 1 steps in ")
+
+
+def test_default_run_prints_every_step_and_learns_the_parameters(capsys):
+    code, out, err = run_cli(capsys)
+    assert code == 0 and err == []
+    assert out[0].startswith("Emulating 2 devices on the CPU (virtual:2)")
+    in_model = [x for x in out if x.startswith("\tIn Model:")]
+    outside = [x for x in out if x.startswith("Outside:")]
+    assert len(in_model) == 400 and len(outside) == 200 and len(out) == 1 + 600 + 4
+    assert all("torch.Size([100, 2]) output size torch.Size([100, 1])" in x for x in in_model)
+    assert outside[-1].endswith("(epoch 200, step 200)")
+    w1, w2, b = learned(out)
+    assert abs(w1 - 5.2) < 1e-3 and abs(w2 - 9.6) < 1e-3 and abs(b - 3.4) < 1e-3
+    assert out[-3] == "True:           W = [5.2000, 9.6000]  b = 3.4000"
+
+
+def test_print_every(capsys):
+    code, out, _ = run_cli(capsys, "--epochs", "10", "--print-every", "4")
+    outside = [x for x in out if x.startswith("Outside:")]
+    assert code == 0 and [x.split("step ")[-1] for x in outside] == ["1)", "5)", "9)"]
+
+
+def test_quiet_prints_only_the_summary(capsys):
+    code, out, err = run_cli(capsys, "--quiet", "--devices", "cpu")
+    assert code == 0 and err == []
+    assert [line.split(":")[0] for line in out] == ["Learned", "True", "Least squares", "Status"]
+    assert out[3].startswith("Status: finished (finished 200 steps in ")
+
+
+def test_json_for_the_default_run(capsys):
+    code, out, err = run_cli(capsys, "--json")
+    assert code == 0 and err == [] and len(out) == 1
+    result = json.loads(out[0])
+    for key in (
+        "config",
+        "status",
+        "weights",
+        "bias",
+        "lstsq_weights",
+        "lstsq_bias",
+        "first_step",
+        "steps_per_second",
+        "final_loss",
+    ):
+        assert key in result
+    assert result["config"] == FitConfig().to_dict()
+    assert (result["status"], result["steps"], result["emulated"], result["data_parallel"]) == (
+        "finished",
+        200,
+        True,
+        False,
+    )
+    assert len(result["weights"]) == 2 == len(result["lstsq_weights"])
+    assert max(abs(w - r) for w, r in zip(result["weights"], result["lstsq_weights"])) < 1e-3
+    assert abs(result["bias"] - result["lstsq_bias"]) < 1e-3
+    assert max(abs(w - t) for w, t in zip(result["lstsq_weights"], (5.2, 9.6))) < 1e-5
+    assert (result["true_weights"], result["true_bias"]) == ([5.2, 9.6], 3.4)
+    assert 0 <= result["final_loss"] < 1e-4
+    assert result["steps_per_second"] > 0
+    assert result["first_step"] == {
+        "input_shape": [200, 2],
+        "output_shape": [200, 1],
+        "replicas": [
+            {
+                "device": f"virtual:{i} (emulated on CPU)",
+                "rows": rows,
+                "input_shape": [100, 2],
+                "output_shape": [100, 1],
+            }
+            for i, rows in enumerate(([0, 100], [100, 200]))
+        ],
+    }
+
+
+def test_json_uneven_split_without_shuffle(capsys):
+    code, out, _ = run_cli(
+        capsys,
+        "--json",
+        "--devices",
+        "virtual:3",
+        "--data-size",
+        "250",
+        "--batch-size",
+        "100",
+        "--epochs",
+        "2",
+    )
+    assert code == 0
+    result = json.loads(out[0])
+    assert result["steps"] == 6 and result["config"]["batch_size"] == 100
+    assert [r["rows"] for r in result["first_step"]["replicas"]] == [[0, 34], [34, 68], [68, 100]]
+
+
+def test_no_shuffle_flag(capsys):
+    code, out, _ = run_cli(capsys, "--json", "--no-shuffle", "--epochs", "2")
+    assert code == 0 and json.loads(out[0])["config"]["shuffle"] is False
+
+
+# (arguments, text the single stderr line must contain)
+BAD_INPUT = [
+    (["--batch-size", "300"], "batch_size: got 300; allowed: an integer from 1 to 200 (the data size)"),
+    (["--batch-size", "abc"], "batch_size: got 'abc'; allowed: an integer"),
+    (["--batch-size", ""], "batch_size: got ''; allowed: an integer"),
+    (["--data-size", "0"], "data_size: got 0"),
+    (["--data-size", "1.5"], "data_size: got '1.5'"),
+    (["--epochs", "0"], "epochs: got 0"),
+    (["--lr", "0"], "lr: got 0.0; allowed: a finite number greater than 0"),
+    (["--lr", "nan"], "lr: got nan"),
+    (["--lr", "inf"], "lr: got inf"),
+    (["--lr", "fast"], "lr: got 'fast'; allowed: a number"),
+    (["--noise", "-1"], "noise: got -1.0"),
+    (["--bias", "inf"], "bias: got inf"),
+    (["--weights", "1", "x"], "weights: got ['1', 'x']; allowed: 1 to 16 numbers"),
+    (["--weights", *["1"] * 17], "weights: got [1.0, 1.0"),
+    (["--seed", "-1"], "seed: got -1"),
+    (["--optimizer", "rmsprop"], "optimizer: got 'rmsprop'; allowed: adam or sgd"),
+    (["--strategy", "horovod"], "strategy: got 'horovod'; allowed: dataparallel or ddp"),
+    (["--devices", "gpu"], "devices: got 'gpu'; allowed: cpu, virtual:K (K from 1 to 8)"),
+    (["--devices", "virtual:9"], "devices: got 'virtual:9'"),
+    (["--devices", "cuda:99"], "devices: got 'cuda:99'"),
+    (
+        ["--data-size", "3", "--batch-size", "3", "--devices", "virtual:4"],
+        "at most as many devices as data rows",
+    ),
+    (["--data-size", "10000000000000"], "data_size: got 10000000000000; allowed: at most"),
+    (["--print-every", "0"], "print_every: got 0; allowed: an integer 1 or more"),
+    (["--print-every", "x"], "argument --print-every: invalid int value: 'x'"),
+    (["--weights"], "argument --weights: expected at least one argument"),
+    (["--foo"], "unrecognized arguments: --foo"),
+    (["--shuffle"], "unrecognized arguments: --shuffle"),
+    (["--epochs"], "argument --epochs: expected one argument"),
+    (["--quiet", "--json"], "argument --json: not allowed with argument --quiet"),
+]
+
+
+@pytest.mark.parametrize("argv, expected", BAD_INPUT)
+def test_bad_input_exits_2_with_one_line(capsys, argv, expected):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert out == []
+    assert len(err) == 1, err
+    assert err[0].startswith("fitcore: error: ") and expected in err[0]
+    assert "Traceback" not in err[0]
+
+
+def test_help_exits_0(capsys):
+    code, out, _ = run_cli(capsys, "--help")
+    assert code == 0 and out[0].startswith("usage: python -m fitcore")
+
+
+def test_divergence_exits_1(capsys):
+    code, out, _ = run_cli(capsys, "--quiet", "--optimizer", "sgd", "--lr", "1e6")
+    assert code == 1
+    assert out[-1].startswith("Status: diverged (the loss became ")
+    assert "the learning rate 1e+06 is too high" in out[-1]
+
+
+def test_ctrl_c_stops_between_steps_and_still_prints_the_summary(capsys, monkeypatch):
+    real_trainer_for = cli_mod.trainer_for
+
+    def trainer_for(cfg):
+        train = real_trainer_for(cfg)
+
+        def interrupted(cfg, on_event, control):
+            def on_step(event):
+                on_event(event)
+                if isinstance(event, Step) and event.step == 3:
+                    signal.raise_signal(signal.SIGINT)  # the handler main() installed
+
+            return train(cfg, on_step, control)
+
+        return interrupted
+
+    monkeypatch.setattr(cli_mod, "trainer_for", trainer_for)
+    before = signal.getsignal(signal.SIGINT)
+    code, out, _ = run_cli(capsys, "--quiet")
+    assert code == 130
+    assert out[-1].startswith("Status: stopped (interrupted (Ctrl-C)); final loss ")
+    assert signal.getsignal(signal.SIGINT) is before  # restored
+
+
+def test_python_m_fitcore_in_a_subprocess():
+    ok = subprocess.run(
+        [sys.executable, "-m", "fitcore", "--devices", "virtual:3", "--epochs", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ok.returncode == 0, ok.stderr
+    lines = ok.stdout.splitlines()
+    assert lines[0].startswith("Emulating 3 devices on the CPU (virtual:3)")
+    assert [line.split("  [")[0] for line in lines[1:4]] == [
+        "\tIn Model: input size torch.Size([67, 2]) output size torch.Size([67, 1])",
+        "\tIn Model: input size torch.Size([67, 2]) output size torch.Size([67, 1])",
+        "\tIn Model: input size torch.Size([66, 2]) output size torch.Size([66, 1])",
+    ]
+    assert lines[4].startswith(
+        "Outside: input size torch.Size([200, 2]) output_size torch.Size([200, 1]) loss:"
+    )
+
+    bad = subprocess.run(
+        [sys.executable, "-m", "fitcore", "--batch-size", "300"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.splitlines() == [
+        "fitcore: error: batch_size: got 300; allowed: an integer from 1 to 200 (the data size)"
+    ]

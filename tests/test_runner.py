@@ -1,0 +1,281 @@
+"""A run in a background thread: its snapshots, bounded history, pause / resume / stop, and failures."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import threading
+import time
+
+import pytest
+
+from fitcore.config import FitConfig, validate
+from fitcore.runner import History, Run, Snapshot
+from fitcore.train import RunEnded, RunStarted, Step, train
+
+train_mod = importlib.import_module("fitcore.train")  # the module, not the function fitcore re-exports
+
+pytestmark = pytest.mark.usefixtures("no_leftover_threads")
+
+
+def make_run(**kwargs) -> Run:
+    cfg = validate(FitConfig(**kwargs.pop("cfg", {})), gpus=[])
+    return Run(cfg, **kwargs)
+
+
+def wait_for(predicate, timeout: float = 30.0) -> None:
+    """Poll until predicate() is true; a generous bound, not a timing assertion."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
+
+
+def finish(run: Run) -> Snapshot:
+    assert run.wait(60), "the run did not end"
+    run.thread.join(10)
+    assert not run.thread.is_alive()
+    return run.snapshot()
+
+
+# -- History --------------------------------------------------------------------------------------------
+
+
+def test_history_keeps_everything_below_its_bound():
+    h = History(max_points=100)
+    for s in range(1, 100):
+        h.add(s, (float(s),))
+    assert [p[0] for p in h.points()] == list(range(1, 100)) and h.stride == 1
+
+
+def test_history_of_a_million_points_stays_bounded():
+    h = History(max_points=100)
+    for s in range(1, 1_000_001):
+        h.add(s, (s * 0.5,))
+    points = h.points()
+    steps = [p[0] for p in points]
+    assert len(points) <= 101
+    assert steps[0] == 1 and steps[-1] == 1_000_000
+    assert points[-1] == (1_000_000, (500_000.0,))
+    assert steps == sorted(set(steps))
+    # every kept point but the latest sits on the stride, a power of two
+    assert h.stride & (h.stride - 1) == 0 and h.stride >= 1_000_000 // 100
+    assert all((s - 1) % h.stride == 0 for s in steps[:-1])
+
+
+@pytest.mark.parametrize("max_points, n", [(2, 10), (10, 1000), (7, 50), (200, 20_000)])
+def test_history_bound_table(max_points, n):
+    h = History(max_points=max_points)
+    for s in range(1, n + 1):
+        h.add(s, (0.0,))
+    steps = [p[0] for p in h.points()]
+    assert len(steps) <= max_points + 1 and steps[0] == 1 and steps[-1] == n
+
+
+# -- a real run -----------------------------------------------------------------------------------------
+
+
+def test_a_run_finishes_and_its_snapshot_says_what_it_learned():
+    run = make_run(cfg={"devices": "virtual:3", "epochs": 200}).start()
+    snap = finish(run)
+    assert snap.status == "finished" and not snap.active
+    assert (snap.step, snap.total_steps, snap.epoch, snap.progress) == (200, 200, 200, 1.0)
+    assert snap.devices == tuple(f"virtual:{i} (emulated on CPU)" for i in range(3))
+    assert snap.emulated and not snap.data_parallel and snap.header.startswith("Emulating 3 devices")
+    assert max(abs(a - b) for a, b in zip(snap.weights, snap.lstsq_weights)) < 1e-3
+    assert abs(snap.bias - snap.lstsq_bias) < 1e-3
+    assert snap.final_loss == snap.latest.loss and snap.final_loss < 1e-3
+    assert [r.rows for r in snap.latest.replicas] == [67, 67, 66]
+    assert [s.step for s in snap.recent] == [196, 197, 198, 199, 200]
+    assert snap.loss_history[0][0] == 1 and snap.loss_history[-1] == (200, snap.final_loss)
+    assert snap.param_history[-1] == (200, snap.weights + (snap.bias,))
+    assert snap.steps_per_second > 0 and snap.message.startswith("finished 200 steps")
+    assert run.done and run.wait(0)
+
+
+def test_snapshot_before_start():
+    run = make_run()
+    snap = run.snapshot()
+    assert (snap.status, snap.message, snap.step, snap.weights, snap.bias) == (
+        "queued",
+        "waiting to start",
+        0,
+        (),
+        None,
+    )
+    assert snap.active and snap.progress == 0.0 and snap.total_steps == 200
+    run.stop()
+
+
+def test_snapshots_are_frozen_copies():
+    run = make_run(cfg={"epochs": 3000, "data_size": 20, "batch_size": 20, "devices": "cpu"}, pace=500)
+    run.start()
+    wait_for(lambda: run.snapshot().step >= 10)
+    first = run.snapshot()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.status = "finished"
+    first.extra["mine"] = 1  # a caller's dict, not the run's
+    kept = (first.step, first.loss_history, first.param_history, first.recent)
+    wait_for(lambda: run.snapshot().step >= first.step + 10)
+    second = run.snapshot()
+    assert second is not first and "mine" not in second.extra
+    assert (first.step, first.loss_history, first.param_history, first.recent) == kept
+    assert isinstance(first.loss_history, tuple) and isinstance(first.recent, tuple)
+    assert second.step > first.step and len(second.loss_history) > len(first.loss_history)
+    run.stop()
+    assert finish(run).status == "stopped"
+
+
+def _step(n: int, d: int = 2) -> Step:
+    return Step(n, 1, n, 1.0 / n, (4, d), (4, 1), (), (0.5,) * d, 0.25, n * 1e-4)
+
+
+def test_snapshot_histories_of_a_long_run_are_bounded():
+    total = 20_000
+
+    def trainer(cfg, on_event, control, plan=None):
+        on_event(
+            RunStarted(cfg, ("cpu",), False, False, "Using the CPU (1 device).", total, 1, (5.2, 9.6), 3.4)
+        )
+        for n in range(1, total + 1):
+            on_event(_step(n))
+        ended = RunEnded("finished", "done", total, (0.5, 0.5), 0.25, 1.0 / total, 2.0)
+        on_event(ended)
+        return ended
+
+    run = make_run(cfg={"epochs": total}, history_points=200, trainer=trainer).start()
+    snap = finish(run)
+    assert snap.status == "finished" and snap.step == total
+    loss_steps = [s for s, _ in snap.loss_history]
+    param_steps = [s for s, _ in snap.param_history]
+    assert len(loss_steps) <= 201 and len(param_steps) <= 101
+    assert loss_steps[0] == param_steps[0] == 1 and loss_steps[-1] == param_steps[-1] == total
+    assert snap.loss_history[-1] == (total, 1.0 / total)
+    assert [s.step for s in snap.recent] == list(range(total - 4, total + 1))
+    assert snap.steps_per_second == total / 2.0  # from RunEnded: steps / elapsed
+
+
+def test_a_real_run_of_3000_steps_keeps_at_most_history_points():
+    run = make_run(cfg={"data_size": 10, "batch_size": 1, "epochs": 300, "devices": "cpu"}, history_points=50)
+    snap = finish(run.start())
+    assert snap.step == 3000
+    assert len(snap.loss_history) <= 51 and len(snap.param_history) <= 26
+    assert snap.loss_history[0][0] == 1 and snap.loss_history[-1][0] == 3000
+
+
+# -- pause, resume, stop --------------------------------------------------------------------------------
+
+
+def pausing_at(n: int):
+    """The real trainer, paused from inside the event of step n, so that no step is in flight after it."""
+    reached = threading.Event()
+
+    def trainer(cfg, on_event, control, plan=None):
+        def on_step(event):
+            on_event(event)
+            if isinstance(event, Step) and event.step == n:
+                control.pause()
+                reached.set()
+
+        return train(cfg, on_step, control, plan=plan)
+
+    return trainer, reached
+
+
+def test_pause_holds_the_step_and_resume_finishes():
+    trainer, reached = pausing_at(5)
+    run = make_run(cfg={"epochs": 60, "devices": "virtual:2"}, trainer=trainer).start()
+    assert reached.wait(30)
+    snap = run.snapshot()
+    assert (snap.status, snap.message, snap.step) == ("paused", "paused between steps", 5) and snap.active
+    time.sleep(0.3)
+    assert run.snapshot().step == 5 and run.thread.is_alive()
+    run.resume()
+    snap = finish(run)
+    assert (snap.status, snap.step) == ("finished", 60)
+
+
+def test_stop_while_paused():
+    trainer, reached = pausing_at(2)
+    run = make_run(cfg={"epochs": 1000, "devices": "virtual:2"}, trainer=trainer).start()
+    assert reached.wait(30)
+    run.stop()
+    snap = finish(run)
+    assert (snap.status, snap.message, snap.step) == ("stopped", "stopped by the user", 2)
+
+
+def test_set_pace_is_shown_and_applied():
+    run = make_run(cfg={"epochs": 100000, "data_size": 10, "batch_size": 10, "devices": "cpu"}, pace=1000)
+    run.start()
+    run.set_pace(5.0)
+    assert run.snapshot().pace == 5.0
+    run.set_pace(None)
+    assert run.snapshot().pace is None
+    run.stop("done here")
+    assert finish(run).message == "done here"
+
+
+def test_stop_a_run_that_never_started():
+    done = []
+    run = make_run(on_done=done.append)
+    run.stop()
+    assert run.done and run.wait(0) and run.thread is None and done == [run]
+    snap = run.snapshot()
+    assert (snap.status, snap.message, snap.step) == ("stopped", "stopped by the user before it started", 0)
+    run.start()  # too late: nothing starts
+    assert run.thread is None and run.snapshot().status == "stopped"
+
+
+def test_time_limit_through_run(fake_clock):
+    run = make_run(
+        cfg={"epochs": 100000, "devices": "cpu"}, pace=200, max_seconds=10, clock=fake_clock
+    ).start()
+    wait_for(lambda: run.snapshot().step >= 1)
+    fake_clock.advance(11)
+    snap = finish(run)
+    assert (snap.status, snap.message) == ("stopped", "stopped at the time limit of 10 s")
+
+
+# -- failures -------------------------------------------------------------------------------------------
+
+
+def test_a_trainer_that_raises_fails_the_run():
+    def trainer(cfg, on_event, control, plan=None):
+        raise RuntimeError("the trainer broke")
+
+    done = []
+    run = make_run(trainer=trainer, on_done=done.append).start()
+    snap = finish(run)
+    assert (snap.status, snap.message) == ("failed", "RuntimeError: the trainer broke")
+    assert done == [run] and not snap.active
+
+
+def test_a_failure_inside_train_fails_the_run(monkeypatch):
+    def broken(cfg, device="cpu"):
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(train_mod, "make_data", broken)
+    snap = finish(make_run().start())
+    assert (snap.status, snap.message, snap.step) == ("failed", "OSError: disk on fire", 0)
+
+
+def test_a_failure_mid_run_keeps_the_steps(monkeypatch):
+    real = train_mod._make_optimizer
+
+    def make_optimizer(cfg, params):
+        optimizer = real(cfg, params)
+        step, calls = optimizer.step, []
+
+        def failing_step():
+            calls.append(1)
+            if len(calls) == 4:
+                raise ValueError("bad step")
+            step()
+
+        optimizer.step = failing_step
+        return optimizer
+
+    monkeypatch.setattr(train_mod, "_make_optimizer", make_optimizer)
+    snap = finish(make_run(cfg={"epochs": 10}).start())
+    assert (snap.status, snap.message, snap.step) == ("failed", "ValueError: bad step", 3)
+    assert snap.weights == snap.latest.weights and snap.final_loss == snap.latest.loss
