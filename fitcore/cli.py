@@ -58,7 +58,14 @@ def config_from_args(args: argparse.Namespace) -> FitConfig:
     raw = {k: v for k, v in vars(args).items() if k in names and v is not None}
     if args.no_shuffle:
         raw["shuffle"] = False
-    return validate(FitConfig.from_mapping(raw))
+    cfg = FitConfig.from_mapping(raw)
+    if cfg.strategy == "ddp":
+        from fitcore import ddp  # torch.distributed only when asked for
+
+        env = ddp.torchrun_env()
+        if env is not None:  # one rank of a torchrun launch: the world size comes from torchrun
+            return ddp.config_for_torchrun(cfg, env, workers_given="workers" in raw)
+    return validate(cfg)
 
 
 def _replica_dict(r) -> dict:
@@ -112,7 +119,14 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    verbose = not (args.quiet or args.json)
+    # ddp prints each rank's lines; under torchrun this process is one rank, and only rank 0 prints
+    torchrun, lines = None, step_lines
+    if cfg.strategy == "ddp":
+        from fitcore import ddp
+
+        torchrun, lines = ddp.torchrun_env(), ddp.step_lines
+    lead = torchrun is None or torchrun.rank == 0
+    verbose = lead and not (args.quiet or args.json)
     seen: dict = {}
 
     def on_event(event) -> None:
@@ -123,24 +137,33 @@ def main(argv: list[str] | None = None) -> int:
         elif isinstance(event, Step):
             seen.setdefault("first", event)
             if verbose and (event.step - 1) % args.print_every == 0:
-                print("\n".join(step_lines(event)))
-        elif isinstance(event, Detail) and verbose and event.text:
-            print(event.text)
+                print("\n".join(lines(event)))
+        elif isinstance(event, Detail):
+            seen.setdefault("details", {})[event.key] = event.value
+            if verbose and event.text:
+                print(event.text)
 
     # Ctrl-C ends the run between steps, and the summary is still printed
     control = Control()
     previous = signal.signal(signal.SIGINT, lambda *_: control.stop("interrupted (Ctrl-C)"))
     try:
-        ended = trainer_for(cfg)(cfg, on_event, control)
+        trainer = ddp.train_torchrun if torchrun is not None else trainer_for(cfg)
+        ended = trainer(cfg, on_event, control)
     finally:
         signal.signal(signal.SIGINT, previous)
     started = seen.get("started")
-    if args.json:
-        print(json.dumps(result_dict(cfg, started, seen.get("first"), ended)))
+    if not lead:
+        pass  # rank 0 prints the summary
+    elif args.json:
+        result = result_dict(cfg, started, seen.get("first"), ended)
+        if "details" in seen:  # ddp: the process group, each rank's shards and final parameters
+            result["details"] = seen["details"]
+        print(json.dumps(result))
     else:
         rate = ended.steps / ended.elapsed if ended.elapsed > 0 else 0.0
         lstsq = (started.lstsq_weights, started.lstsq_bias) if started else (None, None)
         print("\n".join(summary_lines(ended, cfg.weights, cfg.bias, *lstsq, rate)))
-    if ended.status == FINISHED:
-        return 0
-    return 130 if ended.status == STOPPED else 1
+    code = 0 if ended.status == FINISHED else 130 if ended.status == STOPPED else 1
+    if torchrun is not None:
+        ddp.exit_rank(code)  # never returns: see its docstring
+    return code

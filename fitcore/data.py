@@ -39,6 +39,17 @@ def batch_indices(
     yield from perm.split(batch_size)
 
 
+def take(t: torch.Tensor, idx: slice | torch.Tensor) -> torch.Tensor:
+    """The rows `idx` of t, exactly as t[idx] gives them: a view for a slice, a copy for an index tensor.
+
+    For one index tensor, index_select is t[idx] without the generic indexing machinery, which costs
+    about 10 µs a call: a tenth of a small step.
+    """
+    if isinstance(idx, slice):
+        return t[idx]
+    return t.index_select(0, idx if idx.device == t.device else idx.to(t.device))
+
+
 def least_squares(X: torch.Tensor, y: torch.Tensor) -> tuple[tuple[float, ...], float]:
     """The exact minimiser of the MSE: torch.linalg.lstsq on [X, 1], in float64 on the CPU."""
     A = torch.cat([X.detach().cpu().double(), torch.ones(X.shape[0], 1, dtype=torch.float64)], dim=1)

@@ -10,7 +10,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
-from fitcore.config import ConfigError, FitConfig, Limits, validate
+from fitcore.config import MAX_FEATURES, ConfigError, FitConfig, Limits, validate
 from fitcore.runner import Run, Snapshot
 from fitcore.train import warm_up
 
@@ -34,21 +34,23 @@ class PoolSettings:
     def from_env(cls, env: dict | None = None) -> "PoolSettings":
         env = os.environ if env is None else env
 
-        def number(name, default, kind):
+        def number(name, default, kind, most=None):
             raw = env.get(name)
             if raw in (None, ""):
                 return default
+            allowed = f"a positive {kind.__name__}" + (f" up to {most}" if most is not None else "")
             try:
                 value = kind(raw)
             except ValueError:
-                raise ConfigError(name, raw, f"a positive {kind.__name__}") from None
-            if not value > 0:
-                raise ConfigError(name, raw, f"a positive {kind.__name__}")
+                raise ConfigError(name, raw, allowed) from None
+            if not value > 0 or (most is not None and value > most):
+                raise ConfigError(name, raw, allowed)
             return value
 
         base = cls()
         limits = dataclasses.replace(
             base.limits,
+            max_features=number("FITCORE_MAX_FEATURES", base.limits.max_features, int, MAX_FEATURES),
             max_data_size=number("FITCORE_MAX_DATA_SIZE", base.limits.max_data_size, int),
             max_epochs=number("FITCORE_MAX_EPOCHS", base.limits.max_epochs, int),
             max_steps=number("FITCORE_MAX_STEPS", base.limits.max_steps, int),
@@ -103,14 +105,17 @@ class RunPool:
             self._seen[run.run_id] = self.clock()
             self._queue.append(run)
         self._schedule()
-        return self.snapshot(owner, run.run_id)
+        return self._read(run)  # not through _get: the reaper may already have dropped it
 
     def snapshot(self, owner: str, run_id: str) -> Snapshot:
         """The run's snapshot with its place in the queue; reading it keeps the run alive."""
-        run = self._get(owner, run_id)
+        return self._read(self._get(owner, run_id))
+
+    def _read(self, run: Run) -> Snapshot:
         snap = run.snapshot()
         with self._lock:
-            self._seen[run_id] = self.clock()
+            if run.run_id in self._runs:  # a run reaped meanwhile stays dropped
+                self._seen[run.run_id] = self.clock()
             position = next((i for i, r in enumerate(self._queue, 1) if r is run), None)
         if position is not None:
             ahead = "1 run" if position == 1 else f"{position} runs"

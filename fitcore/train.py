@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from fitcore.config import FitConfig
-from fitcore.data import batch_indices, least_squares, make_data
+from fitcore.data import batch_indices, least_squares, make_data, take
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.parallel import EmulatedDataParallel, LinearModel, ShapeRecorder, init_parameters, wrap
 
@@ -257,7 +257,7 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[str, str]:
         for batch, idx in enumerate(batch_indices(cfg.data_size, cfg.batch_size, cfg.shuffle, perm_gen), 1):
             if not control.wait():
                 return STOPPED, control.stop_reason
-            xb, yb = X[idx], y[idx]  # (B, d), (B, 1)
+            xb, yb = take(X, idx), take(y, idx)  # (B, d), (B, 1)
             out = model(xb)  # (B, 1), gathered on the first device
             loss = F.mse_loss(out, yb)
             value = loss.item()

@@ -1,0 +1,538 @@
+"""What the dashboard shows, computed without Streamlit: presets, URL <-> config, split, tables, CSV, JSON.
+
+Everything here takes plain values or a Snapshot and returns plain values, so the page stays a thin layer of
+widgets over it and each piece is tested on its own.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass, fields, replace
+from typing import Any, Mapping, Sequence
+
+from fitcore.config import MAX_FEATURES, OPTIMIZERS, ConfigError, FitConfig, Limits, validate
+from fitcore.console import step_lines
+from fitcore.devices import MAX_VIRTUAL, parse_devices
+from fitcore.parallel import chunk_sizes
+from fitcore.runner import Snapshot
+from fitcore.train import Step
+
+# The settings the page has a control for, in the order the URL lists them. `strategy` and `workers` join
+# them with the DDP strategy; until then every run is "dataparallel".
+CONTROL_FIELDS = (
+    "weights",
+    "bias",
+    "noise",
+    "data_size",
+    "batch_size",
+    "epochs",
+    "lr",
+    "optimizer",
+    "shuffle",
+    "seed",
+    "devices",
+)
+
+# What each field is called on the page, for error messages that name both the control and the field.
+FIELD_LABELS = {
+    "weights": "True weights",
+    "bias": "True bias",
+    "noise": "Noise",
+    "data_size": "Data size",
+    "batch_size": "Batch size",
+    "epochs": "Epochs",
+    "lr": "Learning rate",
+    "optimizer": "Optimizer",
+    "shuffle": "Shuffle",
+    "seed": "Seed",
+    "devices": "Devices",
+    "strategy": "Strategy",
+    "workers": "Workers",
+    "pace": "Pace",
+}
+
+# A widget can hold more features than a run may use, so that asking for too many gets validate()'s message.
+MAX_FEATURE_CONTROL = 2 * MAX_FEATURES
+# Browsers hold integers exactly up to 2**53 - 1; a number widget refuses anything larger.
+MAX_WIDGET_INT = 2**53 - 1
+
+# Steps per second the pace control offers; "max" is as fast as possible.
+PACE_CHOICES = ("1", "2", "5", "10", "20", "50", "100", "200", "max")
+DEFAULT_PACE = "20"  # the tutorial's 200 steps take ten seconds on screen
+
+
+def error_text(exc: ConfigError) -> str:
+    """A ConfigError as the page shows it: the control's name, then the message (field, value, allowed)."""
+    label = FIELD_LABELS.get(exc.field, exc.field)
+    return f"{label}: {exc}" if label != exc.field else str(exc)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Presets.
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A configuration that shows one thing, and what to watch for."""
+
+    name: str
+    config: FitConfig
+    lesson: str  # shown on the page while the controls match the preset
+
+
+_TUTORIAL = FitConfig(
+    weights=(5.2, 9.6), bias=3.4, data_size=200, batch_size=200, optimizer="adam", lr=0.5, epochs=200
+)
+
+PRESETS = (
+    Preset(
+        "The tutorial",
+        replace(_TUTORIAL, devices="virtual:2"),
+        "The tutorial's setup: every batch of 200 rows is cut into two chunks of 100, one per device, and "
+        "the learned W and b approach 5.2, 9.6 and 3.4.",
+    ),
+    Preset(
+        "Uneven split",
+        replace(_TUTORIAL, devices="virtual:3"),
+        "200 rows do not divide by 3. DataParallel uses tensor.chunk(3): chunks of ceil(200 / 3) = 67 rows "
+        "and a smaller last one, so the replicas get 67, 67 and 66 rows.",
+    ),
+    Preset(
+        "Fewer rows than devices",
+        replace(_TUTORIAL, data_size=40, batch_size=5, epochs=25, devices="virtual:8"),
+        "A batch of 5 rows on 8 devices: tensor.chunk(8) gives five chunks of 1 row, so only 5 replicas "
+        "run and 3 devices sit idle on every step.",
+    ),
+    Preset(
+        "Too high a learning rate",
+        replace(_TUTORIAL, optimizer="sgd", lr=1.5, devices="virtual:2"),
+        "Plain SGD with lr 1.5 on this data overshoots: each step multiplies the error by about "
+        "|1 - 2 x 1.5| = 2, so the loss grows until it overflows and the run ends as diverged. Any lr "
+        "above about 1 does this here; lr 0.5 converges.",
+    ),
+    Preset(
+        "Noisy data",
+        replace(_TUTORIAL, noise=3.0, data_size=40, batch_size=40, devices="virtual:2"),
+        "With noise, no model can recover the true W and b from 40 rows: training converges to the "
+        "least-squares answer for this data (the dotted lines), not to the true values (the dashed lines).",
+    ),
+)
+
+
+def preset(name: str) -> Preset:
+    for p in PRESETS:
+        if p.name == name:
+            return p
+    raise KeyError(name)
+
+
+def matching_preset(values: Mapping[str, Any]) -> Preset | None:
+    """The preset whose settings the controls hold, if any."""
+    for p in PRESETS:
+        if all(values.get(f) == getattr(p.config, f) for f in CONTROL_FIELDS):
+            return p
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Controls and the URL.
+
+
+def parse_pace(choice: str) -> float | None:
+    """A pace choice as Run takes it: steps per second, or None for as fast as possible."""
+    return None if choice == "max" else float(choice)
+
+
+def pace_label(choice: str) -> str:
+    if choice == "max":
+        return "as fast as possible"
+    return "1 step/s" if choice == "1" else f"{choice} steps/s"
+
+
+def config_values(cfg: FitConfig) -> dict[str, Any]:
+    """The controlled fields of cfg, typed (weights as a tuple)."""
+    return {f: getattr(cfg, f) for f in CONTROL_FIELDS}
+
+
+def config_from_controls(values: Mapping[str, Any], limits: Limits = Limits(), gpus: Any = None) -> FitConfig:
+    """Build and validate the run's config from the controls' values; raise ConfigError naming the field."""
+    return validate(FitConfig.from_mapping(values), limits, gpus=gpus)
+
+
+def _number_text(value: float) -> str:
+    return repr(float(value)) if not float(value).is_integer() else str(int(value))
+
+
+def to_query(values: Mapping[str, Any], pace: str) -> dict[str, str]:
+    """The controls as URL query parameters: every controlled field and the pace, as text."""
+    out = {}
+    for name in CONTROL_FIELDS:
+        value = values[name]
+        if name == "weights":
+            out[name] = ",".join(_number_text(w) for w in value)
+        elif isinstance(value, bool):
+            out[name] = "true" if value else "false"
+        elif isinstance(value, float):
+            out[name] = _number_text(value)
+        else:
+            out[name] = str(value)
+    out["pace"] = pace
+    return out
+
+
+def _check_url_value(name: str, raw: Any, value: Any, gpus: Any) -> Any:
+    """Refuse what no control can hold (what a control can hold is left to validate()); return the value."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(name, raw, "a finite number")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_WIDGET_INT:
+        raise ConfigError(name, raw, f"an integer from {-MAX_WIDGET_INT} to {MAX_WIDGET_INT}")
+    if name == "weights":
+        if not 1 <= len(value) <= MAX_FEATURE_CONTROL:
+            raise ConfigError(name, raw, f"1 to {MAX_FEATURES} numbers")
+        if not all(math.isfinite(w) for w in value):
+            raise ConfigError(name, raw, "finite numbers")
+    if name == "optimizer" and value not in OPTIMIZERS:
+        raise ConfigError(name, raw, " or ".join(OPTIMIZERS))
+    if name == "devices":
+        plan = parse_devices(value, gpus)
+        if plan.kind == "cpu":
+            raise ConfigError(name, raw, f"virtual:K (K from 1 to {MAX_VIRTUAL}) or cuda:i,j,...")
+        return plan.spec
+    return value
+
+
+def from_query(
+    params: Mapping[str, Any], gpus: Any = None
+) -> tuple[dict[str, Any], str | None, list[ConfigError]]:
+    """Read the controls from URL query parameters.
+
+    Returns (values, pace, errors): the typed values of the fields that parsed, the pace choice or None, and
+    one ConfigError per bad parameter. Parameters the page does not know (Streamlit's own, say) are ignored.
+    """
+    values: dict[str, Any] = {}
+    errors: list[ConfigError] = []
+    for name in CONTROL_FIELDS:
+        if name not in params:
+            continue
+        raw = params[name]
+        raw = raw[-1] if isinstance(raw, (list, tuple)) and raw and name != "weights" else raw
+        try:
+            value = getattr(FitConfig.from_mapping({name: raw}), name)
+            value = _check_url_value(name, raw, value, gpus)
+        except ConfigError as exc:
+            errors.append(exc)
+            continue
+        values[name] = value
+    pace = None
+    if "pace" in params:
+        raw = params["pace"]
+        raw = raw[-1] if isinstance(raw, (list, tuple)) and raw else raw
+        text = str(raw).strip().lower()
+        if text in PACE_CHOICES:
+            pace = text
+        else:
+            errors.append(
+                ConfigError("pace", raw, "one of " + ", ".join(PACE_CHOICES) + " (steps per second)")
+            )
+    return values, pace, errors
+
+
+def config_differences(values: Mapping[str, Any], running: FitConfig) -> list[str]:
+    """The controls that differ from a run's frozen config, as 'label: run value -> control value'."""
+    out = []
+    for name in CONTROL_FIELDS:
+        ours, theirs = values.get(name), getattr(running, name)
+        if name == "weights" and ours is not None:
+            ours = tuple(float(w) for w in ours)
+        if ours != theirs:
+            out.append(f"{FIELD_LABELS[name]}: {_show(theirs)} in the run, {_show(ours)} in the controls")
+    return out
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "[" + ", ".join(f"{v:g}" for v in value) + "]"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The status line.
+
+
+def status_line(snap: Snapshot) -> str:
+    """One line for the run: status, epoch, `step <n> / <total>`, speed, and the message where it helps.
+
+    Always contains `step <n> / <total>`, which tests and benchmarks parse.
+    """
+    parts = [snap.status.capitalize()]
+    if snap.status == "queued" and snap.queue_position is not None:
+        parts.append(f"position {snap.queue_position} in the queue")
+    if snap.epoch:
+        parts.append(f"epoch {snap.epoch} / {snap.config.epochs}")
+    parts.append(f"step {snap.step} / {snap.total_steps}")
+    if snap.status in ("running", "finished") and snap.steps_per_second > 0:
+        parts.append(f"{snap.steps_per_second:.0f} steps/s")
+    if snap.status not in ("running", "paused"):
+        parts.append(snap.message)
+    return " · ".join(p for p in parts if p)
+
+
+def status_kind(snap: Snapshot) -> str:
+    """How the page colours the status: info, success, warning or error."""
+    return {"finished": "success", "stopped": "warning", "diverged": "warning", "failed": "error"}.get(
+        snap.status, "info"
+    )
+
+
+def escape_markdown(text: str) -> str:
+    """Text shown through a Markdown element exactly as written (no emphasis, links or code from it)."""
+    special = "\\`*_[]<>#|~$"
+    return "".join("\\" + c if c in special else c for c in text)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The split of a batch.
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    return "[" + ", ".join(str(n) for n in shape) + "]"
+
+
+def split_table(step: Step) -> list[dict[str, Any]]:
+    """One row per replica that ran (device, rows, index range, input and output shape), then `Outside`."""
+    rows = [
+        {
+            "Device": r.device,
+            "Rows": r.rows,
+            "Batch rows": f"{r.start}–{r.stop - 1}",
+            "Input shape": shape_text(r.input_shape),
+            "Output shape": shape_text(r.output_shape),
+        }
+        for r in step.replicas
+    ]
+    rows.append(
+        {
+            "Device": "Outside (gathered)",
+            "Rows": step.input_shape[0],
+            "Batch rows": f"0–{step.input_shape[0] - 1}",
+            "Input shape": shape_text(step.input_shape),
+            "Output shape": shape_text(step.output_shape),
+        }
+    )
+    return rows
+
+
+def split_blocks(step: Step) -> list[tuple[str, int, int]]:
+    """(device, start, stop) of each replica's rows of the batch, for the picture."""
+    return [(r.device, r.start, r.stop) for r in step.replicas]
+
+
+def idle_devices(snap: Snapshot) -> list[str]:
+    """Devices of the run that got no rows in the latest batch (a batch smaller than the device count)."""
+    if snap.latest is None:
+        return []
+    used = {r.device for r in snap.latest.replicas}
+    return [d for d in snap.devices if d not in used]
+
+
+def planned_split(cfg: FitConfig, gpus: Any = None) -> list[dict[str, Any]]:
+    """The first batch's split before any run: DataParallel's chunking of batch_size over the devices."""
+    labels = parse_devices(cfg.devices, gpus).labels
+    batch = min(cfg.batch_size, cfg.data_size)
+    rows, start = [], 0
+    for label, n in zip(labels, chunk_sizes(batch, len(labels))):
+        rows.append(
+            {
+                "Device": label,
+                "Rows": n,
+                "Batch rows": f"{start}–{start + n - 1}",
+                "Input shape": shape_text((n, cfg.n_features)),
+                "Output shape": shape_text((n, 1)),
+            }
+        )
+        start += n
+    rows.append(
+        {
+            "Device": "Outside (gathered)",
+            "Rows": batch,
+            "Batch rows": f"0–{batch - 1}",
+            "Input shape": shape_text((batch, cfg.n_features)),
+            "Output shape": shape_text((batch, 1)),
+        }
+    )
+    return rows
+
+
+def console_text(snap: Snapshot, max_lines: int = 16) -> str:
+    """The tutorial's printed lines for the latest steps that fit in max_lines, after the run's header."""
+    lines = [snap.header] if snap.header else []
+    steps = list(snap.recent)
+    per_step = len(steps[-1].replicas) + 1 if steps else 1
+    keep = max(1, (max_lines - len(lines)) // per_step)
+    for step in steps[-keep:]:
+        lines.extend(step_lines(step))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Results.
+
+
+def parameter_names(n_features: int) -> list[str]:
+    return [f"w{i}" for i in range(1, n_features + 1)] + ["b"]
+
+
+def results_table(snap: Snapshot) -> list[dict[str, Any]]:
+    """Learned, true and least-squares value of each parameter, and the learned one's error against both."""
+    if not snap.weights or snap.bias is None:
+        return []
+    cfg = snap.config
+    learned = list(snap.weights) + [snap.bias]
+    true = list(cfg.weights) + [cfg.bias]
+    lstsq = list(snap.lstsq_weights) + [snap.lstsq_bias] if snap.lstsq_weights is not None else None
+    rows = []
+    for i, name in enumerate(parameter_names(cfg.n_features)):
+        row = {"Parameter": name, "Learned": learned[i], "True": true[i]}
+        row["Least squares"] = lstsq[i] if lstsq else None
+        row["Learned − true"] = learned[i] - true[i]
+        row["Learned − least squares"] = learned[i] - lstsq[i] if lstsq else None
+        rows.append(row)
+    return rows
+
+
+def _finite_or_none(value: Any) -> Any:
+    """JSON has no inf or NaN: a diverged run's values become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_none(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite_or_none(v) for k, v in value.items()}
+    return value
+
+
+def result_dict(snap: Snapshot) -> dict[str, Any]:
+    """The run's outcome: config, status, learned / true / least-squares parameters, errors, latest split."""
+    cfg = snap.config
+    latest = snap.latest
+    return _finite_or_none(
+        {
+            "run_id": snap.run_id,
+            "config": cfg.to_dict(),
+            "status": snap.status,
+            "message": snap.message,
+            "devices": list(snap.devices),
+            "emulated": snap.emulated,
+            "data_parallel": snap.data_parallel,
+            "steps": snap.step,
+            "total_steps": snap.total_steps,
+            "final_loss": snap.final_loss,
+            "weights": list(snap.weights),
+            "bias": snap.bias,
+            "true_weights": list(cfg.weights),
+            "true_bias": cfg.bias,
+            "lstsq_weights": list(snap.lstsq_weights) if snap.lstsq_weights is not None else None,
+            "lstsq_bias": snap.lstsq_bias,
+            "parameters": results_table(snap),
+            "latest_step": {
+                "step": latest.step,
+                "input_shape": list(latest.input_shape),
+                "output_shape": list(latest.output_shape),
+                "replicas": [
+                    {
+                        "device": r.device,
+                        "rows": [r.start, r.stop],
+                        "input_shape": list(r.input_shape),
+                        "output_shape": list(r.output_shape),
+                    }
+                    for r in latest.replicas
+                ],
+            }
+            if latest
+            else None,
+            "elapsed": snap.elapsed,
+            "steps_per_second": snap.steps_per_second,
+        }
+    )
+
+
+def result_json(snap: Snapshot) -> str:
+    return json.dumps(result_dict(snap), indent=2, allow_nan=False)
+
+
+def history_rows(snap: Snapshot) -> list[dict[str, Any]]:
+    """The kept history, one row per step that has a loss or parameters (the two series thin separately)."""
+    names = parameter_names(snap.config.n_features)
+    by_step: dict[int, dict[str, Any]] = {}
+    for step, loss in snap.loss_history:
+        by_step.setdefault(step, {"step": step})["loss"] = loss
+    for step, values in snap.param_history:
+        by_step.setdefault(step, {"step": step}).update(zip(names, values))
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def history_csv(snap: Snapshot) -> str:
+    """history_rows as CSV: step, loss, w1..wd, b; a cell is empty where that series skipped the step."""
+    out = io.StringIO()
+    writer = csv.DictWriter(
+        out, ["step", "loss"] + parameter_names(snap.config.n_features), lineterminator="\n"
+    )
+    writer.writeheader()
+    writer.writerows(history_rows(snap))
+    return out.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Charts' data.
+
+
+def smooth(values: Sequence[float], weight: float, log: bool = True) -> list[float]:
+    """Exponential moving average with start-up bias correction (TensorBoard's smoothing).
+
+    Args:
+        values: the series.
+        weight: 0 leaves it as is; towards 1 smooths more.
+        log: average log10 of the values (right for a loss drawn on a log axis); values <= 0 or not finite
+            are passed through unsmoothed.
+    """
+    if weight <= 0:
+        return list(values)
+    out, acc, n = [], 0.0, 0
+    for v in values:
+        if log and not (v > 0 and math.isfinite(v)):
+            out.append(v)
+            continue
+        x = math.log10(v) if log else v
+        n += 1
+        acc = weight * acc + (1 - weight) * x
+        mean = acc / (1 - weight**n)
+        out.append(10**mean if log else mean)
+    return out
+
+
+def log_ticks(values: Sequence[float], most: int = 6) -> list[float]:
+    """Powers of ten for a log axis over the positive values: every decade, or every k-th for wide ranges."""
+    positive = [v for v in values if v > 0 and math.isfinite(v)]
+    if not positive:
+        return [1.0]
+    lo, hi = math.floor(math.log10(min(positive))), math.ceil(math.log10(max(positive)))
+    stride = max(1, math.ceil((hi - lo + 1) / most))
+    return [10.0**k for k in range(lo, hi + 1, stride)]
+
+
+def run_label(snap: Snapshot) -> str:
+    """A short name for a run in the chart's legend."""
+    cfg = snap.config
+    return (
+        f"{snap.run_id}: {cfg.devices}, {cfg.optimizer} lr {cfg.lr:g}, batch {cfg.batch_size} ({snap.status})"
+    )
+
+
+def defaults() -> dict[str, Any]:
+    """The controls' values for a fresh page: FitConfig's defaults."""
+    return {f.name: f.default for f in fields(FitConfig) if f.name in CONTROL_FIELDS}

@@ -1,0 +1,425 @@
+"""The ddp strategy: DistributedDataParallel on spawned ranks and under torchrun, against one process.
+
+Spawning ranks costs seconds (each imports torch), so only a few tests start any; the rest check the
+arithmetic, the shards and the validation without a process group.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DistributedSampler
+
+from fitcore import cli
+from fitcore.config import MAX_WORKERS, ConfigError, FitConfig, validate
+from fitcore.data import least_squares, make_data
+from fitcore.ddp import (
+    EXPLAIN_MARKDOWN,
+    Layout,
+    TorchrunEnv,
+    _epoch_value,
+    config_for_torchrun,
+    epoch_shards,
+    row_owners,
+    shard_table,
+    shards_value,
+    torchrun_env,
+    train_ddp,
+)
+from fitcore.devices import GPU
+from fitcore.parallel import LinearModel, init_parameters
+from fitcore.runner import Run
+from fitcore.train import Detail, RunEnded, RunStarted, Step, _make_optimizer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# 11 rows on 2 ranks: shards of 6 with one row repeated; 2 rows per rank and step, 3 steps per epoch
+SMALL = FitConfig(
+    weights=(1.5, -2.0), bias=0.5, noise=0.1, data_size=11, batch_size=4, epochs=4, lr=0.05,
+    devices="cpu", strategy="ddp", workers=2,
+)  # fmt: skip
+
+
+def reference(cfg: FitConfig) -> tuple[list[float], tuple[float, ...], float]:
+    """One process on the rows DDP's ranks take together at each step, in DistributedSampler's order."""
+    X, y = make_data(cfg)
+    model = LinearModel(cfg.n_features)
+    init_parameters(model, cfg.seed + 1)
+    optimizer = _make_optimizer(cfg, model.parameters())
+    b = math.ceil(cfg.batch_size / cfg.workers)
+    losses = []
+    for epoch in range(cfg.epochs):
+        shards = []
+        for rank in range(cfg.workers):
+            s = DistributedSampler(range(cfg.data_size), cfg.workers, rank, cfg.shuffle, cfg.seed, False)
+            s.set_epoch(epoch)
+            shards.append(list(s))
+        for start in range(0, len(shards[0]), b):
+            rows = [i for shard in shards for i in shard[start : start + b]]  # rank 0's rows, then rank 1's
+            loss = F.mse_loss(model(X[rows]), y[rows])
+            losses.append(loss.item())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return losses, tuple(model.fc.weight.detach().view(-1).tolist()), model.fc.bias.item()
+
+
+def listening(port: int) -> bool:
+    """True if some socket listens on `port` (state 0A in /proc/net/tcp and tcp6)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.read().splitlines()[1:]:
+                fields = line.split()
+                if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":
+                    return True
+    return False
+
+
+def assert_all_gone(details: dict) -> None:
+    """No rank process left (not even a zombie), no child of ours, and the store's port free again."""
+    for pid in details["ddp"]["pids"]:
+        assert not Path(f"/proc/{pid}").exists(), f"rank process {pid} is still there"
+    assert multiprocessing.active_children() == []
+    spawned = []
+    for children in Path("/proc/self/task").glob("*/children"):
+        for pid in children.read_text().split():
+            cmdline = Path(f"/proc/{pid}/cmdline")
+            if cmdline.exists() and b"spawn_main" in cmdline.read_bytes():
+                spawned.append(pid)
+    assert spawned == []
+    port = details["ddp"]["master_port"]
+    assert not listening(port)
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+
+
+def wait_for(predicate, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Arithmetic, shards and validation: no processes.
+
+
+@pytest.mark.parametrize(
+    "n, batch, k, per_rank, steps",
+    [
+        (200, 200, 2, 100, 1),  # the tutorial: 100 rows per rank, one step per epoch
+        (11, 4, 2, 2, 3),  # shards of 6, 2 rows per step
+        (10, 3, 3, 1, 4),  # shards of 4, 1 row per step: global batch 3
+        (10, 4, 3, 2, 2),  # ceil(4 / 3) = 2: global batch 6, not 4
+        (7, 7, 7, 1, 1),  # one row per rank and step
+    ],
+)
+def test_layout_rows_and_steps(n, batch, k, per_rank, steps):
+    layout = Layout(n, k, batch)
+    assert layout.per_rank_batch == per_rank
+    assert layout.steps_per_epoch == steps
+    assert layout.rows_per_rank == len(list(DistributedSampler(range(n), k, 0, False, 0, False)))
+    # every step gives every rank the same rows, and the steps cover the shard exactly
+    assert sum(layout.local_rows(j) for j in range(1, steps + 1)) == layout.rows_per_rank
+    cfg = FitConfig(data_size=n, batch_size=batch, strategy="ddp", workers=k, epochs=3)
+    assert cfg.batches_per_epoch == steps and cfg.total_steps == 3 * steps
+
+
+def test_ten_rows_on_three_ranks_pad_from_the_start():
+    shards = epoch_shards(10, 3, shuffle=False, seed=0, epoch=1)
+    assert shards == [[0, 3, 6, 9], [1, 4, 7, 0], [2, 5, 8, 1]]  # 12 slots: rows 0 and 1 twice
+    value = _epoch_value(Layout(10, 3, 3), ("a", "b", "c"), 1, shards)
+    assert [r["count"] for r in value["ranks"]] == [4, 4, 4]
+    assert [r["padded"] for r in value["ranks"]] == [[], [0], [1]]
+    assert value["repeated"] == [0, 1]
+
+
+@pytest.mark.parametrize("n, k", [(10, 3), (11, 2), (200, 2), (7, 4), (5, 5), (9, 8)])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_shards_follow_the_sampler_rule(n, k, shuffle):
+    seed, epoch = 7, 3
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch - 1)).tolist()
+    if not shuffle:
+        order = list(range(n))
+    size = math.ceil(n / k)
+    padded = order + order[: size * k - n]  # the first rows of the order pad the end
+    expected = [padded[r::k] for r in range(k)]
+    shards = epoch_shards(n, k, shuffle, seed, epoch)
+    assert shards == expected
+    layout = Layout(n, k, n)
+    value = _epoch_value(layout, tuple(f"rank {r}" for r in range(k)), epoch, shards)
+    assert value["repeated"] == order[: layout.padding]
+    assert sorted(i for r in value["ranks"] for i in r["padded"]) == sorted(order[: layout.padding])
+    owners = row_owners(shards_value(FitConfig(data_size=n), layout, ["x"] * k, value, value))
+    assert all(len(o) == (2 if i in order[: layout.padding] else 1) for i, o in enumerate(owners))
+
+
+def test_shard_table_reads_a_snapshots_extra():
+    layout = Layout(10, 3, 3)
+    labels = tuple(f"rank {r} · cpu · gloo" for r in range(3))
+    first = _epoch_value(layout, labels, 1, epoch_shards(10, 3, False, 0, 1))
+    extra = {"shards": shards_value(FitConfig(data_size=10, shuffle=False), layout, labels, first, first)}
+    table = shard_table(extra, "first")
+    assert [(t["rank"], t["rows"], t["first"], t["last"], t["padded"]) for t in table] == [
+        (0, 4, 0, 9, []),
+        (1, 4, 1, 0, [0]),
+        (2, 4, 2, 1, [1]),
+    ]
+    assert table[1]["device"] == labels[1] and table[1]["indices"] == [1, 4, 7, 0]
+    assert shard_table({}) == [] and row_owners({}) is None
+
+
+def test_explanation_contrasts_the_two_wrappers():
+    text = EXPLAIN_MARKDOWN
+    for words in ("one process", "one process per device", "scatter", "gather", "all-reduce", "shard"):
+        assert words in text.lower().replace("**", "")
+
+
+TWO_GPUS = [GPU(0, "test GPU", 2**34), GPU(1, "test GPU", 2**34)]
+
+
+@pytest.mark.parametrize(
+    "changes, gpus, field, allowed",
+    [
+        ({"workers": 0}, [], "workers", "an integer from 1 to 8"),
+        ({"workers": MAX_WORKERS + 1}, [], "workers", "an integer from 1 to 8"),
+        ({"workers": 4, "data_size": 3, "batch_size": 3}, [], "workers", "an integer from 1 to 3"),
+        ({"devices": "cuda:0,1"}, [], "devices", "this machine has 0 CUDA GPUs"),
+        ({"devices": "cuda:0,1", "workers": 3}, TWO_GPUS, "workers", "2: one process per GPU"),
+    ],
+)
+def test_bad_worker_counts_are_config_errors(changes, gpus, field, allowed):
+    with pytest.raises(ConfigError) as info:
+        validate(replace(SMALL, **changes), gpus=gpus)
+    assert info.value.field == field and allowed in str(info.value)
+
+
+def test_cuda_with_one_rank_per_gpu_is_valid():
+    assert validate(replace(SMALL, devices="cuda:0,1", workers=2), gpus=TWO_GPUS).workers == 2
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--workers", "0"], "fitcore: error: workers: got 0; allowed: an integer from 1 to 8"),
+        (["--workers", "9"], "fitcore: error: workers: got 9; allowed: an integer from 1 to 8"),
+        (["--workers", "5", "--data-size", "4", "--batch-size", "4"], "5; allowed: an integer from 1 to 4"),
+        (["--devices", "cuda:0,1"], "fitcore: error: devices: got 'cuda:0,1'; allowed: cpu, virtual:K"),
+    ],
+)  # fmt: skip
+def test_cli_bad_workers_exit_2_with_one_line(argv, message, capsys, monkeypatch):
+    monkeypatch.setattr("fitcore.devices.cuda_gpus", lambda: [])  # a machine without GPUs
+    assert cli.main(["--strategy", "ddp", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and message in err
+
+
+def test_torchrun_environment_and_its_config():
+    env = {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+    assert torchrun_env(env) is None  # no master: not under torchrun
+    env.update(MASTER_ADDR="10.0.0.1", MASTER_PORT="29500")
+    tr = torchrun_env(env)
+    assert tr == TorchrunEnv(1, 4, 1, 2, "10.0.0.1", 29500)
+    assert config_for_torchrun(replace(SMALL, workers=2), tr).workers == 4  # the world size
+    with pytest.raises(ConfigError, match="workers: got 3; allowed: 4 .torchrun's WORLD_SIZE."):
+        config_for_torchrun(replace(SMALL, workers=3), tr, workers_given=True)
+    with pytest.raises(ConfigError, match="at most the data size"):
+        config_for_torchrun(replace(SMALL, data_size=3, batch_size=3), tr)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Spawned ranks.
+
+
+def test_two_ranks_match_one_process_and_each_other():
+    cfg = validate(SMALL)
+    events = []
+    ended = train_ddp(cfg, events.append)
+    assert ended.status == "finished", ended.message
+    kinds = [type(e).__name__ for e in events]
+    steps = [e for e in events if isinstance(e, Step)]
+    details = {e.key: e.value for e in events if isinstance(e, Detail)}
+    assert kinds[0] == "RunStarted" and kinds[-1] == "RunEnded"
+    assert kinds.count("RunStarted") == 1 and kinds.count("RunEnded") == 1 and events[-1] is ended
+    assert len(steps) == cfg.total_steps == 12 and [s.step for s in steps] == list(range(1, 13))
+    assert [(s.epoch, s.batch) for s in steps[:4]] == [(1, 1), (1, 2), (1, 3), (2, 1)]
+    started = events[0]
+    assert isinstance(started, RunStarted) and started.total_steps == 12
+    assert started.devices == ("rank 0 · cpu · gloo", "rank 1 · cpu · gloo")
+
+    # each step: two ranks of 2 rows each, side by side in the global step's 4 rows
+    for s in steps:
+        assert [(r.device, r.start, r.stop) for r in s.replicas] == [
+            ("rank 0 · cpu · gloo", 0, 2),
+            ("rank 1 · cpu · gloo", 2, 4),
+        ]
+        assert [r.input_shape for r in s.replicas] == [(2, 2), (2, 2)]
+        assert [r.output_shape for r in s.replicas] == [(2, 1), (2, 1)]
+        assert s.input_shape == (4, 2) and s.output_shape == (4, 1)
+
+    # the same losses and parameters as one process on the same rows
+    losses, weights, bias = reference(cfg)
+    assert [s.loss for s in steps] == pytest.approx(losses, rel=1e-5, abs=1e-6)
+    assert ended.weights == pytest.approx(weights, abs=1e-5) and ended.bias == pytest.approx(bias, abs=1e-5)
+    assert steps[-1].weights == ended.weights
+
+    # every rank ends with the very same parameters
+    final = details["final"]
+    assert final["identical"] and final["max_abs_diff"] == 0.0
+    assert [r["weights"] for r in final["ranks"]] == [list(ended.weights)] * 2
+
+    # the shards are the sampler's, for the first and the last epoch
+    shards = details["shards"]
+    assert (shards["rows_per_rank"], shards["padding"], shards["per_rank_batch"]) == (6, 1, 2)
+    for key, epoch in (("first", 1), ("latest", cfg.epochs)):
+        assert shards[key]["epoch"] == epoch
+        expected = epoch_shards(11, 2, True, cfg.seed, epoch)
+        assert [r["indices"] for r in shards[key]["ranks"]] == expected
+        assert shards[key]["ranks"][1]["padded"] == [expected[0][0]]  # the order's first row, again
+    assert details["ddp"]["backend"] == "gloo" and details["ddp"]["world_size"] == 2
+    assert_all_gone(details)
+
+
+def test_pause_resume_and_stop_through_run(no_leftover_threads):
+    cfg = validate(replace(SMALL, epochs=10_000))
+    run = Run(cfg, pace=25).start()
+    try:
+        wait_for(lambda: run.snapshot().step >= 2)
+        run.pause()
+        time.sleep(0.3)  # the step already allowed may still finish
+        paused = run.snapshot()
+        time.sleep(0.6)
+        assert run.snapshot().step == paused.step and paused.status == "paused"
+        run.resume()
+        wait_for(lambda: run.snapshot().step > paused.step + 2, timeout=30)
+    finally:
+        run.stop()
+        assert run.wait(30)
+    snap = run.snapshot()
+    assert snap.status == "stopped" and snap.message == "stopped by the user"
+    assert snap.total_steps == 30_000 and snap.devices == ("rank 0 · cpu · gloo", "rank 1 · cpu · gloo")
+    table = shard_table(snap, "first")
+    assert [(t["rank"], t["rows"]) for t in table] == [(0, 6), (1, 6)]
+    assert snap.extra["final"]["identical"]
+    assert snap.weights == tuple(snap.extra["final"]["ranks"][0]["weights"])
+    assert_all_gone(snap.extra)
+
+
+def test_a_killed_rank_fails_the_run_without_hanging(no_leftover_threads):
+    run = Run(validate(replace(SMALL, epochs=10_000)), pace=25).start()
+    try:
+        wait_for(lambda: run.snapshot().step >= 1)
+        victim = run.snapshot().extra["ddp"]["pids"][1]
+        os.kill(victim, signal.SIGKILL)
+        assert run.wait(30), "the run did not notice its dead rank"
+    finally:
+        run.stop()
+        run.wait(30)
+    snap = run.snapshot()
+    assert snap.status == "failed"
+    assert snap.message.startswith(f"rank 1 (pid {victim}) ended with signal SIGKILL")
+    assert_all_gone(snap.extra)
+
+
+def test_divergence_ends_every_rank_as_diverged():
+    cfg = validate(replace(SMALL, optimizer="sgd", lr=1000.0, epochs=50))
+    events = []
+    ended = train_ddp(cfg, events.append)
+    assert ended.status == "diverged" and "learning rate 1000 is too high" in ended.message
+    steps = [e for e in events if isinstance(e, Step)]
+    assert 0 < ended.steps == len(steps) < cfg.total_steps and f"step {ended.steps + 1}" in ended.message
+    assert all(math.isfinite(s.loss) for s in steps)
+    details = {e.key: e.value for e in events if isinstance(e, Detail)}
+    assert details["final"]["identical"]
+    assert_all_gone(details)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The command line, spawned and under torchrun.
+
+
+def _env() -> dict:
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    }
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def test_cli_prints_each_ranks_lines_and_parameters():
+    # the tutorial's defaults: 200 rows, batch 200, so 100 rows per rank
+    cmd = [sys.executable, "-m", "fitcore", "--strategy", "ddp", "--workers", "2", "--print-every", "100"]
+    done = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    for rank in (0, 1):
+        line = (
+            f"\t[rank {rank} · cpu · gloo] In Model: "
+            "input size torch.Size([100, 2]) output size torch.Size([100, 1])"
+        )
+        assert out.count(line + "\n") == 2  # steps 1 and 101
+    assert "Parameters per rank after the last step: identical on every rank" in out
+    learned = next(line for line in out.splitlines() if line.startswith("Learned:"))
+    assert [float(x) for x in re.findall(r"-?\d+\.\d+", learned)] == pytest.approx([5.2, 9.6, 3.4], abs=1e-2)
+
+
+def test_torchrun_single_machine_matches_one_process():
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+        "-m", "fitcore", "--strategy", "ddp", "--devices", "cpu", "--json",
+        "--weights", "1.5", "-2.0", "--bias", "0.5", "--noise", "0.1", "--data-size", "11",
+        "--batch-size", "4", "--epochs", "4", "--lr", "0.05",
+    ]  # fmt: skip
+    done = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == 1  # rank 0 alone prints
+    result = json.loads(lines[0])
+    assert result["status"] == "finished" and result["steps"] == 12
+    assert result["config"]["workers"] == 2
+    _, weights, bias = reference(validate(SMALL))
+    assert result["weights"] == pytest.approx(weights, abs=1e-5) and result["bias"] == pytest.approx(
+        bias, abs=1e-5
+    )
+    final = result["details"]["final"]
+    assert final["identical"] and len(final["ranks"]) == 2
+    shards = result["details"]["shards"]
+    assert [r["indices"] for r in shards["first"]["ranks"]] == epoch_shards(11, 2, True, 0, 1)
+    assert result["details"]["ddp"]["launcher"] == "launched by torchrun"
+    assert result["first_step"]["replicas"][1]["rows"] == [2, 4]
+
+
+def test_reference_is_least_squares_at_convergence():
+    """The reference itself is trustworthy: run long enough, it reaches torch.linalg.lstsq."""
+    cfg = replace(SMALL, data_size=12, batch_size=12, epochs=500, lr=0.05)  # no padding, full batches
+    _, weights, bias = reference(cfg)
+    lw, lb = least_squares(*make_data(cfg))
+    assert weights == pytest.approx(lw, abs=1e-3) and bias == pytest.approx(lb, abs=1e-3)
+
+
+def test_a_rank_that_raises_fails_the_run_with_its_message():
+    """A plan naming a GPU this machine lacks: the rank raises, and its message ends the run."""
+    from fitcore.devices import DevicePlan
+
+    plan = DevicePlan("cuda", "cuda:7", ("cuda:7",), (7,))
+    cfg = validate(replace(SMALL, workers=1))
+    events = []
+    ended = train_ddp(cfg, events.append, plan=plan)
+    assert isinstance(events[-1], RunEnded) and ended.status == "failed"
+    assert ended.message.startswith("rank 0 failed: ") and ended.steps == 0
+    assert multiprocessing.active_children() == []
