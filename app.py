@@ -1,0 +1,711 @@
+"""The fitcore dashboard: watch nn.DataParallel (or its CPU emulation) split each batch of y = X·W + b.
+
+Run with `streamlit run app.py`. The page holds no training code: it sends start / pause / stop to one
+server-wide RunPool and draws the snapshots it reads back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import uuid
+
+import altair as alt
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from fitcore import report
+from fitcore.config import OPTIMIZERS, ConfigError, FitConfig
+from fitcore.devices import MAX_VIRTUAL, cuda_gpus
+from fitcore.pool import PoolSettings, RunNotFound, RunPool
+from fitcore.runner import Snapshot
+
+REFRESH_SECONDS = 0.4  # live panels while a run trains or waits: 2.5 times a second
+PAUSED_REFRESH_SECONDS = 1.0  # a paused run changes nothing; reading it still keeps it from being reaped
+KEEP_RUNS = 5  # earlier runs of this session kept for the loss chart's overlay
+COLOURS = ("#1f6feb", "#d9480f", "#2f9e44", "#ae3ec9", "#e8590c", "#0c8599", "#c2255c", "#5c940d")
+# axis labels for parameters: plain numbers, and powers of ten once a diverging run makes them huge
+VALUE_LABEL = "abs(datum.value) >= 1e5 ? format(datum.value, '.1~e') : format(datum.value, '~r')"
+PLOT_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
+
+
+@st.cache_resource(show_spinner=False)
+def get_pool() -> RunPool:
+    """One pool for the whole server: every browser session's runs share its cap and queue."""
+    return RunPool(PoolSettings.from_env())
+
+
+@st.cache_resource(show_spinner=False)
+def get_gpus() -> dict:
+    """The CUDA GPUs this server sees, by index (empty on a CPU-only machine)."""
+    return {g.index: g for g in cuda_gpus()}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Session state: the owner id, the current run, the last snapshot read, earlier runs, the controls.
+
+
+def init_session(gpus: dict) -> None:
+    ss = st.session_state
+    if "owner" in ss:
+        return
+    ss.owner = uuid.uuid4().hex  # the pool only lets this session touch its own runs
+    ss.run_id = None
+    ss.snap = None  # the last snapshot read: kept when the run ends or the pool drops it
+    ss.past = []  # (label, loss history) of this session's earlier runs
+    ss.start_error = None
+    apply_values(report.defaults())
+    ss.device_mode = "virtual"
+    ss.pace = report.DEFAULT_PACE
+    ss.smoothing = 0.0
+    ss.overlay = True
+    # a shared link sets the controls; its bad values are reported and replaced by the defaults
+    values, pace, errors = report.from_query(st.query_params.to_dict(), list(gpus.values()))
+    apply_values(values)
+    if pace is not None:
+        ss.pace = pace
+    ss.url_errors = [report.error_text(e) for e in errors]
+
+
+def apply_values(values: dict) -> None:
+    """Set the controls' widgets from typed config values (a preset, a link, the defaults)."""
+    ss = st.session_state
+    for name, value in values.items():
+        if name == "weights":
+            ss.n_features = len(value)
+            for i, w in enumerate(value):
+                ss[f"weight_{i}"] = float(w)
+        elif name == "devices":
+            kind, _, rest = value.partition(":")
+            if kind == "virtual":
+                ss.device_mode, ss.virtual_devices = "virtual", int(rest)
+            else:
+                ss.device_mode, ss.gpus = "cuda", [int(i) for i in rest.split(",")]
+        elif name in ("bias", "noise", "lr"):
+            ss[name] = float(value)
+        else:
+            ss[name] = value
+
+
+def keep_widget_defaults(gpus: dict) -> None:
+    """Streamlit forgets a widget's value while the widget is not drawn: put back a default before drawing."""
+    ss = st.session_state
+    for i in range(ss.n_features):
+        ss.setdefault(f"weight_{i}", 1.0)
+    ss.setdefault("virtual_devices", 2)
+    ss.setdefault("gpus", sorted(gpus))
+    if not gpus:
+        ss.device_mode = "virtual"
+
+
+def devices_spec() -> str:
+    ss = st.session_state
+    if ss.device_mode == "cuda":
+        return "cuda:" + ",".join(str(i) for i in sorted(ss.gpus))
+    return f"virtual:{ss.virtual_devices}"
+
+
+def control_values() -> dict:
+    """The controls' current values, typed like FitConfig's fields (not yet validated)."""
+    ss = st.session_state
+    return {
+        "weights": tuple(float(ss.get(f"weight_{i}", 1.0)) for i in range(ss.n_features)),
+        "bias": float(ss.bias),
+        "noise": float(ss.noise),
+        "data_size": int(ss.data_size),
+        "batch_size": int(ss.batch_size),
+        "epochs": int(ss.epochs),
+        "lr": float(ss.lr),
+        "optimizer": ss.optimizer,
+        "shuffle": bool(ss.shuffle),
+        "seed": int(ss.seed),
+        "devices": devices_spec(),
+        # the DDP strategy's control goes here; until then every run is "dataparallel"
+    }
+
+
+def refresh_snapshot() -> Snapshot | None:
+    """Read the current run from the pool; keep the last snapshot when the pool no longer has it."""
+    ss = st.session_state
+    if ss.run_id is None:
+        return ss.snap
+    try:
+        ss.snap = get_pool().snapshot(ss.owner, ss.run_id)
+    except RunNotFound:
+        ss.run_id = None
+        if ss.snap is not None and ss.snap.active:
+            ss.snap = dataclasses.replace(
+                ss.snap, status="stopped", message="the server dropped this run: the page did not read it"
+            )
+    return ss.snap
+
+
+def archive_current() -> None:
+    """Keep the current run's loss curve for the overlay before it is replaced or reset."""
+    ss = st.session_state
+    snap = ss.snap
+    if snap is not None and snap.loss_history:
+        ss.past = (ss.past + [(report.run_label(snap), snap.loss_history)])[-KEEP_RUNS:]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Callbacks of the run buttons: every action goes through the pool, as this session's owner.
+
+
+def start_run(gpus: dict) -> None:
+    ss = st.session_state
+    pool = get_pool()
+    ss.start_error, ss.url_errors = None, []
+    try:
+        cfg = report.config_from_controls(control_values(), pool.settings.limits, list(gpus.values()))
+        snap = pool.submit(ss.owner, cfg, report.parse_pace(ss.pace))
+    except ConfigError as exc:
+        ss.start_error = report.error_text(exc)
+        return
+    archive_current()
+    ss.run_id, ss.snap = snap.run_id, snap
+
+
+def _on_run(action: str) -> None:
+    ss = st.session_state
+    if ss.run_id is None:
+        return
+    try:
+        getattr(get_pool(), action)(ss.owner, ss.run_id)
+    except RunNotFound:
+        ss.run_id = None  # already dropped by the pool; the page keeps what it last read
+
+
+def reset_run() -> None:
+    ss = st.session_state
+    _on_run("forget")
+    archive_current()
+    ss.run_id, ss.snap, ss.start_error = None, None, None
+
+
+def pace_changed() -> None:
+    """The pace is the one setting a run takes live."""
+    ss = st.session_state
+    if ss.run_id is not None:
+        try:
+            get_pool().set_pace(ss.owner, ss.run_id, report.parse_pace(ss.pace))
+        except RunNotFound:
+            ss.run_id = None
+
+
+def preset_chosen() -> None:
+    ss = st.session_state
+    if ss.preset != "Custom":
+        apply_values(report.config_values(report.preset(ss.preset).config))
+        ss.url_errors = []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Sidebar: presets and controls.
+
+
+def presets_ui() -> None:
+    ss = st.session_state
+    match = report.matching_preset(control_values())
+    ss.preset = match.name if match else "Custom"  # the selectbox follows the controls
+    st.selectbox(
+        "Preset",
+        ["Custom"] + [p.name for p in report.PRESETS],
+        key="preset",
+        on_change=preset_chosen,
+        help="Sets the controls to a setup that shows one thing.",
+    )
+
+
+def data_controls_ui() -> None:
+    st.subheader("Data: y = X·W + b")
+    st.number_input(
+        "Number of features",
+        min_value=1,
+        max_value=report.MAX_FEATURE_CONTROL,
+        step=1,
+        key="n_features",
+        help="Columns of X, one true weight each (a run may use 1 to 16).",
+    )
+    n = st.session_state.n_features
+    cols = st.columns(2)
+    for i in range(n):
+        with cols[i % 2]:
+            st.number_input(f"True w{i + 1}", step=0.1, format="%g", key=f"weight_{i}")
+    left, right = st.columns(2)
+    left.number_input("True bias b", step=0.1, format="%g", key="bias")
+    right.number_input("Noise (std)", step=0.1, format="%g", key="noise")
+    left.number_input("Data size (rows)", step=1, key="data_size")
+    right.number_input("Seed", step=1, key="seed")
+    st.checkbox("Shuffle the rows every epoch", key="shuffle")
+
+
+def training_controls_ui() -> None:
+    st.subheader("Training")
+    left, right = st.columns(2)
+    left.number_input("Batch size", step=1, key="batch_size")
+    right.number_input("Epochs", step=1, key="epochs")
+    left.number_input("Learning rate", step=0.05, format="%g", key="lr")
+    right.selectbox(
+        "Optimizer", OPTIMIZERS, key="optimizer", format_func=lambda o: {"adam": "Adam"}.get(o, "SGD")
+    )
+
+
+def devices_ui(gpus: dict) -> None:
+    ss = st.session_state
+    st.subheader("Devices")
+    if gpus:
+        st.radio(
+            "Run on",
+            ["cuda", "virtual"],
+            key="device_mode",
+            horizontal=True,
+            format_func=lambda m: "CUDA GPUs" if m == "cuda" else "Virtual devices",
+        )
+    else:
+        st.caption("No CUDA GPU on this server.")
+    if ss.device_mode == "cuda":
+        st.multiselect("GPUs", sorted(gpus), key="gpus", format_func=lambda i: gpus[i].label)
+        st.caption("Two or more GPUs run the real nn.DataParallel; one GPU runs the model alone.")
+    else:
+        st.slider("Virtual devices", 1, MAX_VIRTUAL, key="virtual_devices")
+        st.caption(
+            "Emulated on the CPU: each batch is split with DataParallel's own rule (tensor.chunk) and the "
+            "replicas run in threads, but no GPU is used and nothing runs faster."
+        )
+
+
+def chart_controls_ui() -> None:
+    st.subheader("Charts")
+    st.slider("Loss smoothing", 0.0, 0.95, step=0.05, key="smoothing", help="Exponential moving average.")
+    st.toggle("Overlay this session's earlier runs", key="overlay")
+
+
+def sidebar_ui(gpus: dict) -> None:
+    with st.sidebar:
+        presets_ui()
+        data_controls_ui()
+        training_controls_ui()
+        devices_ui(gpus)
+        chart_controls_ui()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Main area: messages, run buttons, live panels, explanation.
+
+
+def messages_ui(values: dict, config_error: str | None) -> None:
+    ss = st.session_state
+    for text in ss.url_errors:
+        st.error(f"The link had a bad value, so the default is used. {text}")
+    if config_error:
+        st.error(config_error)
+    elif ss.start_error:
+        st.error(ss.start_error)
+    match = report.matching_preset(values)
+    if match is not None:
+        st.info(f"**{match.name}.** {match.lesson}")
+
+
+def run_controls_ui(gpus: dict, can_start: bool) -> None:
+    snap: Snapshot | None = st.session_state.snap
+    active = snap is not None and snap.active
+    cols = st.columns([1.5, 1, 1, 1, 3.2], vertical_alignment="bottom")
+    cols[0].button(
+        "Start training",
+        key="start",
+        type="primary",
+        disabled=not can_start or active,
+        on_click=start_run,
+        args=(gpus,),
+        width="stretch",
+    )
+    if active and snap.status == "paused":
+        cols[1].button("Resume", key="resume", on_click=_on_run, args=("resume",), width="stretch")
+    else:
+        cols[1].button(
+            "Pause", key="pause", disabled=not active, on_click=_on_run, args=("pause",), width="stretch"
+        )
+    cols[2].button("Stop", key="stop", disabled=not active, on_click=_on_run, args=("stop",), width="stretch")
+    cols[3].button("Reset", key="reset", disabled=snap is None, on_click=reset_run, width="stretch")
+    cols[4].select_slider(
+        "Pace",
+        report.PACE_CHOICES,
+        key="pace",
+        format_func=report.pace_label,
+        on_change=pace_changed,
+        help="Steps per second; takes effect at once, also during a run.",
+    )
+
+
+def status_ui(snap: Snapshot | None, cfg: FitConfig | None) -> None:
+    if snap is None:
+        total = f" · step 0 / {cfg.total_steps}" if cfg is not None else ""
+        st.info(f"Ready{total} · press **Start training**")
+        st.progress(0.0)
+        return
+    line = report.escape_markdown(report.status_line(snap))
+    getattr(st, report.status_kind(snap))(line)
+    st.progress(min(1.0, snap.progress))
+
+
+def differences_ui(snap: Snapshot | None, values: dict) -> None:
+    if snap is None:
+        return
+    diffs = report.config_differences(values, snap.config)
+    if not diffs:
+        return
+    if snap.active:
+        st.warning(
+            f"The controls differ from {snap.run_id}'s configuration; the run keeps its own, and the "
+            "controls apply to the next run. " + report.escape_markdown("; ".join(diffs))
+        )
+    else:
+        st.caption(f"Shown: {snap.run_id}'s configuration. Changed since: " + "; ".join(diffs))
+
+
+def _figure(height: int) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(
+        height=height,
+        margin=dict(l=10, r=10, t=10, b=10),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
+        font=dict(size=15),
+    )
+    return fig
+
+
+def _line_chart(layers: list[alt.Chart]) -> alt.LayerChart:
+    """Layers with the page's sizes; Vega-Lite updates such a chart's data in place on every refresh."""
+    return (
+        alt.layer(*layers)
+        .properties(height=250)
+        .configure_axis(labelFontSize=14, titleFontSize=15)
+        .configure_legend(orient="top", title=None, labelFontSize=14, symbolStrokeWidth=3, labelLimit=400)
+    )
+
+
+def loss_ui(snap: Snapshot | None) -> None:
+    """Loss per step on a log axis, optionally smoothed, with this session's earlier runs behind it."""
+    ss = st.session_state
+    st.subheader("Loss per step")
+    if snap is None or not snap.loss_history:
+        st.caption("The loss of every batch appears here once a run starts.")
+        return
+    series = []
+    if ss.overlay:
+        series += [(label, history, "earlier run") for label, history in ss.past]
+    steps, losses = zip(*snap.loss_history)
+    if ss.smoothing > 0:
+        series.append((f"{snap.run_id} (raw)", snap.loss_history, "raw"))
+        losses = report.smooth(losses, ss.smoothing)
+    series.append((snap.run_id, tuple(zip(steps, losses)), "this run"))
+    rows = [
+        {"step": step, "loss": loss, "run": label, "kind": kind}
+        for label, history, kind in series
+        for step, loss in history
+        if loss > 0 and math.isfinite(loss)  # a log axis has no place for 0 or inf
+    ]
+    labels = [label for label, _, _ in series]
+    colours = [
+        COLOURS[0]
+        if kind == "this run"
+        else "#9aa5b1"
+        if kind == "raw"
+        else COLOURS[1 + i % (len(COLOURS) - 1)]
+        for i, (_, _, kind) in enumerate(series)
+    ]
+    line = (
+        alt.Chart(pd.DataFrame(rows))
+        .mark_line(clip=True)
+        .encode(
+            x=alt.X("step:Q", scale=alt.Scale(domain=[0, snap.total_steps]), title="step"),
+            y=alt.Y(
+                "loss:Q",
+                scale=alt.Scale(type="log"),
+                title="loss (MSE)",
+                axis=alt.Axis(format="~e", values=report.log_ticks([r["loss"] for r in rows])),
+            ),
+            color=alt.Color(
+                "run:N",
+                scale=alt.Scale(domain=labels, range=colours),
+                legend=alt.Legend() if len(series) > 1 else None,
+            ),
+            strokeDash=alt.StrokeDash(
+                "kind:N",
+                scale=alt.Scale(domain=["this run", "raw", "earlier run"], range=[[1, 0], [1, 0], [5, 3]]),
+                legend=None,
+            ),
+            strokeWidth=alt.StrokeWidth(
+                "kind:N",
+                scale=alt.Scale(domain=["this run", "raw", "earlier run"], range=[3, 1.5, 2]),
+                legend=None,
+            ),
+            tooltip=["run:N", "step:Q", alt.Tooltip("loss:Q", format=".4g")],
+        )
+    )
+    st.altair_chart(_line_chart([line]), width="stretch")
+
+
+def params_ui(snap: Snapshot | None) -> None:
+    """Each learned weight and the bias per step, with the true and least-squares values as lines."""
+    st.subheader("Parameters per step")
+    if snap is None or not snap.param_history:
+        st.caption("Each learned weight and the bias appear here, with their true values.")
+        return
+    cfg = snap.config
+    names = report.parameter_names(cfg.n_features)
+    scale = alt.Scale(domain=names, range=[COLOURS[i % len(COLOURS)] for i in range(len(names))])
+    learned = pd.DataFrame(
+        [
+            {"step": s, "parameter": n, "value": v}
+            for s, values in snap.param_history
+            for n, v in zip(names, values)
+        ]
+    )
+    true = list(cfg.weights) + [cfg.bias]
+    references = [{"parameter": n, "value": v, "reference": "true"} for n, v in zip(names, true)]
+    if snap.lstsq_weights is not None and cfg.noise > 0:
+        lstsq = list(snap.lstsq_weights) + [snap.lstsq_bias]
+        references += [
+            {"parameter": n, "value": v, "reference": "least squares"} for n, v in zip(names, lstsq)
+        ]
+    x = alt.X("step:Q", scale=alt.Scale(domain=[0, snap.total_steps]), title="step")
+    lines = (
+        alt.Chart(learned)
+        .mark_line(strokeWidth=3, clip=True)
+        .encode(
+            x=x,
+            y=alt.Y("value:Q", title="value", axis=alt.Axis(labelExpr=VALUE_LABEL)),
+            color=alt.Color("parameter:N", scale=scale),
+            tooltip=["parameter:N", "step:Q", "value:Q"],
+        )
+    )
+    rules = (
+        alt.Chart(pd.DataFrame(references))
+        .mark_rule(strokeWidth=1.5)
+        .encode(
+            y="value:Q",
+            color=alt.Color("parameter:N", scale=scale),
+            strokeDash=alt.StrokeDash(
+                "reference:N",
+                scale=alt.Scale(domain=["true", "least squares"], range=[[6, 4], [2, 2]]),
+                legend=None,
+            ),
+            tooltip=["parameter:N", "reference:N", "value:Q"],
+        )
+    )
+    st.altair_chart(_line_chart([rules, lines]), width="stretch")
+    reference = "dashed: true value; dotted: least squares" if cfg.noise > 0 else "dashed: true value"
+    st.caption(f"{reference} (without noise the least-squares answer is the true one).")
+
+
+def _split_picture(blocks: list[tuple[str, int, int]], batch: int) -> None:
+    """The batch as one bar cut into a coloured block per device, labelled with its rows."""
+    fig = _figure(64)
+    for i, (device, start, stop) in enumerate(blocks):
+        short = device.split(" ")[0]
+        rows = stop - start
+        fig.add_bar(
+            y=[""],
+            x=[rows],
+            base=[start],
+            orientation="h",
+            name=short,
+            marker=dict(color=COLOURS[i % len(COLOURS)], line=dict(color="white", width=2)),
+            text=[f"{short}: {rows} row{'s' if rows != 1 else ''} ({start}–{stop - 1})"],
+            textposition="inside",
+            insidetextanchor="middle",
+            textfont=dict(color="white", size=15),
+            hovertemplate=f"{device}<br>rows {start}–{stop - 1} ({rows})<extra></extra>",
+        )
+    fig.update_layout(
+        barmode="overlay", showlegend=False, uniformtext=dict(minsize=10, mode="hide"), margin=dict(t=0, b=0)
+    )
+    fig.update_xaxes(range=[0, batch], visible=False)
+    fig.update_yaxes(visible=False)
+    st.plotly_chart(fig, config=PLOT_CONFIG, key="split_chart")
+
+
+def _split_source(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> tuple[str, list[dict]] | None:
+    """What the split panels show: the latest batch of the run, or the planned first batch before a run."""
+    if snap is not None and snap.latest is not None:
+        step = snap.latest
+        n = len(step.replicas)
+        where = ", emulated on the CPU" if snap.emulated else ""
+        chunks = f"{n} chunk{'s' if n != 1 else ''}"
+        rows = step.input_shape[0]
+        title = f"The split of step {step.step}: {rows} rows cut into {chunks}, one per device{where}"
+        return title, report.split_table(step)
+    if cfg is not None:
+        rows = report.planned_split(cfg, list(gpus.values()))
+        return f"The split each batch will get: {rows[-1]['Rows']} rows over {len(rows) - 1} devices", rows
+    return None
+
+
+def split_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
+    """The picture of the latest batch cut into one block per device."""
+    source = _split_source(snap, cfg, gpus)
+    if source is None:
+        st.subheader("The split")
+        st.caption("Fix the settings to see how a batch would be split.")
+        return
+    title, rows = source
+    st.markdown(f"**{title}**")
+    blocks, start = [], 0
+    for row in rows[:-1]:
+        blocks.append((row["Device"], start, start + row["Rows"]))
+        start += row["Rows"]
+    _split_picture(blocks, rows[-1]["Rows"])
+    idle = report.idle_devices(snap) if snap is not None else []
+    if idle:
+        st.caption(f"Idle on this step, no rows left for them: {', '.join(idle)}.")
+
+
+def split_table_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
+    """Each replica's input and output shape, and the gathered `Outside` shape."""
+    source = _split_source(snap, cfg, gpus)
+    if source is None:
+        return
+    st.subheader("Shapes inside and outside the model")
+    st.table(pd.DataFrame(source[1]), hide_index=True)
+
+
+def console_ui(snap: Snapshot | None) -> None:
+    st.subheader("Console")
+    if snap is None or not snap.recent:
+        st.caption("The tutorial's In Model / Outside lines for the latest steps appear here.")
+        return
+    # a tab as 4 spaces keeps the tutorial's lines on one line at the page's width
+    st.code(report.console_text(snap).expandtabs(4), language="text", wrap_lines=True)
+
+
+def results_ui(snap: Snapshot | None) -> None:
+    if snap is None or not snap.weights:
+        return
+    title = "Results" if not snap.active else f"Parameters so far (step {snap.step})"
+    st.subheader(title)
+    rows = report.results_table(snap)
+    table = pd.DataFrame(rows)
+    for column in ("Learned", "True", "Least squares"):
+        table[column] = table[column].map(lambda v: "" if v is None else f"{v:.4f}")
+    for column in ("Learned − true", "Learned − least squares"):
+        table[column] = table[column].map(lambda v: "" if v is None else f"{v:+.4f}")
+    st.table(table, hide_index=True)
+    if snap.final_loss is not None:
+        st.caption(f"Loss of the last batch: {snap.final_loss:.6g}")
+
+
+def downloads_ui(snap: Snapshot | None) -> None:
+    if snap is None or snap.active or not snap.loss_history:
+        return
+    left, right, _ = st.columns([1, 1, 2])
+    left.download_button(
+        "Download history (CSV)",
+        report.history_csv(snap),
+        file_name=f"fitcore-{snap.run_id}-history.csv",
+        mime="text/csv",
+        key="download_csv",
+        on_click="ignore",
+    )
+    right.download_button(
+        "Download result (JSON)",
+        report.result_json(snap),
+        file_name=f"fitcore-{snap.run_id}-result.json",
+        mime="application/json",
+        key="download_json",
+        on_click="ignore",
+    )
+
+
+def live_panels(was_active: bool, cfg: FitConfig | None, gpus: dict) -> None:
+    """Everything that changes while a run trains; a fragment that reruns on a timer only during a run."""
+    snap = refresh_snapshot()
+    if was_active and (snap is None or not snap.active):
+        st.rerun()  # the run has ended: a full rerun redraws the buttons and turns the timer off
+    values = control_values()
+    status_ui(snap, cfg)
+    differences_ui(snap, values)
+    split_ui(snap, cfg, gpus)
+    left, right = st.columns(2)
+    with left:
+        loss_ui(snap)
+    with right:
+        params_ui(snap)
+    split_table_ui(snap, cfg, gpus)
+    console_ui(snap)
+    results_ui(snap)
+    downloads_ui(snap)
+
+
+def live_ui(cfg: FitConfig | None, gpus: dict) -> None:
+    """Decide at each full rerun whether the live panels refresh on a timer: only while a run is active."""
+    snap = st.session_state.snap
+    every = None
+    if snap is not None and snap.active:
+        every = PAUSED_REFRESH_SECONDS if snap.status == "paused" else REFRESH_SECONDS
+    st.fragment(run_every=every)(live_panels)(every is not None, cfg, gpus)
+
+
+def explain_ui() -> None:
+    with st.expander("How DataParallel splits a batch"):
+        st.markdown(
+            """
+`nn.DataParallel(model, device_ids=[0, 1, ...])` runs in one process. On every forward call it:
+
+1. **scatter** — cuts the batch along its first dimension with `tensor.chunk(len(device_ids))` and copies
+   chunk *i* to device *i*. Chunks have `ceil(B / K)` rows and the last one fewer, so 200 rows on 3 devices
+   are 67 / 67 / 66, and a small batch uses fewer devices than selected (5 rows on 8 devices: 5 chunks of 1).
+2. **replicate** — copies the module's current parameters from `device_ids[0]` to every device that got a
+   chunk, again on every step.
+3. **parallel_apply** — runs replica *i* on chunk *i*, one thread per replica, all at once. Each replica's
+   forward sees only its chunk: the tutorial's `In Model: input size torch.Size([100, 2])` lines.
+4. **gather** — concatenates the replicas' outputs on `device_ids[0]`: the `Outside` line shows the whole
+   batch again. The loss is computed there, and backward sums every replica's gradients into the one
+   original set of parameters, which the optimizer then updates once.
+
+**Virtual devices** do steps 1, 3 and 4 exactly on the CPU and make step 2 free (the replicas share the
+parameters), so the numbers are those of one device: the lesson is the split, not a speed-up.
+
+**`.to(device)`**: `tensor.to(device)` returns a *copy* on that device and leaves the original where it was,
+so write `x = x.to(device)`. `model.to(device)` moves the module's parameters *in place* (and returns the same
+module), so `model.to(device)` on its own is enough.
+"""
+        )
+
+
+def main() -> None:
+    st.set_page_config(page_title="fitcore: how DataParallel splits a batch", layout="wide")
+    try:
+        pool = get_pool()
+    except ConfigError as exc:
+        st.error(f"The server's settings are wrong: {exc}")
+        st.stop()
+    gpus = get_gpus()
+    init_session(gpus)
+    st.session_state.pool = pool  # tests reach the server's pool through the session
+    keep_widget_defaults(gpus)
+    refresh_snapshot()
+    sidebar_ui(gpus)
+
+    values = control_values()
+    try:
+        cfg, config_error = (
+            report.config_from_controls(values, pool.settings.limits, list(gpus.values())),
+            None,
+        )
+    except ConfigError as exc:
+        cfg, config_error = None, report.error_text(exc)
+    want = report.to_query(values, st.session_state.pace)
+    if st.query_params.to_dict() != {**st.query_params.to_dict(), **want}:
+        st.query_params.update(want)  # the link reproduces the setup
+
+    st.title("How DataParallel splits a batch")
+    messages_ui(values, config_error)
+    run_controls_ui(gpus, can_start=cfg is not None)
+    live_ui(cfg, gpus)
+    explain_ui()
+
+
+main()

@@ -1,0 +1,427 @@
+"""The dashboard driven through Streamlit's AppTest: controls, errors, runs, presets and the link.
+
+AppTest does not rerun `run_every` fragments on a timer, so each test calls `at.run()` again after waiting
+for the run through the server's pool, which the page keeps in its session state.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+import streamlit as st
+import torch
+from streamlit.testing.v1 import AppTest
+
+from fitcore import report
+from fitcore.config import FitConfig
+from fitcore.data import make_data
+from fitcore.pool import RunNotFound
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+STEP = re.compile(r"step (\d+) / (\d+)")
+
+
+@pytest.fixture
+def page(monkeypatch, no_leftover_threads):
+    """Open the page in fresh sessions; afterwards stop every run and drop the cached server-wide pool."""
+    for name in list(os.environ):
+        if name.startswith("FITCORE_"):
+            monkeypatch.delenv(name)  # the page's limits are the classroom defaults
+    st.cache_resource.clear()
+    opened: list[AppTest] = []
+
+    def open_page(query: dict | None = None) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=30)
+        at.query_params.update(query or {})
+        opened.append(at)
+        at.run()
+        assert not at.exception
+        return at
+
+    yield open_page
+    pools = {}
+    for at in opened:
+        try:
+            pool = at.session_state["pool"]
+        except KeyError:
+            continue
+        pools[id(pool)] = pool
+    for pool in pools.values():
+        pool.shutdown()
+    st.cache_resource.clear()
+
+
+def _pool(at: AppTest):
+    return at.session_state["pool"], at.session_state["owner"]
+
+
+def wait_for(at: AppTest, done, timeout: float = 30.0) -> AppTest:
+    """Poll the run's snapshot through the pool until done(snapshot), then rerun the page."""
+    pool, owner = _pool(at)
+    run_id = at.session_state["run_id"]
+    deadline = time.monotonic() + timeout
+    while not done(pool.snapshot(owner, run_id)):
+        assert time.monotonic() < deadline, "the run did not get there in time"
+        time.sleep(0.02)
+    return at.run()
+
+
+def wait_until_ended(at: AppTest) -> AppTest:
+    return wait_for(at, lambda snap: not snap.active)
+
+
+def status_text(at: AppTest) -> str:
+    """The status line: the one message element with `step n / total` in it."""
+    texts = [e.value for kind in ("info", "success", "warning", "error") for e in getattr(at, kind)]
+    matches = [t for t in texts if STEP.search(t)]
+    assert len(matches) == 1, texts
+    return matches[0]
+
+
+def table(at: AppTest, column: str):
+    tables = [t.value for t in at.table if column in t.value.columns]
+    assert len(tables) == 1
+    return tables[0]
+
+
+def control_values(at: AppTest) -> dict:
+    """What the sidebar's widgets hold, in FitConfig's terms."""
+    n = at.number_input(key="n_features").value
+    return {
+        "weights": tuple(at.number_input(key=f"weight_{i}").value for i in range(n)),
+        "bias": at.number_input(key="bias").value,
+        "noise": at.number_input(key="noise").value,
+        "data_size": at.number_input(key="data_size").value,
+        "batch_size": at.number_input(key="batch_size").value,
+        "epochs": at.number_input(key="epochs").value,
+        "lr": at.number_input(key="lr").value,
+        "optimizer": at.selectbox(key="optimizer").value,
+        "shuffle": at.checkbox(key="shuffle").value,
+        "seed": at.number_input(key="seed").value,
+        "devices": f"virtual:{at.slider(key='virtual_devices').value}",
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_page_loads_idle_with_the_tutorial(page):
+    at = page()
+    assert at.title[0].value == "How DataParallel splits a batch"
+    assert at.selectbox(key="preset").value == "The tutorial"
+    assert control_values(at) == report.config_values(FitConfig())
+    assert status_text(at) == "Ready · step 0 / 200 · press **Start training**"
+    assert not at.button(key="start").disabled
+    assert at.button(key="stop").disabled and at.button(key="pause").disabled
+    planned = table(at, "Device")  # before any run: the split the first batch will get
+    assert list(planned["Rows"]) == [100, 100, 200]
+    assert list(planned["Input shape"]) == ["[100, 2]", "[100, 2]", "[200, 2]"]
+    assert at.session_state["run_id"] is None
+    assert at.error == []
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (
+            {"batch_size": 300},
+            "Batch size: batch_size: got 300; allowed: an integer from 1 to 200 (the data size)",
+        ),
+        (
+            {"n_features": 17},
+            f"True weights: weights: got {[5.2, 9.6] + [1.0] * 15}; allowed: 1 to 16 numbers",
+        ),
+        (
+            {"lr": 0.0},
+            "Learning rate: lr: got 0.0; allowed: a finite number greater than 0 and at most 1e+30",
+        ),
+        ({"noise": -1.0}, "Noise: noise: got -1.0; allowed: a finite number from 0 to 1000000"),
+        (
+            {"data_size": 2_000_000, "batch_size": 100},
+            "Data size: data_size: got 2000000; allowed: an integer from 1 to 1000000",
+        ),
+        ({"epochs": 20_000}, "Epochs: epochs: got 20000; allowed: an integer from 1 to 10000"),
+        (
+            {"data_size": 5, "batch_size": 5, "virtual_devices": 8},
+            "Devices: devices: got 'virtual:8'; allowed: at most as many devices as data rows (5)",
+        ),
+        ({"seed": -1}, f"Seed: seed: got -1; allowed: an integer from 0 to {2**63 - 1}"),
+    ],
+)
+def test_bad_input_shows_its_error_and_starts_nothing(page, changes, message):
+    at = page()
+    for key, value in changes.items():
+        widget = at.slider(key=key) if key == "virtual_devices" else at.number_input(key=key)
+        widget.set_value(value)
+    at.run()
+    assert [e.value for e in at.error] == [message]
+    assert at.button(key="start").disabled  # AppTest, like a browser, cannot click it
+    pool, _ = _pool(at)
+    assert at.session_state["run_id"] is None and pool.counts()["kept"] == 0
+
+
+def test_start_trains_and_shows_the_split_and_the_results(page):
+    at = page()
+    at.slider(key="virtual_devices").set_value(3)
+    at.select_slider(key="pace").set_value("max")
+    at.run()
+    assert at.selectbox(key="preset").value == "Uneven split"
+    at.button(key="start").click()
+    at.run()
+    assert at.session_state["run_id"] is not None
+    wait_until_ended(at)
+    assert not at.exception
+
+    line = status_text(at)
+    assert line.startswith("Finished · epoch 200 / 200 · step 200 / 200 · ")
+    assert at.success[0].value == line
+    split = table(at, "Device")
+    assert list(split["Device"]) == [
+        "virtual:0 (emulated on CPU)",
+        "virtual:1 (emulated on CPU)",
+        "virtual:2 (emulated on CPU)",
+        "Outside (gathered)",
+    ]
+    assert list(split["Rows"]) == [67, 67, 66, 200]
+    assert list(split["Batch rows"]) == ["0–66", "67–133", "134–199", "0–199"]
+    assert list(split["Input shape"]) == ["[67, 2]", "[67, 2]", "[66, 2]", "[200, 2]"]
+    assert list(split["Output shape"]) == ["[67, 1]", "[67, 1]", "[66, 1]", "[200, 1]"]
+
+    # final parameters: near the true ones, and exactly the least-squares reference of this data
+    snap = at.session_state["snap"]
+    results = table(at, "Parameter")
+    assert list(results["Parameter"]) == ["w1", "w2", "b"]
+    assert list(results["Learned"]) == [f"{v:.4f}" for v in (*snap.weights, snap.bias)]
+    assert [float(v) for v in results["Learned"]] == pytest.approx([5.2, 9.6, 3.4], abs=1e-2)
+    X, y = make_data(snap.config)
+    A = torch.cat([X.double(), torch.ones(len(X), 1, dtype=torch.float64)], 1)
+    lstsq = torch.linalg.lstsq(A, y.double()).solution.view(-1).tolist()
+    assert list(results["Least squares"]) == [f"{v:.4f}" for v in lstsq]
+    assert list(results["True"]) == ["5.2000", "9.6000", "3.4000"]
+
+    console = at.code[0].value
+    assert "In Model: input size torch.Size([67, 2]) output size torch.Size([67, 1])" in console
+    assert "In Model: input size torch.Size([66, 2]) output size torch.Size([66, 1])" in console
+    assert "Outside: input size torch.Size([200, 2]) output_size torch.Size([200, 1])" in console
+    assert len(at.get("download_button")) == 2
+    assert not at.button(key="start").disabled  # ready for the next run
+
+
+def test_pause_resume_stop_and_reset(page):
+    at = page()
+    at.select_slider(key="pace").set_value("1")  # slow motion: one step a second
+    at.run()
+    at.button(key="start").click()
+    at.run()
+    run_id = at.session_state["run_id"]
+    wait_for(at, lambda snap: snap.step >= 1)
+    assert status_text(at).startswith("Running · epoch ")
+    assert not at.button(key="stop").disabled and at.button(key="start").disabled
+
+    at.button(key="pause").click()
+    at.run()
+    assert status_text(at).startswith("Paused · ")
+    at.button(key="resume").click()
+    at.run()
+    pool, owner = _pool(at)
+    assert pool.snapshot(owner, run_id).status == "running"
+
+    at.button(key="stop").click()
+    at.run()
+    wait_until_ended(at)
+    line = status_text(at)
+    assert line.startswith("Stopped · ") and line.endswith("stopped by the user")
+    assert at.warning[0].value == line
+    steps = int(STEP.search(line).group(1))
+    assert 1 <= steps < 200
+
+    at.button(key="reset").click()
+    at.run()
+    assert at.session_state["run_id"] is None and at.session_state["snap"] is None
+    assert status_text(at) == "Ready · step 0 / 200 · press **Start training**"
+    with pytest.raises(RunNotFound):
+        pool.snapshot(owner, run_id)  # reset forgets the run in the pool too
+
+
+def test_the_live_panels_refresh_only_while_a_run_is_active(page, monkeypatch):
+    intervals = []
+    real = st.fragment
+
+    def spy(func=None, *, run_every=None, **kw):
+        intervals.append(run_every)
+        return real(func, run_every=run_every, **kw)
+
+    monkeypatch.setattr(st, "fragment", spy)
+    at = page()
+    assert intervals == [None]
+    at.select_slider(key="pace").set_value("1")
+    at.run()
+    at.button(key="start").click()
+    at.run()
+    assert intervals[-1] is not None and intervals[-1] <= 0.5  # at least twice a second
+    at.button(key="pause").click()
+    at.run()
+    assert intervals[-1] is not None  # a paused run is still read, so that it is not reaped
+    at.button(key="stop").click()
+    at.run()
+    wait_until_ended(at)
+    assert intervals[-1] is None
+    at.run()
+    assert intervals[-1] is None
+
+
+def test_changing_controls_during_a_run_does_not_alter_it(page):
+    at = page()
+    at.select_slider(key="pace").set_value("1")
+    at.run()
+    at.button(key="start").click()
+    at.run()
+    at.number_input(key="batch_size").set_value(100)
+    at.run()
+    warning = at.warning[0].value
+    assert "The controls differ from" in warning and "the run keeps its own" in warning
+    assert "Batch size: 200 in the run, 100 in the controls" in warning
+    pool, owner = _pool(at)
+    assert pool.snapshot(owner, at.session_state["run_id"]).config.batch_size == 200
+    at.button(key="stop").click()
+    at.run()
+    wait_until_ended(at)
+
+
+def test_pace_changes_live(page):
+    at = page()
+    at.select_slider(key="pace").set_value("1")
+    at.run()
+    at.button(key="start").click()
+    at.run()
+    pool, owner = _pool(at)
+    run_id = at.session_state["run_id"]
+    assert pool.snapshot(owner, run_id).pace == 1.0
+    at.select_slider(key="pace").set_value("max")
+    at.run()
+    assert pool.snapshot(owner, run_id).pace is None
+    wait_until_ended(at)
+    assert status_text(at).startswith("Finished · epoch 200 / 200 · step 200 / 200")
+
+
+def test_a_dropped_run_keeps_what_the_page_last_read(page):
+    at = page()
+    at.select_slider(key="pace").set_value("max")
+    at.run()
+    at.button(key="start").click()
+    at.run()
+    wait_until_ended(at)
+    pool, owner = _pool(at)
+    pool.forget(owner, at.session_state["run_id"])  # what the reaper does to a run nobody reads
+    at.run()
+    assert not at.exception and at.session_state["run_id"] is None
+    assert status_text(at).startswith("Finished · epoch 200 / 200 · step 200 / 200")
+    assert list(table(at, "Parameter")["Parameter"]) == ["w1", "w2", "b"]
+
+    # an active run dropped by the server: the page says so instead of showing it running forever
+    at.select_slider(key="pace").set_value("1")
+    at.run()
+    at.button(key="start").click()
+    at.run()
+    pool.forget(owner, at.session_state["run_id"])
+    at.run()
+    line = status_text(at)
+    assert line.startswith("Stopped · ") and "the server dropped this run" in line
+
+
+PRESET_VALUES = {
+    "The tutorial": dict(
+        weights=(5.2, 9.6), bias=3.4, noise=0.0, data_size=200, batch_size=200, epochs=200, lr=0.5,
+        optimizer="adam", devices="virtual:2",
+    ),
+    "Uneven split": dict(data_size=200, batch_size=200, devices="virtual:3", optimizer="adam", lr=0.5),
+    "Fewer rows than devices": dict(data_size=40, batch_size=5, epochs=25, devices="virtual:8"),
+    "Too high a learning rate": dict(optimizer="sgd", lr=1.5, epochs=200, devices="virtual:2"),
+    "Noisy data": dict(noise=3.0, data_size=40, batch_size=40, epochs=200, devices="virtual:2"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(PRESET_VALUES))
+def test_presets_set_the_controls(page, name):
+    at = page()
+    at.number_input(key="seed").set_value(5)
+    at.number_input(key="n_features").set_value(3)
+    at.run()
+    assert at.selectbox(key="preset").value == "Custom"
+    at.selectbox(key="preset").set_value(name)
+    at.run()
+    values = control_values(at)
+    for field, value in PRESET_VALUES[name].items():
+        assert values[field] == value, field
+    assert values == report.config_values(report.preset(name).config)
+    assert values["seed"] == 0 and len(values["weights"]) == 2
+    assert at.selectbox(key="preset").value == name
+    assert [e.value for e in at.info if e.value.startswith(f"**{name}.**")]
+    assert at.error == []
+
+
+def test_the_link_sets_the_controls_and_follows_them(page):
+    query = {
+        "weights": "1.5,-2,0.25",
+        "bias": "0.5",
+        "noise": "0.1",
+        "data_size": "100",
+        "batch_size": "50",
+        "epochs": "3",
+        "lr": "0.1",
+        "optimizer": "sgd",
+        "shuffle": "false",
+        "seed": "4",
+        "devices": "virtual:4",
+        "pace": "5",
+    }
+    at = page(query)
+    assert control_values(at) == {
+        "weights": (1.5, -2.0, 0.25),
+        "bias": 0.5,
+        "noise": 0.1,
+        "data_size": 100,
+        "batch_size": 50,
+        "epochs": 3,
+        "lr": 0.1,
+        "optimizer": "sgd",
+        "shuffle": False,
+        "seed": 4,
+        "devices": "virtual:4",
+    }
+    assert at.select_slider(key="pace").value == "5"
+    assert at.query_params == query  # already in the page's own spelling
+    # a control changed on the page is written to the link ...
+    at.number_input(key="seed").set_value(7)
+    at.slider(key="virtual_devices").set_value(2)
+    at.run()
+    assert at.query_params == {**query, "seed": "7", "devices": "virtual:2"}
+    # ... and the link reproduces the setup in a new session
+    again = page(dict(at.query_params))
+    assert control_values(again) == control_values(at)
+    assert again.select_slider(key="pace").value == "5"
+
+
+def test_bad_values_in_the_link_show_errors_not_a_traceback(page):
+    at = page({"data_size": "abc", "devices": "virtual:99", "lr": "-1", "pace": "fast"})
+    errors = [e.value for e in at.error]
+    assert len(errors) == 4
+    link = "The link had a bad value, so the default is used. "
+    assert errors[0] == link + "Data size: data_size: got 'abc'; allowed: an integer"
+    # what else is allowed depends on this machine's GPUs
+    assert errors[1].startswith(
+        link + "Devices: devices: got 'virtual:99'; allowed: cpu, virtual:K (K from 1 to 8)"
+    )
+    assert errors[2] == link + (
+        "Pace: pace: got 'fast'; allowed: one of 1, 2, 5, 10, 20, 50, 100, 200, max (steps per second)"
+    )
+    assert (
+        errors[3] == "Learning rate: lr: got -1.0; allowed: a finite number greater than 0 and at most 1e+30"
+    )
+    assert at.number_input(key="data_size").value == 200
+    assert at.query_params["data_size"] == "200" and at.query_params["lr"] == "-1"
+    assert at.button(key="start").disabled

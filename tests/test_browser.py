@@ -1,0 +1,170 @@
+"""The live page in a real browser: `streamlit run app.py` driven by Playwright through the system Chromium.
+
+Without /usr/bin/chromium or Playwright these tests fail, they do not skip; set FITCORE_SKIP_BROWSER=1 to
+leave them out on purpose. Screenshots go to artifacts/.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+STEP = re.compile(r"step (\d+) / (\d+)")
+
+pytestmark = pytest.mark.browser
+
+
+def _require_browser() -> None:
+    if os.environ.get("FITCORE_SKIP_BROWSER") == "1":
+        pytest.skip("FITCORE_SKIP_BROWSER=1: browser tests left out on purpose")
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(
+            f"{CHROMIUM} not found: install Chromium (apt-get install chromium) or set FITCORE_SKIP_BROWSER=1"
+        )
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        pytest.fail(
+            "playwright is not installed: pip install -r requirements-dev.txt, or set FITCORE_SKIP_BROWSER=1"
+        )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
+            return response.read().strip() == b"ok"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`streamlit run app.py` on a free loopback port; killed when the module's tests are done."""
+    _require_browser()
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
+    log = open(log_path, "w")
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
+    command += ["--server.address", "127.0.0.1", "--server.headless", "true"]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while not _healthy(url):
+            if proc.poll() is not None:
+                pytest.fail(f"streamlit exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"streamlit was not healthy after 90 s:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.25)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
+
+
+@pytest.fixture
+def page(server):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.set_default_timeout(30_000)
+            yield page
+        finally:
+            browser.close()
+
+
+def _step(page) -> tuple[int, int]:
+    """The first `step n / total` on the page: the status line."""
+    match = STEP.search(page.inner_text("body"))
+    assert match, "no `step n / total` on the page"
+    return int(match.group(1)), int(match.group(2))
+
+
+def _wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def test_a_run_updates_by_itself_splits_67_67_66_and_stops(server, page):
+    page.goto(server)
+    start = page.get_by_role("button", name="Start training")
+    start.wait_for()
+    assert _step(page) == (0, 200)  # idle: "Ready · step 0 / 200"
+
+    # the Uneven split preset: 200 rows on 3 virtual devices
+    page.get_by_test_id("stSelectbox").filter(has_text="Preset").click()
+    page.get_by_role("option", name="Uneven split").click()
+    page.get_by_text("Uneven split.", exact=False).first.wait_for()
+    page.get_by_text("virtual:2: 66 rows (134–199)").wait_for()  # the planned split, before any run
+
+    start.click()
+    # the live panels refresh on their own: two readings, no click in between
+    first, total = _wait_for(lambda: _step(page)[0] >= 2 and _step(page), 20, "the first steps")
+    assert total == 200
+    page.locator("[data-testid=stVegaLiteChart]").first.wait_for()  # the loss is drawn
+    page.screenshot(path=str(ARTIFACTS / "browser-running.png"))
+    second, _ = _wait_for(lambda: _step(page)[0] > first and _step(page), 10, "the step count to grow")
+    assert first < second < 200
+
+    # the split, in the picture and in the table of shapes
+    for block in ("virtual:0: 67 rows (0–66)", "virtual:1: 67 rows (67–133)", "virtual:2: 66 rows (134–199)"):
+        page.get_by_text(block).wait_for()
+    shapes = page.get_by_test_id("stTable").filter(has_text="Outside (gathered)").inner_text()
+    for text in ("virtual:0 (emulated on CPU)", "[67, 2]", "[66, 2]", "[200, 2]", "[66, 1]"):
+        assert text in shapes
+
+    page.get_by_role("button", name="Stop").click()
+    stopped = _wait_for(
+        lambda: re.search(r"Stopped · .*step (\d+) / 200 · stopped by the user", page.inner_text("body")),
+        15,
+        "the status to say stopped",
+    )
+    at_stop = int(stopped.group(1))
+    assert second <= at_stop < 200
+    page.get_by_role("button", name="Start training").wait_for()
+    assert page.get_by_role("button", name="Stop").is_disabled()
+    page.screenshot(path=str(ARTIFACTS / "browser-stopped.png"))
+    time.sleep(1.5)
+    assert _step(page) == (at_stop, 200)  # nothing moves once the run has ended
+    page.set_viewport_size({"width": 1280, "height": 2000})
+    page.screenshot(path=str(ARTIFACTS / "browser-stopped-full.png"))
