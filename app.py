@@ -1,4 +1,5 @@
-"""The fitcore dashboard: watch nn.DataParallel (or its CPU emulation) split each batch of y = X·W + b.
+"""The fitcore dashboard: watch nn.DataParallel (or its CPU emulation) split each batch of y = X·W + b, or
+DistributedDataParallel's ranks each train on their own shard of the data.
 
 Run with `streamlit run app.py`. The page holds no training code: it sends start / pause / stop to one
 server-wide RunPool and draws the snapshots it reads back.
@@ -7,16 +8,15 @@ server-wide RunPool and draws the snapshots it reads back.
 from __future__ import annotations
 
 import dataclasses
-import math
 import uuid
 
-import altair as alt
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from fitcore import report
-from fitcore.config import OPTIMIZERS, ConfigError, FitConfig
+from fitcore import ddp, report
+from fitcore.config import MAX_WORKERS, OPTIMIZERS, STRATEGIES, ConfigError, FitConfig
 from fitcore.devices import MAX_VIRTUAL, cuda_gpus
 from fitcore.pool import PoolSettings, RunNotFound, RunPool
 from fitcore.runner import Snapshot
@@ -25,9 +25,31 @@ REFRESH_SECONDS = 0.4  # live panels while a run trains or waits: 2.5 times a se
 PAUSED_REFRESH_SECONDS = 1.0  # a paused run changes nothing; reading it still keeps it from being reaped
 KEEP_RUNS = 5  # earlier runs of this session kept for the loss chart's overlay
 COLOURS = ("#1f6feb", "#d9480f", "#2f9e44", "#ae3ec9", "#e8590c", "#0c8599", "#c2255c", "#5c940d")
-# axis labels for parameters: plain numbers, and powers of ten once a diverging run makes them huge
-VALUE_LABEL = "abs(datum.value) >= 1e5 ? format(datum.value, '.1~e') : format(datum.value, '~r')"
+RAW_COLOUR = "#9aa5b1"  # the unsmoothed loss, behind the smoothed one
 PLOT_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
+CHART_HEIGHT = 240  # px: the loss and the parameter charts, side by side
+# large, dark type in the page's own font: the page is projected in a classroom
+FONT = dict(family='"Source Sans", "Source Sans Pro", sans-serif', size=16, color="#111418")
+TICK_FONT = dict(size=15, color="#111418")
+AXIS = dict(showline=True, linecolor="#8a94a0", gridcolor="#e3e7ec", zeroline=False, tickfont=TICK_FONT)
+MAX_SHARD_PICTURE_ROWS = 2000  # dataset rows the shard picture draws one cell each; above, the table only
+TITLES = {
+    "dataparallel": "How DataParallel splits a batch",
+    "ddp": "How DistributedDataParallel shards the data",
+}
+STRATEGY_LABELS = {"dataparallel": "DataParallel", "ddp": "DistributedDataParallel"}
+CHARTS = ("split_chart", "shards_chart", "loss_chart", "params_chart")  # each drawn as a stack of two (_plot)
+# Static CSS, no user text in it: the two charts of a stack share one grid cell, the second on top.
+PAGE_CSS = (
+    "<style>"
+    + ", ".join(f".st-key-{key}_stack" for key in CHARTS)
+    + " { display: grid; grid-template-columns: minmax(0, 1fr); } "
+    + ", ".join(f".st-key-{key}_stack > *" for key in CHARTS)
+    + " { grid-area: 1 / 1; min-width: 0; }"
+    + "</style>"
+)
+# widgets that are not always drawn (a hidden widget's value is forgotten by Streamlit unless kept)
+KEPT_WIDGETS = ("virtual_devices", "gpus", "workers")
 
 
 @st.cache_resource(show_spinner=False)
@@ -54,9 +76,10 @@ def init_session(gpus: dict) -> None:
     ss.run_id = None
     ss.snap = None  # the last snapshot read: kept when the run ends or the pool drops it
     ss.past = []  # (label, loss history) of this session's earlier runs
+    ss.charts = {}  # key -> ((back figure, front figure), which one the last draw changed): see _plot
     ss.start_error = None
     apply_values(report.defaults())
-    ss.device_mode = "virtual"
+    ss.device_mode = "virtual"  # "virtual": on the CPU (emulated devices, or ddp's CPU ranks); "cuda"
     ss.pace = report.DEFAULT_PACE
     ss.smoothing = 0.0
     ss.overlay = True
@@ -80,6 +103,8 @@ def apply_values(values: dict) -> None:
             kind, _, rest = value.partition(":")
             if kind == "virtual":
                 ss.device_mode, ss.virtual_devices = "virtual", int(rest)
+            elif kind == "cpu":  # ddp's ranks on the CPU; their number is `workers`
+                ss.device_mode = "virtual"
             else:
                 ss.device_mode, ss.gpus = "cuda", [int(i) for i in rest.split(",")]
         elif name in ("bias", "noise", "lr"):
@@ -95,6 +120,9 @@ def keep_widget_defaults(gpus: dict) -> None:
         ss.setdefault(f"weight_{i}", 1.0)
     ss.setdefault("virtual_devices", 2)
     ss.setdefault("gpus", sorted(gpus))
+    ss.setdefault("workers", FitConfig.workers)
+    for key in KEPT_WIDGETS:
+        ss[key] = ss[key]  # set through the session, so that switching strategy does not forget it
     if not gpus:
         ss.device_mode = "virtual"
 
@@ -103,7 +131,17 @@ def devices_spec() -> str:
     ss = st.session_state
     if ss.device_mode == "cuda":
         return "cuda:" + ",".join(str(i) for i in sorted(ss.gpus))
+    if ss.strategy == "ddp":
+        return "cpu"  # for ddp, `cpu` means `workers` processes on the CPU
     return f"virtual:{ss.virtual_devices}"
+
+
+def workers_value() -> int:
+    """ddp's ranks: the workers control on the CPU; one per selected GPU with CUDA (what validate demands)."""
+    ss = st.session_state
+    if ss.strategy == "ddp" and ss.device_mode == "cuda":
+        return len(ss.gpus)
+    return int(ss.workers)
 
 
 def control_values() -> dict:
@@ -121,7 +159,8 @@ def control_values() -> dict:
         "shuffle": bool(ss.shuffle),
         "seed": int(ss.seed),
         "devices": devices_spec(),
-        # the DDP strategy's control goes here; until then every run is "dataparallel"
+        "strategy": ss.strategy,
+        "workers": workers_value(),
     }
 
 
@@ -252,22 +291,52 @@ def training_controls_ui() -> None:
     )
 
 
+def strategy_ui() -> None:
+    st.subheader("Strategy")
+    st.radio(
+        "Strategy",
+        STRATEGIES,
+        key="strategy",
+        format_func=STRATEGY_LABELS.get,
+        label_visibility="collapsed",
+        help="DataParallel: one process cuts every batch over the devices. DistributedDataParallel: one "
+        "process (rank) per device, each with its own shard of the data.",
+    )
+
+
 def devices_ui(gpus: dict) -> None:
     ss = st.session_state
+    ddp_run = ss.strategy == "ddp"
     st.subheader("Devices")
     if gpus:
+        on_cpu = "CPU processes" if ddp_run else "Virtual devices"
         st.radio(
             "Run on",
             ["cuda", "virtual"],
             key="device_mode",
             horizontal=True,
-            format_func=lambda m: "CUDA GPUs" if m == "cuda" else "Virtual devices",
+            format_func=lambda m: "CUDA GPUs" if m == "cuda" else on_cpu,
         )
     else:
         st.caption("No CUDA GPU on this server.")
     if ss.device_mode == "cuda":
         st.multiselect("GPUs", sorted(gpus), key="gpus", format_func=lambda i: gpus[i].label)
-        st.caption("Two or more GPUs run the real nn.DataParallel; one GPU runs the model alone.")
+        if ddp_run:
+            n = len(ss.gpus)
+            st.caption(f"One rank per selected GPU, backend nccl: {n} rank{'s' if n != 1 else ''}.")
+        else:
+            st.caption("Two or more GPUs run the real nn.DataParallel; one GPU runs the model alone.")
+    elif ddp_run:
+        st.number_input(
+            "Workers (ranks)",
+            step=1,
+            key="workers",
+            help=f"1 to {MAX_WORKERS} processes, and at most the data size.",
+        )
+        st.caption(
+            "Each worker is a process of its own on the CPU (spawned, backend gloo) with its own shard of "
+            "the data. Starting them takes a few seconds: each one imports torch."
+        )
     else:
         st.slider("Virtual devices", 1, MAX_VIRTUAL, key="virtual_devices")
         st.caption(
@@ -287,6 +356,7 @@ def sidebar_ui(gpus: dict) -> None:
         presets_ui()
         data_controls_ui()
         training_controls_ui()
+        strategy_ui()
         devices_ui(gpus)
         chart_controls_ui()
 
@@ -348,6 +418,9 @@ def status_ui(snap: Snapshot | None, cfg: FitConfig | None) -> None:
     line = report.escape_markdown(report.status_line(snap))
     getattr(st, report.status_kind(snap))(line)
     st.progress(min(1.0, snap.progress))
+    if report.is_ddp(snap) and snap.active and snap.step == 0:
+        k = snap.config.workers
+        st.caption(f"Starting {k} process{'es' if k != 1 else ''}: each imports torch and joins the group.")
 
 
 def differences_ui(snap: Snapshot | None, values: dict) -> None:
@@ -366,24 +439,72 @@ def differences_ui(snap: Snapshot | None, values: dict) -> None:
 
 
 def _figure(height: int) -> go.Figure:
+    """A figure in the page's colours and type; drawn with theme=None so that these sizes hold."""
     fig = go.Figure()
     fig.update_layout(
+        template="none",
         height=height,
         margin=dict(l=10, r=10, t=10, b=10),
         legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
-        font=dict(size=15),
+        font=FONT,
+        paper_bgcolor="#ffffff",  # opaque: the front chart of a stack hides the one behind it
+        plot_bgcolor="#ffffff",
     )
     return fig
 
 
-def _line_chart(layers: list[alt.Chart]) -> alt.LayerChart:
-    """Layers with the page's sizes; Vega-Lite updates such a chart's data in place on every refresh."""
-    return (
-        alt.layer(*layers)
-        .properties(height=250)
-        .configure_axis(labelFontSize=14, titleFontSize=15)
-        .configure_legend(orient="top", title=None, labelFontSize=14, symbolStrokeWidth=3, labelLimit=400)
+def _plot(fig: go.Figure, key: str) -> None:
+    """Draw fig so that no refresh of the live panels ever shows an empty chart.
+
+    Streamlit 1.67 derives a plotly chart's identity from its figure even when it has a key, so new data
+    mounts a new chart, which stays blank until plotly has drawn it (streamlit issue #8782): at 2.5
+    refreshes a second the chart flashes. So each chart is two charts stacked in one grid cell (PAGE_CSS):
+    during a run a refresh gives the new figure to one of them only, alternately, and the other one, whose
+    figure is unchanged and so stays mounted, shows through while the new one draws. The front one (the
+    second, on top) always holds the latest figure once the run has ended.
+    """
+    ss = st.session_state
+    pair, turn = ss.charts.get(key, ((fig, fig), 0))
+    snap = ss.snap
+    if snap is not None and snap.active:
+        turn = 1 - turn
+    else:
+        turn = 1  # nothing will refresh: the front one must show fig
+    pair = (fig, pair[1]) if turn == 0 else (pair[0], fig)
+    ss.charts[key] = (pair, turn)
+    with st.container(key=f"{key}_stack", gap=None):
+        for i, figure in enumerate(pair):
+            st.plotly_chart(figure, theme=None, config=PLOT_CONFIG, key=f"{key}_{i}")
+
+
+def _line_figure(snap: Snapshot, y_title: str, legend: bool) -> go.Figure:
+    """A chart over the run's steps, 0 to its total, with the page's sizes."""
+    fig = _figure(CHART_HEIGHT)
+    fig.update_layout(
+        margin=dict(l=10, r=24, t=34 if legend else 8, b=10),  # r: room for the last step's label
+        showlegend=legend,
+        legend=dict(font=dict(size=15), title=None),
+        hoverlabel=dict(font=dict(size=15)),
     )
+    # no x title: the panel's heading says "per step", and a projector's 800 rows are precious
+    fig.update_xaxes(AXIS, range=[0, snap.total_steps], automargin=True)
+    fig.update_yaxes(AXIS, title=dict(text=y_title, standoff=6), automargin=True)
+    return fig
+
+
+def _positive(history) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) of a series, without 0, negatives or inf: a log axis has no place for them."""
+    steps = np.array([s for s, _ in history], dtype=np.int64)
+    values = np.array([v for _, v in history], dtype=np.float64)
+    keep = np.isfinite(values) & (values > 0)
+    return steps[keep], values[keep]
+
+
+def _log_axis(fig: go.Figure, values: list[float]) -> None:
+    ticks = report.log_ticks(values)
+    labels = [f"10<sup>{round(np.log10(t))}</sup>" for t in ticks]  # 10², 10⁻³: powers of ten
+    # plotly draws a <sup> at 70 %: a larger size keeps the exponent readable on a projector
+    fig.update_yaxes(type="log", tickvals=ticks, ticktext=labels, tickfont=dict(size=17))
 
 
 def loss_ui(snap: Snapshot | None) -> None:
@@ -393,7 +514,7 @@ def loss_ui(snap: Snapshot | None) -> None:
     if snap is None or not snap.loss_history:
         st.caption("The loss of every batch appears here once a run starts.")
         return
-    series = []
+    series = []  # (name, history, kind), drawn in this order: earlier runs, raw, this run on top
     if ss.overlay:
         series += [(label, history, "earlier run") for label, history in ss.past]
     steps, losses = zip(*snap.loss_history)
@@ -401,51 +522,24 @@ def loss_ui(snap: Snapshot | None) -> None:
         series.append((f"{snap.run_id} (raw)", snap.loss_history, "raw"))
         losses = report.smooth(losses, ss.smoothing)
     series.append((snap.run_id, tuple(zip(steps, losses)), "this run"))
-    rows = [
-        {"step": step, "loss": loss, "run": label, "kind": kind}
-        for label, history, kind in series
-        for step, loss in history
-        if loss > 0 and math.isfinite(loss)  # a log axis has no place for 0 or inf
-    ]
-    labels = [label for label, _, _ in series]
-    colours = [
-        COLOURS[0]
-        if kind == "this run"
-        else "#9aa5b1"
-        if kind == "raw"
-        else COLOURS[1 + i % (len(COLOURS) - 1)]
-        for i, (_, _, kind) in enumerate(series)
-    ]
-    line = (
-        alt.Chart(pd.DataFrame(rows))
-        .mark_line(clip=True)
-        .encode(
-            x=alt.X("step:Q", scale=alt.Scale(domain=[0, snap.total_steps]), title="step"),
-            y=alt.Y(
-                "loss:Q",
-                scale=alt.Scale(type="log"),
-                title="loss (MSE)",
-                axis=alt.Axis(format="~e", values=report.log_ticks([r["loss"] for r in rows])),
-            ),
-            color=alt.Color(
-                "run:N",
-                scale=alt.Scale(domain=labels, range=colours),
-                legend=alt.Legend() if len(series) > 1 else None,
-            ),
-            strokeDash=alt.StrokeDash(
-                "kind:N",
-                scale=alt.Scale(domain=["this run", "raw", "earlier run"], range=[[1, 0], [1, 0], [5, 3]]),
-                legend=None,
-            ),
-            strokeWidth=alt.StrokeWidth(
-                "kind:N",
-                scale=alt.Scale(domain=["this run", "raw", "earlier run"], range=[3, 1.5, 2]),
-                legend=None,
-            ),
-            tooltip=["run:N", "step:Q", alt.Tooltip("loss:Q", format=".4g")],
-        )
-    )
-    st.altair_chart(_line_chart([line]), width="stretch")
+    fig = _line_figure(snap, "loss (MSE)", legend=True)  # the run's name; level with the parameters
+    drawn: list[float] = []
+    for i, (name, history, kind) in enumerate(series):
+        x, y = _positive(history)
+        drawn += y.tolist()
+        if kind == "this run":
+            line = dict(color=COLOURS[0], width=3)
+        elif kind == "raw":
+            line = dict(color=RAW_COLOUR, width=1.5)
+        else:
+            line = dict(color=COLOURS[1 + i % (len(COLOURS) - 1)], width=2, dash="dash")
+        mode = "lines" if len(x) > 1 else "markers"  # a line of one point would not show
+        fig.add_scatter(
+            x=x, y=y, mode=mode, name=name, line=line, marker=dict(color=line["color"], size=8),
+            hovertemplate="step %{x}: %{y:.4g}",
+        )  # fmt: skip
+    _log_axis(fig, drawn)
+    _plot(fig, "loss_chart")
 
 
 def params_ui(snap: Snapshot | None) -> None:
@@ -456,54 +550,29 @@ def params_ui(snap: Snapshot | None) -> None:
         return
     cfg = snap.config
     names = report.parameter_names(cfg.n_features)
-    scale = alt.Scale(domain=names, range=[COLOURS[i % len(COLOURS)] for i in range(len(names))])
-    learned = pd.DataFrame(
-        [
-            {"step": s, "parameter": n, "value": v}
-            for s, values in snap.param_history
-            for n, v in zip(names, values)
-        ]
-    )
+    steps = np.array([s for s, _ in snap.param_history], dtype=np.int64)
+    values = np.array([v for _, v in snap.param_history], dtype=np.float64)  # (points, d + 1)
     true = list(cfg.weights) + [cfg.bias]
-    references = [{"parameter": n, "value": v, "reference": "true"} for n, v in zip(names, true)]
-    if snap.lstsq_weights is not None and cfg.noise > 0:
-        lstsq = list(snap.lstsq_weights) + [snap.lstsq_bias]
-        references += [
-            {"parameter": n, "value": v, "reference": "least squares"} for n, v in zip(names, lstsq)
-        ]
-    x = alt.X("step:Q", scale=alt.Scale(domain=[0, snap.total_steps]), title="step")
-    lines = (
-        alt.Chart(learned)
-        .mark_line(strokeWidth=3, clip=True)
-        .encode(
-            x=x,
-            y=alt.Y("value:Q", title="value", axis=alt.Axis(labelExpr=VALUE_LABEL)),
-            color=alt.Color("parameter:N", scale=scale),
-            tooltip=["parameter:N", "step:Q", "value:Q"],
-        )
-    )
-    rules = (
-        alt.Chart(pd.DataFrame(references))
-        .mark_rule(strokeWidth=1.5)
-        .encode(
-            y="value:Q",
-            color=alt.Color("parameter:N", scale=scale),
-            strokeDash=alt.StrokeDash(
-                "reference:N",
-                scale=alt.Scale(domain=["true", "least squares"], range=[[6, 4], [2, 2]]),
-                legend=None,
-            ),
-            tooltip=["parameter:N", "reference:N", "value:Q"],
-        )
-    )
-    st.altair_chart(_line_chart([rules, lines]), width="stretch")
+    lstsq = list(snap.lstsq_weights) + [snap.lstsq_bias] if snap.lstsq_weights is not None else None
+    fig = _line_figure(snap, "value", legend=True)
+    for i, name in enumerate(names):
+        colour = COLOURS[i % len(COLOURS)]
+        fig.add_scatter(
+            x=steps, y=values[:, i], mode="lines", name=name, line=dict(color=colour, width=3),
+            hovertemplate=f"{name} at step %{{x}}: %{{y:.4g}}<extra></extra>",
+        )  # fmt: skip
+        fig.add_hline(y=true[i], line=dict(color=colour, width=1.5, dash="dash"))
+        if lstsq is not None and cfg.noise > 0:
+            fig.add_hline(y=lstsq[i], line=dict(color=colour, width=1.5, dash="dot"))
+    fig.update_yaxes(exponentformat="e")  # a diverging run's values reach 1e30 and more
+    _plot(fig, "params_chart")
     reference = "dashed: true value; dotted: least squares" if cfg.noise > 0 else "dashed: true value"
     st.caption(f"{reference} (without noise the least-squares answer is the true one).")
 
 
 def _split_picture(blocks: list[tuple[str, int, int]], batch: int) -> None:
     """The batch as one bar cut into a coloured block per device, labelled with its rows."""
-    fig = _figure(64)
+    fig = _figure(56)
     for i, (device, start, stop) in enumerate(blocks):
         short = device.split(" ")[0]
         rows = stop - start
@@ -525,7 +594,7 @@ def _split_picture(blocks: list[tuple[str, int, int]], batch: int) -> None:
     )
     fig.update_xaxes(range=[0, batch], visible=False)
     fig.update_yaxes(visible=False)
-    st.plotly_chart(fig, config=PLOT_CONFIG, key="split_chart")
+    _plot(fig, "split_chart")
 
 
 def _split_source(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> tuple[str, list[dict]] | None:
@@ -544,8 +613,78 @@ def _split_source(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> t
     return None
 
 
+def _shows_ddp(snap: Snapshot | None, cfg: FitConfig | None) -> bool:
+    """The split panels show the run's strategy, or before any run the controls' one."""
+    if snap is not None:
+        return report.is_ddp(snap)
+    return cfg is not None and report.is_ddp(cfg)
+
+
+def _shards_source(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> tuple[str, dict, str] | None:
+    """(title, Detail('shards') value, which epoch): the run's latest shards, or epoch 1's before them."""
+    if snap is not None and snap.extra.get("shards"):
+        value = snap.extra["shards"]
+        return "Each rank's shard of the dataset. " + report.shards_title(value, "latest"), value, "latest"
+    config = snap.config if snap is not None else cfg
+    if config is None:
+        return None
+    value = report.planned_shards(config, list(gpus.values()))
+    return "The shards each rank will get. " + report.shards_title(value, "first"), value, "first"
+
+
+def _shards_picture(value: dict, which: str) -> None:
+    """A strip per rank over the dataset's rows: a cell where the rank got the row, pale for padding."""
+    n, k = value["data_size"], value["world_size"]
+    if ddp.row_owners(value, which) is None or n > MAX_SHARD_PICTURE_ROWS:
+        st.caption(f"{n} rows are too many to draw one by one; the table below counts them.")
+        return
+    ranks = ddp.shard_table(value, which)
+    names = [f"rank {r['rank']} ({r['rows']} rows)" for r in ranks]
+    own = [[None] * n for _ in range(k)]  # (K, N): the rank's number where it got the row, else a gap
+    pad = [[None] * n for _ in range(k)]  # the same for the rows repeated to pad its shard
+    for r in ranks:
+        for i in r["indices"]:
+            own[r["rank"]][i] = r["rank"]
+        for i in r["padded"]:
+            own[r["rank"]][i], pad[r["rank"]][i] = None, r["rank"]
+    # one flat colour per rank: value r falls in the band [r / K, (r + 1) / K] of the colour scale
+    scale = [[(r + edge) / k, COLOURS[r % len(COLOURS)]] for r in range(k) for edge in (0, 1)]
+    text = [[str(i) for i in range(n)]] * k
+    fig = _figure(60 + 36 * k)
+    for z, opacity, colour, what in ((own, 1.0, "white", "got"), (pad, 0.35, "#111418", "repeated to pad")):
+        fig.add_heatmap(
+            x=list(range(n)), y=names, z=z, zmin=-0.5, zmax=k - 0.5, colorscale=scale, showscale=False,
+            opacity=opacity, xgap=1 if n <= 400 else 0, ygap=4, hoverongaps=False,
+            text=text, texttemplate="%{text}" if n <= 40 else None, textfont=dict(color=colour, size=15),
+            hovertemplate=f"dataset row %{{x}}: {what} by %{{y}}<extra></extra>",
+        )  # fmt: skip
+    fig.update_layout(showlegend=False, margin=dict(l=10, r=10, t=4, b=10))
+    fig.update_xaxes(AXIS, range=[-0.5, n - 0.5], title=dict(text="dataset row", standoff=4), showgrid=False)
+    fig.update_xaxes(automargin=True, showline=False, ticks="")
+    fig.update_yaxes(AXIS, autorange="reversed", showgrid=False, showline=False, automargin=True)
+    _plot(fig, "shards_chart")
+
+
+def shards_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
+    """DDP's split: which dataset rows each rank got from the sampler this epoch, padding marked."""
+    source = _shards_source(snap, cfg, gpus)
+    if source is None:
+        return
+    title, value, which = source
+    st.markdown(f"**{report.escape_markdown(title)}**")
+    _shards_picture(value, which)
+    if value["padding"]:
+        st.caption(
+            "Pale cells are padding: rows repeated from the start of the epoch's order, so that every rank "
+            "has the same number of rows (DDP needs the same steps on every rank); they count twice."
+        )
+
+
 def split_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
-    """The picture of the latest batch cut into one block per device."""
+    """The picture of the latest batch cut into one block per device (for ddp: each rank's shard)."""
+    if _shows_ddp(snap, cfg):
+        shards_ui(snap, cfg, gpus)
+        return
     source = _split_source(snap, cfg, gpus)
     if source is None:
         st.subheader("The split")
@@ -563,8 +702,33 @@ def split_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
         st.caption(f"Idle on this step, no rows left for them: {', '.join(idle)}.")
 
 
+def rank_tables_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
+    """DDP: each rank's dataset rows this epoch, and each rank's shapes in the latest step."""
+    source = _shards_source(snap, cfg, gpus)
+    if source is None:
+        return
+    _, value, which = source
+    st.subheader("Each rank's rows and shapes")
+    st.table(pd.DataFrame(report.shard_rows(value, which)).astype({"Rank": str}), hide_index=True)
+    if snap is not None and snap.latest is not None:
+        step = snap.latest
+        rows = report.rank_table(step)
+        caption = (
+            f"Step {step.step}: each rank runs forward on its own rows and computes its own loss; the loss "
+            f"charted is their mean ({step.loss:.6g}). Nothing is gathered: DDP all-reduces the gradients."
+        )
+    else:
+        rows = report.planned_rank_table(snap.config if snap is not None else cfg, list(gpus.values()))
+        caption = "Step 1, planned: each rank takes ceil(batch size / ranks) rows of its shard per step."
+    st.table(pd.DataFrame(rows).astype({"Rank": str}), hide_index=True)
+    st.caption(caption)
+
+
 def split_table_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
-    """Each replica's input and output shape, and the gathered `Outside` shape."""
+    """Each replica's input and output shape, and the gathered `Outside` shape (for ddp: each rank's)."""
+    if _shows_ddp(snap, cfg):
+        rank_tables_ui(snap, cfg, gpus)
+        return
     source = _split_source(snap, cfg, gpus)
     if source is None:
         return
@@ -575,7 +739,12 @@ def split_table_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> 
 def console_ui(snap: Snapshot | None) -> None:
     st.subheader("Console")
     if snap is None or not snap.recent:
-        st.caption("The tutorial's In Model / Outside lines for the latest steps appear here.")
+        lines = (
+            "each rank's In Model lines"
+            if snap is not None and report.is_ddp(snap)
+            else ("the tutorial's In Model / Outside lines")
+        )
+        st.caption(f"The console shows {lines} for the latest steps.")
         return
     # a tab as 4 spaces keeps the tutorial's lines on one line at the page's width
     st.code(report.console_text(snap).expandtabs(4), language="text", wrap_lines=True)
@@ -595,6 +764,24 @@ def results_ui(snap: Snapshot | None) -> None:
     st.table(table, hide_index=True)
     if snap.final_loss is not None:
         st.caption(f"Loss of the last batch: {snap.final_loss:.6g}")
+    if report.is_ddp(snap):
+        ranks_results_ui(snap)
+
+
+def ranks_results_ui(snap: Snapshot) -> None:
+    """DDP: every rank's own parameters after the last step, which the all-reduce keeps identical."""
+    rows = report.final_rows(snap)
+    if not rows:
+        if not snap.active:
+            st.caption("The ranks did not report their final parameters.")
+        return
+    st.markdown("**Every rank's parameters after the last step**")
+    table = pd.DataFrame(rows)
+    for name in report.parameter_names(snap.config.n_features):
+        table[name] = table[name].map(lambda v: f"{v:.6f}")
+    st.table(table.astype({"Rank": str}), hide_index=True)
+    agreement = report.final_agreement(snap)
+    (st.success if snap.extra["final"]["identical"] else st.warning)(agreement)
 
 
 def downloads_ui(snap: Snapshot | None) -> None:
@@ -648,8 +835,8 @@ def live_ui(cfg: FitConfig | None, gpus: dict) -> None:
     st.fragment(run_every=every)(live_panels)(every is not None, cfg, gpus)
 
 
-def explain_ui() -> None:
-    with st.expander("How DataParallel splits a batch"):
+def explain_ui(strategy: str) -> None:
+    with st.expander("How DataParallel splits a batch", expanded=False):
         st.markdown(
             """
 `nn.DataParallel(model, device_ids=[0, 1, ...])` runs in one process. On every forward call it:
@@ -673,6 +860,8 @@ so write `x = x.to(device)`. `model.to(device)` moves the module's parameters *i
 module), so `model.to(device)` on its own is enough.
 """
         )
+    with st.expander("DataParallel versus DistributedDataParallel", expanded=strategy == "ddp"):
+        st.markdown(ddp.EXPLAIN_MARKDOWN)
 
 
 def main() -> None:
@@ -682,6 +871,7 @@ def main() -> None:
     except ConfigError as exc:
         st.error(f"The server's settings are wrong: {exc}")
         st.stop()
+    st.html(PAGE_CSS)  # only a <style>: Streamlit adds it to the page without drawing anything
     gpus = get_gpus()
     init_session(gpus)
     st.session_state.pool = pool  # tests reach the server's pool through the session
@@ -701,11 +891,15 @@ def main() -> None:
     if st.query_params.to_dict() != {**st.query_params.to_dict(), **want}:
         st.query_params.update(want)  # the link reproduces the setup
 
-    st.title("How DataParallel splits a batch")
+    strategy = st.session_state.strategy
+    st.title(TITLES.get(strategy, TITLES["dataparallel"]))
     messages_ui(values, config_error)
     run_controls_ui(gpus, can_start=cfg is not None)
     live_ui(cfg, gpus)
-    explain_ui()
+    explain_ui(strategy)
 
 
-main()
+# Streamlit runs this file as __main__; a spawned DDP rank imports the same file as __mp_main__ (spawn
+# re-imports the parent's main module) and must not build a page.
+if __name__ == "__main__":
+    main()

@@ -7,21 +7,22 @@ widgets over it and each piece is tested on its own.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, Mapping, Sequence
 
-from fitcore.config import MAX_FEATURES, OPTIMIZERS, ConfigError, FitConfig, Limits, validate
+from fitcore import ddp
+from fitcore.config import MAX_FEATURES, OPTIMIZERS, STRATEGIES, ConfigError, FitConfig, Limits, validate
 from fitcore.console import step_lines
 from fitcore.devices import MAX_VIRTUAL, parse_devices
 from fitcore.parallel import chunk_sizes
 from fitcore.runner import Snapshot
-from fitcore.train import Step
+from fitcore.train import Replica, Step
 
-# The settings the page has a control for, in the order the URL lists them. `strategy` and `workers` join
-# them with the DDP strategy; until then every run is "dataparallel".
+# The settings the page has a control for, in the order the URL lists them.
 CONTROL_FIELDS = (
     "weights",
     "bias",
@@ -34,6 +35,8 @@ CONTROL_FIELDS = (
     "shuffle",
     "seed",
     "devices",
+    "strategy",
+    "workers",
 )
 
 # What each field is called on the page, for error messages that name both the control and the field.
@@ -119,6 +122,20 @@ PRESETS = (
         "With noise, no model can recover the true W and b from 40 rows: training converges to the "
         "least-squares answer for this data (the dotted lines), not to the true values (the dashed lines).",
     ),
+    Preset(
+        "DistributedDataParallel",
+        replace(_TUTORIAL, strategy="ddp", workers=2, devices="cpu"),
+        "The tutorial's data on 2 processes (ranks) on the CPU, backend gloo. A DistributedSampler gives "
+        "each rank its own 100 of the 200 rows; each rank computes the loss of its rows only, and DDP "
+        "averages the gradients during backward, so both ranks end with the same W and b.",
+    ),
+    Preset(
+        "Uneven shards",
+        replace(_TUTORIAL, data_size=10, batch_size=10, strategy="ddp", workers=3, devices="cpu"),
+        "10 rows do not divide by 3 ranks. DistributedSampler gives every rank ceil(10 / 3) = 4 rows, 12 "
+        "in all, by repeating the first 2 rows of the epoch's order: those 2 rows are trained on twice per "
+        "epoch.",
+    ),
 )
 
 
@@ -129,10 +146,15 @@ def preset(name: str) -> Preset:
     raise KeyError(name)
 
 
+def used_fields(strategy: Any) -> tuple[str, ...]:
+    """The controlled fields a run of this strategy uses: `workers` only matters to ddp."""
+    return CONTROL_FIELDS if strategy == "ddp" else tuple(f for f in CONTROL_FIELDS if f != "workers")
+
+
 def matching_preset(values: Mapping[str, Any]) -> Preset | None:
-    """The preset whose settings the controls hold, if any."""
+    """The preset whose settings the controls hold, if any (an unused workers count does not count)."""
     for p in PRESETS:
-        if all(values.get(f) == getattr(p.config, f) for f in CONTROL_FIELDS):
+        if all(values.get(f) == getattr(p.config, f) for f in used_fields(p.config.strategy)):
             return p
     return None
 
@@ -196,12 +218,20 @@ def _check_url_value(name: str, raw: Any, value: Any, gpus: Any) -> Any:
             raise ConfigError(name, raw, "finite numbers")
     if name == "optimizer" and value not in OPTIMIZERS:
         raise ConfigError(name, raw, " or ".join(OPTIMIZERS))
+    if name == "strategy" and value not in STRATEGIES:
+        raise ConfigError(name, raw, " or ".join(STRATEGIES))
     if name == "devices":
-        plan = parse_devices(value, gpus)
-        if plan.kind == "cpu":
-            raise ConfigError(name, raw, f"virtual:K (K from 1 to {MAX_VIRTUAL}) or cuda:i,j,...")
-        return plan.spec
+        return parse_devices(value, gpus).spec
     return value
+
+
+def _check_cpu_devices(values: dict[str, Any], raw: Any) -> None:
+    """`cpu` is the devices of ddp on the CPU; for DataParallel the page offers virtual:K or cuda GPUs."""
+    if values.get("devices") == "cpu" and values.get("strategy", FitConfig.strategy) != "ddp":
+        del values["devices"]
+        raise ConfigError(
+            "devices", raw, f"virtual:K (K from 1 to {MAX_VIRTUAL}) or cuda:i,j,..., or cpu with strategy ddp"
+        )
 
 
 def from_query(
@@ -214,11 +244,13 @@ def from_query(
     """
     values: dict[str, Any] = {}
     errors: list[ConfigError] = []
+    raws: dict[str, Any] = {}
     for name in CONTROL_FIELDS:
         if name not in params:
             continue
         raw = params[name]
         raw = raw[-1] if isinstance(raw, (list, tuple)) and raw and name != "weights" else raw
+        raws[name] = raw
         try:
             value = getattr(FitConfig.from_mapping({name: raw}), name)
             value = _check_url_value(name, raw, value, gpus)
@@ -226,6 +258,10 @@ def from_query(
             errors.append(exc)
             continue
         values[name] = value
+    try:
+        _check_cpu_devices(values, raws.get("devices"))
+    except ConfigError as exc:
+        errors.append(exc)
     pace = None
     if "pace" in params:
         raw = params["pace"]
@@ -243,7 +279,8 @@ def from_query(
 def config_differences(values: Mapping[str, Any], running: FitConfig) -> list[str]:
     """The controls that differ from a run's frozen config, as 'label: run value -> control value'."""
     out = []
-    for name in CONTROL_FIELDS:
+    both = {values.get("strategy"), running.strategy}
+    for name in used_fields("ddp" if "ddp" in both else running.strategy):
         ours, theirs = values.get(name), getattr(running, name)
         if name == "weights" and ours is not None:
             ours = tuple(float(w) for w in ours)
@@ -369,14 +406,161 @@ def planned_split(cfg: FitConfig, gpus: Any = None) -> list[dict[str, Any]]:
 
 
 def console_text(snap: Snapshot, max_lines: int = 16) -> str:
-    """The tutorial's printed lines for the latest steps that fit in max_lines, after the run's header."""
+    """The tutorial's printed lines for the latest steps that fit in max_lines, after the run's header.
+
+    A ddp run prints as the CLI does: the process group, each rank's `In Model:` line and the all-reduce
+    line per step, and once it has ended every rank's final parameters.
+    """
     lines = [snap.header] if snap.header else []
+    lines_of, tail = step_lines, []
+    if is_ddp(snap):
+        lines_of = ddp.step_lines
+        if "ddp" in snap.extra:
+            lines.append(ddp.group_line(snap.extra["ddp"]))
+        if "final" in snap.extra and not snap.active:
+            tail = ddp.final_lines(snap.extra["final"])
     steps = list(snap.recent)
     per_step = len(steps[-1].replicas) + 1 if steps else 1
-    keep = max(1, (max_lines - len(lines)) // per_step)
+    keep = max(1, (max_lines - len(lines) - len(tail)) // per_step)
     for step in steps[-keep:]:
-        lines.extend(step_lines(step))
-    return "\n".join(lines)
+        lines.extend(lines_of(step))
+    return "\n".join(lines + tail)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# DistributedDataParallel: each rank's shard of the dataset, its shapes, its final parameters.
+
+PREVIEW_INDICES = 12  # dataset indices listed per rank in the shard table; the counts stay exact
+
+
+def is_ddp(source: Snapshot | FitConfig) -> bool:
+    cfg = source.config if isinstance(source, Snapshot) else source
+    return cfg.strategy == "ddp"
+
+
+@functools.lru_cache(maxsize=8)
+def _planned_shards(cfg: FitConfig, labels: tuple[str, ...]) -> dict:
+    layout = ddp.Layout.of(cfg)
+    shards = ddp.epoch_shards(cfg.data_size, cfg.workers, cfg.shuffle, cfg.seed, 1)
+    # the run's own Detail('shards') is built by the same function, so the plan is what the run reports
+    first = ddp._epoch_value(layout, labels, 1, shards)
+    return ddp.shards_value(cfg, layout, labels, first, first)
+
+
+def planned_shards(cfg: FitConfig, gpus: Any = None) -> dict:
+    """Detail('shards').value that a ddp run of cfg will report for its first epoch, before it starts."""
+    backend, devices = ddp.placement(cfg, parse_devices(cfg.devices, gpus))
+    labels = tuple(ddp.rank_label(r, d, backend) for r, d in enumerate(devices))
+    return _planned_shards(cfg, labels)
+
+
+def shards_title(value: dict, which: str = "latest") -> str:
+    """What the shard picture shows: the epoch, the sampler's rule and its padding."""
+    epoch = value[which]
+    n, k, per = value["data_size"], value["world_size"], value["rows_per_rank"]
+    text = (
+        f"Epoch {epoch['epoch']}: DistributedSampler (set_epoch({epoch['set_epoch']}), "
+        f"shuffle={value['shuffle']}) deals {n} dataset rows to {k} rank{'s' if k != 1 else ''}, "
+        f"ceil({n} / {k}) = {per} each"
+    )
+    if value["padding"]:
+        pad = value["padding"]
+        rows = ", ".join(map(str, epoch["repeated"]))
+        text += f"; {pad} row{'s' if pad != 1 else ''} ({rows}) repeated to pad the last shards"
+    return text
+
+
+def _preview(indices: Sequence[int], total: int) -> str:
+    text = ", ".join(map(str, indices[:PREVIEW_INDICES]))
+    return text + (f", … ({total - PREVIEW_INDICES} more)" if total > PREVIEW_INDICES else "")
+
+
+def shard_rows(value: dict, which: str = "latest") -> list[dict[str, Any]]:
+    """One row per rank: how many dataset rows it got this epoch, which ones (in its order), the padding."""
+    return [
+        {
+            "Rank": r["rank"],
+            "Device": r["device"],
+            "Dataset rows": r["rows"],
+            "Rows, in the rank's order": _preview(r["indices"], r["rows"]),
+            "Padded (repeated)": ", ".join(map(str, r["padded"])) or "none",
+        }
+        for r in ddp.shard_table(value, which)
+    ]
+
+
+def _local_loss(replica: Any) -> float | None:
+    """A rank's own loss in the step, where the strategy reports one (a `loss` on its Replica)."""
+    loss = getattr(replica, "loss", None)
+    return None if loss is None else float(loss)
+
+
+def rank_table(step: Step) -> list[dict[str, Any]]:
+    """Each rank's input and output shape in the step; the last row adds them up (nothing is gathered).
+
+    With each rank's own loss reported, a "Local loss" column holds it, and the last row their mean: the
+    loss that is charted.
+    """
+    losses = [_local_loss(r) for r in step.replicas]
+    with_loss = any(loss is not None for loss in losses)
+    rows = []
+    for rank, (r, loss) in enumerate(zip(step.replicas, losses)):
+        row = {
+            "Rank": rank,
+            "Device": r.device,
+            "Rows": r.rows,
+            "Input shape": shape_text(r.input_shape),
+            "Output shape": shape_text(r.output_shape),
+        }
+        if with_loss:
+            row["Local loss"] = "" if loss is None else f"{loss:.6g}"
+        rows.append(row)
+    total = {
+        "Rank": "all",
+        "Device": "All ranks together (never gathered)",
+        "Rows": step.input_shape[0],
+        "Input shape": shape_text(step.input_shape),
+        "Output shape": shape_text(step.output_shape),
+    }
+    if with_loss:
+        total["Local loss"] = f"mean {step.loss:.6g}"
+    return rows + [total]
+
+
+def planned_rank_table(cfg: FitConfig, gpus: Any = None) -> list[dict[str, Any]]:
+    """rank_table of a ddp run's first step, before any run: ceil(batch / K) rows of each shard per rank."""
+    value = planned_shards(cfg, gpus)
+    rows = ddp.Layout.of(cfg).local_rows(1)
+    replicas = [
+        Replica(r["device"], i * rows, (i + 1) * rows, (rows, cfg.n_features), (rows, 1))
+        for i, r in enumerate(value["first"]["ranks"])
+    ]
+    k = len(replicas)
+    step = Step(1, 1, 1, math.nan, (k * rows, cfg.n_features), (k * rows, 1), tuple(replicas), (), 0.0, 0.0)
+    return rank_table(step)
+
+
+def final_rows(snap: Snapshot) -> list[dict[str, Any]]:
+    """Every rank's parameters after its last step (Detail('final')), as numbers: one row per rank."""
+    value = snap.extra.get("final")
+    if not value:
+        return []
+    names = parameter_names(snap.config.n_features)
+    return [
+        {"Rank": r["rank"], "Device": r["device"], **dict(zip(names, list(r["weights"]) + [r["bias"]]))}
+        for r in value["ranks"]
+    ]
+
+
+def final_agreement(snap: Snapshot) -> str | None:
+    """One sentence: do all ranks hold the same parameters? None before the ranks have reported them."""
+    value = snap.extra.get("final")
+    if not value:
+        return None
+    k = len(value["ranks"])
+    if value["identical"]:
+        return f"All {k} ranks ended with identical parameters (largest difference 0): DDP kept them in step."
+    return f"The ranks' parameters differ: largest difference {value['max_abs_diff']:.3g}."
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -6,15 +6,20 @@ for the run through the server's pool, which the page keeps in its session state
 
 from __future__ import annotations
 
+import base64
+import json
+import multiprocessing
 import os
 import re
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import streamlit as st
 import torch
 from streamlit.testing.v1 import AppTest
+from torch.utils.data import DistributedSampler
 
 from fitcore import report
 from fitcore.config import FitConfig
@@ -89,8 +94,10 @@ def table(at: AppTest, column: str):
 
 
 def control_values(at: AppTest) -> dict:
-    """What the sidebar's widgets hold, in FitConfig's terms."""
+    """What the sidebar's widgets hold, in FitConfig's terms (workers is drawn for ddp only)."""
     n = at.number_input(key="n_features").value
+    strategy = at.radio(key="strategy").value
+    ddp = strategy == "ddp"
     return {
         "weights": tuple(at.number_input(key=f"weight_{i}").value for i in range(n)),
         "bias": at.number_input(key="bias").value,
@@ -102,8 +109,34 @@ def control_values(at: AppTest) -> dict:
         "optimizer": at.selectbox(key="optimizer").value,
         "shuffle": at.checkbox(key="shuffle").value,
         "seed": at.number_input(key="seed").value,
-        "devices": f"virtual:{at.slider(key='virtual_devices').value}",
+        "devices": "cpu" if ddp else f"virtual:{at.slider(key='virtual_devices').value}",
+        "strategy": strategy,
+        "workers": at.number_input(key="workers").value if ddp else at.session_state["workers"],
     }
+
+
+def chart(at: AppTest, key: str) -> dict:
+    """The plotly figure the page shows under this key, as a dict.
+
+    The page may draw a chart as a stack of two (`{key}_0` behind `{key}_1`, see app._plot); once no run
+    is active the front one holds the latest figure.
+    """
+    ids = [c.proto.id for c in at.get("plotly_chart")]
+    found = [c for c in at.get("plotly_chart") if c.proto.id.endswith((f"-{key}", f"-{key}_1"))]
+    assert len(found) == 1, ids
+    return json.loads(found[0].proto.spec)
+
+
+def cells(z) -> list[list[int]]:
+    """The columns each row of a heatmap's z fills (None is a gap)."""
+    return [[i for i, v in enumerate(row) if v is not None] for row in z]
+
+
+def values_of(array) -> list:
+    """A trace's x or y: plotly sends numpy arrays as base64 typed arrays, lists as they are."""
+    if isinstance(array, dict):
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"]).tolist()
+    return list(array)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -209,6 +242,77 @@ def test_start_trains_and_shows_the_split_and_the_results(page):
     assert "Outside: input size torch.Size([200, 2]) output_size torch.Size([200, 1])" in console
     assert len(at.get("download_button")) == 2
     assert not at.button(key="start").disabled  # ready for the next run
+    check_the_charts(at, snap)
+
+
+def check_the_charts(at: AppTest, snap) -> None:
+    """The loss and parameter charts hold the run's history; smoothing and earlier runs are drawn too."""
+    steps, losses = map(list, zip(*snap.loss_history))
+    loss = chart(at, "loss_chart")
+    assert loss["layout"]["yaxis"]["type"] == "log" and loss["layout"]["xaxis"]["range"] == [0, 200]
+    assert [t["name"] for t in loss["data"]] == [snap.run_id]
+    assert values_of(loss["data"][0]["x"]) == steps and values_of(loss["data"][0]["y"]) == losses
+    params = chart(at, "params_chart")
+    assert [t["name"] for t in params["data"]] == ["w1", "w2", "b"]
+    assert values_of(params["data"][2]["y"]) == [v[-1] for _, v in snap.param_history]
+    lines = [(shape["y0"], shape["line"]["dash"]) for shape in params["layout"]["shapes"]]
+    assert lines == [(5.2, "dash"), (9.6, "dash"), (3.4, "dash")]  # true values; no noise, no lstsq line
+
+    at.slider(key="smoothing").set_value(0.5)
+    at.run()
+    loss = chart(at, "loss_chart")
+    assert [t["name"] for t in loss["data"]] == [f"{snap.run_id} (raw)", snap.run_id]
+    assert values_of(loss["data"][0]["y"]) == losses
+    assert values_of(loss["data"][1]["y"]) == pytest.approx(report.smooth(losses, 0.5), rel=1e-12)
+
+    # a second run: the first one is overlaid, dashed, and the x axis is the new run's steps
+    at.slider(key="smoothing").set_value(0.0)
+    at.number_input(key="epochs").set_value(5)
+    at.run()
+    at.button(key="start").click()
+    at.run()
+    wait_until_ended(at)
+    loss = chart(at, "loss_chart")
+    second = at.session_state["snap"]
+    assert [t["name"] for t in loss["data"]] == [report.run_label(snap), second.run_id]
+    assert loss["data"][0]["line"]["dash"] == "dash" and "dash" not in loss["data"][1]["line"]
+    assert values_of(loss["data"][0]["y"]) == losses
+    assert loss["layout"]["xaxis"]["range"] == [0, 5]
+
+
+def _copies(at: AppTest, key: str) -> tuple[dict, dict]:
+    """Both stacked copies of a chart (`{key}_0` behind, `{key}_1` in front), as figure dicts."""
+    by_id = {c.proto.id.rsplit("-", 1)[-1]: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
+    return by_id[f"{key}_0"], by_id[f"{key}_1"]
+
+
+def test_a_live_chart_redraws_one_of_its_two_copies_per_refresh(page):
+    """No refresh leaves a chart blank: of its two stacked copies, each refresh in a run changes one, in turn.
+
+    Streamlit mounts a plotly chart afresh whenever its figure changes, blank until drawn; the copy left
+    unchanged stays drawn and shows through.
+    """
+    at = page()
+    at.select_slider(key="pace").set_value("20")
+    at.run()
+    at.button(key="start").click()
+    at.run()
+    copies = []
+    for _ in range(4):
+        step = at.session_state["snap"].step
+        wait_for(at, lambda snap, step=step: snap.step > step)  # new points for the chart, then a refresh
+        copies.append(_copies(at, "loss_chart"))
+    changed = [[a[i] != b[i] for i in (0, 1)] for a, b in zip(copies, copies[1:])]
+    assert changed in (
+        [[True, False], [False, True], [True, False]],
+        [[False, True], [True, False], [False, True]],
+    )
+    at.button(key="stop").click()
+    at.run()
+    wait_until_ended(at)
+    snap = at.session_state["snap"]
+    _, front = _copies(at, "loss_chart")  # once the run has ended, the copy in front holds all of it
+    assert values_of(front["data"][0]["x"]) == [s for s, _ in snap.loss_history]
 
 
 def test_pause_resume_stop_and_reset(page):
@@ -336,12 +440,14 @@ def test_a_dropped_run_keeps_what_the_page_last_read(page):
 PRESET_VALUES = {
     "The tutorial": dict(
         weights=(5.2, 9.6), bias=3.4, noise=0.0, data_size=200, batch_size=200, epochs=200, lr=0.5,
-        optimizer="adam", devices="virtual:2",
+        optimizer="adam", devices="virtual:2", strategy="dataparallel",
     ),
     "Uneven split": dict(data_size=200, batch_size=200, devices="virtual:3", optimizer="adam", lr=0.5),
     "Fewer rows than devices": dict(data_size=40, batch_size=5, epochs=25, devices="virtual:8"),
     "Too high a learning rate": dict(optimizer="sgd", lr=1.5, epochs=200, devices="virtual:2"),
     "Noisy data": dict(noise=3.0, data_size=40, batch_size=40, epochs=200, devices="virtual:2"),
+    "DistributedDataParallel": dict(strategy="ddp", workers=2, devices="cpu", data_size=200, batch_size=200),
+    "Uneven shards": dict(strategy="ddp", workers=3, devices="cpu", data_size=10, batch_size=10),
 }  # fmt: skip
 
 
@@ -377,6 +483,8 @@ def test_the_link_sets_the_controls_and_follows_them(page):
         "shuffle": "false",
         "seed": "4",
         "devices": "virtual:4",
+        "strategy": "dataparallel",
+        "workers": "2",
         "pace": "5",
     }
     at = page(query)
@@ -392,6 +500,8 @@ def test_the_link_sets_the_controls_and_follows_them(page):
         "shuffle": False,
         "seed": 4,
         "devices": "virtual:4",
+        "strategy": "dataparallel",
+        "workers": 2,
     }
     assert at.select_slider(key="pace").value == "5"
     assert at.query_params == query  # already in the page's own spelling
@@ -425,3 +535,128 @@ def test_bad_values_in_the_link_show_errors_not_a_traceback(page):
     assert at.number_input(key="data_size").value == 200
     assert at.query_params["data_size"] == "200" and at.query_params["lr"] == "-1"
     assert at.button(key="start").disabled
+
+
+# ---------------------------------------------------------------------------------------------------------
+# DistributedDataParallel.
+
+
+def test_the_ddp_choice_plans_each_ranks_shard_and_goes_into_the_link(page):
+    at = page()
+    at.radio(key="strategy").set_value("ddp")
+    at.run()
+    assert at.title[0].value == "How DistributedDataParallel shards the data"
+    assert at.number_input(key="workers").value == 2
+    assert [w.key for w in at.slider] == ["smoothing"]  # no virtual devices for ddp: one process per rank
+    assert at.query_params["strategy"] == "ddp" and at.query_params["devices"] == "cpu"
+    assert at.query_params["workers"] == "2"
+    assert at.selectbox(key="preset").value == "DistributedDataParallel"
+    shards = table(at, "Dataset rows")
+    assert list(shards["Dataset rows"]) == [100, 100]
+    assert list(shards["Padded (repeated)"]) == ["none", "none"]
+    shapes = table(at, "Input shape")  # before any run: each rank's first step
+    assert list(shapes["Device"]) == [
+        "rank 0 · cpu · gloo",
+        "rank 1 · cpu · gloo",
+        "All ranks together (never gathered)",
+    ]
+    assert list(shapes["Input shape"]) == ["[100, 2]", "[100, 2]", "[200, 2]"]
+
+    # 10 rows on 3 ranks: 4 each, 12 in all, the first 2 rows of the epoch's order repeated
+    at.selectbox(key="preset").set_value("Uneven shards")
+    at.run()
+    assert at.number_input(key="workers").value == 3
+    shards = table(at, "Dataset rows")
+    assert list(shards["Dataset rows"]) == [4, 4, 4]
+    order = torch.randperm(10, generator=torch.Generator().manual_seed(0)).tolist()  # the sampler's epoch 1
+    padded = order[:2]
+    expected = [(order + padded)[rank::3] for rank in range(3)]
+    assert list(shards["Rows, in the rank's order"]) == [", ".join(map(str, e)) for e in expected]
+    assert list(shards["Padded (repeated)"]) == ["none", str(padded[0]), str(padded[1])]
+    own, pad = (trace["z"] for trace in chart(at, "shards_chart")["data"])  # (ranks, rows) each
+    assert chart(at, "shards_chart")["data"][0]["y"] == [f"rank {r} (4 rows)" for r in range(3)]
+    assert cells(own) == [sorted(e) for e in expected[:1]] + [sorted(e[:-1]) for e in expected[1:]]
+    assert cells(pad) == [[], [padded[0]], [padded[1]]]  # drawn pale, in the ranks they pad
+    assert f"2 rows ({padded[0]}, {padded[1]}) repeated" in at.markdown[0].value
+    explain = [e for e in at.expander if e.label == "DataParallel versus DistributedDataParallel"]
+    assert len(explain) == 1 and "all-reduces" in explain[0].markdown[0].value
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (
+            {"workers": 9},
+            "Workers: workers: got 9; allowed: an integer from 1 to 8 (and at most the data size)",
+        ),
+        (
+            {"workers": 0},
+            "Workers: workers: got 0; allowed: an integer from 1 to 8 (and at most the data size)",
+        ),
+        (
+            {"data_size": 3, "batch_size": 3, "workers": 4},
+            "Workers: workers: got 4; allowed: an integer from 1 to 3 (and at most the data size)",
+        ),
+    ],
+)
+def test_bad_worker_count_shows_its_error_and_starts_nothing(page, changes, message):
+    at = page()
+    at.radio(key="strategy").set_value("ddp")
+    at.run()
+    for key, value in changes.items():
+        at.number_input(key=key).set_value(value)
+    at.run()
+    assert [e.value for e in at.error] == [message]
+    assert at.button(key="start").disabled
+    pool, _ = _pool(at)
+    assert at.session_state["run_id"] is None and pool.counts()["kept"] == 0
+
+
+def test_a_two_rank_ddp_run_shows_each_ranks_rows_and_identical_parameters(page):
+    at = page()
+    at.radio(key="strategy").set_value("ddp")
+    at.run()
+    for key, value in dict(data_size=40, batch_size=20, epochs=30, lr=0.5).items():
+        at.number_input(key=key).set_value(value)
+    at.selectbox(key="optimizer").set_value("sgd")
+    at.select_slider(key="pace").set_value("max")
+    at.run()
+    at.button(key="start").click()
+    at.run()
+    wait_for(at, lambda snap: not snap.active, timeout=120)  # each rank's process imports torch first
+    assert not at.exception
+    # 40 rows on 2 ranks: 20 each; each takes 10 per step, so 2 steps per epoch
+    assert status_text(at).startswith("Finished · epoch 30 / 30 · step 60 / 60 · ")
+    assert multiprocessing.active_children() == []  # every rank's process has ended
+
+    shards = table(at, "Dataset rows")  # the sampler's shards of the last epoch, from DistributedSampler
+    assert list(shards["Dataset rows"]) == [20, 20]
+    for rank, shown in enumerate(shards["Rows, in the rank's order"]):
+        sampler = DistributedSampler(range(40), num_replicas=2, rank=rank, shuffle=True, seed=0)
+        sampler.set_epoch(29)
+        rows = list(sampler)
+        assert shown == ", ".join(map(str, rows[:12])) + ", … (8 more)"
+    assert list(shards["Padded (repeated)"]) == ["none", "none"]
+    shapes = table(at, "Input shape")
+    assert list(shapes["Rows"]) == [10, 10, 20]
+    assert list(shapes["Input shape"]) == ["[10, 2]", "[10, 2]", "[20, 2]"]
+    assert list(shapes["Output shape"]) == ["[10, 1]", "[10, 1]", "[20, 1]"]
+
+    # every rank ended with the same parameters, and they are the least-squares answer
+    ranks = table(at, "w1")
+    assert list(ranks["Device"]) == ["rank 0 · cpu · gloo", "rank 1 · cpu · gloo"]
+    assert ranks.iloc[0, 2:].tolist() == ranks.iloc[1, 2:].tolist()
+    X, y = make_data(at.session_state["snap"].config)
+    A = torch.cat([X.double(), torch.ones(len(X), 1, dtype=torch.float64)], 1)
+    lstsq = torch.linalg.lstsq(A, y.double()).solution.view(-1).tolist()
+    assert [float(v) for v in ranks.iloc[0, 2:]] == pytest.approx(lstsq, abs=1e-4)
+    assert "All 2 ranks ended with identical parameters" in at.success[1].value
+
+    console = at.code[0].value
+    assert (
+        "[rank 1 · cpu · gloo] In Model: input size torch.Size([10, 2]) output size torch.Size([10, 1])"
+        in console
+    )
+    assert "All ranks: input size torch.Size([20, 2]) over 2 ranks, no gather" in console
+    assert "Parameters per rank after the last step: identical on every rank" in console
+    assert "Outside:" not in console  # nothing is gathered

@@ -30,6 +30,14 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 STEP = re.compile(r"step (\d+) / (\d+)")
+# True while the loss chart shows a drawn line: some plotly chart under the `loss_chart` key (one, or a stack
+# of them) is visible and has a path with points in it
+LOSS_LINE_SHOWN_JS = """() => {
+    const plots = [...document.querySelectorAll('[class*="st-key-loss_chart"] .js-plotly-plot')];
+    return plots.some(plot => plot.getBoundingClientRect().height > 100
+        && [...plot.querySelectorAll('.scatterlayer path.js-line')].some(line =>
+            (line.getAttribute('d') || '').length > 20 && getComputedStyle(line).visibility === 'visible'));
+}"""
 
 pytestmark = pytest.mark.browser
 
@@ -126,29 +134,38 @@ def _wait_for(predicate, timeout: float, what: str):
 
 
 def test_a_run_updates_by_itself_splits_67_67_66_and_stops(server, page):
-    page.goto(server)
+    page.goto(server + "/?pace=5")  # 5 steps/s: the run is still going when the test presses Stop
     start = page.get_by_role("button", name="Start training")
-    start.wait_for()
+    start.wait_for(timeout=90_000)  # the first session imports torch, torch.distributed and plotly
     assert _step(page) == (0, 200)  # idle: "Ready · step 0 / 200"
 
     # the Uneven split preset: 200 rows on 3 virtual devices
     page.get_by_test_id("stSelectbox").filter(has_text="Preset").click()
     page.get_by_role("option", name="Uneven split").click()
     page.get_by_text("Uneven split.", exact=False).first.wait_for()
-    page.get_by_text("virtual:2: 66 rows (134–199)").wait_for()  # the planned split, before any run
+    page.get_by_text("virtual:2: 66 rows (134–199)").first.wait_for()  # the planned split, before any run
 
     start.click()
     # the live panels refresh on their own: two readings, no click in between
     first, total = _wait_for(lambda: _step(page)[0] >= 2 and _step(page), 20, "the first steps")
     assert total == 200
-    page.locator("[data-testid=stVegaLiteChart]").first.wait_for()  # the loss is drawn
+    page.locator("[data-testid=stPlotlyChart]").first.wait_for()
+    _wait_for(lambda: page.evaluate(LOSS_LINE_SHOWN_JS), 10, "the loss line to be drawn")
     page.screenshot(path=str(ARTIFACTS / "browser-running.png"))
     second, _ = _wait_for(lambda: _step(page)[0] > first and _step(page), 10, "the step count to grow")
     assert first < second < 200
+    # once the run is under way the chart updates without going blank: sampled between and across
+    # refreshes (2.5 a second), the line is always on screen
+    blank = []
+    for i in range(30):
+        if not page.evaluate(LOSS_LINE_SHOWN_JS):
+            blank.append(i)
+        time.sleep(0.07)
+    assert blank == [], f"the loss chart was blank at {len(blank)} of 30 samples over about 3 s"
 
     # the split, in the picture and in the table of shapes
     for block in ("virtual:0: 67 rows (0–66)", "virtual:1: 67 rows (67–133)", "virtual:2: 66 rows (134–199)"):
-        page.get_by_text(block).wait_for()
+        page.get_by_text(block).first.wait_for()  # .first: a chart may be drawn as a stack of two
     shapes = page.get_by_test_id("stTable").filter(has_text="Outside (gathered)").inner_text()
     for text in ("virtual:0 (emulated on CPU)", "[67, 2]", "[66, 2]", "[200, 2]", "[66, 1]"):
         assert text in shapes
@@ -168,3 +185,14 @@ def test_a_run_updates_by_itself_splits_67_67_66_and_stops(server, page):
     assert _step(page) == (at_stop, 200)  # nothing moves once the run has ended
     page.set_viewport_size({"width": 1280, "height": 2000})
     page.screenshot(path=str(ARTIFACTS / "browser-stopped-full.png"))
+
+    # DistributedDataParallel, before any run: each rank's planned shard of the 200 rows
+    page.get_by_role("button", name="Reset", exact=True).click()  # not plotly's "Reset axes"
+    page.get_by_text("DistributedDataParallel", exact=True).first.click()
+    page.get_by_text("How DistributedDataParallel shards the data").wait_for()
+    shards = page.get_by_test_id("stTable").filter(has_text="Padded (repeated)")
+    shards.wait_for()
+    text = shards.inner_text()
+    assert "rank 0 · cpu · gloo" in text and "rank 1 · cpu · gloo" in text
+    assert text.count("… (88 more)") == 2 and "rank 2" not in text  # 100 rows each: 12 listed, 88 more
+    page.get_by_text("rank 1 (100 rows)").first.wait_for()  # the shard picture's strip for rank 1

@@ -8,11 +8,12 @@ import io
 import json
 import math
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-from fitcore import report
+from fitcore import ddp, report
 from fitcore.config import ConfigError, FitConfig, validate
 from fitcore.data import make_data
 from fitcore.parallel import chunk_sizes
@@ -39,7 +40,7 @@ def _steps(cfg: FitConfig) -> list[Step]:
 
 def test_every_preset_is_valid_and_named_once():
     names = [p.name for p in report.PRESETS]
-    assert len(set(names)) == len(names) == 5
+    assert len(set(names)) == len(names) == 7
     for p in report.PRESETS:
         validate(p.config)
         assert report.preset(p.name) is p
@@ -104,6 +105,8 @@ def test_matching_preset_needs_every_control_equal():
         (FitConfig(weights=(1.5, -2.0, 0.125), bias=-0.5, noise=0.3, devices="virtual:4"), "max"),
         (FitConfig(data_size=1000, batch_size=64, epochs=3, lr=0.01, optimizer="sgd", shuffle=False), "1"),
         (FitConfig(seed=2**40, weights=(1e-7,)), "200"),
+        (FitConfig(strategy="ddp", workers=3, devices="cpu", data_size=10, batch_size=10), "max"),
+        (FitConfig(strategy="ddp", workers=8, devices="virtual:2"), "5"),
     ],
 )
 def test_query_round_trip(cfg, pace):
@@ -129,6 +132,8 @@ def test_query_text():
         "shuffle": "false",
         "seed": "0",
         "devices": "virtual:3",
+        "strategy": "dataparallel",
+        "workers": "2",
         "pace": "max",
     }
 
@@ -149,7 +154,13 @@ def test_query_text():
         ({"optimizer": "rmsprop"}, "optimizer: got 'rmsprop'; allowed: adam or sgd"),
         ({"shuffle": "maybe"}, "shuffle: got 'maybe'; allowed: true or false"),
         ({"seed": str(2**60)}, f"seed: got '{2**60}'; allowed: an integer from -{2**53 - 1} to {2**53 - 1}"),
-        ({"devices": "cpu"}, "devices: got 'cpu'; allowed: virtual:K (K from 1 to 8) or cuda:i,j,..."),
+        (
+            {"devices": "cpu"},
+            "devices: got 'cpu'; allowed: virtual:K (K from 1 to 8) or cuda:i,j,..., "
+            "or cpu with strategy ddp",
+        ),
+        ({"strategy": "ddp2"}, "strategy: got 'ddp2'; allowed: dataparallel or ddp"),
+        ({"workers": "two"}, "workers: got 'two'; allowed: an integer"),
         (
             {"pace": "7"},
             "pace: got '7'; allowed: one of 1, 2, 5, 10, 20, 50, 100, 200, max (steps per second)",
@@ -161,6 +172,23 @@ def test_bad_query_values_are_reported_and_left_out(params, message):
     assert [str(e) for e in errors] == [message]
     assert values == {"epochs": 7}  # the good one is kept, Streamlit's own `embed` is ignored
     assert pace is None
+
+
+def test_cpu_devices_in_the_query_belong_to_ddp():
+    """`cpu` is ddp's ranks on the CPU; DataParallel on the page runs on virtual devices or GPUs."""
+    query = {"devices": "cpu", "strategy": "ddp", "workers": "3"}
+    assert report.from_query(query) == ({"devices": "cpu", "strategy": "ddp", "workers": 3}, None, [])
+    values, _, errors = report.from_query({**query, "strategy": "dataparallel"})
+    assert values == {"strategy": "dataparallel", "workers": 3}  # the default devices stay
+    assert [e.field for e in errors] == ["devices"]
+    # a worker count out of range is a setup the controls can hold: validation reports it, naming the field
+    values, _, errors = report.from_query({**query, "workers": "9"})
+    assert errors == [] and values["workers"] == 9
+    with pytest.raises(ConfigError) as exc:
+        report.config_from_controls({**report.defaults(), **values})
+    assert report.error_text(exc.value) == (
+        "Workers: workers: got 9; allowed: an integer from 1 to 8 (and at most the data size)"
+    )
 
 
 def test_bad_device_in_query_names_what_this_machine_allows():
@@ -187,6 +215,22 @@ def test_config_differences_name_each_changed_control():
         "Batch size: 200 in the run, 100 in the controls",
     ]
     assert report.config_differences(report.config_values(running), running) == []
+
+
+def test_workers_count_only_for_ddp():
+    """DataParallel ignores `workers`: a different count is no difference and does not break a preset."""
+    tutorial = report.preset("The tutorial").config
+    values = {**report.config_values(tutorial), "workers": 5}
+    assert report.matching_preset(values).name == "The tutorial"
+    assert report.config_differences(values, tutorial) == []
+    ddp_values = {**values, "strategy": "ddp", "devices": "cpu"}
+    assert report.matching_preset(ddp_values) is None  # the DDP preset has 2 workers
+    assert report.matching_preset({**ddp_values, "workers": 2}).name == "DistributedDataParallel"
+    assert report.config_differences(ddp_values, tutorial) == [
+        "Devices: virtual:2 in the run, cpu in the controls",
+        "Strategy: dataparallel in the run, ddp in the controls",
+        "Workers: 2 in the run, 5 in the controls",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -387,3 +431,151 @@ def test_pace_choices():
         "as fast as possible",
     ]
     assert report.run_label(_snap()) == "run-9: virtual:2, adam lr 0.5, batch 200 (running)"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# DistributedDataParallel: each rank's shard, its shapes, its final parameters, its console lines.
+
+
+def _sampler_rule(n: int, k: int, shuffle: bool, seed: int, epoch: int) -> list[list[int]]:
+    """DistributedSampler's shards written out: the epoch's order, its first rows repeated to pad, dealt."""
+    order = list(range(n))
+    if shuffle:
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch - 1)).tolist()
+    per = math.ceil(n / k)
+    padded = order + order[: per * k - n]
+    return [padded[rank::k] for rank in range(k)]
+
+
+@pytest.mark.parametrize(
+    "n, k, shuffle, seed",
+    [
+        (10, 3, True, 0),
+        (200, 2, True, 0),
+        (7, 4, False, 0),
+        (8, 8, True, 5),
+        (1, 1, True, 0),
+        (13, 5, True, 2),
+    ],
+)
+def test_planned_shards_follow_the_sampler_rule_with_its_padding(n, k, shuffle, seed):
+    cfg = FitConfig(
+        strategy="ddp", workers=k, devices="cpu", data_size=n, batch_size=n, shuffle=shuffle, seed=seed
+    )
+    value = report.planned_shards(cfg)
+    expected = _sampler_rule(n, k, shuffle, seed, 1)
+    per, pad = math.ceil(n / k), math.ceil(n / k) * k - n
+    assert (value["rows_per_rank"], value["padding"], value["total_size"]) == (per, pad, per * k)
+    rows = report.shard_rows(value, "first")
+    assert [r["Dataset rows"] for r in rows] == [per] * k
+    assert [r["Device"] for r in rows] == [f"rank {i} · cpu · gloo" for i in range(k)]
+    for row, shard in zip(rows, expected):
+        shown = ", ".join(map(str, shard[:12])) + (f", … ({per - 12} more)" if per > 12 else "")
+        assert row["Rows, in the rank's order"] == shown
+    # the padding is the last `pad` positions of the dealt order: the last shards' last rows
+    padded = [[] for _ in range(k)]
+    for position in range(n, per * k):
+        padded[position % k].append(expected[position % k][position // k])
+    assert [r["Padded (repeated)"] for r in rows] == [", ".join(map(str, p)) or "none" for p in padded]
+    assert sum(r["Dataset rows"] for r in rows) == n + pad
+
+
+def test_uneven_shards_preset_pads_two_rows():
+    cfg = report.preset("Uneven shards").config
+    value = report.planned_shards(cfg)
+    order = _sampler_rule(10, 3, True, 0, 1)
+    repeated = [order[1][3], order[2][3]]  # positions 10 and 11 of the padded order
+    assert [r["Dataset rows"] for r in report.shard_rows(value, "first")] == [4, 4, 4]
+    assert report.shards_title(value, "first") == (
+        "Epoch 1: DistributedSampler (set_epoch(0), shuffle=True) deals 10 dataset rows to 3 ranks, "
+        f"ceil(10 / 3) = 4 each; 2 rows ({repeated[0]}, {repeated[1]}) repeated to pad the last shards"
+    )
+    assert report.shards_title(report.planned_shards(report.preset("DistributedDataParallel").config)) == (
+        "Epoch 1: DistributedSampler (set_epoch(0), shuffle=True) deals 200 dataset rows to 2 ranks, "
+        "ceil(200 / 2) = 100 each"
+    )
+
+
+@pytest.mark.parametrize(
+    "n, batch, k, local",
+    [(200, 200, 2, 100), (10, 10, 3, 4), (40, 5, 2, 3), (40, 20, 2, 10), (9, 2, 4, 1)],
+)
+def test_planned_rank_table_takes_ceil_batch_over_ranks_rows_each(n, batch, k, local):
+    cfg = FitConfig(strategy="ddp", workers=k, devices="cpu", data_size=n, batch_size=batch)
+    rows = report.planned_rank_table(cfg)
+    assert [r["Rank"] for r in rows] == list(range(k)) + ["all"]
+    assert [r["Rows"] for r in rows] == [local] * k + [local * k]
+    assert [r["Input shape"] for r in rows] == [f"[{local}, 2]"] * k + [f"[{local * k}, 2]"]
+    assert [r["Output shape"] for r in rows] == [f"[{local}, 1]"] * k + [f"[{local * k}, 1]"]
+    assert rows[-1]["Device"] == "All ranks together (never gathered)"
+    assert "Local loss" not in rows[0]  # nothing has run: no loss to show
+
+
+def _ddp_step(losses=None) -> Step:
+    """A 2-rank step of 3 rows per rank, as ddp reports it (ranks' losses where given)."""
+    replicas = tuple(
+        SimpleNamespace(
+            device=f"rank {r} · cpu · gloo", rows=3, input_shape=(3, 2), output_shape=(3, 1),
+            loss=None if losses is None else losses[r],
+        )
+        for r in range(2)
+    )  # fmt: skip
+    mean = 2.0 if losses is None else sum(losses) / 2
+    return Step(7, 4, 2, mean, (6, 2), (6, 1), replicas, (1.0, 2.0), 3.0, 0.5)
+
+
+def test_rank_table_shows_each_ranks_local_loss_where_reported():
+    rows = report.rank_table(_ddp_step([1.5, 0.25]))
+    assert [r["Local loss"] for r in rows] == ["1.5", "0.25", "mean 0.875"]
+    assert [r["Input shape"] for r in rows] == ["[3, 2]", "[3, 2]", "[6, 2]"]
+    assert [r["Rows"] for r in rows] == [3, 3, 6]
+    assert all("Local loss" not in r for r in report.rank_table(_ddp_step()))
+
+
+def _ddp_snap(finals, **kw) -> Snapshot:
+    cfg = FitConfig(strategy="ddp", workers=2, devices="cpu")
+    return _snap(config=cfg, extra={"final": ddp.final_value(finals)} if finals else {}, **kw)
+
+
+def test_final_rows_and_agreement_of_the_ranks():
+    same = [("rank 0 · cpu · gloo", (5.2, 9.6), 3.4), ("rank 1 · cpu · gloo", (5.2, 9.6), 3.4)]
+    snap = _ddp_snap(same, status="finished")
+    assert report.final_rows(snap) == [
+        {"Rank": 0, "Device": "rank 0 · cpu · gloo", "w1": 5.2, "w2": 9.6, "b": 3.4},
+        {"Rank": 1, "Device": "rank 1 · cpu · gloo", "w1": 5.2, "w2": 9.6, "b": 3.4},
+    ]
+    assert report.final_agreement(snap) == (
+        "All 2 ranks ended with identical parameters (largest difference 0): DDP kept them in step."
+    )
+    apart = _ddp_snap([same[0], ("rank 1 · cpu · gloo", (5.2, 9.1), 3.4)], status="finished")
+    assert report.final_agreement(apart) == "The ranks' parameters differ: largest difference 0.5."
+    assert report.final_rows(_ddp_snap(None)) == [] and report.final_agreement(_ddp_snap(None)) is None
+
+
+def test_console_text_of_a_ddp_run_prints_each_rank():
+    group = {
+        "world_size": 2, "backend": "gloo", "master_addr": "127.0.0.1", "master_port": 29500,
+        "launcher": "spawned with torch.multiprocessing", "per_rank_batch": 3, "rows_per_rank": 100,
+        "steps_per_epoch": 34, "global_batch": 6,
+    }  # fmt: skip
+    finals = [("rank 0 · cpu · gloo", (5.2, 9.6), 3.4), ("rank 1 · cpu · gloo", (5.2, 9.6), 3.4)]
+    steps = tuple(dataclasses.replace(_ddp_step([1.0, 3.0]), step=s) for s in range(1, 6))
+    snap = _ddp_snap(finals, status="finished", header="DDP header", recent=steps)
+    snap = dataclasses.replace(snap, extra={**snap.extra, "ddp": group})
+    lines = report.console_text(snap, max_lines=12).splitlines()
+    tail = ddp.final_lines(snap.extra["final"])
+    assert lines[:2] == ["DDP header", ddp.group_line(group)]
+    assert lines[-len(tail) :] == tail and len(tail) == 3
+    body = lines[2 : -len(tail)]
+    assert len(body) == 2 * 3  # 12 lines: header, group, final (3) leave room for two steps of 3 lines
+    assert (
+        body[0]
+        == "\t[rank 0 · cpu · gloo] In Model: input size torch.Size([3, 2]) output size torch.Size([3, 1])"
+    )
+    assert body[2].startswith(
+        "All ranks: input size torch.Size([6, 2]) over 2 ranks, no gather; mean loss: 2"
+    )
+    assert body[2].endswith("(epoch 4, step 4)") and body[5].endswith("(epoch 4, step 5)")
+    # while the run is active the ranks have not reported their final parameters yet
+    running = dataclasses.replace(snap, status="running")
+    assert "Parameters per rank" not in report.console_text(running, max_lines=12)
