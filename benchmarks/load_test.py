@@ -1,0 +1,729 @@
+"""Many students on one server: headless Chromium pages press Start training on `streamlit run app.py`.
+
+The server runs on a free loopback port with a small cap on runs training at once (FITCORE_MAX_ACTIVE_RUNS)
+and a short idle timeout (FITCORE_IDLE_TIMEOUT), so that closed tabs are reaped within seconds.
+
+1. One page loads the app and closes: the server has imported torch and built its pool (RSS "start").
+2. `sessions` pages, one browser context each, open their own link: the tutorial (200 rows, one batch, 200
+   epochs of Adam) with W and b shifted by 0.1 per session, so that every page must show its own answer.
+   Each presses Start training; a script in the page records every status it shows and any queue position.
+   With `hold` (the default), the first `cap` sessions start at 1 step/s and so hold every slot; the others
+   press Start only once those train, so each of them must show a queue position. When all of them do, the
+   holders move their Pace slider to "as fast as possible" and the queue drains: a queue is seen by
+   construction, not by the luck of timing.
+3. Each page's run must end "Finished" with the learned parameters of its results table within TOLERANCE of
+   torch.linalg.lstsq on that session's data. Then the pages close.
+4. `abandoned` more pages start a long, slow run and are closed while it trains: the pool must stop and free
+   those runs once nobody has read them for the idle timeout.
+5. After the idle timeout and `settle` seconds: no training thread is left, and RSS is read again ("end").
+
+Throughout, /_stcore/health is timed every 100 ms and the server's training threads (named fitcore-run-N
+at OS level) and resident memory are sampled from /proc every 100 ms.
+
+    python -m benchmarks.load_test [--quick] [--sessions 20] [--cap 4] [--idle-timeout 10] [--wave 0]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from benchmarks import common
+from fitcore.report import pace_label
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    # each page stands for a student's own tab in the foreground: no throttled timers in background pages
+    "--disable-background-timer-throttling",
+    "--disable-renderer-backgrounding",
+    "--disable-backgrounding-occluded-windows",
+]
+STEP = re.compile(r"step (\d+) / (\d+)")
+RUN_SECONDS = re.compile(r"finished \d+ steps in ([\d.]+) s")  # the end of a finished run's status line
+TOLERANCE = 5e-3  # learned vs lstsq; the page shows 4 decimals and 200 Adam steps get within 3e-4
+SAMPLE_EVERY = 0.1  # seconds between health requests, and between /proc readings
+TRAINING_PREFIX = "fitcore-run-"  # the OS name of a run's thread (fitcore/runner.py), "fitcore-ended" after
+END_STATUSES = ("Finished", "Stopped", "Diverged", "Failed")
+# the abandoned tabs' run: one step a second for hours, so only the pool's reaper can end it
+ABANDONED_FIELDS = {"epochs": "10000"}
+ABANDONED_PACE = "1"
+HOLD_PACE = "1"  # the holders' pace until the queue is full: 200 steps would take minutes
+DROPPED = "the server dropped this run"  # app.py's message for a run the pool reaped under an open page
+MIB = 2**20
+
+# Installed in every page before Streamlit's own scripts: every 100 ms, the status line (the alert holding
+# `step n / total`) is read and its status word, step and any queue position are kept in window.__fitcore.
+RECORDER_JS = r"""
+(() => {
+  const seen = {statuses: [], maxQueue: 0, status: "", step: 0, total: 0, text: "", maxGap: 0};
+  let changed = 0;  // when the status line last changed, while the run was training
+  window.__fitcore = seen;
+  setInterval(() => {
+    for (const el of document.querySelectorAll('[data-testid="stAlert"]')) {
+      const text = el.textContent || "";
+      const m = text.match(/step (\d+) \/ (\d+)/);
+      if (!m) continue;
+      const status = text.split("\u00b7")[0].trim();
+      if (!seen.statuses.includes(status)) seen.statuses.push(status);
+      const q = text.match(/position (\d+) in the queue/);
+      if (q) seen.maxQueue = Math.max(seen.maxQueue, Number(q[1]));
+      const now = performance.now();
+      if (text !== seen.text) {
+        // the longest the page showed one Running line: how stale its snapshot got (a step a second or more)
+        if (seen.status === "Running" && changed) seen.maxGap = Math.max(seen.maxGap, (now - changed) / 1000);
+        changed = now;
+      }
+      Object.assign(seen, {status: status, step: Number(m[1]), total: Number(m[2]), text: text});
+      break;
+    }
+  }, 100);
+})();
+"""
+
+# The results table under the "Results" heading (shown once the run has ended): one {column: text} per row.
+RESULTS_JS = r"""() => {
+  const heading = [...document.querySelectorAll("h3")].find(h => h.textContent.trim() === "Results");
+  if (!heading) return null;
+  for (const table of document.querySelectorAll('[data-testid="stTable"] table')) {
+    const head = [...table.querySelectorAll("thead th")].map(th => th.textContent.trim());
+    if (!head.includes("Learned") || !head.includes("Least squares")) continue;
+    return [...table.querySelectorAll("tbody tr")].map(tr => {
+      const cells = [...tr.querySelectorAll("th, td")].map(td => td.textContent.trim());
+      return Object.fromEntries(head.map((h, i) => [h, cells[i]]));
+    });
+  }
+  return null;
+}"""
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    """One load test: how many pages, the server's limits, and its bounds in time."""
+
+    sessions: int = 20  # pages that each train one run to its end
+    cap: int = 4  # FITCORE_MAX_ACTIVE_RUNS: runs training at once
+    # FITCORE_IDLE_TIMEOUT: seconds unread before a run is stopped and dropped. An open page reads its run
+    # 2.5 times a second, but on 2 loaded cores gaps of over 5 s were seen, and 5 s reaped an open page's run
+    idle_timeout: float = 10.0
+    abandoned: int = 2  # more pages that start a long run and are closed while it trains
+    wave: int = 0  # pages loading at once (0: all of them)
+    hold: bool = True  # the first `cap` sessions hold every slot until all others show a queue position
+    pace: str = "max"  # the sessions' pace, one of fitcore.report.PACE_CHOICES
+    timeout: float = 600.0  # the whole test, from `streamlit run` to the last reading
+    settle: float = 3.0  # seconds after the last run has gone before the closing RSS reading
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str
+    pid: int
+    log: Path
+
+
+# -- the server and what /proc says about it ---------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def health_seconds(url: str, timeout: float = 10.0) -> float | None:
+    """Seconds one GET of /_stcore/health took, or None if it failed."""
+    t0 = common.clock()
+    try:
+        with urllib.request.urlopen(url + "/_stcore/health", timeout=timeout) as response:
+            ok = response.read().strip() == b"ok"
+    except OSError:
+        return None
+    return common.clock() - t0 if ok else None
+
+
+@contextmanager
+def server(settings: LoadSettings, log_dir: Path, deadline: float) -> Iterator[Server]:
+    """`streamlit run app.py` on a free loopback port with the settings' cap and idle timeout; then killed."""
+    port = free_port()
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
+    command += ["--server.address", "127.0.0.1", "--server.headless", "true"]
+    command += ["--server.fileWatcherType", "none"]
+    env = dict(os.environ)
+    env["FITCORE_MAX_ACTIVE_RUNS"] = str(settings.cap)
+    env["FITCORE_IDLE_TIMEOUT"] = f"{settings.idle_timeout:g}"
+    log = log_dir / "server.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(command, cwd=common.ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while health_seconds(url, timeout=2) is None:
+            if proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            if common.clock() > deadline:
+                raise TimeoutError(f"streamlit was not healthy in time:\n{log.read_text()[-3000:]}")
+            time.sleep(0.1)
+        yield Server(url, proc.pid, log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def training_threads(pid: int) -> tuple[int, int]:
+    """(runs training, OS threads carrying their names) in process `pid`, from /proc/<pid>/task/*/comm.
+
+    Linux copies a thread's name to the threads it starts, so a run's replica threads (virtual devices)
+    carry the run's name too: the number of runs is the number of distinct names.
+    """
+    names = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            names.append((task / "comm").read_text().strip())
+        except OSError:
+            continue  # the thread ended between listing and reading
+    training = [n for n in names if n.startswith(TRAINING_PREFIX)]
+    return len(set(training)), len(training)
+
+
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` (all its threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()  # the name in parentheses may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Sampler:
+    """Two daemon threads, every SAMPLE_EVERY seconds: one times /_stcore/health, one reads /proc."""
+
+    def __init__(self, srv: Server):
+        self.srv = srv
+        self.health: list[tuple[float, float | None]] = []  # (time, seconds; None: the request failed)
+        self.proc: list[tuple[float, int, int, int]] = []  # (time, runs training, their OS threads, RSS)
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._loop, args=(self._health,), name="load-health", daemon=True),
+            threading.Thread(target=self._loop, args=(self._read_proc,), name="load-proc", daemon=True),
+        ]
+
+    def __enter__(self) -> "Sampler":
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(15)
+
+    def _loop(self, sample) -> None:
+        while not self._stop.is_set():
+            t0 = common.clock()
+            sample()
+            self._stop.wait(max(0.0, SAMPLE_EVERY - (common.clock() - t0)))
+
+    def _health(self) -> None:
+        self.health.append((common.clock(), health_seconds(self.srv.url)))
+
+    def _read_proc(self) -> None:
+        try:
+            runs, threads = training_threads(self.srv.pid)
+            self.proc.append((common.clock(), runs, threads, rss_bytes(self.srv.pid)))
+        except (OSError, RuntimeError):
+            pass  # the server has exited; the test reports it
+
+    def now(self) -> tuple[int, int, int]:
+        """(runs training, their OS threads, RSS) read at once, not from the samples."""
+        runs, threads = training_threads(self.srv.pid)
+        return runs, threads, rss_bytes(self.srv.pid)
+
+    def proc_between(self, t0: float, t1: float) -> list[tuple[float, int, int, int]]:
+        return [s for s in list(self.proc) if t0 <= s[0] <= t1]
+
+    def health_between(self, t0: float, t1: float) -> dict:
+        return latency_figures([s for t, s in list(self.health) if t0 <= t <= t1])
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank q-th percentile (q in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def latency_figures(samples: list[float | None]) -> dict:
+    ok = [s for s in samples if s is not None]
+    figures = {"requests": len(samples), "failed": len(samples) - len(ok)}
+    if ok:
+        figures |= {f"p{q}_ms": percentile(ok, q) * 1000 for q in (50, 95)} | {"max_ms": max(ok) * 1000}
+    return figures
+
+
+# -- the sessions ------------------------------------------------------------------------------------------
+def session_fields(i: int) -> dict[str, str]:
+    """Session i's settings as URL parameters: the tutorial with W and b shifted by 0.1·i, seed i."""
+    w1, w2, b = round(5.2 + 0.1 * i, 6), round(9.6 - 0.1 * i, 6), round(3.4 + 0.1 * i, 6)
+    return {"weights": f"{w1:g},{w2:g}", "bias": f"{b:g}", "seed": str(i)}
+
+
+def reference(fields: dict[str, str]) -> tuple[float, ...]:
+    """(w1, ..., wd, b): torch.linalg.lstsq on these settings' data, computed here, not read from the page."""
+    from fitcore.config import FitConfig, validate
+    from fitcore.data import least_squares, make_data
+
+    cfg = validate(FitConfig.from_mapping(fields))
+    weights, bias = least_squares(*make_data(cfg))
+    return (*weights, bias)
+
+
+def session_links(url: str, fields: list[dict[str, str]], settings: LoadSettings) -> list[str]:
+    """Each session's link: the holders' at HOLD_PACE, the others' at the settings' pace."""
+    k = holders(settings)
+    return [link(url, f, HOLD_PACE if i < k else settings.pace) for i, f in enumerate(fields)]
+
+
+def link(url: str, fields: dict[str, str], pace: str) -> str:
+    return url + "/?" + urllib.parse.urlencode({**fields, "pace": pace})
+
+
+def open_pages(browser, links: list[str], wave: int, deadline: float) -> list:
+    """One browser context and page per link, `wave` loading at once; each waits for its Start button."""
+    pages = []
+    size = wave or len(links)
+    for first in range(0, len(links), size):
+        opened = []
+        for address in links[first : first + size]:
+            context = browser.new_context(viewport={"width": 1280, "height": 800})
+            context.add_init_script(RECORDER_JS)
+            page = context.new_page()
+            page.goto(address, wait_until="commit", timeout=_ms_left(deadline))
+            opened.append(page)
+        for page in opened:
+            page.get_by_role("button", name="Start training").wait_for(timeout=_ms_left(deadline))
+        pages += opened
+    return pages
+
+
+def _ms_left(deadline: float) -> float:
+    left = deadline - common.clock()
+    if left <= 0:
+        raise TimeoutError("the load test ran out of time")
+    return left * 1000
+
+
+def press_start(pages: list, deadline: float) -> list[float]:
+    """Press Start training on every page, one after the other; the time of each press."""
+    pressed = []
+    for page in pages:
+        page.get_by_role("button", name="Start training").click(timeout=_ms_left(deadline))
+        pressed.append(common.clock())
+    return pressed
+
+
+def holders(settings: LoadSettings) -> int:
+    """How many sessions hold the slots: `cap`, if there are more sessions than that (else none)."""
+    return settings.cap if settings.hold and settings.sessions > settings.cap else 0
+
+
+def press_holding(
+    pages: list, settings: LoadSettings, sampler: Sampler, deadline: float
+) -> tuple[list[float], dict]:
+    """Press Start on every page; with holders, fill the slots first and the queue after; the press times.
+
+    The holders' runs crawl at HOLD_PACE until every other page has shown its place in the queue; then
+    each holder's Pace slider is moved to its last stop ("as fast as possible") and the queue drains.
+    """
+    k = holders(settings)
+    if k == 0:
+        return press_start(pages, deadline), {"holders": 0}
+    pressed = press_start(pages[:k], deadline)
+    statuses = lambda: [state(p)["status"] for p in pages[:k]]
+    settled = lambda: all(s == "Running" for s in statuses()) or any(s in END_STATUSES for s in statuses())
+    wait_until(settled, min(120.0, _s_left(deadline)))
+    held = all(s == "Running" for s in statuses())  # if not, one was dropped: the others may not queue
+    pressed += press_start(pages[k:], deadline)
+    all_queued = lambda: all(state(p)["maxQueue"] > 0 for p in pages[k:])
+    queued = wait_until(all_queued, min(60.0, _s_left(deadline)))
+    hold = {
+        "holders": k,
+        "all_holders_trained": held,
+        "all_others_queued": bool(queued),
+        "training_while_held": sampler.now()[0],
+        "held_s": common.clock() - pressed[0],
+    }
+    for page in pages[:k]:
+        release(page, deadline)
+    return pressed, hold
+
+
+def release(page, deadline: float, tries: int = 5) -> None:
+    """Move the page's Pace slider to its last stop, "as fast as possible", from the keyboard.
+
+    A full rerun may redraw the slider between the focus and the key, so the key is pressed again until
+    the slider shows the new pace.
+    """
+    thumb = page.get_by_test_id("stSlider").filter(has_text="Pace").get_by_role("slider")
+    for _ in range(tries):
+        thumb.focus(timeout=_ms_left(deadline))
+        thumb.press("End")
+        if wait_until(lambda: thumb.get_attribute("aria-valuetext") == pace_label("max"), 5):
+            return
+    raise RuntimeError(f"the Pace slider did not move to {pace_label('max')!r}")
+
+
+def _s_left(deadline: float) -> float:
+    return _ms_left(deadline) / 1000
+
+
+def state(page) -> dict:
+    return page.evaluate("() => window.__fitcore")
+
+
+def read_learned(rows: list[dict]) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(learned, least squares as the page shows it), in the table's order: w1, ..., wd, b."""
+    return tuple(float(r["Learned"]) for r in rows), tuple(float(r["Least squares"]) for r in rows)
+
+
+def wait_for_ends(pages: list, pressed: list[float], deadline: float) -> list[dict]:
+    """Poll every page until its run has ended and its results table is drawn, or the deadline passes."""
+    outcomes: dict[int, dict] = {}
+    while len(outcomes) < len(pages) and common.clock() < deadline:
+        for i, page in enumerate(pages):
+            if i in outcomes:
+                continue
+            seen = state(page)
+            if seen["status"] not in END_STATUSES:
+                continue
+            rows = page.evaluate(RESULTS_JS)
+            if rows is None and seen["status"] == "Finished":
+                continue  # the full rerun that draws the results has not arrived yet
+            outcomes[i] = {"seen": seen, "rows": rows or [], "seconds": common.clock() - pressed[i]}
+        time.sleep(0.25)
+    for i, page in enumerate(pages):
+        if i not in outcomes:
+            outcomes[i] = {"seen": state(page), "rows": [], "seconds": None}
+    return [outcomes[i] for i in range(len(pages))]
+
+
+def judge(i: int, fields: dict[str, str], want: tuple[float, ...], outcome: dict) -> dict:
+    """One session's record: what its page showed, and whether it is `want`, the lstsq answer."""
+    seen = outcome["seen"]
+    learned, page_lstsq = read_learned(outcome["rows"]) if outcome["rows"] else ((), ())
+    error = max((abs(a - b) for a, b in zip(learned, want)), default=math.inf)
+    finished = seen["status"] == "Finished" and seen["step"] == seen["total"] > 0
+    return {
+        "session": i,
+        "fields": fields,
+        "statuses": seen["statuses"],
+        "max_queue_position": seen["maxQueue"],
+        "max_stale_s": seen["maxGap"],
+        "status": seen["status"],
+        "step": seen["step"],
+        "total": seen["total"],
+        "learned": learned,
+        "page_lstsq": page_lstsq,
+        "lstsq": want,
+        "max_error": error,
+        "ok": finished and len(learned) == len(want) and error <= TOLERANCE,
+        "seconds": outcome["seconds"],
+        "run_s": float(match.group(1)) if (match := RUN_SECONDS.search(seen["text"])) else None,
+        "status_text": seen["text"],
+    }
+
+
+def close_pages(pages: list) -> None:
+    for page in pages:
+        page.context.close()
+
+
+def wait_until(predicate, timeout: float, every: float = 0.1):
+    """Poll predicate until it returns something true; that value, or None after `timeout` seconds."""
+    end = common.clock() + timeout
+    while common.clock() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    return None
+
+
+def abandon_tabs(browser, srv: Server, settings: LoadSettings, sampler: Sampler, deadline: float) -> dict:
+    """Open tabs that start a long run, close them while it trains, and time how long the runs outlive it."""
+    if settings.abandoned == 0:
+        return {"tabs": 0}
+    links = [link(srv.url, ABANDONED_FIELDS, ABANDONED_PACE)] * settings.abandoned
+    pages = open_pages(browser, links, settings.wave, deadline)
+    try:
+        press_start(pages, deadline)
+        want = min(settings.abandoned, settings.cap)
+
+        def all_started():
+            shown = [state(page)["status"] in ("Running", "Queued") for page in pages]
+            return all(shown) and sampler.now()[0] >= want
+
+        wait_until(all_started, 30)
+        training = sampler.now()[0]
+        statuses = [state(page)["status"] for page in pages]
+    finally:
+        close_pages(pages)
+    closed = common.clock()
+    gone = wait_until(lambda: sampler.now()[:2] == (0, 0), settings.idle_timeout + 30)
+    return {
+        "tabs": settings.abandoned,
+        "statuses_when_closed": statuses,
+        "training_when_closed": training,
+        "gone_after_s": common.clock() - closed if gone else None,
+    }
+
+
+# -- the whole test ----------------------------------------------------------------------------------------
+def run_load(settings: LoadSettings) -> dict:
+    """Run the load test; every figure and every session's record, as one dict."""
+    from playwright.sync_api import sync_playwright
+
+    t0 = common.clock()
+    deadline = t0 + settings.timeout
+    reserve = settings.idle_timeout + settings.settle + 45  # kept back for the abandoned tabs and the end
+    fields = [session_fields(i) for i in range(settings.sessions)]
+    wants = [reference(f) for f in fields]  # before the server starts: torch's import is not part of the load
+    with tempfile.TemporaryDirectory(prefix="fitcore-load-") as tmp:
+        with server(settings, Path(tmp), deadline) as srv, Sampler(srv) as sampler, sync_playwright() as pw:
+            healthy_s = common.clock() - t0
+            cold_rss = rss_bytes(srv.pid)
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                close_pages(open_pages(browser, [srv.url], 1, deadline))  # the app's first run: torch, pool
+                start_rss, cpu0 = wait_for_rss(srv, settings.settle), cpu_seconds(srv.pid)
+                t_open = common.clock()
+                pages = open_pages(browser, session_links(srv.url, fields, settings), settings.wave, deadline)
+                t_press = common.clock()
+                pressed, hold = press_holding(pages, settings, sampler, deadline)
+                outcomes = wait_for_ends(pages, pressed, deadline - reserve)
+                t_ended, cpu1 = common.clock(), cpu_seconds(srv.pid)
+                sessions = [judge(i, *row) for i, row in enumerate(zip(fields, wants, outcomes))]
+                close_pages(pages)
+                t_closed = common.clock()
+                abandoned = abandon_tabs(browser, srv, settings, sampler, deadline)
+            finally:
+                browser.close()
+            time.sleep(max(0.0, t_closed + settings.idle_timeout + 1.5 - common.clock()))  # one reap after
+            wait_until(lambda: sampler.now()[:2] == (0, 0), max(0.0, deadline - common.clock()))
+            time.sleep(settings.settle)
+            end_runs, end_threads, end_rss = sampler.now()
+            samples = sampler.proc_between(t_open, common.clock())
+            figures = {
+                "health_during_runs": sampler.health_between(t_press, t_ended),
+                "health_all": sampler.health_between(t0, common.clock()),
+            }
+            log_tail = _log_problems(srv.log)
+    return {
+        "settings": dataclasses.asdict(settings),
+        "sessions": settings.sessions,
+        "runs": settings.sessions + settings.abandoned,
+        "finished_right": sum(s["ok"] for s in sessions),
+        "sessions_queued": sum(s["max_queue_position"] > 0 for s in sessions),
+        # runs the pool dropped while their page was still open: it had not read them for the idle timeout
+        "dropped_while_open": sum(DROPPED in s["status_text"] for s in sessions),
+        "max_queue_position": max((s["max_queue_position"] for s in sessions), default=0),
+        "max_stale_s": max((s["max_stale_s"] for s in sessions), default=0.0),
+        "max_concurrent_runs": max((s[1] for s in samples), default=0),
+        "max_training_os_threads": max((s[2] for s in samples), default=0),
+        "end_training_runs": end_runs,
+        "end_training_os_threads": end_threads,
+        "rss_mib": {
+            "cold": cold_rss / MIB,
+            "start": start_rss / MIB,
+            "peak": max((s[3] for s in samples), default=start_rss) / MIB,
+            "end": end_rss / MIB,
+        },
+        **figures,
+        "seconds": {
+            "server_healthy": healthy_s,
+            "pages_open": t_press - t_open,
+            "presses": pressed[-1] - pressed[0] if pressed else 0.0,
+            "runs": t_ended - t_press,
+            "total": common.clock() - t0,
+        },
+        "server_cpu_percent_during_runs": 100 * (cpu1 - cpu0) / max(1e-9, t_ended - t_press),
+        "tolerance": TOLERANCE,
+        "hold": hold,
+        "abandoned": abandoned,
+        "server_log_problems": log_tail,
+        "per_session": sessions,
+    }
+
+
+def _log_problems(log: Path) -> str:
+    """The server log's last 3000 characters if it holds a traceback or an error, else ""."""
+    text = log.read_text(errors="replace")
+    return text[-3000:] if "Traceback" in text or "Error" in text else ""
+
+
+def wait_for_rss(srv: Server, seconds: float) -> int:
+    """The server's RSS once it has stopped moving: the last of `seconds` of 0.25 s readings."""
+    end = common.clock() + seconds
+    while common.clock() < end:
+        time.sleep(0.25)
+    return rss_bytes(srv.pid)
+
+
+# -- output ------------------------------------------------------------------------------------------------
+def problems(result: dict) -> list[str]:
+    """What the test promises and did not see; empty when every promise held."""
+    cap, out = result["settings"]["cap"], []
+    if result["finished_right"] != result["sessions"]:
+        wrong = [s["session"] for s in result["per_session"] if not s["ok"]]
+        out.append(f"sessions {wrong} did not finish with the lstsq parameters")
+    if result["max_concurrent_runs"] > cap:
+        out.append(f"{result['max_concurrent_runs']} runs trained at once, over the cap of {cap}")
+    if result["dropped_while_open"]:
+        out.append(f"{result['dropped_while_open']} runs were reaped while their page was open")
+    if result["hold"]["holders"] and not result["hold"]["all_others_queued"]:
+        out.append("not every session behind the holders showed a queue position")
+    if (result["end_training_runs"], result["end_training_os_threads"]) != (0, 0):
+        out.append(f"{result['end_training_os_threads']} training threads left after the idle timeout")
+    if result["abandoned"]["tabs"] and result["abandoned"].get("gone_after_s") is None:
+        out.append("the abandoned tabs' runs were not reaped")
+    return out
+
+
+def summary(result: dict) -> str:
+    s, h, m = result["settings"], result["health_during_runs"], result["rss_mib"]
+    ab = result["abandoned"]
+    rows = [
+        ["sessions (pages, one run each)", result["sessions"]],
+        ["runs finished with the right parameters", f"{result['finished_right']} / {result['sessions']}"],
+        [
+            "sessions that saw a queue position",
+            f"{result['sessions_queued']} (max position {result['max_queue_position']})",
+        ],
+        [
+            "holders / all others queued while held",
+            f"{result['hold']['holders']} / {_yes(result['hold'].get('all_others_queued'))}",
+        ],
+        ["max concurrent training runs (cap)", f"{result['max_concurrent_runs']} ({s['cap']})"],
+        ["max OS threads named fitcore-run-*", result["max_training_os_threads"]],
+        [
+            "health p50 / p95 / max during runs (ms)",
+            " / ".join(f"{h.get(k, math.nan):.1f}" for k in ("p50_ms", "p95_ms", "max_ms")),
+        ],
+        ["runs dropped under an open page", result["dropped_while_open"]],
+        ["longest a page showed one Running line (s)", f"{result['max_stale_s']:.1f}"],
+        ["health requests (failed)", f"{h['requests']} ({h['failed']})"],
+        ["abandoned tabs: training when closed", f"{ab.get('training_when_closed', 0)} of {ab['tabs']}"],
+        ["abandoned runs gone after close (s)", _num(ab.get("gone_after_s"))],
+        [
+            "training runs / threads at the end",
+            f"{result['end_training_runs']} / {result['end_training_os_threads']}",
+        ],
+        [
+            "server RSS cold / start / peak / end (MiB)",
+            f"{m['cold']:.0f} / {m['start']:.0f} / {m['peak']:.0f} / {m['end']:.0f}",
+        ],
+        ["server CPU during runs (% of one core)", f"{result['server_cpu_percent_during_runs']:.0f}"],
+        [
+            "pages open / presses / runs / total (s)",
+            " / ".join(f"{result['seconds'][k]:.1f}" for k in ("pages_open", "presses", "runs", "total")),
+        ],
+    ]
+    return common.table(["figure", "value"], rows)
+
+
+def session_table(result: dict) -> str:
+    rows = [
+        [
+            s["session"],
+            s["status"],
+            " > ".join(s["statuses"]),
+            s["max_queue_position"],
+            f"{s['max_stale_s']:.1f}",
+            ", ".join(f"{v:.4f}" for v in s["learned"]),
+            f"{s['max_error']:.1e}",
+            _num(s["seconds"]),
+            s["ok"],
+        ]
+        for s in result["per_session"]
+    ]
+    headers = ["session", "status", "statuses seen", "queue", "stale s", "learned w1, w2, b", "max |err|"]
+    headers += ["s", "ok"]
+    return common.table(headers, rows)
+
+
+def _yes(value) -> str:
+    return "-" if value is None else ("yes" if value else "NO")
+
+
+def _num(value) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def main() -> None:
+    p = common.parser(__doc__.splitlines()[0])
+    p.add_argument("--sessions", type=int, default=None, help="pages that each train a run (20; quick: 6)")
+    p.add_argument("--cap", type=int, default=None, help="FITCORE_MAX_ACTIVE_RUNS (4; quick: 2)")
+    p.add_argument("--idle-timeout", type=float, default=10.0, help="FITCORE_IDLE_TIMEOUT in seconds")
+    p.add_argument("--abandoned", type=int, default=2, help="tabs closed while their run trains")
+    p.add_argument("--wave", type=int, default=0, help="pages loading at once (0: all)")
+    p.add_argument("--no-hold", action="store_true", help="press every Start at once, no slot holders")
+    p.add_argument("--pace", default="max", help="the runs' pace: steps per second or max")
+    p.add_argument("--timeout", type=float, default=600.0, help="hard limit for the whole test, seconds")
+    args = common.parse_args(p)
+    settings = LoadSettings(
+        sessions=args.sessions or (6 if args.quick else 20),
+        cap=args.cap or (2 if args.quick else 4),
+        idle_timeout=args.idle_timeout,
+        abandoned=args.abandoned,
+        wave=args.wave,
+        hold=not args.no_hold,
+        pace=args.pace,
+        timeout=args.timeout,
+    )
+
+    def out_of_time(signum, frame):
+        raise TimeoutError(f"the load test ran past its hard limit of {settings.timeout:g} s")
+
+    signal.signal(signal.SIGALRM, out_of_time)  # the finally blocks still stop the server and the browser
+    signal.alarm(int(settings.timeout) + 30)
+    try:
+        result = run_load(settings)
+    finally:
+        signal.alarm(0)
+    print(summary(result))
+    print()
+    print(session_table(result))
+    common.emit("load_test", result, args.quick)
+    for problem in problems(result):
+        print(f"load_test: FAILED: {problem}", file=sys.stderr)
+    sys.exit(1 if problems(result) else 0)
+
+
+if __name__ == "__main__":
+    main()
