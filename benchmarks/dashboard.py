@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -25,18 +24,9 @@ import urllib.request
 from contextlib import contextmanager
 
 from benchmarks import common
+from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, free_port, healthy
 from fitcore.runner import Run
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 STEP = re.compile(r"step (\d+) / (\d+)")
 RATE = re.compile(r"([\d,]+) steps/s")
 RATE_TARGET = 0.80
@@ -54,24 +44,10 @@ FIRST_POINT_JS = """() => {
 }"""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
-            return response.read().strip() == b"ok"
-    except OSError:
-        return False
-
-
 @contextmanager
 def server():
     """`streamlit run app.py` on a free loopback port; yields (url, seconds until healthy); stopped after."""
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
     command += [
         "--server.address",
@@ -87,7 +63,7 @@ def server():
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        while not _healthy(url):
+        while not healthy(url):
             if proc.poll() is not None:
                 raise RuntimeError(f"streamlit exited with {proc.returncode}: {proc.stderr.read()[-2000:]}")
             if common.clock() - t0 > 120:

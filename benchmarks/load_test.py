@@ -30,7 +30,6 @@ import math
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,17 +43,11 @@ from pathlib import Path
 from typing import Iterator
 
 from benchmarks import common
+from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, free_port
 from fitcore.report import pace_label
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
+PAGE_ARGS = [
+    *CHROMIUM_ARGS,
     # each page stands for a student's own tab in the foreground: no throttled timers in background pages
     "--disable-background-timer-throttling",
     "--disable-renderer-backgrounding",
@@ -143,12 +136,6 @@ class Server:
 
 
 # -- the server and what /proc says about it ---------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def health_seconds(url: str, timeout: float = 10.0) -> float | None:
     """Seconds one GET of /_stcore/health took, or None if it failed."""
     t0 = common.clock()
@@ -518,7 +505,7 @@ def run_load(settings: LoadSettings) -> dict:
         with server(settings, Path(tmp), deadline) as srv, Sampler(srv) as sampler, sync_playwright() as pw:
             healthy_s = common.clock() - t0
             cold_rss = rss_bytes(srv.pid)
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=PAGE_ARGS)
             try:
                 close_pages(open_pages(browser, [srv.url], 1, deadline))  # the app's first run: torch, pool
                 start_rss, cpu0 = wait_for_rss(srv, settings.settle), cpu_seconds(srv.pid)

@@ -17,6 +17,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from benchmarks import common
+from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS
 from benchmarks.data_path import tutorial
 from fitcore.config import ConfigError, FitConfig, Limits, max_data_size, validate
 
@@ -129,7 +130,7 @@ def write_png(fig: go.Figure, path: Path) -> bool:
         fig.write_html(page_file, include_plotlyjs=True, full_html=True)  # self-contained: no network
         try:
             with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 page = browser.new_page(viewport={"width": 860, "height": 540})
                 page.goto(page_file.as_uri())
                 page.wait_for_selector(".main-svg", timeout=30_000)
@@ -139,17 +140,6 @@ def write_png(fig: go.Figure, path: Path) -> bool:
             print(f"(no PNG: {type(exc).__name__}: {str(exc).splitlines()[0]})")
             return False
     return True
-
-
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def write_svg(rows: list[dict], path: Path) -> None:

@@ -8,27 +8,17 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, free_port, healthy
+
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 STEP = re.compile(r"step (\d+) / (\d+)")
 # True while the loss chart shows a drawn line: some plotly chart under the `loss_chart` key (one, or a stack
 # of them) is visible and has a path with points in it
@@ -57,25 +47,11 @@ def _require_browser() -> None:
         )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
-            return response.read().strip() == b"ok"
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """`streamlit run app.py` on a free loopback port; killed when the module's tests are done."""
     _require_browser()
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
     log = open(log_path, "w")
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
@@ -84,7 +60,7 @@ def server(tmp_path_factory):
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
-        while not _healthy(url):
+        while not healthy(url):
             if proc.poll() is not None:
                 pytest.fail(f"streamlit exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
             if time.monotonic() > deadline:
