@@ -15,10 +15,10 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks import common
-from fitcore.data import make_data
+from fitcore.data import epoch_batches, make_data
 from fitcore.parallel import LinearModel, init_parameters
 from fitcore.runner import Run
-from fitcore.train import RunEnded, RunStarted, _make_optimizer, train
+from fitcore.train import RunEnded, RunStarted, _make_optimizer, clear_grads, train
 
 TARGET = 0.90
 
@@ -28,16 +28,16 @@ def bare_loop(cfg, X: torch.Tensor, y: torch.Tensor) -> dict:
     raw = LinearModel(cfg.n_features)
     init_parameters(raw, cfg.seed + 1)  # fitcore's initial values
     model = raw.fc.to(X.device)  # a plain nn.Linear(d, 1)
-    optimizer = _make_optimizer(cfg, model.parameters())  # the same optimizer, built the same way
+    params = list(model.parameters())
+    optimizer = _make_optimizer(cfg, params)  # the same optimizer, built the same way
     generator = torch.Generator().manual_seed(cfg.seed + 2)  # fitcore's permutation seed
     steps = 0
     t0 = common.clock()
     for _ in range(cfg.epochs):
-        for idx in torch.randperm(cfg.data_size, generator=generator).split(cfg.batch_size):
-            xb, yb = X.index_select(0, idx), y.index_select(0, idx)  # (B, d), (B, 1): fitcore's gather
+        for xb, yb in epoch_batches(X, y, cfg.batch_size, cfg.shuffle, generator):  # fitcore's batches
             loss = F.mse_loss(model(xb), yb)
             loss.item()  # fitcore reads every loss (and stops on a non-finite one)
-            optimizer.zero_grad(set_to_none=True)
+            clear_grads(params)
             loss.backward()
             optimizer.step()
             steps += 1

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from fitcore.devices import DevicePlan
@@ -73,7 +74,8 @@ class LinearModel(nn.Module):
         self.device_label: str | None = None  # set on emulated replicas; real ones report x.device
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.fc(x)  # (rows, d) -> (rows, 1)
+        # nn.Linear's own forward, without a second module call (its hooks' checks cost ~6 µs a step)
+        out = F.linear(x, self.fc.weight, self.fc.bias)  # (rows, d) -> (rows, 1)
         if self.recorder is not None:
             self.recorder.record(self.device_label or str(x.device), tuple(x.shape), tuple(out.shape))
         return out

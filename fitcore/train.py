@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from fitcore.config import FitConfig
-from fitcore.data import batch_indices, least_squares, make_data, take
+from fitcore.data import epoch_batches, least_squares, make_data
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.parallel import EmulatedDataParallel, LinearModel, ShapeRecorder, init_parameters, wrap
 
@@ -135,8 +135,9 @@ class Control:
         """Block while paused or until the pace allows the next step; False means end the run now."""
         if self._started is None:
             self._started = self.clock()
-        while not self._running.wait(0.05) and not self._out_of_time():
-            pass  # paused: the time limit still runs, so a forgotten paused run frees its slot
+        if not self._running.is_set():  # a plain flag read: the wait below costs a lock every step
+            while not self._running.wait(0.05) and not self._out_of_time():
+                pass  # paused: the time limit still runs, so a forgotten paused run frees its slot
         if self.pace and not self._stop.is_set():
             now = self.clock()
             # one step every 1/pace seconds; a late step is not made up for with a burst
@@ -162,6 +163,9 @@ def warm_up() -> None:
 
 def _replicas(records, plan: DevicePlan) -> tuple[Replica, ...]:
     """Order the recorded forwards like the devices (threads finish in any order) and give row ranges."""
+    if len(records) == 1:  # one device, or a batch of one row: nothing to order
+        (r,) = records
+        return (Replica(r.device, 0, r.input_shape[0], r.input_shape, r.output_shape),)
     order = {label: i for i, label in enumerate(plan.labels)}
     records = sorted(records, key=lambda r: order.get(r.device, len(order)))
     stops = list(accumulate(r.input_shape[0] for r in records))
@@ -172,9 +176,24 @@ def _replicas(records, plan: DevicePlan) -> tuple[Replica, ...]:
 
 
 def _make_optimizer(cfg: FitConfig, params):
+    """SGD, or Adam in one fused kernel where torch has one for the parameters' device.
+
+    Fused Adam is the same update as the default one (to rounding) in one call instead of a dozen small ops
+    per parameter: about 90 µs a step less on the CPU, a quarter of a step at batch 1000.
+    """
+    params = list(params)
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(params, lr=cfg.lr)
-    return torch.optim.Adam(params, lr=cfg.lr)
+    try:
+        return torch.optim.Adam(params, lr=cfg.lr, fused=True)
+    except (RuntimeError, ValueError, TypeError):  # no fused kernel here (older torch, other devices)
+        return torch.optim.Adam(params, lr=cfg.lr)
+
+
+def clear_grads(params) -> None:
+    """optimizer.zero_grad(set_to_none=True) without its profiler scaffolding, about 30 µs a step."""
+    for p in params:
+        p.grad = None
 
 
 def _describe_failure(exc: BaseException) -> str:
@@ -235,7 +254,8 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[str, str]:
     raw = state.raw = LinearModel(cfg.n_features, recorder)
     init_parameters(raw, cfg.seed + 1)
     model = state.model = wrap(raw, plan)
-    optimizer = _make_optimizer(cfg, raw.parameters())
+    params = list(raw.parameters())
+    optimizer = _make_optimizer(cfg, params)
     perm_gen = torch.Generator().manual_seed(cfg.seed + 2)
     on_event(
         RunStarted(
@@ -254,10 +274,10 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[str, str]:
     # 2. each batch is scattered, run on every replica and gathered; the loss is computed on the
     # gathered output, outside the wrapped module (DataParallel warns about scalar outputs)
     for epoch in range(1, cfg.epochs + 1):
-        for batch, idx in enumerate(batch_indices(cfg.data_size, cfg.batch_size, cfg.shuffle, perm_gen), 1):
+        batches = epoch_batches(X, y, cfg.batch_size, cfg.shuffle, perm_gen)  # (B, d), (B, 1) each
+        for batch, (xb, yb) in enumerate(batches, 1):
             if not control.wait():
                 return STOPPED, control.stop_reason
-            xb, yb = take(X, idx), take(y, idx)  # (B, d), (B, 1)
             out = model(xb)  # (B, 1), gathered on the first device
             loss = F.mse_loss(out, yb)
             value = loss.item()
@@ -266,7 +286,7 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[str, str]:
                     f"the loss became {value} at step {state.step + 1} (epoch {epoch}); "
                     f"the learning rate {cfg.lr:g} is too high for this data"
                 )
-            optimizer.zero_grad(set_to_none=True)
+            clear_grads(params)
             loss.backward()
             optimizer.step()
             state.step, state.loss = state.step + 1, value
@@ -279,7 +299,7 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[str, str]:
                     tuple(xb.shape),
                     tuple(out.shape),
                     _replicas(recorder.take(), plan),
-                    tuple(raw.fc.weight.detach().view(-1).tolist()),
+                    tuple(raw.fc.weight.tolist()[0]),  # (1, d) -> d numbers; tolist needs no detach
                     raw.fc.bias.item(),
                     clock() - t0,
                 )

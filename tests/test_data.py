@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fitcore.config import FitConfig
-from fitcore.data import batch_indices, least_squares, make_data
+from fitcore.data import GATHER_ROWS, batch_indices, epoch_batches, least_squares, make_data, take
 
 
 def test_make_data_is_the_linear_model_exactly_without_noise():
@@ -76,6 +76,43 @@ def test_shuffled_batches_follow_the_generator():
 
 
 @pytest.mark.parametrize(
+    "n, batch_size",
+    [
+        (1, 1),
+        (7, 3),
+        (200, 200),
+        (1000, 64),
+        (GATHER_ROWS + 5, 1000),
+        (3 * GATHER_ROWS + 1, GATHER_ROWS // 2),
+    ],
+)
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_epoch_batches_are_the_rows_batch_indices_gives(n, batch_size, shuffle):
+    """Gathering many batches at once changes nothing: the same rows, in the same order, batch by batch."""
+    X = torch.arange(n * 2, dtype=torch.float32).view(n, 2)
+    y = torch.arange(n, dtype=torch.float32).view(n, 1) * -1
+    got = list(epoch_batches(X, y, batch_size, shuffle, torch.Generator().manual_seed(3)))
+    want = [
+        (take(X, i), take(y, i))
+        for i in batch_indices(n, batch_size, shuffle, torch.Generator().manual_seed(3))
+    ]
+    assert len(got) == len(want) == -(-n // batch_size)
+    for (xb, yb), (xw, yw) in zip(got, want):
+        assert torch.equal(xb, xw) and torch.equal(yb, yw)
+        assert xb.is_contiguous() and xb.shape == (len(xw), 2) and yb.shape == (len(yw), 1)
+
+
+def test_epoch_batches_gather_at_most_gather_rows_more_than_a_batch():
+    n, batch_size = 4 * GATHER_ROWS, 1000
+    X, y = torch.zeros(n, 2), torch.zeros(n, 1)
+    batches = list(epoch_batches(X, y, batch_size, True))  # all alive: no storage is freed and reused
+    bases = {xb.untyped_storage().data_ptr() for xb, _ in batches}
+    assert all(xb.untyped_storage().nbytes() <= GATHER_ROWS * 2 * 4 for xb, _ in batches)
+    group = (GATHER_ROWS // batch_size) * batch_size
+    assert len(bases) == -(-n // group)  # one gather per group of whole batches
+
+
+@pytest.mark.parametrize(
     "weights, bias, noise, seed",
     [
         ((5.2, 9.6), 3.4, 0.0, 0),
@@ -84,17 +121,28 @@ def test_shuffled_batches_follow_the_generator():
         ((3.0,), 0.0, 2.0, 3),
     ],
 )
-def test_least_squares_against_the_normal_equations(weights, bias, noise, seed):
-    cfg = FitConfig(weights=weights, bias=bias, noise=noise, data_size=200, seed=seed)
+@pytest.mark.parametrize("data_size", [200, 100_000])
+def test_least_squares_against_lstsq_on_the_whole_matrix(weights, bias, noise, seed, data_size):
+    cfg = FitConfig(weights=weights, bias=bias, noise=noise, data_size=data_size, seed=seed)
     X, y = make_data(cfg)
     w, b = least_squares(X, y)
     assert len(w) == len(weights) and isinstance(b, float)
 
-    # an independent reference: solve (AᵀA) θ = Aᵀy in float64, A = [X, 1]
-    A = torch.cat([X.double(), torch.ones(200, 1, dtype=torch.float64)], dim=1)  # (N, d + 1)
-    theta = torch.linalg.solve(A.T @ A, A.T @ y.double()).view(-1)
-    assert max(abs(a - t) for a, t in zip(w + (b,), theta.tolist())) < 1e-8
+    # the reference: torch.linalg.lstsq on A = [X, 1] itself, (N, d + 1), in float64
+    A = torch.cat([X.double(), torch.ones(data_size, 1, dtype=torch.float64)], dim=1)
+    theta = torch.linalg.lstsq(A, y.double()).solution.view(-1)
+    assert max(abs(a - t) for a, t in zip(w + (b,), theta.tolist())) < 1e-9
     if noise == 0:  # the data is exactly linear: the fit is the truth, to float32's precision
         assert max(abs(a - t) for a, t in zip(w + (b,), weights + (bias,))) < 1e-5
     else:
-        assert max(abs(a - t) for a, t in zip(w + (b,), weights + (bias,))) < 4 * noise / 200**0.5
+        assert max(abs(a - t) for a, t in zip(w + (b,), weights + (bias,))) < 4 * noise / data_size**0.5
+
+
+def test_least_squares_with_fewer_rows_than_parameters_is_the_minimum_norm_answer():
+    """One row, two features and a bias: lstsq's minimum-norm answer, which fits the row exactly."""
+    X, y = torch.tensor([[1.0, 2.0]]), torch.tensor([[3.0]])
+    w, b = least_squares(X, y)
+    A = torch.tensor([[1.0, 2.0, 1.0]], dtype=torch.float64)
+    minimum_norm = torch.linalg.pinv(A) @ y.double()  # (3, 1)
+    assert max(abs(a - t) for a, t in zip(w + (b,), minimum_norm.view(-1).tolist())) < 1e-9
+    assert abs(w[0] * 1.0 + w[1] * 2.0 + b - 3.0) < 1e-9

@@ -411,3 +411,26 @@ def test_pause_inside_train_holds_the_step_count():
     worker.join(30)
     assert not worker.is_alive()
     assert events[-1].status == "finished" and events[-1].steps == 20
+
+
+def test_adam_is_fused_where_torch_has_it_and_steps_like_the_default_adam():
+    """fitcore's Adam is one fused kernel on the CPU; 200 steps end where torch's default Adam ends."""
+    cfg = validate(FitConfig(lr=0.05), gpus=[])
+    X, y = make_data(cfg)
+    ends = []
+    for make in (train_mod._make_optimizer, lambda cfg, p: torch.optim.Adam(p, lr=cfg.lr)):
+        torch.manual_seed(0)
+        fc = torch.nn.Linear(2, 1)
+        params = list(fc.parameters())
+        optimizer = make(cfg, params)
+        for _ in range(200):
+            loss = torch.nn.functional.mse_loss(fc(X), y)
+            train_mod.clear_grads(params)
+            loss.backward()
+            optimizer.step()
+        assert all(p.grad is not None for p in params)
+        ends.append(torch.cat([fc.weight.view(-1), fc.bias]).detach())
+        if len(ends) == 1:
+            assert optimizer.defaults["fused"] is True
+    torch.testing.assert_close(ends[0], ends[1], atol=1e-5, rtol=1e-5)
+    assert not torch.equal(ends[0], torch.zeros(3))
