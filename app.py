@@ -18,7 +18,7 @@ import streamlit as st
 from fitcore import ddp, report
 from fitcore.config import MAX_WORKERS, OPTIMIZERS, STRATEGIES, ConfigError, FitConfig
 from fitcore.devices import MAX_VIRTUAL, cuda_gpus
-from fitcore.pool import PoolSettings, RunNotFound, RunPool
+from fitcore.pool import RunNotFound, RunPool, server_pool
 from fitcore.runner import Snapshot
 
 REFRESH_SECONDS = 0.4  # live panels while a run trains or waits: 2.5 times a second
@@ -52,10 +52,9 @@ PAGE_CSS = (
 KEPT_WIDGETS = ("virtual_devices", "gpus", "workers")
 
 
-@st.cache_resource(show_spinner=False)
 def get_pool() -> RunPool:
     """One pool for the whole server: every browser session's runs share its cap and queue."""
-    return RunPool(PoolSettings.from_env())
+    return server_pool()
 
 
 @st.cache_resource(show_spinner=False)

@@ -157,6 +157,10 @@ class RunPool:
                 "max_active_seen": self.max_active_seen,
             }
 
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
     def shutdown(self, timeout: float = 10.0) -> None:
         """Stop every run and the reaper; wait for their threads."""
         self._closed.set()
@@ -212,3 +216,30 @@ class RunPool:
     def _reap_forever(self) -> None:
         while not self._closed.wait(self.reap_interval):
             self.reap()
+
+
+_server_pool: RunPool | None = None
+_server_pool_lock = threading.Lock()
+
+
+def server_pool() -> RunPool:
+    """The one pool of this process, built from FITCORE_* on first use: every session shares its cap.
+
+    A module global, not st.cache_resource: Streamlit keys its cache on the cached function's source, so
+    editing app.py under a running server would build a second pool beside the first, and the cap would
+    hold for each of them but no longer for the server.
+    """
+    global _server_pool
+    with _server_pool_lock:
+        if _server_pool is None or _server_pool.closed:
+            _server_pool = RunPool(PoolSettings.from_env())
+        return _server_pool
+
+
+def close_server_pool(timeout: float = 10.0) -> None:
+    """Shut the process's pool down and forget it; the next server_pool() reads FITCORE_* afresh."""
+    global _server_pool
+    with _server_pool_lock:
+        pool, _server_pool = _server_pool, None
+    if pool is not None:
+        pool.shutdown(timeout)

@@ -24,7 +24,7 @@ from torch.utils.data import DistributedSampler
 from fitcore import report
 from fitcore.config import FitConfig
 from fitcore.data import make_data
-from fitcore.pool import RunNotFound
+from fitcore.pool import RunNotFound, close_server_pool
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 STEP = re.compile(r"step (\d+) / (\d+)")
@@ -36,6 +36,7 @@ def page(monkeypatch, no_leftover_threads):
     for name in list(os.environ):
         if name.startswith("FITCORE_"):
             monkeypatch.delenv(name)  # the page's limits are the classroom defaults
+    close_server_pool()  # a pool built from these settings, not an earlier test's
     st.cache_resource.clear()
     opened: list[AppTest] = []
 
@@ -57,6 +58,7 @@ def page(monkeypatch, no_leftover_threads):
         pools[id(pool)] = pool
     for pool in pools.values():
         pool.shutdown()
+    close_server_pool()
     st.cache_resource.clear()
 
 
@@ -195,6 +197,19 @@ def test_bad_input_shows_its_error_and_starts_nothing(page, changes, message):
     assert at.button(key="start").disabled  # AppTest, like a browser, cannot click it
     pool, _ = _pool(at)
     assert at.session_state["run_id"] is None and pool.counts()["kept"] == 0
+
+
+def test_an_edited_app_py_keeps_the_one_server_pool(page, tmp_path):
+    """Streamlit keys st.cache_resource on a function's source: a pool cached there would be built again
+    when the teacher edits app.py under a running server, and two pools would each allow the cap."""
+    first = page()
+    edited = tmp_path / "app.py"
+    edited.write_text(Path(APP).read_text() + "\n# edited while the server runs\n")
+    second = AppTest.from_file(str(edited), default_timeout=30)
+    second.run()
+    assert not second.exception
+    assert _pool(second)[0] is _pool(first)[0]
+    assert _pool(second)[1] != _pool(first)[1]  # still two sessions, each its own owner
 
 
 def test_start_trains_and_shows_the_split_and_the_results(page):

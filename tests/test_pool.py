@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+import fitcore.pool as pool_mod
 from fitcore.config import ConfigError, FitConfig, Limits
 from fitcore.pool import CLASSROOM_LIMITS, PoolSettings, RunNotFound, RunPool
 from fitcore.runner import Run
@@ -340,3 +341,21 @@ def test_from_env_errors_name_the_variable(name, raw, kind):
     assert (err.field, err.value) == (name, raw)
     assert err.allowed.startswith(f"a positive {kind}")
     assert str(err).startswith(f"{name}: got {raw!r}; allowed: a positive {kind}")
+
+
+def test_server_pool_is_one_per_process_until_closed(monkeypatch):
+    monkeypatch.setenv("FITCORE_MAX_ACTIVE_RUNS", "3")
+    pool_mod.close_server_pool()
+    first = pool_mod.server_pool()
+    try:
+        assert pool_mod.server_pool() is first and first.settings.max_active == 3
+        monkeypatch.setenv("FITCORE_MAX_ACTIVE_RUNS", "2")
+        assert pool_mod.server_pool().settings.max_active == 3  # read once, on first use
+    finally:
+        pool_mod.close_server_pool()
+    assert first.closed
+    again = pool_mod.server_pool()
+    try:
+        assert again is not first and again.settings.max_active == 2
+    finally:
+        pool_mod.close_server_pool()
