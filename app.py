@@ -364,14 +364,20 @@ def sidebar_ui(gpus: dict) -> None:
 # Main area: messages, run buttons, live panels, explanation.
 
 
+def error_ui(text: str) -> None:
+    """An error exactly as written: it quotes what the user typed or linked, which must not become Markdown
+    (a value like [click me](http://example.com) would otherwise show as a link inside the red box)."""
+    st.error(report.escape_markdown(text))
+
+
 def messages_ui(values: dict, config_error: str | None) -> None:
     ss = st.session_state
     for text in ss.url_errors:
-        st.error(f"The link had a bad value, so the default is used. {text}")
+        error_ui(f"The link had a bad value, so the default is used. {text}")
     if config_error:
-        st.error(config_error)
+        error_ui(config_error)
     elif ss.start_error:
-        st.error(ss.start_error)
+        error_ui(ss.start_error)
     match = report.matching_preset(values)
     if match is not None:
         st.info(f"**{match.name}.** {match.lesson}")
@@ -891,7 +897,7 @@ def main() -> None:
     try:
         pool = get_pool()
     except ConfigError as exc:
-        st.error(f"The server's settings are wrong: {exc}")
+        error_ui(f"The server's settings are wrong: {exc}")
         st.stop()
     st.html(PAGE_CSS)  # only a <style>: Streamlit adds it to the page without drawing anything
     gpus = get_gpus()

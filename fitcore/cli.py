@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from dataclasses import fields
@@ -106,6 +107,16 @@ def result_dict(cfg: FitConfig, started: RunStarted | None, first: Step | None, 
     }
 
 
+PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for a program whose reader went away
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that nothing (not even the flush at exit) writes to the closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -129,19 +140,30 @@ def main(argv: list[str] | None = None) -> int:
     verbose = lead and not (args.quiet or args.json)
     seen: dict = {}
 
+    def say(text: str) -> None:
+        """Print; once the reader has gone (`python -m fitcore | head`), stop the run instead."""
+        if "closed" in seen:
+            return
+        try:
+            print(text, flush=True)
+        except BrokenPipeError:
+            seen["closed"] = True
+            _silence_stdout()
+            control.stop("the output was closed")
+
     def on_event(event) -> None:
         if isinstance(event, RunStarted):
             seen["started"] = event
             if verbose:
-                print(event.header)
+                say(event.header)
         elif isinstance(event, Step):
             seen.setdefault("first", event)
             if verbose and (event.step - 1) % args.print_every == 0:
-                print("\n".join(lines(event)))
+                say("\n".join(lines(event)))
         elif isinstance(event, Detail):
             seen.setdefault("details", {})[event.key] = event.value
             if verbose and event.text:
-                print(event.text)
+                say(event.text)
 
     # Ctrl-C ends the run between steps, and the summary is still printed
     control = Control()
@@ -158,12 +180,14 @@ def main(argv: list[str] | None = None) -> int:
         result = result_dict(cfg, started, seen.get("first"), ended)
         if "details" in seen:  # ddp: the process group, each rank's shards and final parameters
             result["details"] = seen["details"]
-        print(json.dumps(result))
+        say(json.dumps(result))
     else:
         rate = ended.steps / ended.elapsed if ended.elapsed > 0 else 0.0
         lstsq = (started.lstsq_weights, started.lstsq_bias) if started else (None, None)
-        print("\n".join(summary_lines(ended, cfg.weights, cfg.bias, *lstsq, rate)))
+        say("\n".join(summary_lines(ended, cfg.weights, cfg.bias, *lstsq, rate)))
     code = 0 if ended.status == FINISHED else 130 if ended.status == STOPPED else 1
+    if "closed" in seen:
+        code = PIPE_CLOSED
     if torchrun is not None:
         ddp.exit_rank(code)  # never returns: see its docstring
     return code

@@ -62,6 +62,11 @@ def page(monkeypatch, no_leftover_threads):
     st.cache_resource.clear()
 
 
+def shown(element) -> str:
+    """The text an element's Markdown shows: its body with the escaping backslashes taken out."""
+    return re.sub(r"\\(.)", r"\1", element.value)
+
+
 def _pool(at: AppTest):
     return at.session_state["pool"], at.session_state["owner"]
 
@@ -193,7 +198,7 @@ def test_bad_input_shows_its_error_and_starts_nothing(page, changes, message):
         widget = at.slider(key=key) if key == "virtual_devices" else at.number_input(key=key)
         widget.set_value(value)
     at.run()
-    assert [e.value for e in at.error] == [message]
+    assert [shown(e) for e in at.error] == [message]
     assert at.button(key="start").disabled  # AppTest, like a browser, cannot click it
     pool, _ = _pool(at)
     assert at.session_state["run_id"] is None and pool.counts()["kept"] == 0
@@ -531,9 +536,21 @@ def test_the_link_sets_the_controls_and_follows_them(page):
     assert again.select_slider(key="pace").value == "5"
 
 
+def test_a_value_written_as_markdown_shows_as_written_not_as_a_link(page):
+    value = "[click me](http://example.com) **bold** <b>x</b>"
+    at = page({"devices": value})
+    (error,) = at.error
+    assert shown(error).startswith(
+        f"The link had a bad value, so the default is used. Devices: devices: got {value!r}"
+    )
+    for special in "[]*<>":  # each Markdown character of the value reaches the page escaped
+        assert "\\" + special in error.value
+    assert "](" not in error.value.replace("\\]", "")  # no link left to render
+
+
 def test_bad_values_in_the_link_show_errors_not_a_traceback(page):
     at = page({"data_size": "abc", "devices": "virtual:99", "lr": "-1", "pace": "fast"})
-    errors = [e.value for e in at.error]
+    errors = [shown(e) for e in at.error]
     assert len(errors) == 4
     link = "The link had a bad value, so the default is used. "
     assert errors[0] == link + "Data size: data_size: got 'abc'; allowed: an integer"
@@ -621,7 +638,7 @@ def test_bad_worker_count_shows_its_error_and_starts_nothing(page, changes, mess
     for key, value in changes.items():
         at.number_input(key=key).set_value(value)
     at.run()
-    assert [e.value for e in at.error] == [message]
+    assert [shown(e) for e in at.error] == [message]
     assert at.button(key="start").disabled
     pool, _ = _pool(at)
     assert at.session_state["run_id"] is None and pool.counts()["kept"] == 0

@@ -265,3 +265,17 @@ def test_python_m_fitcore_in_a_subprocess():
     assert bad.stderr.splitlines() == [
         "fitcore: error: batch_size: got 300; allowed: an integer from 1 to 200 (the data size)"
     ]
+
+
+def test_a_reader_that_goes_away_ends_the_run_without_a_traceback():
+    """`python -m fitcore | head -3`: the run stops at the closed pipe and exits 141 (SIGPIPE)."""
+    command = [sys.executable, "-m", "fitcore", "--devices", "virtual:2", "--epochs", "100000"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = [proc.stdout.readline() for _ in range(3)]
+    proc.stdout.close()  # what head does once it has its lines
+    code = proc.wait(timeout=120)  # 100,000 steps would take minutes: the run must stop at the pipe
+    err = proc.stderr.read()
+    proc.stderr.close()
+    assert first[0].startswith("Emulating 2 devices on the CPU")
+    assert code == 141
+    assert "Traceback" not in err and "BrokenPipeError" not in err and err == ""
