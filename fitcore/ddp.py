@@ -721,7 +721,7 @@ class _Launch:
         replicas, start = [], 0
         for r, m in enumerate(msgs):
             rows = m[5][0]
-            replicas.append(Replica(self.labels[r], start, start + rows, m[5], m[6]))
+            replicas.append(Replica(self.labels[r], start, start + rows, m[5], m[6], loss=m[7]))
             start += rows
         step, epoch, batch = msgs[0][2:5]
         if epoch != self._shards_epoch:

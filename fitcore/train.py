@@ -29,6 +29,8 @@ class Replica:
     stop: int
     input_shape: tuple[int, ...]
     output_shape: tuple[int, ...]
+    loss: float | None = None  # the replica's own loss where it computes one (a DDP rank); DataParallel's
+    # replicas only run forward, and the loss is computed once, on the gathered output
 
     @property
     def rows(self) -> int:

@@ -271,6 +271,9 @@ def test_two_ranks_match_one_process_and_each_other():
         assert [r.input_shape for r in s.replicas] == [(2, 2), (2, 2)]
         assert [r.output_shape for r in s.replicas] == [(2, 1), (2, 1)]
         assert s.input_shape == (4, 2) and s.output_shape == (4, 1)
+        # each rank's own loss on its rows; the step's loss is their mean
+        assert sum(r.loss for r in s.replicas) / 2 == pytest.approx(s.loss, rel=1e-12)
+    assert any(s.replicas[0].loss != s.replicas[1].loss for s in steps)  # their own, not a copy of the mean
 
     # the same losses and parameters as one process on the same rows
     losses, weights, bias = reference(cfg)
