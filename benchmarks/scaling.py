@@ -66,7 +66,7 @@ def admitted(n_features: int, available: int) -> dict:
         except ConfigError:
             return False
 
-    quoted = max_data_size(n_features, available, Limits().memory_fraction)
+    quoted = max_data_size(n_features, available, Limits().memory_fraction, 1000)
     lo, hi = 1000, 2 * quoted + 1000
     while ok(hi):
         lo, hi = hi, 2 * hi

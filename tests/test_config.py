@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from fitcore.config import (
+    GATHER_ROWS,
     ConfigError,
     FitConfig,
     Limits,
@@ -182,37 +183,46 @@ def test_limits_admit_their_bound(limits, override):
     check(FitConfig(**override), limits)
 
 
-def test_estimate_bytes_counts_data_permutation_reference_and_batches():
-    # X and y in float32, the int64 permutation, two float64 copies of [X, 1, y], 4 float32 batch buffers
+def test_estimate_bytes_counts_data_permutation_reference_gather_and_batches():
+    # X and y in float32, the int64 permutation, float64 copies of X and y, one gather, 4 batch buffers
     n, d, b = 200, 2, 50
-    expected = 4 * n * (d + 1) + 8 * n + 2 * 8 * n * (d + 2) + 4 * 4 * b * (d + 1)
-    assert estimate_bytes(n, d, b) == expected == 2400 + 1600 + 12800 + 2400
+    expected = 4 * n * (d + 1) + 8 * n + 8 * n * (d + 1) + 4 * n * (d + 1) + 4 * 4 * b * (d + 1)
+    assert estimate_bytes(n, d, b) == expected == 2400 + 1600 + 4800 + 2400 + 2400
     assert estimate_bytes(n, d, 10 * n) == estimate_bytes(n, d, n)  # a batch is never bigger than the data
+    # a gather holds GATHER_ROWS rows at most, or one batch when a batch is bigger
+    big = 10 * GATHER_ROWS
+    assert estimate_bytes(big, d, 100) - estimate_bytes(big - 1, d, 100) == 44  # 44 bytes a row, 2 features
+    assert estimate_bytes(big, d, 2 * GATHER_ROWS) - estimate_bytes(big, d, GATHER_ROWS) == 4 * (
+        GATHER_ROWS * (d + 1) + 4 * GATHER_ROWS * (d + 1)
+    )
 
 
 @pytest.mark.parametrize(
-    "d, available, fraction", [(2, 64 << 20, 0.5), (16, 64 << 20, 0.5), (2, 10 << 20, 0.25)]
+    "d, available, fraction, batch",
+    [(2, 64 << 20, 0.5, None), (16, 64 << 20, 0.5, None), (2, 10 << 20, 0.25, None), (2, 64 << 20, 0.5, 100)],
 )
-def test_memory_check_admits_exactly_max_data_size(d, available, fraction):
+def test_memory_check_admits_exactly_max_data_size(d, available, fraction, batch):
+    """max_data_size is where validate() starts to refuse, for the run's batch size (None: the whole data)."""
     limits = Limits(memory_fraction=fraction)
-    most = max_data_size(d, available, fraction)
-    per_row = estimate_bytes(1, d, 1)
-    assert most == int(available * fraction) // per_row
+    most = max_data_size(d, available, fraction, batch or 10**9)
+    budget = int(available * fraction)
+    assert estimate_bytes(most, d, batch or most) <= budget < estimate_bytes(most + 1, d, batch or most + 1)
     weights = (1.0,) * d
-    ok = FitConfig(weights=weights, data_size=most, batch_size=most)
+    ok = FitConfig(weights=weights, data_size=most, batch_size=batch or most)
     assert check(ok, limits, available=available) is ok
     with pytest.raises(ConfigError) as info:
-        check(dataclasses.replace(ok, data_size=most + 1, batch_size=most + 1), limits, available=available)
+        too_big = dataclasses.replace(ok, data_size=most + 1, batch_size=batch or most + 1)
+        check(too_big, limits, available=available)
     assert_names(info.value, "data_size", str(most + 1), f"at most {most} rows with {d} features here")
     assert "MiB may be used" in str(info.value)
 
 
 def test_memory_check_reports_the_size_in_mib():
     with pytest.raises(ConfigError) as info:
-        check(FitConfig(data_size=10_000_000, batch_size=100), available=1 << 30)
-    # 10 M rows x 2 features: 84 bytes a row, plus 4800 for the batch buffers, is 801 MiB; 512 may be used
-    assert estimate_bytes(10_000_000, 2, 100) == 84 * 10_000_000 + 4800
-    assert "needs about 801 MiB, 512 MiB may be used" in str(info.value)
+        check(FitConfig(data_size=20_000_000, batch_size=100), available=1 << 30)
+    # 20 M rows x 2 features: 44 bytes a row, a gather of 65,536 rows and the batch buffers: 840 MiB
+    assert estimate_bytes(20_000_000, 2, 100) == 44 * 20_000_000 + 4 * 3 * GATHER_ROWS + 4800
+    assert "needs about 840 MiB, 512 MiB may be used" in str(info.value)
 
 
 # (raw mapping, field, text in repr(value), text in allowed)
