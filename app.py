@@ -22,7 +22,9 @@ from fitcore.pool import RunNotFound, RunPool, server_pool
 from fitcore.runner import Snapshot
 
 REFRESH_SECONDS = 0.4  # live panels while a run trains or waits: 2.5 times a second
-PAUSED_REFRESH_SECONDS = 1.0  # a paused run changes nothing; reading it still keeps it from being reaped
+# A paused or queued run changes little, so its page refreshes once a second: reading the snapshot still keeps
+# the run from being reaped, and 20 queued pages at 2.5 refreshes a second would crowd out the ones training.
+PAUSED_REFRESH_SECONDS = 1.0
 KEEP_RUNS = 5  # earlier runs of this session kept for the loss chart's overlay
 COLOURS = ("#1f6feb", "#d9480f", "#2f9e44", "#ae3ec9", "#e8590c", "#0c8599", "#c2255c", "#5c940d")
 RAW_COLOUR = "#9aa5b1"  # the unsmoothed loss, behind the smoothed one
@@ -859,7 +861,7 @@ def live_ui(cfg: FitConfig | None, gpus: dict) -> None:
     snap = st.session_state.snap
     every = None
     if snap is not None and snap.active:
-        every = PAUSED_REFRESH_SECONDS if snap.status == "paused" else REFRESH_SECONDS
+        every = PAUSED_REFRESH_SECONDS if snap.status in ("paused", "queued") else REFRESH_SECONDS
     st.fragment(run_every=every)(live_panels)(every is not None, cfg, gpus)
 
 

@@ -1,30 +1,38 @@
-"""Many students on one server: headless Chromium pages press Start training on `streamlit run app.py`.
+"""Many students on one server: sessions press Start training on `streamlit run app.py`.
+
+Each session is a client of its own: with `--client websocket` (the default) a client of Streamlit's own
+websocket protocol (benchmarks/session_client.py: what the browser's frontend sends and applies, rerunning
+the live panels' fragment whenever the server asks, without drawing anything), so that 20 sessions fit on 2
+cores beside the server; with `--client browser` a headless Chromium page (one browser context each), which
+also renders every chart: 20 of them on 2 cores starve the server and one another (docs/reliability.md).
 
 The server runs on a free loopback port with a small cap on runs training at once (FITCORE_MAX_ACTIVE_RUNS)
-and a short idle timeout (FITCORE_IDLE_TIMEOUT), so that closed tabs are reaped within seconds.
+and a short idle timeout (FITCORE_IDLE_TIMEOUT), so that closed sessions are reaped within seconds.
 
-1. One page loads the app and closes: the server has imported torch and built its pool (RSS "start").
-2. `sessions` pages, one browser context each, open their own link: the tutorial (200 rows, one batch, 200
-   epochs of Adam) with W and b shifted by 0.1 per session, so that every page must show its own answer.
-   Each presses Start training; a script in the page records every status it shows and any queue position.
-   With `hold` (the default), the first `cap` sessions start at 1 step/s and so hold every slot; the others
-   press Start only once those train, so each of them must show a queue position. When all of them do, the
-   holders move their Pace slider to "as fast as possible" and the queue drains: a queue is seen by
-   construction, not by the luck of timing.
-3. Each page's run must end "Finished" with the learned parameters of its results table within TOLERANCE of
-   torch.linalg.lstsq on that session's data. Then the pages close.
-4. `abandoned` more pages start a long, slow run and are closed while it trains: the pool must stop and free
-   those runs once nobody has read them for the idle timeout.
+1. One session loads the app and closes: the server has imported torch and built its pool (RSS "start").
+2. `sessions` sessions open their own link: the tutorial (200 rows, one batch, 200 epochs of Adam) with W
+   and b shifted by 0.1 per session, so that every session must show its own answer. Each presses Start
+   training, and every status line its page shows is recorded, with any queue position. With `hold` (the
+   default), the first `cap` sessions start at 1 step/s and so hold every slot; the others press Start only
+   once those train, so each of them must show a queue position. When all of them do, the holders move
+   their Pace slider to "as fast as possible" and the queue drains: a queue is seen by construction, not by
+   the luck of timing.
+3. Each session's run must end "Finished" with the learned parameters of its results table within
+   TOLERANCE of torch.linalg.lstsq on that session's data. Then the sessions close.
+4. `abandoned` more sessions start a long, slow run and are closed while it trains: the pool must stop and
+   free those runs once nobody has read them for the idle timeout.
 5. After the idle timeout and `settle` seconds: no training thread is left, and RSS is read again ("end").
 
 Throughout, /_stcore/health is timed every 100 ms and the server's training threads (named fitcore-run-N
 at OS level) and resident memory are sampled from /proc every 100 ms.
 
-    python -m benchmarks.load_test [--quick] [--sessions 20] [--cap 4] [--idle-timeout 10] [--wave 0]
+    python -m benchmarks.load_test [--quick] [--client websocket|browser] [--sessions 20] [--cap 4]
+        [--idle-timeout 10] [--wave 0]
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import math
 import os
@@ -46,6 +54,8 @@ from benchmarks import common
 from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, free_port
 from fitcore.report import pace_label
 
+CLIENTS = ("websocket", "browser")
+
 PAGE_ARGS = [
     *CHROMIUM_ARGS,
     # each page stands for a student's own tab in the foreground: no throttled timers in background pages
@@ -55,16 +65,22 @@ PAGE_ARGS = [
 ]
 STEP = re.compile(r"step (\d+) / (\d+)")
 RUN_SECONDS = re.compile(r"finished \d+ steps in ([\d.]+) s")  # the end of a finished run's status line
+QUEUE_POSITION = re.compile(r"position (\d+) in the queue")
+MARKDOWN_ESCAPE = re.compile(r"\\(.)")  # fitcore.report.escape_markdown's backslashes, which a page hides
 TOLERANCE = 5e-3  # learned vs lstsq; the page shows 4 decimals and 200 Adam steps get within 3e-4
 SAMPLE_EVERY = 0.1  # seconds between health requests, and between /proc readings
 TRAINING_PREFIX = "fitcore-run-"  # the OS name of a run's thread (fitcore/runner.py), "fitcore-ended" after
 END_STATUSES = ("Finished", "Stopped", "Diverged", "Failed")
-# the abandoned tabs' run: one step a second for hours, so only the pool's reaper can end it
+# the abandoned sessions' run: one step a second for hours, so only the pool's reaper can end it
 ABANDONED_FIELDS = {"epochs": "10000"}
 ABANDONED_PACE = "1"
+ABANDON_START_S = 60.0  # the most the abandoned sessions may take to open and start their runs
 HOLD_PACE = "1"  # the holders' pace until the queue is full: 200 steps would take minutes
 DROPPED = "the server dropped this run"  # app.py's message for a run the pool reaped under an open page
 MIB = 2**20
+# The server's RSS after every session has gone may exceed its start by this much: the allocator and Streamlit
+# keep 27 to 40 MiB after 20 sessions (docs/reliability.md); a run or a session kept alive would add more.
+RSS_GROWTH_MIB = 100
 
 # Installed in every page before Streamlit's own scripts: every 100 ms, the status line (the alert holding
 # `step n / total`) is read and its status word, step and any queue position are kept in window.__fitcore.
@@ -113,19 +129,20 @@ RESULTS_JS = r"""() => {
 
 @dataclass(frozen=True)
 class LoadSettings:
-    """One load test: how many pages, the server's limits, and its bounds in time."""
+    """One load test: how many sessions, which client drives them, the server's limits, its bounds in time."""
 
-    sessions: int = 20  # pages that each train one run to its end
+    sessions: int = 20  # sessions that each train one run to its end
     cap: int = 4  # FITCORE_MAX_ACTIVE_RUNS: runs training at once
     # FITCORE_IDLE_TIMEOUT: seconds unread before a run is stopped and dropped. An open page reads its run
     # 2.5 times a second, but on 2 loaded cores gaps of over 5 s were seen, and 5 s reaped an open page's run
     idle_timeout: float = 10.0
-    abandoned: int = 2  # more pages that start a long run and are closed while it trains
-    wave: int = 0  # pages loading at once (0: all of them)
+    abandoned: int = 2  # more sessions that start a long run and are closed while it trains
+    wave: int = 0  # sessions loading at once (0: all of them)
     hold: bool = True  # the first `cap` sessions hold every slot until all others show a queue position
     pace: str = "max"  # the sessions' pace, one of fitcore.report.PACE_CHOICES
     timeout: float = 600.0  # the whole test, from `streamlit run` to the last reading
     settle: float = 3.0  # seconds after the last run has gone before the closing RSS reading
+    client: str = "websocket"  # one of CLIENTS: Streamlit's websocket protocol, or Chromium pages
 
 
 @dataclass(frozen=True)
@@ -178,20 +195,39 @@ def server(settings: LoadSettings, log_dir: Path, deadline: float) -> Iterator[S
             proc.wait(10)
 
 
-def training_threads(pid: int) -> tuple[int, int]:
-    """(runs training, OS threads carrying their names) in process `pid`, from /proc/<pid>/task/*/comm.
-
-    Linux copies a thread's name to the threads it starts, so a run's replica threads (virtual devices)
-    carry the run's name too: the number of runs is the number of distinct names.
-    """
-    names = []
+def training_names(pid: int) -> dict[int, str]:
+    """The OS name of every thread of process `pid`, by thread id, from /proc/<pid>/task/*/comm."""
+    names = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            names.append((task / "comm").read_text().strip())
+            names[int(task.name)] = (task / "comm").read_text().strip()
         except OSError:
             continue  # the thread ended between listing and reading
-    training = [n for n in names if n.startswith(TRAINING_PREFIX)]
-    return len(set(training)), len(training)
+    return names
+
+
+class TrainingThreads:
+    """Counts (runs training, OS threads carrying their names) in a process, one reading per call.
+
+    Linux copies a thread's name to the threads it starts, so a run's helper threads (its replica threads
+    and the OpenMP workers torch starts for it) carry the run's name "fitcore-run-N" too, and the OpenMP
+    workers of a run's own thread live until that thread exits, a moment after it has renamed itself
+    "fitcore-ended" and started the next queued run. Counting distinct names alone then sees one run too
+    many for that moment. So a run counts as training while the thread that first carried its name (the
+    lowest thread id seen with it: the run's own thread, which started the others) still carries it.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._first: dict[str, int] = {}  # run name -> lowest thread id ever seen with it
+
+    def __call__(self, pid: int) -> tuple[int, int]:
+        names = {tid: n for tid, n in training_names(pid).items() if n.startswith(TRAINING_PREFIX)}
+        with self._lock:
+            for tid, name in sorted(names.items()):
+                self._first.setdefault(name, tid)
+            runs = {name for name in names.values() if names.get(self._first[name]) == name}
+        return len(runs), len(names)
 
 
 def rss_bytes(pid: int) -> int:
@@ -216,6 +252,7 @@ class Sampler:
         self.srv = srv
         self.health: list[tuple[float, float | None]] = []  # (time, seconds; None: the request failed)
         self.proc: list[tuple[float, int, int, int]] = []  # (time, runs training, their OS threads, RSS)
+        self.training = TrainingThreads()
         self._stop = threading.Event()
         self._threads = [
             threading.Thread(target=self._loop, args=(self._health,), name="load-health", daemon=True),
@@ -243,14 +280,14 @@ class Sampler:
 
     def _read_proc(self) -> None:
         try:
-            runs, threads = training_threads(self.srv.pid)
+            runs, threads = self.training(self.srv.pid)
             self.proc.append((common.clock(), runs, threads, rss_bytes(self.srv.pid)))
         except (OSError, RuntimeError):
             pass  # the server has exited; the test reports it
 
     def now(self) -> tuple[int, int, int]:
         """(runs training, their OS threads, RSS) read at once, not from the samples."""
-        runs, threads = training_threads(self.srv.pid)
+        runs, threads = self.training(self.srv.pid)
         return runs, threads, rss_bytes(self.srv.pid)
 
     def proc_between(self, t0: float, t1: float) -> list[tuple[float, int, int, int]]:
@@ -301,24 +338,6 @@ def link(url: str, fields: dict[str, str], pace: str) -> str:
     return url + "/?" + urllib.parse.urlencode({**fields, "pace": pace})
 
 
-def open_pages(browser, links: list[str], wave: int, deadline: float) -> list:
-    """One browser context and page per link, `wave` loading at once; each waits for its Start button."""
-    pages = []
-    size = wave or len(links)
-    for first in range(0, len(links), size):
-        opened = []
-        for address in links[first : first + size]:
-            context = browser.new_context(viewport={"width": 1280, "height": 800})
-            context.add_init_script(RECORDER_JS)
-            page = context.new_page()
-            page.goto(address, wait_until="commit", timeout=_ms_left(deadline))
-            opened.append(page)
-        for page in opened:
-            page.get_by_role("button", name="Start training").wait_for(timeout=_ms_left(deadline))
-        pages += opened
-    return pages
-
-
 def _ms_left(deadline: float) -> float:
     left = deadline - common.clock()
     if left <= 0:
@@ -326,38 +345,255 @@ def _ms_left(deadline: float) -> float:
     return left * 1000
 
 
-def press_start(pages: list, deadline: float) -> list[float]:
-    """Press Start training on every page, one after the other; the time of each press."""
-    pressed = []
-    for page in pages:
-        page.get_by_role("button", name="Start training").click(timeout=_ms_left(deadline))
-        pressed.append(common.clock())
-    return pressed
+def _s_left(deadline: float) -> float:
+    return _ms_left(deadline) / 1000
 
 
+# -- the clients: each opens sessions, presses Start, reads the status line and the results, closes ---------
+# Both offer: open(links, wave, deadline) -> tabs, press(tabs, deadline) -> press times, release(tab,
+# deadline), state(tab) -> what the status recorder saw, results(tab) -> the results table's rows or None,
+# close(tabs); and they are context managers that close everything they opened.
+
+
+class BrowserClient:
+    """Headless Chromium pages, one browser context each; RECORDER_JS records every status they show."""
+
+    def __enter__(self) -> "BrowserClient":
+        from playwright.sync_api import sync_playwright
+
+        self._pw = sync_playwright().start()
+        try:
+            self._browser = self._pw.chromium.launch(executable_path=CHROMIUM, args=PAGE_ARGS)
+        except BaseException:
+            self._pw.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self._browser.close()
+        finally:
+            self._pw.stop()
+
+    def open(self, links: list[str], wave: int, deadline: float) -> list:
+        """One context and page per link, `wave` loading at once; each waits for its Start button."""
+        pages = []
+        size = wave or len(links)
+        for first in range(0, len(links), size):
+            opened = []
+            for address in links[first : first + size]:
+                context = self._browser.new_context(viewport={"width": 1280, "height": 800})
+                context.add_init_script(RECORDER_JS)
+                page = context.new_page()
+                page.goto(address, wait_until="commit", timeout=_ms_left(deadline))
+                opened.append(page)
+            for page in opened:
+                page.get_by_role("button", name="Start training").wait_for(timeout=_ms_left(deadline))
+            pages += opened
+        return pages
+
+    def press(self, pages: list, deadline: float) -> list[float]:
+        """Press Start training on every page, one after the other; the time of each press."""
+        pressed = []
+        for page in pages:
+            page.get_by_role("button", name="Start training").click(timeout=_ms_left(deadline))
+            pressed.append(common.clock())
+        return pressed
+
+    def release(self, page, deadline: float, tries: int = 5) -> None:
+        """Move the page's Pace slider to its last stop, "as fast as possible", from the keyboard.
+
+        A full rerun may redraw the slider between the focus and the key, so the key is pressed again until
+        the slider shows the new pace.
+        """
+        thumb = page.get_by_test_id("stSlider").filter(has_text="Pace").get_by_role("slider")
+        for _ in range(tries):
+            thumb.focus(timeout=_ms_left(deadline))
+            thumb.press("End")
+            if wait_until(lambda: thumb.get_attribute("aria-valuetext") == pace_label("max"), 5):
+                return
+        raise RuntimeError(f"the Pace slider did not move to {pace_label('max')!r}")
+
+    def state(self, page) -> dict:
+        return page.evaluate("() => window.__fitcore")
+
+    def runs(self, page) -> dict:
+        return {}  # a page's script runs are not counted
+
+    def results(self, page) -> list[dict] | None:
+        return page.evaluate(RESULTS_JS)
+
+    def close(self, pages: list) -> None:
+        for page in pages:
+            page.context.close()
+
+
+class StatusRecorder:
+    """RECORDER_JS for a websocket session: every status line a delta draws, kept as the page script keeps it.
+
+    Called on the session's event loop with each element as it arrives; state() may be called from any
+    thread.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._seen = {
+            "statuses": [],
+            "maxQueue": 0,
+            "status": "",
+            "step": 0,
+            "total": 0,
+            "text": "",
+            "maxGap": 0,
+        }
+        self._changed = 0.0  # when the status line last changed
+
+    def __call__(self, element) -> None:
+        if element.WhichOneof("type") != "alert":
+            return
+        text = MARKDOWN_ESCAPE.sub(r"\1", element.alert.body)  # as the page shows it: fitcore escapes it
+        step = STEP.search(text)
+        if not step:
+            return
+        status = text.split("\u00b7")[0].strip()
+        queue = QUEUE_POSITION.search(text)
+        now = common.clock()
+        with self._lock:
+            seen = self._seen
+            if status not in seen["statuses"]:
+                seen["statuses"].append(status)
+            if queue:
+                seen["maxQueue"] = max(seen["maxQueue"], int(queue.group(1)))
+            if text != seen["text"]:
+                # the longest the session showed one Running line: how stale its snapshot got
+                if seen["status"] == "Running" and self._changed:
+                    seen["maxGap"] = max(seen["maxGap"], now - self._changed)
+                self._changed = now
+            seen.update(status=status, step=int(step.group(1)), total=int(step.group(2)), text=text)
+
+    def state(self) -> dict:
+        with self._lock:
+            return {**self._seen, "statuses": list(self._seen["statuses"])}
+
+
+@dataclass(frozen=True)
+class WebsocketTab:
+    session: object  # benchmarks.session_client.Session
+    recorder: StatusRecorder
+
+
+class WebsocketClient:
+    """Sessions of Streamlit's websocket protocol, all on one event loop in a thread of this process."""
+
+    def __enter__(self) -> "WebsocketClient":
+        from benchmarks.session_client import LoopThread
+
+        self._loop = LoopThread("load-sessions").__enter__()
+        self._open: list[WebsocketTab] = []
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.close(list(self._open))
+        finally:
+            self._loop.__exit__(*exc)
+
+    def open(self, links: list[str], wave: int, deadline: float) -> list[WebsocketTab]:
+        """One session per link, `wave` connecting at once; each returns once its first run has finished."""
+        from benchmarks.session_client import Session
+
+        tabs = []
+        size = wave or len(links)
+        for first in range(0, len(links), size):
+            opened = []
+            for address in links[first : first + size]:
+                parts = urllib.parse.urlsplit(address)
+                recorder = StatusRecorder()
+                session = Session(f"{parts.scheme}://{parts.netloc}", parts.query, on_element=recorder)
+                opened.append(WebsocketTab(session, recorder))
+            self._open += opened
+            self._gather([tab.session.open(_s_left(deadline)) for tab in opened], deadline)
+            tabs += opened
+        return tabs
+
+    def press(self, tabs: list[WebsocketTab], deadline: float) -> list[float]:
+        """Press Start training in every session at once; the time each press's run had finished."""
+        pressed: dict[int, float] = {}
+
+        async def press(i: int, tab: WebsocketTab) -> None:
+            await tab.session.click("Start training", _s_left(deadline))
+            pressed[i] = common.clock()
+
+        self._gather([press(i, tab) for i, tab in enumerate(tabs)], deadline)
+        return [pressed[i] for i in range(len(tabs))]
+
+    def release(self, tab: WebsocketTab, deadline: float) -> None:
+        """Move the Pace select slider to "as fast as possible"; wait for the run that applied it."""
+        self._gather([tab.session.select("Pace", pace_label("max"), _s_left(deadline))], deadline)
+
+    def state(self, tab: WebsocketTab) -> dict:
+        return tab.recorder.state()
+
+    def runs(self, tab: WebsocketTab) -> dict:
+        """The session's script runs: full and fragment runs finished, auto-reruns sent, the longest gap."""
+        return self._loop.call(
+            lambda: dataclasses.asdict(tab.session.runs) | {"max_gap_s": tab.session.longest_gap_s()}
+        )
+
+    def results(self, tab: WebsocketTab) -> list[dict] | None:
+        return self._loop.call(_results_rows, tab.session)
+
+    def close(self, tabs: list[WebsocketTab]) -> None:
+        self._gather([tab.session.close() for tab in tabs], None)
+        self._open = [tab for tab in self._open if tab not in tabs]
+
+    def _gather(self, coroutines: list, deadline: float | None) -> None:
+        async def every():
+            await asyncio.gather(*coroutines)
+
+        self._loop.run(every(), None if deadline is None else _s_left(deadline) + 5)
+
+
+def _results_rows(session) -> list[dict] | None:
+    """The table under the "Results" heading (drawn once the run has ended): one {column: text} a row."""
+    if ("heading", "Results") not in session.texts():
+        return None
+    for table in session.tables():
+        if {"Learned", "Least squares"} <= set(table.columns):
+            return table.astype(str).to_dict("records")
+    return None
+
+
+def make_client(name: str):
+    if name not in CLIENTS:
+        raise ValueError(f"client: got {name!r}; allowed: one of {', '.join(CLIENTS)}")
+    return WebsocketClient() if name == "websocket" else BrowserClient()
+
+
+# -- the phases --------------------------------------------------------------------------------------------
 def holders(settings: LoadSettings) -> int:
     """How many sessions hold the slots: `cap`, if there are more sessions than that (else none)."""
     return settings.cap if settings.hold and settings.sessions > settings.cap else 0
 
 
 def press_holding(
-    pages: list, settings: LoadSettings, sampler: Sampler, deadline: float
+    client, tabs: list, settings: LoadSettings, sampler: Sampler, deadline: float
 ) -> tuple[list[float], dict]:
-    """Press Start on every page; with holders, fill the slots first and the queue after; the press times.
+    """Press Start in every session; with holders, fill the slots first and the queue after; the press times.
 
-    The holders' runs crawl at HOLD_PACE until every other page has shown its place in the queue; then
+    The holders' runs crawl at HOLD_PACE until every other session has shown its place in the queue; then
     each holder's Pace slider is moved to its last stop ("as fast as possible") and the queue drains.
     """
     k = holders(settings)
     if k == 0:
-        return press_start(pages, deadline), {"holders": 0}
-    pressed = press_start(pages[:k], deadline)
-    statuses = lambda: [state(p)["status"] for p in pages[:k]]
+        return client.press(tabs, deadline), {"holders": 0}
+    pressed = client.press(tabs[:k], deadline)
+    statuses = lambda: [client.state(t)["status"] for t in tabs[:k]]
     settled = lambda: all(s == "Running" for s in statuses()) or any(s in END_STATUSES for s in statuses())
     wait_until(settled, min(120.0, _s_left(deadline)))
     held = all(s == "Running" for s in statuses())  # if not, one was dropped: the others may not queue
-    pressed += press_start(pages[k:], deadline)
-    all_queued = lambda: all(state(p)["maxQueue"] > 0 for p in pages[k:])
+    pressed += client.press(tabs[k:], deadline)
+    all_queued = lambda: all(client.state(t)["maxQueue"] > 0 for t in tabs[k:])
     queued = wait_until(all_queued, min(60.0, _s_left(deadline)))
     hold = {
         "holders": k,
@@ -366,32 +602,15 @@ def press_holding(
         "training_while_held": sampler.now()[0],
         "held_s": common.clock() - pressed[0],
     }
-    for page in pages[:k]:
-        release(page, deadline)
+    released = 0
+    for tab in tabs[:k]:
+        try:
+            client.release(tab, deadline)
+            released += 1
+        except (TimeoutError, RuntimeError) as exc:  # reported with the figures, not as a crash
+            hold.setdefault("release_errors", []).append(str(exc))
+    hold["released"] = released
     return pressed, hold
-
-
-def release(page, deadline: float, tries: int = 5) -> None:
-    """Move the page's Pace slider to its last stop, "as fast as possible", from the keyboard.
-
-    A full rerun may redraw the slider between the focus and the key, so the key is pressed again until
-    the slider shows the new pace.
-    """
-    thumb = page.get_by_test_id("stSlider").filter(has_text="Pace").get_by_role("slider")
-    for _ in range(tries):
-        thumb.focus(timeout=_ms_left(deadline))
-        thumb.press("End")
-        if wait_until(lambda: thumb.get_attribute("aria-valuetext") == pace_label("max"), 5):
-            return
-    raise RuntimeError(f"the Pace slider did not move to {pace_label('max')!r}")
-
-
-def _s_left(deadline: float) -> float:
-    return _ms_left(deadline) / 1000
-
-
-def state(page) -> dict:
-    return page.evaluate("() => window.__fitcore")
 
 
 def read_learned(rows: list[dict]) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -399,25 +618,26 @@ def read_learned(rows: list[dict]) -> tuple[tuple[float, ...], tuple[float, ...]
     return tuple(float(r["Learned"]) for r in rows), tuple(float(r["Least squares"]) for r in rows)
 
 
-def wait_for_ends(pages: list, pressed: list[float], deadline: float) -> list[dict]:
-    """Poll every page until its run has ended and its results table is drawn, or the deadline passes."""
+def wait_for_ends(client, tabs: list, pressed: list[float], deadline: float) -> list[dict]:
+    """Poll every session until its run has ended and its results table is drawn, or the deadline passes."""
     outcomes: dict[int, dict] = {}
-    while len(outcomes) < len(pages) and common.clock() < deadline:
-        for i, page in enumerate(pages):
+    while len(outcomes) < len(tabs) and common.clock() < deadline:
+        for i, tab in enumerate(tabs):
             if i in outcomes:
                 continue
-            seen = state(page)
+            seen = client.state(tab)
             if seen["status"] not in END_STATUSES:
                 continue
-            rows = page.evaluate(RESULTS_JS)
+            rows = client.results(tab)
             if rows is None and seen["status"] == "Finished":
                 continue  # the full rerun that draws the results has not arrived yet
-            outcomes[i] = {"seen": seen, "rows": rows or [], "seconds": common.clock() - pressed[i]}
+            seconds = common.clock() - pressed[i]
+            outcomes[i] = {"seen": seen, "rows": rows or [], "seconds": seconds, "runs": client.runs(tab)}
         time.sleep(0.25)
-    for i, page in enumerate(pages):
+    for i, tab in enumerate(tabs):
         if i not in outcomes:
-            outcomes[i] = {"seen": state(page), "rows": [], "seconds": None}
-    return [outcomes[i] for i in range(len(pages))]
+            outcomes[i] = {"seen": client.state(tab), "rows": [], "seconds": None, "runs": client.runs(tab)}
+    return [outcomes[i] for i in range(len(tabs))]
 
 
 def judge(i: int, fields: dict[str, str], want: tuple[float, ...], outcome: dict) -> dict:
@@ -432,6 +652,11 @@ def judge(i: int, fields: dict[str, str], want: tuple[float, ...], outcome: dict
         "statuses": seen["statuses"],
         "max_queue_position": seen["maxQueue"],
         "max_stale_s": seen["maxGap"],
+        # websocket sessions: the fragment runs the client's auto-rerun timer asked for, and the longest
+        # time without a finished run while the timer was on (the pool reaps a run unread for idle_timeout)
+        "fragment_runs": outcome["runs"].get("fragment_finished"),
+        "auto_reruns_sent": outcome["runs"].get("auto_reruns_sent"),
+        "max_read_gap_s": outcome["runs"].get("max_gap_s"),
         "status": seen["status"],
         "step": seen["step"],
         "total": seen["total"],
@@ -446,11 +671,6 @@ def judge(i: int, fields: dict[str, str], want: tuple[float, ...], outcome: dict
     }
 
 
-def close_pages(pages: list) -> None:
-    for page in pages:
-        page.context.close()
-
-
 def wait_until(predicate, timeout: float, every: float = 0.1):
     """Poll predicate until it returns something true; that value, or None after `timeout` seconds."""
     end = common.clock() + timeout
@@ -462,25 +682,45 @@ def wait_until(predicate, timeout: float, every: float = 0.1):
     return None
 
 
-def abandon_tabs(browser, srv: Server, settings: LoadSettings, sampler: Sampler, deadline: float) -> dict:
-    """Open tabs that start a long run, close them while it trains, and time how long the runs outlive it."""
+def abandon_tabs(client, srv: Server, settings: LoadSettings, sampler: Sampler, deadline: float) -> dict:
+    """Open sessions that start a long run, close them while it trains, time how long the runs outlive it.
+
+    Opening and starting them gets ABANDON_START_S at most: a server that cannot do that is reported with
+    the figures (`error`), not as a crash of the whole test.
+    """
     if settings.abandoned == 0:
         return {"tabs": 0}
     links = [link(srv.url, ABANDONED_FIELDS, ABANDONED_PACE)] * settings.abandoned
-    pages = open_pages(browser, links, settings.wave, deadline)
+    start_by = min(deadline, common.clock() + ABANDON_START_S)
     try:
-        press_start(pages, deadline)
+        tabs = client.open(links, settings.wave, start_by)
+    except TimeoutError as exc:  # the client closes what it opened when it exits
+        return {
+            "tabs": settings.abandoned,
+            "training_when_closed": 0,
+            "gone_after_s": None,
+            "error": str(exc),
+        }
+    try:
+        client.press(tabs, start_by)
         want = min(settings.abandoned, settings.cap)
 
         def all_started():
-            shown = [state(page)["status"] in ("Running", "Queued") for page in pages]
+            shown = [client.state(tab)["status"] in ("Running", "Queued") for tab in tabs]
             return all(shown) and sampler.now()[0] >= want
 
         wait_until(all_started, 30)
         training = sampler.now()[0]
-        statuses = [state(page)["status"] for page in pages]
+        statuses = [client.state(tab)["status"] for tab in tabs]
+    except TimeoutError as exc:
+        return {
+            "tabs": settings.abandoned,
+            "training_when_closed": 0,
+            "gone_after_s": None,
+            "error": str(exc),
+        }
     finally:
-        close_pages(pages)
+        client.close(tabs)
     closed = common.clock()
     gone = wait_until(lambda: sampler.now()[:2] == (0, 0), settings.idle_timeout + 30)
     return {
@@ -494,33 +734,29 @@ def abandon_tabs(browser, srv: Server, settings: LoadSettings, sampler: Sampler,
 # -- the whole test ----------------------------------------------------------------------------------------
 def run_load(settings: LoadSettings) -> dict:
     """Run the load test; every figure and every session's record, as one dict."""
-    from playwright.sync_api import sync_playwright
-
     t0 = common.clock()
     deadline = t0 + settings.timeout
     reserve = settings.idle_timeout + settings.settle + 45  # kept back for the abandoned tabs and the end
     fields = [session_fields(i) for i in range(settings.sessions)]
     wants = [reference(f) for f in fields]  # before the server starts: torch's import is not part of the load
     with tempfile.TemporaryDirectory(prefix="fitcore-load-") as tmp:
-        with server(settings, Path(tmp), deadline) as srv, Sampler(srv) as sampler, sync_playwright() as pw:
+        with server(settings, Path(tmp), deadline) as srv, Sampler(srv) as sampler:
             healthy_s = common.clock() - t0
             cold_rss = rss_bytes(srv.pid)
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=PAGE_ARGS)
-            try:
-                close_pages(open_pages(browser, [srv.url], 1, deadline))  # the app's first run: torch, pool
-                start_rss, cpu0 = wait_for_rss(srv, settings.settle), cpu_seconds(srv.pid)
+            with make_client(settings.client) as client:
+                client.close(client.open([srv.url], 1, deadline))  # the app's first run: torch, pool
+                start_rss = wait_for_rss(srv, settings.settle)
                 t_open = common.clock()
-                pages = open_pages(browser, session_links(srv.url, fields, settings), settings.wave, deadline)
-                t_press = common.clock()
-                pressed, hold = press_holding(pages, settings, sampler, deadline)
-                outcomes = wait_for_ends(pages, pressed, deadline - reserve)
-                t_ended, cpu1 = common.clock(), cpu_seconds(srv.pid)
+                tabs = client.open(session_links(srv.url, fields, settings), settings.wave, deadline)
+                t_press, cpu0 = common.clock(), cpu_seconds(srv.pid)
+                own0 = time.process_time()  # this process: the websocket sessions and the samplers
+                pressed, hold = press_holding(client, tabs, settings, sampler, deadline)
+                outcomes = wait_for_ends(client, tabs, pressed, deadline - reserve)
+                t_ended, cpu1, own1 = common.clock(), cpu_seconds(srv.pid), time.process_time()
                 sessions = [judge(i, *row) for i, row in enumerate(zip(fields, wants, outcomes))]
-                close_pages(pages)
+                client.close(tabs)
                 t_closed = common.clock()
-                abandoned = abandon_tabs(browser, srv, settings, sampler, deadline)
-            finally:
-                browser.close()
+                abandoned = abandon_tabs(client, srv, settings, sampler, deadline)
             time.sleep(max(0.0, t_closed + settings.idle_timeout + 1.5 - common.clock()))  # one reap after
             wait_until(lambda: sampler.now()[:2] == (0, 0), max(0.0, deadline - common.clock()))
             time.sleep(settings.settle)
@@ -533,14 +769,16 @@ def run_load(settings: LoadSettings) -> dict:
             log_tail = _log_problems(srv.log)
     return {
         "settings": dataclasses.asdict(settings),
+        "client": settings.client,
         "sessions": settings.sessions,
         "runs": settings.sessions + settings.abandoned,
         "finished_right": sum(s["ok"] for s in sessions),
         "sessions_queued": sum(s["max_queue_position"] > 0 for s in sessions),
-        # runs the pool dropped while their page was still open: it had not read them for the idle timeout
+        # runs the pool dropped while their session was still open: it had not read them for the idle timeout
         "dropped_while_open": sum(DROPPED in s["status_text"] for s in sessions),
         "max_queue_position": max((s["max_queue_position"] for s in sessions), default=0),
         "max_stale_s": max((s["max_stale_s"] for s in sessions), default=0.0),
+        "max_read_gap_s": max((s["max_read_gap_s"] for s in sessions if s["max_read_gap_s"]), default=None),
         "max_concurrent_runs": max((s[1] for s in samples), default=0),
         "max_training_os_threads": max((s[2] for s in samples), default=0),
         "end_training_runs": end_runs,
@@ -554,12 +792,14 @@ def run_load(settings: LoadSettings) -> dict:
         **figures,
         "seconds": {
             "server_healthy": healthy_s,
-            "pages_open": t_press - t_open,
+            "sessions_open": t_press - t_open,
             "presses": pressed[-1] - pressed[0] if pressed else 0.0,
             "runs": t_ended - t_press,
             "total": common.clock() - t0,
         },
         "server_cpu_percent_during_runs": 100 * (cpu1 - cpu0) / max(1e-9, t_ended - t_press),
+        # not Chromium's own processes: with the browser client this is the samplers and Playwright only
+        "load_test_cpu_percent_during_runs": 100 * (own1 - own0) / max(1e-9, t_ended - t_press),
         "tolerance": TOLERANCE,
         "hold": hold,
         "abandoned": abandoned,
@@ -592,13 +832,20 @@ def problems(result: dict) -> list[str]:
     if result["max_concurrent_runs"] > cap:
         out.append(f"{result['max_concurrent_runs']} runs trained at once, over the cap of {cap}")
     if result["dropped_while_open"]:
-        out.append(f"{result['dropped_while_open']} runs were reaped while their page was open")
+        out.append(f"{result['dropped_while_open']} runs were reaped while their session was open")
     if result["hold"]["holders"] and not result["hold"]["all_others_queued"]:
         out.append("not every session behind the holders showed a queue position")
+    if result["hold"].get("released", 0) < result["hold"]["holders"]:
+        out.append(f"{result['hold'].get('release_errors')}: holders whose pace could not be raised")
+    if result["hold"]["holders"] and result["max_concurrent_runs"] < cap:
+        out.append(f"the holders filled {result['max_concurrent_runs']} of the {cap} slots")
     if (result["end_training_runs"], result["end_training_os_threads"]) != (0, 0):
         out.append(f"{result['end_training_os_threads']} training threads left after the idle timeout")
+    grown = result["rss_mib"]["end"] - result["rss_mib"]["start"]
+    if grown > RSS_GROWTH_MIB:
+        out.append(f"the server's RSS ended {grown:.0f} MiB above its start (bound {RSS_GROWTH_MIB} MiB)")
     if result["abandoned"]["tabs"] and result["abandoned"].get("gone_after_s") is None:
-        out.append("the abandoned tabs' runs were not reaped")
+        out.append(f"the abandoned sessions' runs were not reaped {result['abandoned'].get('error', '')}")
     return out
 
 
@@ -606,7 +853,9 @@ def summary(result: dict) -> str:
     s, h, m = result["settings"], result["health_during_runs"], result["rss_mib"]
     ab = result["abandoned"]
     rows = [
-        ["sessions (pages, one run each)", result["sessions"]],
+        ["client", result["client"]],
+        ["sessions (one run each)", result["sessions"]],
+        ["runs (sessions + abandoned sessions)", result["runs"]],
         ["runs finished with the right parameters", f"{result['finished_right']} / {result['sessions']}"],
         [
             "sessions that saw a queue position",
@@ -622,10 +871,11 @@ def summary(result: dict) -> str:
             "health p50 / p95 / max during runs (ms)",
             " / ".join(f"{h.get(k, math.nan):.1f}" for k in ("p50_ms", "p95_ms", "max_ms")),
         ],
-        ["runs dropped under an open page", result["dropped_while_open"]],
-        ["longest a page showed one Running line (s)", f"{result['max_stale_s']:.1f}"],
+        ["runs dropped under an open session", result["dropped_while_open"]],
+        ["longest a session showed one Running line (s)", f"{result['max_stale_s']:.1f}"],
+        ["longest a session went without a script run (s)", _num(result["max_read_gap_s"])],
         ["health requests (failed)", f"{h['requests']} ({h['failed']})"],
-        ["abandoned tabs: training when closed", f"{ab.get('training_when_closed', 0)} of {ab['tabs']}"],
+        ["abandoned sessions: training when closed", f"{ab.get('training_when_closed', 0)} of {ab['tabs']}"],
         ["abandoned runs gone after close (s)", _num(ab.get("gone_after_s"))],
         [
             "training runs / threads at the end",
@@ -637,8 +887,12 @@ def summary(result: dict) -> str:
         ],
         ["server CPU during runs (% of one core)", f"{result['server_cpu_percent_during_runs']:.0f}"],
         [
-            "pages open / presses / runs / total (s)",
-            " / ".join(f"{result['seconds'][k]:.1f}" for k in ("pages_open", "presses", "runs", "total")),
+            "this process's CPU during runs (% of one core)",
+            f"{result['load_test_cpu_percent_during_runs']:.0f}",
+        ],
+        [
+            "sessions open / presses / runs / total (s)",
+            " / ".join(f"{result['seconds'][k]:.1f}" for k in ("sessions_open", "presses", "runs", "total")),
         ],
     ]
     return common.table(["figure", "value"], rows)
@@ -652,6 +906,8 @@ def session_table(result: dict) -> str:
             " > ".join(s["statuses"]),
             s["max_queue_position"],
             f"{s['max_stale_s']:.1f}",
+            "-" if s["fragment_runs"] is None else s["fragment_runs"],
+            _num(s["max_read_gap_s"]),
             ", ".join(f"{v:.4f}" for v in s["learned"]),
             f"{s['max_error']:.1e}",
             _num(s["seconds"]),
@@ -659,7 +915,8 @@ def session_table(result: dict) -> str:
         ]
         for s in result["per_session"]
     ]
-    headers = ["session", "status", "statuses seen", "queue", "stale s", "learned w1, w2, b", "max |err|"]
+    headers = ["session", "status", "statuses seen", "queue", "stale s", "fragment runs", "gap s"]
+    headers += ["learned w1, w2, b", "max |err|"]
     headers += ["s", "ok"]
     return common.table(headers, rows)
 
@@ -674,11 +931,17 @@ def _num(value) -> str:
 
 def main() -> None:
     p = common.parser(__doc__.splitlines()[0])
-    p.add_argument("--sessions", type=int, default=None, help="pages that each train a run (20; quick: 6)")
+    p.add_argument(
+        "--client",
+        choices=CLIENTS,
+        default="websocket",
+        help="what drives each session: Streamlit's websocket protocol (default) or a Chromium page",
+    )
+    p.add_argument("--sessions", type=int, default=None, help="sessions that each train a run (20; quick: 6)")
     p.add_argument("--cap", type=int, default=None, help="FITCORE_MAX_ACTIVE_RUNS (4; quick: 2)")
     p.add_argument("--idle-timeout", type=float, default=10.0, help="FITCORE_IDLE_TIMEOUT in seconds")
-    p.add_argument("--abandoned", type=int, default=2, help="tabs closed while their run trains")
-    p.add_argument("--wave", type=int, default=0, help="pages loading at once (0: all)")
+    p.add_argument("--abandoned", type=int, default=2, help="sessions closed while their run trains")
+    p.add_argument("--wave", type=int, default=0, help="sessions loading at once (0: all)")
     p.add_argument("--no-hold", action="store_true", help="press every Start at once, no slot holders")
     p.add_argument("--pace", default="max", help="the runs' pace: steps per second or max")
     p.add_argument("--timeout", type=float, default=600.0, help="hard limit for the whole test, seconds")
@@ -692,12 +955,13 @@ def main() -> None:
         hold=not args.no_hold,
         pace=args.pace,
         timeout=args.timeout,
+        client=args.client,
     )
 
     def out_of_time(signum, frame):
         raise TimeoutError(f"the load test ran past its hard limit of {settings.timeout:g} s")
 
-    signal.signal(signal.SIGALRM, out_of_time)  # the finally blocks still stop the server and the browser
+    signal.signal(signal.SIGALRM, out_of_time)  # the finally blocks still stop the server and the clients
     signal.alarm(int(settings.timeout) + 30)
     try:
         result = run_load(settings)
