@@ -6,6 +6,9 @@ takes (one permutation per epoch from a generator seeded as fitcore seeds it), s
 parameters, which the benchmark checks. Samples alternate between the two; figures are medians. Target:
 fitcore at least 0.90x the bare loop's steps per second, at batch 200 and at batch 10,000.
 
+The bare loop also runs a second time in every round, as a candidate of its own: its ratio to the first
+("A/A") is what the same code scores against itself on this machine, the noise floor of every other ratio.
+
     python -m benchmarks.overhead [--quick]
 """
 
@@ -81,12 +84,14 @@ def measure(batch: int, device: str, repeats: int, epochs: int) -> dict:
             "fitcore": lambda: fitcore_loop(cfg),
             "bare": lambda: bare_loop(cfg, X, y),
             "runner": lambda: runner_loop(cfg),
+            "bare_again": lambda: bare_loop(cfg, X, y),
         },
         repeats,
     )
     rates = {who: [s["steps_per_s"] for s in runs] for who, runs in samples.items()}
-    fit, bare, run = (common.median(rates[k]) for k in ("fitcore", "bare", "runner"))
+    fit, bare, run, again = (common.median(rates[k]) for k in ("fitcore", "bare", "runner", "bare_again"))
     paired = [f / b for f, b in zip(rates["fitcore"], rates["bare"])]
+    noise = [a / b for a, b in zip(rates["bare_again"], rates["bare"])]
     return {
         "device": device,
         "batch": batch,
@@ -98,6 +103,8 @@ def measure(batch: int, device: str, repeats: int, epochs: int) -> dict:
         "ratio": fit / bare,
         "paired_ratio_median": common.median(paired),
         "runner_ratio": run / bare,
+        "aa_ratio": again / bare,  # the bare loop against itself: 1.0 on a quiet machine
+        "aa_paired_ratio_median": common.median(noise),
         "same_parameters": samples["fitcore"][0]["params"] == samples["bare"][0]["params"],
         "overhead_us_per_step": (1 / fit - 1 / bare) * 1e6,
         "target": common.target(fit / bare, at_least=TARGET),
@@ -107,7 +114,7 @@ def measure(batch: int, device: str, repeats: int, epochs: int) -> dict:
 
 def main() -> None:
     args = common.parse_args(common.parser(__doc__.splitlines()[0]))
-    repeats = 5 if args.quick else 21
+    repeats = 5 if args.quick else 31
     rows = []
     for device in common.single_devices():
         for batch, epochs in ((200, 100), (10_000, 30)):
@@ -115,7 +122,7 @@ def main() -> None:
     print(
         common.table(
             ["device", "batch", "bare steps/s", "fitcore steps/s", "ratio", "paired", "us/step", "Run ratio"]
-            + ["same params", "target", "met"],
+            + ["A/A", "same params", "target", "met"],
             [
                 [
                     r["device"],
@@ -126,6 +133,7 @@ def main() -> None:
                     f"{r['paired_ratio_median']:.3f}",
                     f"{r['overhead_us_per_step']:.1f}",
                     f"{r['runner_ratio']:.3f}",
+                    f"{r['aa_ratio']:.3f}",
                     r["same_parameters"],
                     r["target"]["target"],
                     r["target"]["met"],
@@ -137,7 +145,7 @@ def main() -> None:
     print(
         f"Medians of {repeats} alternating samples. ratio: fitcore over bare; paired: the median of the "
         "per-round ratios; us/step: what the instrumentation adds; Run ratio: runner.Run (thread, lock, "
-        "history) over bare, for information."
+        "history) over bare, for information; A/A: the bare loop over itself, the noise floor."
     )
     common.emit("overhead", {"repeats": repeats, "rows": rows}, args.quick)
 

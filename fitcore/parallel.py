@@ -15,7 +15,7 @@ import copy
 import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -37,9 +37,11 @@ def chunk_sizes(n: int, k: int) -> tuple[int, ...]:
     return (size,) * full + ((rest,) if rest else ())
 
 
-@dataclass(frozen=True)
-class ReplicaRecord:
-    """What one replica's forward really saw: the tutorial's `In Model:` line."""
+class ReplicaRecord(NamedTuple):
+    """What one replica's forward really saw: the tutorial's `In Model:` line.
+
+    A NamedTuple, not a frozen dataclass: one is made on every forward, and it is built in half the time.
+    """
 
     device: str
     input_shape: tuple[int, ...]

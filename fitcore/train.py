@@ -274,7 +274,9 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[str, str]:
     )
 
     # 2. each batch is scattered, run on every replica and gathered; the loss is computed on the
-    # gathered output, outside the wrapped module (DataParallel warns about scalar outputs)
+    # gathered output, outside the wrapped module (DataParallel warns about scalar outputs).
+    # At batch 200 a step is about 220 µs, so what each step reads is looked up once, here.
+    weight, bias, take = raw.fc.weight, raw.fc.bias, recorder.take
     for epoch in range(1, cfg.epochs + 1):
         batches = epoch_batches(X, y, cfg.batch_size, cfg.shuffle, perm_gen)  # (B, d), (B, 1) each
         for batch, (xb, yb) in enumerate(batches, 1):
@@ -300,9 +302,9 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[str, str]:
                     value,
                     tuple(xb.shape),
                     tuple(out.shape),
-                    _replicas(recorder.take(), plan),
-                    tuple(raw.fc.weight.tolist()[0]),  # (1, d) -> d numbers; tolist needs no detach
-                    raw.fc.bias.item(),
+                    _replicas(take(), plan),
+                    tuple(weight.tolist()[0]),  # (1, d) -> d numbers; tolist needs no detach
+                    bias.item(),
                     clock() - t0,
                 )
             )
