@@ -110,8 +110,8 @@ def main() -> None:
     args = common.parse_args(common.parser(__doc__.splitlines()[0]))
     big = 100_000 if args.quick else 1_000_000
     cases = [
-        ("1M rows, 1 epoch", dict(data_size=big, batch_size=1000, epochs=1), 2 if args.quick else 3),
-        ("200 rows, 200 epochs", dict(data_size=200, batch_size=200, epochs=200), 3 if args.quick else 7),
+        ("1M rows, 1 epoch", dict(data_size=big, batch_size=1000, epochs=1), 2 if args.quick else 5),
+        ("200 rows, 200 epochs", dict(data_size=200, batch_size=200, epochs=200), 3 if args.quick else 31),
     ]
     rows = []
     for device in common.single_devices():
