@@ -3,7 +3,7 @@ bare PyTorch loop on the same tensors.
 
 The bare loop is nn.Linear, MSE, backward and the optimizer fitcore builds, over the very batches fitcore
 takes (one permutation per epoch from a generator seeded as fitcore seeds it), so both end on the same
-parameters, which the benchmark checks. Samples alternate between the two; figures are medians. Target:
+parameters, which the benchmark checks. Samples alternate between the candidates; figures are medians. Target:
 fitcore at least 0.90x the bare loop's steps per second, at batch 200 and at batch 10,000.
 
 The bare loop also runs a second time in every round, as a candidate of its own: its ratio to the first
