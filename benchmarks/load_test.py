@@ -745,7 +745,8 @@ def run_load(settings: LoadSettings) -> dict:
             cold_rss = rss_bytes(srv.pid)
             with make_client(settings.client) as client:
                 client.close(client.open([srv.url], 1, deadline))  # the app's first run: torch, pool
-                start_rss = wait_for_rss(srv, settings.settle)
+                time.sleep(settings.settle)  # let the first run's allocations settle, as at the end
+                start_rss = rss_bytes(srv.pid)
                 t_open = common.clock()
                 tabs = client.open(session_links(srv.url, fields, settings), settings.wave, deadline)
                 t_press, cpu0 = common.clock(), cpu_seconds(srv.pid)
@@ -812,14 +813,6 @@ def _log_problems(log: Path) -> str:
     """The server log's last 3000 characters if it holds a traceback or an error, else ""."""
     text = log.read_text(errors="replace")
     return text[-3000:] if "Traceback" in text or "Error" in text else ""
-
-
-def wait_for_rss(srv: Server, seconds: float) -> int:
-    """The server's RSS once it has stopped moving: the last of `seconds` of 0.25 s readings."""
-    end = common.clock() + seconds
-    while common.clock() < end:
-        time.sleep(0.25)
-    return rss_bytes(srv.pid)
 
 
 # -- output ------------------------------------------------------------------------------------------------
