@@ -221,8 +221,7 @@ class Run:
                 self._recent.append(event)
                 self._loss.add(event.step, (event.loss,))
                 self._params.add(event.step, event.weights + (event.bias,))
-                self._rate_window.append((self.clock(), event.step))
-                self._message = f"epoch {event.epoch}, step {event.step}"
+                self._rate_window.append((self.clock(), event.step))  # the message is made in snapshot()
             elif isinstance(event, RunStarted):
                 self._started = event
                 self._message = "training"
@@ -241,6 +240,14 @@ class Run:
         (t0, s0), (t1, s1) = self._rate_window[0], self._rate_window[-1]
         return (s1 - s0) / (t1 - t0) if t1 > t0 else 0.0
 
+    def _status_message(self, status: str, latest: Step | None) -> str:
+        """The line under the status; a running one names its step, written here rather than every step."""
+        if status == PAUSED:
+            return "paused between steps"
+        if status == RUNNING and latest is not None:
+            return f"epoch {latest.epoch}, step {latest.step}"
+        return self._message
+
     def snapshot(self) -> Snapshot:
         """An immutable copy of the run's state, made under the lock; callers never hold the lock."""
         with self._lock:
@@ -257,7 +264,7 @@ class Run:
             return Snapshot(
                 run_id=self.run_id,
                 status=status,
-                message=self._message if status != PAUSED else "paused between steps",
+                message=self._status_message(status, latest),
                 config=self.config,
                 pace=self.control.pace,
                 devices=started.devices if started else (),

@@ -7,7 +7,7 @@ import threading
 import time
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -20,9 +20,12 @@ from fitcore.parallel import EmulatedDataParallel, LinearModel, ShapeRecorder, i
 FINISHED, STOPPED, DIVERGED, FAILED = "finished", "stopped", "diverged", "failed"
 
 
-@dataclass(frozen=True)
-class Replica:
-    """One replica's share of a batch: the rows [start, stop) of the batch, and the shapes it saw."""
+class Replica(NamedTuple):
+    """One replica's share of a batch: the rows [start, stop) of the batch, and the shapes it saw.
+
+    Replica and Step are NamedTuples, immutable like the other events: they are made on every step, and a
+    NamedTuple is built in a quarter of a frozen dataclass's time (0.3 against 1.1 µs for ten fields).
+    """
 
     device: str
     start: int
@@ -52,9 +55,8 @@ class RunStarted:
     lstsq_bias: float
 
 
-@dataclass(frozen=True)
-class Step:
-    """Emitted after every optimizer step, with plain Python numbers only."""
+class Step(NamedTuple):
+    """Emitted after every optimizer step, with plain Python numbers only (a NamedTuple: see Replica)."""
 
     step: int  # 1-based, over the whole run
     epoch: int  # 1-based
@@ -146,7 +148,8 @@ class Control:
             self._next = now if self._next is None else max(self._next + 1 / self.pace, now)
             if self._next > now and self._stop.wait(self._next - now):
                 return False
-        self._out_of_time()
+        if self.max_seconds is not None:
+            self._out_of_time()
         return not self._stop.is_set()
 
     def _out_of_time(self) -> bool:
@@ -165,16 +168,24 @@ def warm_up() -> None:
 
 def _replicas(records, plan: DevicePlan) -> tuple[Replica, ...]:
     """Order the recorded forwards like the devices (threads finish in any order) and give row ranges."""
-    if len(records) == 1:  # one device, or a batch of one row: nothing to order
-        (r,) = records
-        return (Replica(r.device, 0, r.input_shape[0], r.input_shape, r.output_shape),)
-    order = {label: i for i, label in enumerate(plan.labels)}
-    records = sorted(records, key=lambda r: order.get(r.device, len(order)))
+    if len(records) > 1:  # one device, or a batch of one row, needs no sorting
+        order = {label: i for i, label in enumerate(plan.labels)}
+        records = sorted(records, key=lambda r: order.get(r.device, len(order)))
     stops = list(accumulate(r.input_shape[0] for r in records))
     starts = [0] + stops[:-1]
     return tuple(
-        Replica(r.device, a, b, r.input_shape, r.output_shape) for r, a, b in zip(records, starts, stops)
+        Replica(r.device, a, b, tuple(r.input_shape), tuple(r.output_shape))
+        for r, a, b in zip(records, starts, stops)
     )
+
+
+def _readable(p: torch.Tensor):
+    """What the loop reads p's values from after each step: p, or on the CPU a NumPy view of its memory.
+
+    Both have the same tolist() and item(); the view skips two torch calls, ~2.5 µs of a 170 µs step. It
+    stays current because optimizers update parameters in place.
+    """
+    return p.detach().numpy() if p.is_cpu else p
 
 
 def _make_optimizer(cfg: FitConfig, params):
@@ -275,8 +286,10 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[str, str]:
 
     # 2. each batch is scattered, run on every replica and gathered; the loss is computed on the
     # gathered output, outside the wrapped module (DataParallel warns about scalar outputs).
-    # At batch 200 a step is about 220 µs, so what each step reads is looked up once, here.
-    weight, bias, take = raw.fc.weight, raw.fc.bias, recorder.take
+    # At batch 200 a step is about 170 µs, and what the loop adds to it shows: what each step reads is
+    # looked up once, here, and a split like the step before's (nearly every one) reuses its Replicas.
+    weight, bias, take = _readable(raw.fc.weight), _readable(raw.fc.bias), recorder.take
+    records, replicas = None, ()
     for epoch in range(1, cfg.epochs + 1):
         batches = epoch_batches(X, y, cfg.batch_size, cfg.shuffle, perm_gen)  # (B, d), (B, 1) each
         for batch, (xb, yb) in enumerate(batches, 1):
@@ -294,6 +307,9 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[str, str]:
             loss.backward()
             optimizer.step()
             state.step, state.loss = state.step + 1, value
+            seen = take()
+            if seen != records:
+                records, replicas = seen, _replicas(seen, plan)
             on_event(
                 Step(
                     state.step,
@@ -302,8 +318,8 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[str, str]:
                     value,
                     tuple(xb.shape),
                     tuple(out.shape),
-                    _replicas(take(), plan),
-                    tuple(weight.tolist()[0]),  # (1, d) -> d numbers; tolist needs no detach
+                    replicas,
+                    tuple(weight.tolist()[0]),  # (1, d) -> d numbers
                     bias.item(),
                     clock() - t0,
                 )

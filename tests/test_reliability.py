@@ -393,7 +393,7 @@ def test_server_config_keeps_xsrf_on_and_usage_statistics_off():
 @pytest.fixture
 def faults(monkeypatch):
     """Inject failures into chosen runs only: by seed (make_data) or by feature count (inside the loop)."""
-    real_make_data, real_replicas = train_mod.make_data, train_mod._replicas
+    real_make_data, real_step = train_mod.make_data, train_mod.Step
     seen_steps: dict[int, int] = {}
 
     def make_data(cfg, device="cpu"):
@@ -401,18 +401,18 @@ def faults(monkeypatch):
             raise RuntimeError("injected failure while making the data")
         return real_make_data(cfg, device)
 
-    def replicas(records, plan):
-        d = records[0].input_shape[1]
+    def step(*fields):  # Step(step, epoch, batch, loss, input_shape, ...), made once a step
+        d = fields[4][1]
         if d in (3, 4):
             seen_steps[d] = seen_steps.get(d, 0) + 1
             if seen_steps[d] == 3:  # the third step of the loop
                 if d == 3:
                     raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
                 raise MemoryError()
-        return real_replicas(records, plan)
+        return real_step(*fields)
 
     monkeypatch.setattr(train_mod, "make_data", make_data)
-    monkeypatch.setattr(train_mod, "_replicas", replicas)
+    monkeypatch.setattr(train_mod, "Step", step)
 
 
 def test_faults_end_their_runs_and_the_pool_keeps_serving_others(make_pool, faults):

@@ -559,7 +559,7 @@ def test_console_text_of_a_ddp_run_prints_each_rank():
         "steps_per_epoch": 34, "global_batch": 6,
     }  # fmt: skip
     finals = [("rank 0 · cpu · gloo", (5.2, 9.6), 3.4), ("rank 1 · cpu · gloo", (5.2, 9.6), 3.4)]
-    steps = tuple(dataclasses.replace(_ddp_step([1.0, 3.0]), step=s) for s in range(1, 6))
+    steps = tuple(_ddp_step([1.0, 3.0])._replace(step=s) for s in range(1, 6))
     snap = _ddp_snap(finals, status="finished", header="DDP header", recent=steps)
     snap = dataclasses.replace(snap, extra={**snap.extra, "ddp": group})
     lines = report.console_text(snap, max_lines=12).splitlines()

@@ -155,6 +155,34 @@ def test_snapshot_histories_of_a_long_run_are_bounded():
     assert snap.steps_per_second == total / 2.0  # from RunEnded: steps / elapsed
 
 
+def test_the_message_of_a_running_snapshot_names_its_latest_step():
+    started, emitted, go_on, finish_now = (threading.Event() for _ in range(4))
+
+    def trainer(cfg, on_event, control, plan=None):
+        on_event(RunStarted(cfg, ("cpu",), False, False, "Using the CPU (1 device).", 9, 3, (5.2, 9.6), 3.4))
+        started.set()
+        go_on.wait(30)
+        for n in (1, 2, 3, 4):  # 3 batches an epoch: step 4 is the first of epoch 2
+            epoch, batch = divmod(n - 1, 3)
+            on_event(Step(n, epoch + 1, batch + 1, 1.0, (4, 2), (4, 1), (), (0.5, 0.5), 0.2, 0.1))
+        emitted.set()
+        finish_now.wait(30)
+        ended = RunEnded("stopped", "stopped by the user", 4, (0.5, 0.5), 0.2, 1.0, 0.1)
+        on_event(ended)
+        return ended
+
+    run = make_run(cfg={"epochs": 3}, trainer=trainer).start()
+    assert started.wait(30)
+    assert (run.snapshot().status, run.snapshot().message) == ("running", "training")
+    go_on.set()
+    assert emitted.wait(30)
+    assert (run.snapshot().status, run.snapshot().message) == ("running", "epoch 2, step 4")
+    run.pause()
+    assert run.snapshot().message == "paused between steps"
+    finish_now.set()
+    assert finish(run).message == "stopped by the user"
+
+
 def test_a_real_run_of_3000_steps_keeps_at_most_history_points():
     run = make_run(cfg={"data_size": 10, "batch_size": 1, "epochs": 300, "devices": "cpu"}, history_points=50)
     snap = finish(run.start())

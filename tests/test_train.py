@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from fitcore.config import FitConfig, validate
-from fitcore.data import make_data
+from fitcore.data import epoch_batches, make_data
 from fitcore.devices import parse_devices
-from fitcore.parallel import chunk_sizes
+from fitcore.parallel import LinearModel, chunk_sizes, init_parameters
 from fitcore.train import Control, RunEnded, RunStarted, Step, train
 
 # the module: `import fitcore.train` names the function that fitcore/__init__.py re-exports
@@ -117,6 +117,9 @@ def test_steps_record_each_replicas_chunk(data_size, batch_size, devices, batch_
         assert [r.input_shape for r in s.replicas] == [(c, 3) for c in sizes]
         assert [r.output_shape for r in s.replicas] == [(c, 1) for c in sizes]
         assert [r.device for r in s.replicas] == list(labels[: len(sizes)])
+        shapes = [s.input_shape, s.output_shape]
+        shapes += [t for r in s.replicas for t in (r.input_shape, r.output_shape)]
+        assert all(type(t) is tuple for t in shapes)  # plain tuples, not the torch.Size the forward saw
 
 
 def test_tutorial_split_200_rows_on_3_devices():
@@ -139,6 +142,31 @@ def test_loss_is_the_batch_mse_before_the_step():
         w = torch.tensor(before.weights, dtype=torch.float64).view(-1, 1)
         mse = ((X.double() @ w + before.bias - y.double()) ** 2).mean().item()
         assert abs(after.loss - mse) <= 1e-5 * mse
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_every_step_reports_the_parameters_after_it(optimizer):
+    # The loop reads the parameters through NumPy views on the CPU; a replay of the same steps, reading
+    # torch's own parameters after each, must give the very same numbers at every step.
+    cfg = FitConfig(data_size=250, batch_size=100, epochs=3, optimizer=optimizer, lr=0.1, devices="cpu")
+    steps = [e for e in collect(cfg)[0] if isinstance(e, Step)]
+    X, y = make_data(cfg)
+    model = LinearModel(cfg.n_features)
+    init_parameters(model, cfg.seed + 1)
+    params_ = list(model.parameters())
+    optimizer_ = train_mod._make_optimizer(cfg, params_)
+    generator = torch.Generator().manual_seed(cfg.seed + 2)
+    replay = []
+    for _ in range(cfg.epochs):
+        for xb, yb in epoch_batches(X, y, cfg.batch_size, cfg.shuffle, generator):
+            loss = torch.nn.functional.mse_loss(model(xb), yb)
+            optimizer_.zero_grad()
+            loss.backward()
+            optimizer_.step()
+            replay.append((tuple(model.fc.weight.detach().view(-1).tolist()), model.fc.bias.item()))
+    assert len(replay) == len(steps) == 9
+    assert [(s.weights, s.bias) for s in steps] == replay
+    assert len(set(replay)) == 9  # every step moved the parameters
 
 
 # -- the answer -----------------------------------------------------------------------------------------
