@@ -17,7 +17,16 @@ from pathlib import Path
 
 from benchmarks import common
 
-BENCHMARKS = ("data_path", "overhead", "emulation", "memory", "scaling", "dashboard", "contention")
+BENCHMARKS = (
+    "data_path",
+    "overhead",
+    "step_times",
+    "emulation",
+    "memory",
+    "scaling",
+    "dashboard",
+    "contention",
+)
 HERE = Path(__file__).resolve().parent
 
 
