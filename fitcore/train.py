@@ -287,9 +287,10 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[str, str]:
     # 2. each batch is scattered, run on every replica and gathered; the loss is computed on the
     # gathered output, outside the wrapped module (DataParallel warns about scalar outputs).
     # At batch 200 a step is about 170 µs, and what the loop adds to it shows: what each step reads is
-    # looked up once, here, and a split like the step before's (nearly every one) reuses its Replicas.
+    # looked up once, here, and a split like the step before's (nearly every one) reuses its Replicas
+    # and shapes.
     weight, bias, take = _readable(raw.fc.weight), _readable(raw.fc.bias), recorder.take
-    records, replicas = None, ()
+    records, replicas, in_shape, out_shape = None, (), (), ()
     for epoch in range(1, cfg.epochs + 1):
         batches = epoch_batches(X, y, cfg.batch_size, cfg.shuffle, perm_gen)  # (B, d), (B, 1) each
         for batch, (xb, yb) in enumerate(batches, 1):
@@ -308,16 +309,17 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[str, str]:
             optimizer.step()
             state.step, state.loss = state.step + 1, value
             seen = take()
-            if seen != records:
+            if seen != records:  # a new split: the batch, and so its shapes, changed too
                 records, replicas = seen, _replicas(seen, plan)
+                in_shape, out_shape = tuple(xb.shape), tuple(out.shape)
             on_event(
                 Step(
                     state.step,
                     epoch,
                     batch,
                     value,
-                    tuple(xb.shape),
-                    tuple(out.shape),
+                    in_shape,
+                    out_shape,
                     replicas,
                     tuple(weight.tolist()[0]),  # (1, d) -> d numbers
                     bias.item(),
