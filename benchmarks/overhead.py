@@ -26,8 +26,11 @@ from fitcore.train import RunEnded, RunStarted, _make_optimizer, clear_grads, tr
 TARGET = 0.90
 
 
-def bare_loop(cfg, X: torch.Tensor, y: torch.Tensor) -> dict:
-    """The loop with nothing around it: no recorder, no events, no control; steps per second, parameters."""
+def bare_loop(cfg, X: torch.Tensor, y: torch.Tensor, marks: list[float] | None = None) -> dict:
+    """The loop with nothing around it: no recorder, no events, no control; steps per second, parameters.
+
+    marks, if given, gets a clock reading after every step (benchmarks.step_times times single steps).
+    """
     raw = LinearModel(cfg.n_features)
     init_parameters(raw, cfg.seed + 1)  # fitcore's initial values
     model = raw.fc.to(X.device)  # a plain nn.Linear(d, 1)
@@ -44,6 +47,8 @@ def bare_loop(cfg, X: torch.Tensor, y: torch.Tensor) -> dict:
             loss.backward()
             optimizer.step()
             steps += 1
+            if marks is not None:
+                marks.append(common.clock())
     common.sync(str(X.device))
     rate = steps / (common.clock() - t0)
     return {"steps_per_s": rate, "params": model.weight.detach().view(-1).tolist() + [model.bias.item()]}

@@ -17,34 +17,20 @@ from __future__ import annotations
 import gc
 
 import torch
-import torch.nn.functional as F
 
 from benchmarks import common
-from fitcore.data import epoch_batches, make_data
-from fitcore.parallel import LinearModel, init_parameters
-from fitcore.train import Step, _make_optimizer, clear_grads, train
+from benchmarks.overhead import bare_loop
+from fitcore.data import make_data
+from fitcore.train import Step, train
 
 FIGURES = ("min", "p10", "p50", "mean")  # µs a step
 
 
 def bare_steps(cfg, X: torch.Tensor, y: torch.Tensor) -> list[float]:
-    """benchmarks.overhead.bare_loop with a clock reading after every step; the seconds of each step."""
-    raw = LinearModel(cfg.n_features)
-    init_parameters(raw, cfg.seed + 1)
-    model = raw.fc
-    params = list(model.parameters())
-    optimizer = _make_optimizer(cfg, params)
-    generator = torch.Generator().manual_seed(cfg.seed + 2)
-    marks = [common.clock()]
-    for _ in range(cfg.epochs):
-        for xb, yb in epoch_batches(X, y, cfg.batch_size, cfg.shuffle, generator):
-            loss = F.mse_loss(model(xb), yb)
-            loss.item()
-            clear_grads(params)
-            loss.backward()
-            optimizer.step()
-            marks.append(common.clock())
-    return [b - a for a, b in zip(marks[1:], marks[2:])]  # from the end of the first step, as fitcore's
+    """benchmarks.overhead.bare_loop, with a clock reading after every step; the seconds of each step."""
+    marks = []
+    bare_loop(cfg, X, y, marks)
+    return [b - a for a, b in zip(marks, marks[1:])]  # from the end of the first step, as fitcore's
 
 
 def fitcore_steps(cfg) -> list[float]:
