@@ -19,7 +19,7 @@ from fitcore import ddp, report
 from fitcore.config import MAX_WORKERS, OPTIMIZERS, STRATEGIES, ConfigError, FitConfig
 from fitcore.devices import MAX_VIRTUAL, cuda_gpus
 from fitcore.pool import RunNotFound, RunPool, server_pool
-from fitcore.runner import Snapshot
+from fitcore.runner import PAUSED, QUEUED, Snapshot
 
 REFRESH_SECONDS = 0.4  # live panels while a run trains or waits: 2.5 times a second
 # A paused or queued run changes little, so its page refreshes once a second: reading the snapshot still keeps
@@ -398,7 +398,7 @@ def run_controls_ui(gpus: dict, can_start: bool) -> None:
         args=(gpus,),
         width="stretch",
     )
-    if active and snap.status == "paused":
+    if active and snap.status == PAUSED:
         cols[1].button("Resume", key="resume", on_click=_on_run, args=("resume",), width="stretch")
     else:
         cols[1].button(
@@ -861,7 +861,7 @@ def live_ui(cfg: FitConfig | None, gpus: dict) -> None:
     snap = st.session_state.snap
     every = None
     if snap is not None and snap.active:
-        every = PAUSED_REFRESH_SECONDS if snap.status in ("paused", "queued") else REFRESH_SECONDS
+        every = PAUSED_REFRESH_SECONDS if snap.status in (PAUSED, QUEUED) else REFRESH_SECONDS
     st.fragment(run_every=every)(live_panels)(every is not None, cfg, gpus)
 
 
