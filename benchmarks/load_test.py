@@ -695,12 +695,7 @@ def abandon_tabs(client, srv: Server, settings: LoadSettings, sampler: Sampler, 
     try:
         tabs = client.open(links, settings.wave, start_by)
     except TimeoutError as exc:  # the client closes what it opened when it exits
-        return {
-            "tabs": settings.abandoned,
-            "training_when_closed": 0,
-            "gone_after_s": None,
-            "error": str(exc),
-        }
+        return _not_started(settings, exc)
     try:
         client.press(tabs, start_by)
         want = min(settings.abandoned, settings.cap)
@@ -713,12 +708,7 @@ def abandon_tabs(client, srv: Server, settings: LoadSettings, sampler: Sampler, 
         training = sampler.now()[0]
         statuses = [client.state(tab)["status"] for tab in tabs]
     except TimeoutError as exc:
-        return {
-            "tabs": settings.abandoned,
-            "training_when_closed": 0,
-            "gone_after_s": None,
-            "error": str(exc),
-        }
+        return _not_started(settings, exc)
     finally:
         client.close(tabs)
     closed = common.clock()
@@ -729,6 +719,11 @@ def abandon_tabs(client, srv: Server, settings: LoadSettings, sampler: Sampler, 
         "training_when_closed": training,
         "gone_after_s": common.clock() - closed if gone else None,
     }
+
+
+def _not_started(settings: LoadSettings, exc: TimeoutError) -> dict:
+    """abandon_tabs' figures when its sessions could not be opened or started in time."""
+    return {"tabs": settings.abandoned, "training_when_closed": 0, "gone_after_s": None, "error": str(exc)}
 
 
 # -- the whole test ----------------------------------------------------------------------------------------

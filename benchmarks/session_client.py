@@ -144,9 +144,7 @@ class Session:
     async def close(self) -> None:
         """Close the websocket, as closing the tab does; the server keeps the session's runs until reaped."""
         self.closed = True
-        for timer in self._timers.values():
-            timer.task.cancel()
-        self._timers.clear()
+        self._stop_timers(list(self._timers))
         if self._ws is not None:
             await self._ws.close()
         if self._reader is not None:
@@ -164,8 +162,7 @@ class Session:
             pass
         finally:
             self.closed = True
-            for timer in self._timers.values():
-                timer.task.cancel()
+            self._stop_timers(list(self._timers))
             self._wake()
 
     def _wake(self) -> None:
@@ -296,11 +293,6 @@ class Session:
         if self._timers and self.runs.last_finished_at:
             gap = max(gap, time.monotonic() - self.runs.last_finished_at)
         return gap
-
-    @property
-    def auto_rerun_intervals(self) -> dict[str, float]:
-        """The fragments the client reruns on a timer, and their intervals in seconds."""
-        return {fragment_id: timer.interval for fragment_id, timer in self._timers.items()}
 
     # -- the page: a tree of blocks and elements by delta path ------------------------------------
     def _apply(self, path: list[int], delta) -> None:
