@@ -1,9 +1,19 @@
-"""The system Chromium and a free loopback port for `streamlit run app.py`: browser tests and benchmarks."""
+"""The system Chromium and `streamlit run app.py` on a free loopback port: browser tests and benchmarks."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
+import time
 import urllib.request
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository, where app.py is
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; Playwright's own download is never used
 # headless on a closed network: without the background-networking flags Chromium's connections are refused
@@ -32,3 +42,51 @@ def healthy(url: str) -> bool:
             return response.read().strip() == b"ok"
     except OSError:
         return False
+
+
+@dataclass(frozen=True)
+class App:
+    """A running `streamlit run app.py`."""
+
+    url: str  # "http://127.0.0.1:<port>"
+    pid: int
+    log: Path  # its stdout and stderr
+    started: float  # time.perf_counter() just before the command started
+    healthy_s: float  # seconds from then until /_stcore/health answered ok
+
+
+@contextmanager
+def streamlit_app(log: Path, env: dict[str, str] | None = None, timeout: float = 120.0) -> Iterator[App]:
+    """`streamlit run app.py` on a free loopback port, its output in `log`, `env` added to this process's.
+
+    Yields once the server is healthy; terminates it (kills it after 10 s) on the way out. Raises
+    RuntimeError if it exits first and TimeoutError if it is not healthy within `timeout` s, both with the
+    end of its log.
+    """
+    port = free_port()
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
+    command += ["--server.address", "127.0.0.1", "--server.headless", "true"]
+    command += ["--server.fileWatcherType", "none"]
+    started = time.perf_counter()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            command, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while not healthy(url):
+            if proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            if time.perf_counter() - started > timeout:
+                raise TimeoutError(
+                    f"streamlit was not healthy after {timeout:g} s:\n{log.read_text()[-3000:]}"
+                )
+            time.sleep(0.05)
+        yield App(url, proc.pid, log, started, time.perf_counter() - started)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)

@@ -18,13 +18,14 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 import urllib.request
-from contextlib import contextmanager
+from pathlib import Path
 
 from benchmarks import common
-from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, free_port, healthy
+from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, streamlit_app
 from fitcore.runner import Run
 
 STEP = re.compile(r"step (\d+) / (\d+)")
@@ -42,41 +43,6 @@ FIRST_POINT_JS = """() => {
     if (m && Number(m[1]) >= 1 && chart) { window.__fitcore_drawn = performance.now(); return true; }
     return false;
 }"""
-
-
-@contextmanager
-def server():
-    """`streamlit run app.py` on a free loopback port; yields (url, seconds until healthy); stopped after."""
-    port = free_port()
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
-    command += [
-        "--server.address",
-        "127.0.0.1",
-        "--server.headless",
-        "true",
-        "--server.fileWatcherType",
-        "none",
-    ]
-    t0 = common.clock()
-    proc = subprocess.Popen(
-        command, cwd=common.ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        while not healthy(url):
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited with {proc.returncode}: {proc.stderr.read()[-2000:]}")
-            if common.clock() - t0 > 120:
-                raise RuntimeError("streamlit was not healthy after 120 s")
-            time.sleep(0.05)
-        yield url, t0, common.clock() - t0
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 def headless_child(fields: dict) -> None:
@@ -163,7 +129,12 @@ def main() -> None:
     epochs = 300 if args.quick else 600
     fields = dict(data_size=2000, batch_size=200, epochs=epochs, devices="virtual:2")
     repeats = 1 if args.quick else 3
-    with server() as (url, t0, healthy_s), sync_playwright() as pw:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        streamlit_app(Path(tmp) / "server.log") as app,
+        sync_playwright() as pw,
+    ):
+        url, t0, healthy_s = app.url, app.started, app.healthy_s
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})

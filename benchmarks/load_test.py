@@ -38,7 +38,6 @@ import math
 import os
 import re
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -51,7 +50,7 @@ from pathlib import Path
 from typing import Iterator
 
 from benchmarks import common
-from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, free_port
+from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, App, streamlit_app
 from fitcore.report import pace_label
 
 CLIENTS = ("websocket", "browser")
@@ -145,13 +144,6 @@ class LoadSettings:
     client: str = "websocket"  # one of CLIENTS: Streamlit's websocket protocol, or Chromium pages
 
 
-@dataclass(frozen=True)
-class Server:
-    url: str
-    pid: int
-    log: Path
-
-
 # -- the server and what /proc says about it ---------------------------------------------------------------
 def health_seconds(url: str, timeout: float = 10.0) -> float | None:
     """Seconds one GET of /_stcore/health took, or None if it failed."""
@@ -165,34 +157,11 @@ def health_seconds(url: str, timeout: float = 10.0) -> float | None:
 
 
 @contextmanager
-def server(settings: LoadSettings, log_dir: Path, deadline: float) -> Iterator[Server]:
-    """`streamlit run app.py` on a free loopback port with the settings' cap and idle timeout; then killed."""
-    port = free_port()
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
-    command += ["--server.address", "127.0.0.1", "--server.headless", "true"]
-    command += ["--server.fileWatcherType", "none"]
-    env = dict(os.environ)
-    env["FITCORE_MAX_ACTIVE_RUNS"] = str(settings.cap)
-    env["FITCORE_IDLE_TIMEOUT"] = f"{settings.idle_timeout:g}"
-    log = log_dir / "server.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen(command, cwd=common.ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        while health_seconds(url, timeout=2) is None:
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            if common.clock() > deadline:
-                raise TimeoutError(f"streamlit was not healthy in time:\n{log.read_text()[-3000:]}")
-            time.sleep(0.1)
-        yield Server(url, proc.pid, log)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+def server(settings: LoadSettings, log_dir: Path, deadline: float) -> Iterator[App]:
+    """`streamlit run app.py` with the settings' cap and idle timeout, healthy by the deadline."""
+    env = {"FITCORE_MAX_ACTIVE_RUNS": str(settings.cap), "FITCORE_IDLE_TIMEOUT": f"{settings.idle_timeout:g}"}
+    with streamlit_app(log_dir / "server.log", env, timeout=deadline - common.clock()) as app:
+        yield app
 
 
 def training_names(pid: int) -> dict[int, str]:
@@ -248,7 +217,7 @@ def cpu_seconds(pid: int) -> float:
 class Sampler:
     """Two daemon threads, every SAMPLE_EVERY seconds: one times /_stcore/health, one reads /proc."""
 
-    def __init__(self, srv: Server):
+    def __init__(self, srv: App):
         self.srv = srv
         self.health: list[tuple[float, float | None]] = []  # (time, seconds; None: the request failed)
         self.proc: list[tuple[float, int, int, int]] = []  # (time, runs training, their OS threads, RSS)
@@ -682,7 +651,7 @@ def wait_until(predicate, timeout: float, every: float = 0.1):
     return None
 
 
-def abandon_tabs(client, srv: Server, settings: LoadSettings, sampler: Sampler, deadline: float) -> dict:
+def abandon_tabs(client, srv: App, settings: LoadSettings, sampler: Sampler, deadline: float) -> dict:
     """Open sessions that start a long run, close them while it trains, time how long the runs outlive it.
 
     Opening and starting them gets ABANDON_START_S at most: a server that cannot do that is reported with

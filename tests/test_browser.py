@@ -6,16 +6,15 @@ leave them out on purpose. Screenshots go to artifacts/.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, free_port, healthy
+from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, streamlit_app
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts"
@@ -49,32 +48,15 @@ def _require_browser() -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """`streamlit run app.py` on a free loopback port; killed when the module's tests are done."""
+    """`streamlit run app.py` on a free loopback port; stopped when the module's tests are done."""
     _require_browser()
-    port = free_port()
-    log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
-    log = open(log_path, "w")
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
-    command += ["--server.address", "127.0.0.1", "--server.headless", "true"]
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while not healthy(url):
-            if proc.poll() is not None:
-                pytest.fail(f"streamlit exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"streamlit was not healthy after 90 s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.25)
-        yield url
-    finally:
-        proc.terminate()
+    log = tmp_path_factory.mktemp("streamlit") / "server.log"
+    with contextlib.ExitStack() as stack:
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
+            app = stack.enter_context(streamlit_app(log, timeout=90))
+        except (RuntimeError, TimeoutError) as exc:  # exited, or not healthy in time: with its log
+            pytest.fail(str(exc))
+        yield app.url
 
 
 @pytest.fixture
