@@ -1,0 +1,107 @@
+"""What a live page reads while a run trains: one JSON payload, sent whole at first and then as increments.
+
+The page's live view (the step picture, the loss and the parameter charts) runs in the browser and asks for
+`payload(snap, since)` every few hundred milliseconds, so the server never reruns a page's script to move a
+chart. The payload holds plain JSON types only; NaN and infinities become null (JSON has neither).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from bisect import bisect_right
+from typing import Any, Sequence
+
+from fitcore import report
+from fitcore.phases import step_bytes
+from fitcore.runner import Snapshot
+
+MAX_POINTS = 4000  # points of each series in one answer; the history itself keeps fewer
+MAX_IDS = 8  # dataset row ids shown per device
+
+
+def _number(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _after(points: Sequence[tuple[int, Any]], since: int) -> Sequence[tuple[int, Any]]:
+    """The points whose step is after `since`, the latest MAX_POINTS of them (a history is sorted by step)."""
+    i = bisect_right(points, since, key=lambda p: p[0])
+    return points[max(i, len(points) - MAX_POINTS) :]
+
+
+def run_part(snap: Snapshot, number: int | None = None) -> dict[str, Any]:
+    """The run's status, for the line above the picture."""
+    label = report.run_label(snap) if number is None else f"Run {number}"
+    return {
+        "id": snap.run_id,
+        "label": f"{label} · {report.strategy_label(snap.config)} · {snap.config.devices}",
+        "strategy": snap.config.strategy,
+        "status": str(snap.status),
+        "active": snap.active,
+        "status_line": report.status_line(snap),
+        "kind": report.status_kind(snap),
+        "step": snap.step,
+        "total_steps": snap.total_steps,
+        "pace": snap.pace,
+        "server_time": time.time(),
+    }
+
+
+def picture(snap: Snapshot) -> dict[str, Any] | None:
+    """The latest step as the step picture draws it: every selected device, busy or idle, and its phases."""
+    step = snap.latest
+    if step is None:
+        return None
+    cfg = snap.config
+    by_device = {r.device: r for r in step.replicas}
+    devices = []
+    for label in snap.devices:
+        r = by_device.get(label)
+        if r is None:
+            devices.append({"label": label, "busy": False, "rows": 0})
+            continue
+        devices.append({
+            "label": label, "busy": True, "start": r.start, "stop": r.stop, "rows": r.rows,
+            "input_shape": list(r.input_shape), "output_shape": list(r.output_shape),
+            "ids": list(r.ids[:MAX_IDS]), "loss": _number(r.loss),
+        })  # fmt: skip
+    busy = [r.rows for r in step.replicas]
+    return {
+        "strategy": cfg.strategy,
+        "step": step.step,
+        "epoch": step.epoch,
+        "batch": step.batch,
+        "loss": _number(step.loss),
+        "time": step.wall_time,
+        "batch_rows": step.input_shape[0] if step.input_shape else sum(busy),
+        "input_shape": list(step.input_shape),
+        "output_shape": list(step.output_shape),
+        "first_device": snap.devices[0] if snap.devices else "",
+        "emulated": snap.emulated,
+        "devices": devices,
+        "phases": [
+            {"name": p.name, "device": p.device, "start": p.start, "duration": p.duration, "bytes": p.bytes}
+            for p in step.phases
+        ],
+        "bytes": step_bytes(busy, cfg.n_features, len(snap.devices)),
+    }
+
+
+def payload(snap: Snapshot, since: int = 0, number: int | None = None) -> dict[str, Any]:
+    """Everything the live view needs after step `since`: since=0 gives the whole of it."""
+    cfg = snap.config
+    loss = [[s, _number(v)] for s, v in _after(snap.loss_history, since)]
+    params = [[s, [_number(v) for v in values]] for s, values in _after(snap.param_history, since)]
+    lstsq = None
+    if snap.lstsq_weights is not None:
+        lstsq = [_number(v) for v in snap.lstsq_weights] + [_number(snap.lstsq_bias)]
+    return {
+        "run": run_part(snap, number),
+        "names": report.parameter_names(cfg.n_features),
+        "true": list(cfg.weights) + [cfg.bias],
+        "lstsq": lstsq,
+        "loss": loss,
+        "params": params,
+        "picture": picture(snap),
+    }
