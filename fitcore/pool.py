@@ -162,6 +162,9 @@ class RunPool:
     def resume(self, owner: str, run_id: str) -> None:
         self._get(owner, run_id).resume()
 
+    def step_once(self, owner: str, run_id: str) -> None:
+        self._get(owner, run_id).step_once()
+
     def set_pace(self, owner: str, run_id: str, pace: float | None) -> None:
         self._get(owner, run_id).set_pace(pace)
 

@@ -170,6 +170,10 @@ class Run:
     def resume(self) -> None:
         self.control.resume()
 
+    def step_once(self) -> None:
+        """While paused, run exactly one step and stay paused."""
+        self.control.step_once()
+
     def set_pace(self, pace: float | None) -> None:
         self.control.pace = pace
 
@@ -221,7 +225,9 @@ class Run:
                 self._recent.append(event)
                 self._loss.add(event.step, (event.loss,))
                 self._params.add(event.step, event.weights + (event.bias,))
-                self._rate_window.append((self.clock(), event.step))  # the message is made in snapshot()
+                # running time only: a pause does not lower the speed shown after it
+                running = self.clock() - self.control.paused_seconds
+                self._rate_window.append((running, event.step))  # the message is made in snapshot()
             elif isinstance(event, RunStarted):
                 self._started = event
                 self._message = "training"
@@ -234,7 +240,8 @@ class Run:
     # -- reading ------------------------------------------------------------------------------------
     def _steps_per_second(self) -> float:
         if self._ended is not None:
-            return self._ended.steps / self._ended.elapsed if self._ended.elapsed > 0 else 0.0
+            running = self._ended.elapsed - self.control.paused_seconds
+            return self._ended.steps / running if running > 0 else 0.0
         if len(self._rate_window) < 2:
             return 0.0
         (t0, s0), (t1, s1) = self._rate_window[0], self._rate_window[-1]

@@ -109,9 +109,11 @@ class Control:
         self.max_seconds = max_seconds
         self.clock = clock
         self.stop_reason = ""
+        self.paused_seconds = 0.0  # time spent paused so far: a run's speed counts running time only
         self._stop = threading.Event()
         self._running = threading.Event()
         self._running.set()
+        self._one_step = threading.Event()  # Step while paused: let exactly one step through
         self._started = None
         self._next = None
 
@@ -119,7 +121,13 @@ class Control:
         self._running.clear()
 
     def resume(self) -> None:
+        self._one_step.clear()
         self._running.set()
+
+    def step_once(self) -> None:
+        """While paused, let exactly one more step run, then stay paused (the page's Step button)."""
+        if self.paused:
+            self._one_step.set()
 
     def stop(self, reason: str = "stopped by the user") -> None:
         if not self._stop.is_set():
@@ -140,8 +148,8 @@ class Control:
         if self._started is None:
             self._started = self.clock()
         if not self._running.is_set():  # a plain flag read: the wait below costs a lock every step
-            while not self._running.wait(0.05) and not self._out_of_time():
-                pass  # paused: the time limit still runs, so a forgotten paused run frees its slot
+            if self._wait_paused():
+                return not self._stop.is_set()  # one step, at once: Step ignores the pace
         if self.pace and not self._stop.is_set():
             now = self.clock()
             # one step every 1/pace seconds; a late step is not made up for with a burst
@@ -152,10 +160,38 @@ class Control:
             self._out_of_time()
         return not self._stop.is_set()
 
+    def _wait_paused(self) -> bool:
+        """Block while paused; True when a single step (step_once) was let through.
+
+        The time limit still runs while paused, so a forgotten paused run frees its slot.
+        """
+        since = self.clock()
+        stepped = False
+        while not self._running.wait(0.05) and not self._out_of_time():
+            if self._one_step.is_set():
+                self._one_step.clear()
+                stepped = True
+                break
+        now = self.clock()
+        self.paused_seconds += now - since
+        self._next = now  # the pace starts afresh after a pause: no burst to catch up
+        return stepped
+
     def _out_of_time(self) -> bool:
         if self.max_seconds is not None and self.clock() - self._started > self.max_seconds:
             self.stop(f"stopped at the time limit of {self.max_seconds:g} s")
         return self._stop.is_set()
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """ "1 step", "2 steps": a count with its noun."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def finished_message(steps: int, elapsed: float, paused: float) -> str:
+    """How long a finished run took, and how much of that it was paused."""
+    text = f"finished {plural(steps, 'step')} in {elapsed:.2f} s"
+    return text + (f" ({paused:.1f} s of it paused)" if paused > 0 else "")
 
 
 def warm_up() -> None:
@@ -326,4 +362,4 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[str, str]:
                     clock() - t0,
                 )
             )
-    return FINISHED, f"finished {state.step} steps in {clock() - t0:.2f} s"
+    return FINISHED, finished_message(state.step, clock() - t0, control.paused_seconds)

@@ -52,7 +52,7 @@ def test_tutorial_output_for_three_emulated_devices(capsys):
     )
     assert out[4].endswith("(epoch 1, step 1)")
     assert [line.split(":")[0] for line in out[5:]] == ["Learned", "True", "Least squares", "Status"]
-    assert out[8].startswith("Status: finished (finished 1 steps in ")
+    assert out[8].startswith("Status: finished (finished 1 step in ")
 
 
 def test_default_run_prints_every_step_and_learns_the_parameters(capsys):
