@@ -30,12 +30,28 @@ def _after(points: Sequence[tuple[int, Any]], since: int) -> Sequence[tuple[int,
     return points[max(i, len(points) - MAX_POINTS) :]
 
 
+def json_safe(value: Any) -> Any:
+    """value with every NaN and infinity replaced by None, through lists, tuples and dicts."""
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    return value
+
+
+def run_title(snap: Snapshot, number: int | None = None) -> str:
+    """ "Run 2 · DataParallel · virtual:3": how the page names a run, in its legend and overlay too."""
+    name = f"Run {number}" if number else snap.run_id
+    return f"{name} · {report.strategy_label(snap.config)} · {snap.config.devices}"
+
+
 def run_part(snap: Snapshot, number: int | None = None) -> dict[str, Any]:
     """The run's status, for the line above the picture."""
-    label = report.run_label(snap) if number is None else f"Run {number}"
     return {
         "id": snap.run_id,
-        "label": f"{label} · {report.strategy_label(snap.config)} · {snap.config.devices}",
+        "label": run_title(snap, number),
         "strategy": snap.config.strategy,
         "status": str(snap.status),
         "active": snap.active,
@@ -49,14 +65,17 @@ def run_part(snap: Snapshot, number: int | None = None) -> dict[str, Any]:
 
 
 def picture(snap: Snapshot) -> dict[str, Any] | None:
-    """The latest step as the step picture draws it: every selected device, busy or idle, and its phases."""
-    step = snap.latest
-    if step is None:
+    """The latest step as the step picture draws it (None before the first step)."""
+    if snap.latest is None:
         return None
-    cfg = snap.config
+    return _picture(snap.config, snap.latest, snap.devices, snap.emulated, snap.latest_time)
+
+
+def _picture(cfg: FitConfig, step: Step, labels: Sequence[str], emulated: bool, when: float | None) -> dict:
+    """Every selected device, busy or idle, with its rows, shapes and first dataset ids; the step's phases."""
     by_device = {r.device: r for r in step.replicas}
     devices = []
-    for label in snap.devices:
+    for label in labels:
         r = by_device.get(label)
         if r is None:
             devices.append({"label": label, "busy": False, "rows": 0})
@@ -73,18 +92,18 @@ def picture(snap: Snapshot) -> dict[str, Any] | None:
         "epoch": step.epoch,
         "batch": step.batch,
         "loss": _number(step.loss),
-        "time": step.wall_time,
-        "batch_rows": step.input_shape[0] if step.input_shape else sum(busy),
+        "time": when,
+        "batch_rows": step.input_shape[0],
         "input_shape": list(step.input_shape),
         "output_shape": list(step.output_shape),
-        "first_device": snap.devices[0] if snap.devices else "",
-        "emulated": snap.emulated,
+        "first_device": labels[0] if labels else "",
+        "emulated": emulated,
         "devices": devices,
         "phases": [
             {"name": p.name, "device": p.device, "start": p.start, "duration": p.duration, "bytes": p.bytes}
             for p in step.phases
         ],
-        "bytes": step_bytes(busy, cfg.n_features, len(snap.devices)),
+        "bytes": step_bytes(busy, cfg.n_features, len(labels)),
     }
 
 
@@ -104,4 +123,24 @@ def payload(snap: Snapshot, since: int = 0, number: int | None = None) -> dict[s
         "loss": loss,
         "params": params,
         "picture": picture(snap),
+    }
+
+
+def planned_payload(cfg: FitConfig, gpus: Any = None) -> dict[str, Any]:
+    """Before a run: the first step as it will be split, with no times yet (nothing has run)."""
+    step, labels = strategy_of(cfg).planned_step(cfg, gpus)
+    return {
+        "run": {
+            "id": None, "label": f"{report.strategy_label(cfg)} · {cfg.devices}", "strategy": cfg.strategy,
+            "status": "ready", "active": False, "kind": "info",
+            "status_line": f"Ready · step 0 / {cfg.total_steps} · press Start training",
+            "step": 0, "total_steps": cfg.total_steps, "pace": None, "server_time": time.time(),
+        },
+        "names": report.parameter_names(cfg.n_features),
+        "true": list(cfg.weights) + [cfg.bias],
+        "lstsq": None,
+        "loss": [],
+        "params": [],
+        "picture": _picture(cfg, step, labels, emulated=labels[0].startswith("virtual"), when=None)
+        | {"planned": True},
     }

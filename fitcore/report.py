@@ -168,6 +168,13 @@ def parse_pace(choice: str) -> float | None:
     return None if choice == "max" else float(choice)
 
 
+def pace_choice(pace: float | None) -> str:
+    """The choice that parse_pace reads as `pace` (a reloaded page shows its run's pace); the default
+    where no choice matches."""
+    choice = "max" if pace is None else f"{pace:g}"
+    return choice if choice in PACE_CHOICES else DEFAULT_PACE
+
+
 def pace_label(choice: str) -> str:
     if choice == "max":
         return "as fast as possible"
