@@ -83,6 +83,7 @@ class Snapshot:
     loss_history: tuple[tuple[int, float], ...] = ()  # (step, loss)
     param_history: tuple[tuple[int, tuple[float, ...]], ...] = ()  # (step, (w1, ..., wd, b))
     latest: Step | None = None  # the latest split
+    latest_time: float | None = None  # time.time() when the latest step arrived: how late a page shows it
     recent: tuple[Step, ...] = ()  # the last few steps, for the console panel
     weights: tuple[float, ...] = ()  # learned so far
     bias: float | None = None
@@ -147,6 +148,7 @@ class Run:
         self._status, self._message = QUEUED, "waiting to start"
         self._started: RunStarted | None = None
         self._latest: Step | None = None
+        self._latest_time: float | None = None
         self._recent: deque[Step] = deque(maxlen=recent_steps)
         self._ended: RunEnded | None = None
         self._loss = History(history_points)
@@ -221,7 +223,7 @@ class Run:
     def _on_event(self, event: Event) -> None:
         with self._lock:
             if isinstance(event, Step):
-                self._latest = event
+                self._latest, self._latest_time = event, time.time()
                 self._recent.append(event)
                 self._loss.add(event.step, (event.loss,))
                 self._params.add(event.step, event.weights + (event.bias,))
@@ -286,6 +288,7 @@ class Run:
                 loss_history=tuple((s, v[0]) for s, v in self._loss.points()),
                 param_history=self._params.points(),
                 latest=latest,
+                latest_time=self._latest_time,
                 recent=tuple(self._recent),
                 weights=weights,
                 bias=bias,
