@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="python -m fitcore",
         description="Fit y = X·W + b with a data-parallel linear model and show how each batch is split.",
+        epilog="python -m fitcore check: run every training path this machine can run and verify each one.",
     )
     # every value is taken as text and converted by FitConfig.from_mapping, so that the CLI and the
     # dashboard give the same message for the same bad value
@@ -44,7 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer", help=f"adam or sgd (default {d.optimizer})")
     p.add_argument("--no-shuffle", action="store_true", help="take the batches in order")
     p.add_argument("--seed", help=f"seed for data, initial parameters and shuffling (default {d.seed})")
-    p.add_argument("--devices", help=f"cpu, cuda, cuda:0,1 or virtual:K (default {d.devices})")
+    p.add_argument(
+        "--devices", help=f"cpu, cuda, cuda:0,1, virtual:K or virtual:K@cuda:0 (default {d.devices})"
+    )
     p.add_argument("--strategy", help=f"dataparallel or ddp (default {d.strategy})")
     p.add_argument("--workers", help=f"processes for --strategy ddp (default {d.workers})")
     p.add_argument("--print-every", type=int, default=1, help="print the lines of every Nth step (default 1)")
@@ -118,6 +121,11 @@ def _silence_stdout() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["check"]:  # the one subcommand; every other command line parses as it always has
+        from fitcore.check import main as check_main
+
+        return check_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         cfg = config_from_args(args)

@@ -11,7 +11,6 @@ import json
 import multiprocessing
 import os
 import re
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ from fitcore import report
 from fitcore.config import FitConfig
 from fitcore.data import make_data
 from fitcore.pool import RunNotFound, close_server_pool
+from tests.helpers import wait_for
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 STEP = re.compile(r"step (\d+) / (\d+)")
@@ -71,19 +71,16 @@ def _pool(at: AppTest):
     return at.session_state["pool"], at.session_state["owner"]
 
 
-def wait_for(at: AppTest, done, timeout: float = 30.0) -> AppTest:
+def wait_for_run(at: AppTest, done, timeout: float = 30.0) -> AppTest:
     """Poll the run's snapshot through the pool until done(snapshot), then rerun the page."""
     pool, owner = _pool(at)
     run_id = at.session_state["run_id"]
-    deadline = time.monotonic() + timeout
-    while not done(pool.snapshot(owner, run_id)):
-        assert time.monotonic() < deadline, "the run did not get there in time"
-        time.sleep(0.02)
+    wait_for(lambda: done(pool.snapshot(owner, run_id)), timeout, interval=0.02, what="the run to get there")
     return at.run()
 
 
 def wait_until_ended(at: AppTest) -> AppTest:
-    return wait_for(at, lambda snap: not snap.active)
+    return wait_for_run(at, lambda snap: not snap.active)
 
 
 def status_text(at: AppTest) -> str:
@@ -320,7 +317,7 @@ def test_a_live_chart_redraws_one_of_its_two_copies_per_refresh(page):
     copies = []
     for _ in range(4):
         step = at.session_state["snap"].step
-        wait_for(at, lambda snap, step=step: snap.step > step)  # new points for the chart, then a refresh
+        wait_for_run(at, lambda snap, step=step: snap.step > step)  # new points for the chart, then a refresh
         copies.append(_copies(at, "loss_chart"))
     changed = [[a[i] != b[i] for i in (0, 1)] for a, b in zip(copies, copies[1:])]
     assert changed in (
@@ -342,7 +339,7 @@ def test_pause_resume_stop_and_reset(page):
     at.button(key="start").click()
     at.run()
     run_id = at.session_state["run_id"]
-    wait_for(at, lambda snap: snap.step >= 1)
+    wait_for_run(at, lambda snap: snap.step >= 1)
     assert status_text(at).startswith("Running · epoch ")
     assert not at.button(key="stop").disabled and at.button(key="start").disabled
 
@@ -644,6 +641,7 @@ def test_bad_worker_count_shows_its_error_and_starts_nothing(page, changes, mess
     assert at.session_state["run_id"] is None and pool.counts()["kept"] == 0
 
 
+@pytest.mark.slow  # spawns ranks
 def test_a_two_rank_ddp_run_shows_each_ranks_rows_and_identical_parameters(page):
     at = page()
     at.radio(key="strategy").set_value("ddp")
@@ -655,7 +653,7 @@ def test_a_two_rank_ddp_run_shows_each_ranks_rows_and_identical_parameters(page)
     at.run()
     at.button(key="start").click()
     at.run()
-    wait_for(at, lambda snap: not snap.active, timeout=120)  # each rank's process imports torch first
+    wait_for_run(at, lambda snap: not snap.active, timeout=120)  # each rank's process imports torch first
     assert not at.exception
     # 40 rows on 2 ranks: 20 each; each takes 10 per step, so 2 steps per epoch
     assert status_text(at).startswith("Finished · epoch 30 / 30 · step 60 / 60 · ")

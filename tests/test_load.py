@@ -28,7 +28,7 @@ SESSIONS, CAP = 20, 4
 # abandoned sessions, then the end); an open session's longest gap between reads is printed in the summary
 SETTINGS = LoadSettings(sessions=SESSIONS, cap=CAP, idle_timeout=15.0, abandoned=2, timeout=200.0)
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 @pytest.fixture(scope="module")
