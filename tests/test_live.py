@@ -18,7 +18,8 @@ from fitcore import api, live
 from fitcore.config import FitConfig
 from fitcore.pool import PoolSettings, RunNotFound, RunPool
 from fitcore.runner import Run
-from tests.test_pool import FAR, Gates, small, wait_for
+from tests.helpers import wait_for
+from tests.test_pool import FAR, Gates, small
 
 ALICE, BOB = "a" * 32, "b" * 32
 

@@ -7,7 +7,6 @@ import dataclasses
 import functools
 import importlib
 import threading
-import time
 
 import pytest
 import torch
@@ -17,6 +16,7 @@ from fitcore.data import epoch_batches, make_data
 from fitcore.devices import parse_devices
 from fitcore.parallel import LinearModel, chunk_sizes, init_parameters
 from fitcore.train import Control, RunEnded, RunStarted, Step, finished_message, train
+from tests.helpers import wait_for
 
 # the module: `import fitcore.train` names the function that fitcore/__init__.py re-exports
 train_mod = importlib.import_module("fitcore.train")
@@ -490,7 +490,7 @@ def test_step_once_runs_exactly_one_step_while_paused():
     assert worker.is_alive() and steps == [1, 2, 3] and control.paused
     control.step_once()
     control.step_once()  # a second press before the step ran still lets one step through
-    wait_until(lambda: len(steps) == 4)
+    wait_for(lambda: len(steps) == 4)
     worker.join(0.3)
     assert steps == [1, 2, 3, 4]
     control.resume()
@@ -512,7 +512,7 @@ def test_paused_time_is_counted_apart(fake_clock):
     control.pause()
     waiter = threading.Thread(target=control.wait)
     waiter.start()
-    wait_until(lambda: waiter.is_alive())
+    wait_for(lambda: waiter.is_alive())
     fake_clock.advance(7.5)
     control.resume()
     waiter.join(10)
@@ -523,9 +523,3 @@ def test_finished_message_says_how_long_it_ran_and_was_paused():
     assert finished_message(1, 0.5, 0.0) == "finished 1 step in 0.50 s"
     assert finished_message(200, 12.345, 4.0) == "finished 200 steps in 12.35 s (4.0 s of it paused)"
 
-
-def wait_until(predicate, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
