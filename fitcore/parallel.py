@@ -1,4 +1,4 @@
-"""The model and its data-parallel wrappers: real nn.DataParallel on 2+ GPUs, an emulation on the CPU.
+"""The model and its data-parallel wrappers: nn.DataParallel on 2+ GPUs (timed), an emulation on the CPU.
 
 DataParallel's forward has four phases (torch/nn/parallel/data_parallel.py):
   1. scatter: cut the batch along dim 0 with `tensor.chunk(len(device_ids))`, one chunk per device;
@@ -7,6 +7,9 @@ DataParallel's forward has four phases (torch/nn/parallel/data_parallel.py):
   4. gather: concatenate the outputs on device_ids[0].
 The emulation below keeps phases 1, 3 and 4 exactly and makes phase 2 free: on one CPU every replica can
 share the module's parameters, so the gradients add up on them just as DataParallel's reduce does.
+
+Both wrappers record each step's phases on their `phases` (a fitcore.phases.PhaseRecorder): the wrapper
+marks its forward's phases, the training loop marks its own three and takes the step.
 """
 
 from __future__ import annotations
