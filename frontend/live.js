@@ -1093,7 +1093,8 @@ function drawBackward(ctx, group) {
     ctx.boxState[box.index].glow = PHASE_COLOURS.backward;
     const seg = layout.segments[box.index];
     const x0 = seg.x + seg.w / 2;
-    arrow(ctx, `M${x0},${layout.outY - 2} C${x0},${layout.outY - 14} ${box.cx},${box.y + box.h + 16} ${box.cx},${box.y + box.h + 2}`,
+    const bottom = box.y + box.h;
+    arrow(ctx, `M${x0},${layout.outY - 2} C${x0},${layout.outY - 14} ${box.cx},${bottom + 16} ${box.cx},${bottom + 2}`,
       "backward", { live: true });
   }
   if (live) {
@@ -1192,13 +1193,15 @@ function drawAllReduce(ctx, group) {
   for (let i = 0; i + 1 < boxes.length; i++) {
     const a = boxes[i];
     const b = boxes[i + 1];
-    arrow(ctx, `M${a.cx + 10},${yBox + 2} C${a.cx + 10},${yBox + 26} ${b.cx - 10},${yBox + 26} ${b.cx - 10},${yBox + 4}`,
+    const [xa, xb] = [a.cx + 10, b.cx - 10];
+    arrow(ctx, `M${xa},${yBox + 2} C${xa},${yBox + 26} ${xb},${yBox + 26} ${xb},${yBox + 4}`,
       "allreduce", opts);
   }
   const first = boxes[0];
   const last = boxes[boxes.length - 1];
   const yBack = layout.outY + 2;
-  arrow(ctx, `M${last.cx + 14},${yBox + 2} L${last.cx + 14},${yBack} L${first.cx - 14},${yBack} L${first.cx - 14},${yBox + 4}`,
+  const [xLast, xFirst] = [last.cx + 14, first.cx - 14];
+  arrow(ctx, `M${xLast},${yBox + 2} L${xLast},${yBack} L${xFirst},${yBack} L${xFirst},${yBox + 4}`,
     "allreduce", opts);
   if (live) {
     for (const box of boxes) ctx.boxState[box.index].glow = PHASE_COLOURS.allreduce;
@@ -1479,7 +1482,8 @@ function renderLegend(container, entries, room) {
       text = e.short;
       w = 27 + textWidth(text, 14) + 10;
     }
-    if (used + w > room && i > 0) {
+    const more = i < entries.length - 1 ? 64 : 0;  // keep room for "+N more" unless this is the last
+    if (i > 0 && used + w > room - more) {
       container.append(el("span", "fl-legend-more", `+${entries.length - i} more`));
       break;
     }

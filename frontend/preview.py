@@ -335,6 +335,10 @@ class Handler(BaseHTTPRequestHandler):
         elif url.path == "/preview/outage":
             RUNS.outage_until = time.time() + float(query.get("seconds", "5"))
             self.send_json(200, {"outage_until": RUNS.outage_until})
+        elif url.path == "/preview/forget":  # the run is gone: the endpoint answers 404 from now on
+            with RUNS.lock:
+                RUNS.runs.pop(query.get("run", ""), None)
+            self.send_json(200, {"forgot": query.get("run")})
         elif url.path == "/fitcore/live":
             self.live(query)
         else:
