@@ -8,6 +8,26 @@ import os
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
+from fitcore.devices import parse_devices
+from fitcore.errors import ConfigError
+
+__all__ = [  # ConfigError lives in fitcore.errors; `from fitcore.config import ConfigError` keeps working
+    "GATHER_ROWS",
+    "MAX_FEATURES",
+    "MAX_LR",
+    "MAX_VALUE",
+    "MAX_WORKERS",
+    "OPTIMIZERS",
+    "STRATEGIES",
+    "ConfigError",
+    "FitConfig",
+    "Limits",
+    "available_memory_bytes",
+    "estimate_bytes",
+    "max_data_size",
+    "validate",
+]
+
 MAX_FEATURES = 16
 OPTIMIZERS = ("adam", "sgd")
 STRATEGIES = ("dataparallel", "ddp")
@@ -23,14 +43,6 @@ MAX_LR = 1e30
 # than one per batch (at batch 1000 over 1,000,000 rows, 75 µs a step down to about 40), while holding at
 # most this many rows more than the data itself.
 GATHER_ROWS = 65_536
-
-
-class ConfigError(ValueError):
-    """A bad setting. The message names the field, the value given and what is allowed."""
-
-    def __init__(self, field: str, value: Any, allowed: str):
-        self.field, self.value, self.allowed = field, value, allowed
-        super().__init__(f"{field}: got {value!r}; allowed: {allowed}")
 
 
 @dataclass(frozen=True)
@@ -257,8 +269,6 @@ def validate(
         available: bytes of memory available; read from the machine when None.
         gpus: the CUDA GPUs to check `devices` against; discovered when None.
     """
-    from fitcore.devices import parse_devices  # devices imports this module
-
     # 1. the true parameters
     d = len(cfg.weights)
     if not 1 <= d <= limits.max_features:
