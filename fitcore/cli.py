@@ -11,8 +11,9 @@ from dataclasses import fields
 
 from fitcore.config import ConfigError, FitConfig, validate
 from fitcore.console import step_lines, summary_lines
+from fitcore.events import Detail, RunEnded, RunStarted, Status, Step
 from fitcore.runner import trainer_for
-from fitcore.train import FINISHED, STOPPED, Control, Detail, RunEnded, RunStarted, Step
+from fitcore.train import Control
 
 
 class _Parser(argparse.ArgumentParser):
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         rate = ended.steps / ended.elapsed if ended.elapsed > 0 else 0.0
         lstsq = (started.lstsq_weights, started.lstsq_bias) if started else (None, None)
         say("\n".join(summary_lines(ended, cfg.weights, cfg.bias, *lstsq, rate)))
-    code = 0 if ended.status == FINISHED else 130 if ended.status == STOPPED else 1
+    code = 0 if ended.status == Status.FINISHED else 130 if ended.status == Status.STOPPED else 1
     if "closed" in seen:
         code = PIPE_CLOSED
     if torchrun is not None:

@@ -16,11 +16,11 @@ from typing import Any, Mapping, Sequence
 
 from fitcore import ddp
 from fitcore.config import MAX_FEATURES, OPTIMIZERS, STRATEGIES, ConfigError, FitConfig, Limits, validate
-from fitcore.console import step_lines
+from fitcore.console import final_lines, group_line, rank_step_lines, step_lines
 from fitcore.devices import MAX_VIRTUAL, parse_devices
+from fitcore.events import Replica, Status, Step
 from fitcore.parallel import chunk_sizes
 from fitcore.runner import Snapshot
-from fitcore.train import Replica, Step
 
 # The settings the page has a control for, in the order the URL lists them.
 CONTROL_FIELDS = (
@@ -301,29 +301,40 @@ def _show(value: Any) -> str:
 # The status line.
 
 
-def status_line(snap: Snapshot) -> str:
-    """One line for the run: status, epoch, `step <n> / <total>`, speed, and the message where it helps.
+def status_line(snap: Snapshot | None, cfg: FitConfig | None = None) -> str:
+    """The status line: status, epoch, `step <n> / <total>`, speed, and the message where it helps.
 
-    Always contains `step <n> / <total>`, which tests and benchmarks parse.
+    Always contains `step <n> / <total>` once there is a run or a valid config (tests and benchmarks parse
+    it). Before any run (snap None) it is the Ready line, with cfg's steps when the controls are valid.
     """
-    parts = [snap.status.capitalize()]
-    if snap.status == "queued" and snap.queue_position is not None:
+    if snap is None:
+        total = f" · step 0 / {cfg.total_steps}" if cfg is not None else ""
+        return f"Ready{total} · press **Start training**"
+    status = snap.status
+    parts = [status.capitalize()]
+    if status == Status.QUEUED and snap.queue_position is not None:
         parts.append(f"position {snap.queue_position} in the queue")
     if snap.epoch:
         parts.append(f"epoch {snap.epoch} / {snap.config.epochs}")
     parts.append(f"step {snap.step} / {snap.total_steps}")
-    if snap.status in ("running", "finished") and snap.steps_per_second > 0:
+    if status in (Status.RUNNING, Status.FINISHED) and snap.steps_per_second > 0:
         parts.append(f"{snap.steps_per_second:.0f} steps/s")
-    if snap.status not in ("running", "paused"):
+    if status not in (Status.RUNNING, Status.PAUSED):
         parts.append(snap.message)
     return " · ".join(p for p in parts if p)
 
 
+_STATUS_KINDS = {
+    Status.FINISHED: "success",
+    Status.STOPPED: "warning",
+    Status.DIVERGED: "warning",
+    Status.FAILED: "error",
+}
+
+
 def status_kind(snap: Snapshot) -> str:
     """How the page colours the status: info, success, warning or error."""
-    return {"finished": "success", "stopped": "warning", "diverged": "warning", "failed": "error"}.get(
-        snap.status, "info"
-    )
+    return _STATUS_KINDS.get(snap.status, "info")
 
 
 def escape_markdown(text: str) -> str:
@@ -364,9 +375,14 @@ def split_table(step: Step) -> list[dict[str, Any]]:
     return rows
 
 
-def split_blocks(step: Step) -> list[tuple[str, int, int]]:
-    """(device, start, stop) of each replica's rows of the batch, for the picture."""
-    return [(r.device, r.start, r.stop) for r in step.replicas]
+def split_blocks(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, int, int]]:
+    """(device, start, stop) of each replica's rows of the batch, for the picture, from split_table's rows
+    (or planned_split's): every row but the last, `Outside`, in order."""
+    blocks, start = [], 0
+    for row in rows[:-1]:
+        blocks.append((row["Device"], start, start + row["Rows"]))
+        start += row["Rows"]
+    return blocks
 
 
 def idle_devices(snap: Snapshot) -> list[str]:
@@ -414,11 +430,11 @@ def console_text(snap: Snapshot, max_lines: int = 16) -> str:
     lines = [snap.header] if snap.header else []
     lines_of, tail = step_lines, []
     if is_ddp(snap):
-        lines_of = ddp.step_lines
+        lines_of = rank_step_lines
         if "ddp" in snap.extra:
-            lines.append(ddp.group_line(snap.extra["ddp"]))
+            lines.append(group_line(snap.extra["ddp"]))
         if "final" in snap.extra and not snap.active:
-            tail = ddp.final_lines(snap.extra["final"])
+            tail = final_lines(snap.extra["final"])
     steps = list(snap.recent)
     per_step = len(steps[-1].replicas) + 1 if steps else 1
     keep = max(1, (max_lines - len(lines) - len(tail)) // per_step)
@@ -438,20 +454,62 @@ def is_ddp(source: Snapshot | FitConfig) -> bool:
     return cfg.strategy == "ddp"
 
 
-@functools.lru_cache(maxsize=8)
-def _planned_shards(cfg: FitConfig, labels: tuple[str, ...]) -> dict:
-    layout = ddp.Layout.of(cfg)
-    shards = ddp.epoch_shards(cfg.data_size, cfg.workers, cfg.shuffle, cfg.seed, 1)
-    # the run's own Detail('shards') is built by the same function, so the plan is what the run reports
-    first = ddp._epoch_value(layout, labels, 1, shards)
-    return ddp.shards_value(cfg, layout, labels, first, first)
+# the run's own Detail('shards') is built by the same function, so the plan is what the run reports
+_planned_shards = functools.lru_cache(maxsize=8)(ddp.first_epoch_value)
 
 
 def planned_shards(cfg: FitConfig, gpus: Any = None) -> dict:
     """Detail('shards').value that a ddp run of cfg will report for its first epoch, before it starts."""
-    backend, devices = ddp.placement(cfg, parse_devices(cfg.devices, gpus))
-    labels = tuple(ddp.rank_label(r, d, backend) for r, d in enumerate(devices))
-    return _planned_shards(cfg, labels)
+    return _planned_shards(cfg, ddp.rank_labels(cfg, parse_devices(cfg.devices, gpus)))
+
+
+def shard_table(source: Any, which: str = "latest") -> list[dict]:
+    """Rank -> rows, for the split panel: one dict per rank with its count, first/last and padded indices.
+
+    Args:
+        source: a Snapshot, a Snapshot.extra dict, or Detail('shards').value.
+        which: "first" or "latest" epoch.
+    """
+    value = _shards_of(source)
+    if not value:
+        return []
+    epoch = value[which]
+    return [
+        {
+            "rank": r["rank"],
+            "device": r["device"],
+            "epoch": epoch["epoch"],
+            "rows": r["count"],
+            "first": r["first"],
+            "last": r["last"],
+            "padded": list(r["padded"]),
+            "indices": list(r["indices"]),
+            "truncated": r["truncated"],
+        }
+        for r in epoch["ranks"]
+    ]
+
+
+def row_owners(source: Any, which: str = "latest") -> list[tuple[int, ...]] | None:
+    """For each dataset row, the ranks that got it that epoch (two for a padded row); None if truncated."""
+    value = _shards_of(source)
+    if not value:
+        return None
+    epoch = value[which]
+    if any(r["truncated"] for r in epoch["ranks"]):
+        return None
+    owners: list[tuple[int, ...]] = [()] * value["data_size"]
+    for r in epoch["ranks"]:
+        for index in r["indices"]:
+            owners[index] = owners[index] + (r["rank"],)
+    return owners
+
+
+def _shards_of(source: Any) -> dict | None:
+    extra = getattr(source, "extra", source)
+    if isinstance(extra, Mapping) and "ranks" not in extra and "shards" in extra:
+        return extra["shards"]
+    return extra if isinstance(extra, Mapping) and "first" in extra else None
 
 
 def shards_title(value: dict, which: str = "latest") -> str:
@@ -485,7 +543,7 @@ def shard_rows(value: dict, which: str = "latest") -> list[dict[str, Any]]:
             "Rows, in the rank's order": _preview(r["indices"], r["rows"]),
             "Padded (repeated)": ", ".join(map(str, r["padded"])) or "none",
         }
-        for r in ddp.shard_table(value, which)
+        for r in shard_table(value, which)
     ]
 
 
@@ -719,4 +777,4 @@ def run_label(snap: Snapshot) -> str:
 
 def defaults() -> dict[str, Any]:
     """The controls' values for a fresh page: FitConfig's defaults."""
-    return {f.name: f.default for f in fields(FitConfig) if f.name in CONTROL_FIELDS}
+    return {f.name: f.default for f in fields(FitConfig)}

@@ -14,7 +14,7 @@ import pytest
 from fitcore.cli import main
 from fitcore.config import FitConfig
 from fitcore.devices import parse_devices
-from fitcore.train import Step
+from fitcore.events import Step
 
 cli_mod = importlib.import_module("fitcore.cli")
 ROOT = Path(__file__).resolve().parents[1]
