@@ -11,7 +11,8 @@ from dataclasses import fields
 
 from fitcore.config import ConfigError, FitConfig, validate
 from fitcore.console import step_lines, summary_lines
-from fitcore.events import Detail, RunEnded, RunStarted, Status, Step
+from fitcore.events import Detail, RunStarted, Status, Step
+from fitcore.report import result_dict
 from fitcore.runner import trainer_for
 from fitcore.train import Control
 
@@ -70,44 +71,6 @@ def config_from_args(args: argparse.Namespace) -> FitConfig:
     return validate(cfg)
 
 
-def _replica_dict(r) -> dict:
-    return {
-        "device": r.device,
-        "rows": [r.start, r.stop],
-        "input_shape": list(r.input_shape),
-        "output_shape": list(r.output_shape),
-    }
-
-
-def result_dict(cfg: FitConfig, started: RunStarted | None, first: Step | None, ended: RunEnded) -> dict:
-    """The --json object."""
-    return {
-        "config": cfg.to_dict(),
-        "status": ended.status,
-        "message": ended.message,
-        "devices": list(started.devices) if started else [],
-        "emulated": started.emulated if started else None,
-        "data_parallel": started.data_parallel if started else None,
-        "steps": ended.steps,
-        "final_loss": ended.final_loss,
-        "weights": list(ended.weights),
-        "bias": ended.bias,
-        "true_weights": list(cfg.weights),
-        "true_bias": cfg.bias,
-        "lstsq_weights": list(started.lstsq_weights) if started else None,
-        "lstsq_bias": started.lstsq_bias if started else None,
-        "first_step": {
-            "input_shape": list(first.input_shape),
-            "output_shape": list(first.output_shape),
-            "replicas": [_replica_dict(r) for r in first.replicas],
-        }
-        if first
-        else None,
-        "elapsed": ended.elapsed,
-        "steps_per_second": ended.steps / ended.elapsed if ended.elapsed > 0 else 0.0,
-    }
-
-
 PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for a program whose reader went away
 
 
@@ -159,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                 say(event.header)
         elif isinstance(event, Step):
             seen.setdefault("first", event)
+            seen["latest"] = event
             if verbose and (event.step - 1) % args.print_every == 0:
                 say("\n".join(lines(event)))
         elif isinstance(event, Detail):
@@ -178,7 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     if not lead:
         pass  # rank 0 prints the summary
     elif args.json:
-        result = result_dict(cfg, started, seen.get("first"), ended)
+        rate = ended.steps / ended.elapsed if ended.elapsed > 0 else 0.0
+        outcome = (ended.steps, ended.final_loss, ended.weights, ended.bias)
+        result = result_dict(
+            cfg, ended.status, ended.message, started, seen.get("first"), seen.get("latest"), outcome,
+            ended.elapsed, rate,
+        )  # fmt: skip
         if "details" in seen:  # ddp: the process group, each rank's shards and final parameters
             result["details"] = seen["details"]
         say(json.dumps(result))

@@ -18,7 +18,7 @@ from fitcore import ddp
 from fitcore.config import MAX_FEATURES, OPTIMIZERS, STRATEGIES, ConfigError, FitConfig, Limits, validate
 from fitcore.console import final_lines, group_line, rank_step_lines, step_lines
 from fitcore.devices import MAX_VIRTUAL, parse_devices
-from fitcore.events import Replica, Status, Step
+from fitcore.events import Replica, RunStarted, Status, Step
 from fitcore.parallel import chunk_sizes
 from fitcore.runner import Snapshot
 
@@ -658,53 +658,81 @@ def _finite_or_none(value: Any) -> Any:
     return value
 
 
-def result_dict(snap: Snapshot) -> dict[str, Any]:
-    """The run's outcome: config, status, learned / true / least-squares parameters, errors, latest split."""
-    cfg = snap.config
-    latest = snap.latest
-    return _finite_or_none(
-        {
-            "run_id": snap.run_id,
-            "config": cfg.to_dict(),
-            "status": snap.status,
-            "message": snap.message,
-            "devices": list(snap.devices),
-            "emulated": snap.emulated,
-            "data_parallel": snap.data_parallel,
-            "steps": snap.step,
-            "total_steps": snap.total_steps,
-            "final_loss": snap.final_loss,
-            "weights": list(snap.weights),
-            "bias": snap.bias,
-            "true_weights": list(cfg.weights),
-            "true_bias": cfg.bias,
-            "lstsq_weights": list(snap.lstsq_weights) if snap.lstsq_weights is not None else None,
-            "lstsq_bias": snap.lstsq_bias,
-            "parameters": results_table(snap),
-            "latest_step": {
-                "step": latest.step,
-                "input_shape": list(latest.input_shape),
-                "output_shape": list(latest.output_shape),
-                "replicas": [
-                    {
-                        "device": r.device,
-                        "rows": [r.start, r.stop],
-                        "input_shape": list(r.input_shape),
-                        "output_shape": list(r.output_shape),
-                    }
-                    for r in latest.replicas
-                ],
+def step_dict(step: Step | None) -> dict[str, Any] | None:
+    """A step's split as plain data: its batch's shapes and each replica's rows and shapes."""
+    if step is None:
+        return None
+    return {
+        "step": step.step,
+        "input_shape": list(step.input_shape),
+        "output_shape": list(step.output_shape),
+        "replicas": [
+            {
+                "device": r.device,
+                "rows": [r.start, r.stop],
+                "input_shape": list(r.input_shape),
+                "output_shape": list(r.output_shape),
             }
-            if latest
-            else None,
-            "elapsed": snap.elapsed,
-            "steps_per_second": snap.steps_per_second,
-        }
-    )
+            for r in step.replicas
+        ],
+    }
+
+
+def result_dict(
+    cfg: FitConfig,
+    status: str,
+    message: str,
+    started: RunStarted | None,
+    first: Step | None,
+    latest: Step | None,
+    outcome: tuple[int, float | None, tuple[float, ...], float | None],
+    elapsed: float,
+    steps_per_second: float,
+) -> dict[str, Any]:
+    """The run's outcome, for `--json` and the page's JSON download: config, status, learned / true /
+    least-squares parameters, the split of the first and of the latest step, and the speed.
+
+    Args:
+        started: the run's RunStarted (devices, emulation, the least-squares answer); None if it never came.
+        outcome: (steps, final loss, learned weights, learned bias).
+    """
+    steps, final_loss, weights, bias = outcome
+    return {
+        "config": cfg.to_dict(),
+        "status": status,
+        "message": message,
+        "devices": list(started.devices) if started else [],
+        "emulated": started.emulated if started else None,
+        "data_parallel": started.data_parallel if started else None,
+        "steps": steps,
+        "total_steps": cfg.total_steps,
+        "final_loss": final_loss,
+        "weights": list(weights),
+        "bias": bias,
+        "true_weights": list(cfg.weights),
+        "true_bias": cfg.bias,
+        "lstsq_weights": list(started.lstsq_weights) if started else None,
+        "lstsq_bias": started.lstsq_bias if started else None,
+        "first_step": step_dict(first),
+        "latest_step": step_dict(latest),
+        "elapsed": elapsed,
+        "steps_per_second": steps_per_second,
+    }
+
+
+def snapshot_result(snap: Snapshot) -> dict[str, Any]:
+    """result_dict of a run the page shows, with its id and the parameters' table."""
+    outcome = (snap.step, snap.final_loss, snap.weights, snap.bias)
+    result = result_dict(
+        snap.config, snap.status, snap.message, snap.started, snap.first, snap.latest, outcome,
+        snap.elapsed, snap.steps_per_second,
+    )  # fmt: skip
+    return {"run_id": snap.run_id, **result, "parameters": results_table(snap)}
 
 
 def result_json(snap: Snapshot) -> str:
-    return json.dumps(result_dict(snap), indent=2, allow_nan=False)
+    """snapshot_result as strict JSON: a diverged run's inf and NaN become null."""
+    return json.dumps(_finite_or_none(snapshot_result(snap)), indent=2, allow_nan=False)
 
 
 def history_rows(snap: Snapshot) -> list[dict[str, Any]]:

@@ -80,6 +80,7 @@ class Snapshot:
     steps_per_second: float = 0.0
     loss_history: tuple[tuple[int, float], ...] = ()  # (step, loss)
     param_history: tuple[tuple[int, tuple[float, ...]], ...] = ()  # (step, (w1, ..., wd, b))
+    first: Step | None = None  # the first step's split
     latest: Step | None = None  # the latest split
     recent: tuple[Step, ...] = ()  # the last few steps, for the console panel
     weights: tuple[float, ...] = ()  # learned so far
@@ -89,6 +90,7 @@ class Snapshot:
     lstsq_bias: float | None = None
     queue_position: int | None = None  # 1 = next to start; None when not queued
     extra: dict = field(default_factory=dict)  # strategy-specific details (DDP shards)
+    started: RunStarted | None = None  # the run's RunStarted, once it came
 
     @property
     def active(self) -> bool:
@@ -144,6 +146,7 @@ class Run:
         # state below is written by the run's thread and read by snapshot(), both under the lock
         self._status, self._message = Status.QUEUED, "waiting to start"
         self._started: RunStarted | None = None
+        self._first: Step | None = None
         self._latest: Step | None = None
         self._recent: deque[Step] = deque(maxlen=recent_steps)
         self._ended: RunEnded | None = None
@@ -215,6 +218,7 @@ class Run:
     def _on_event(self, event: Event) -> None:
         with self._lock:
             if isinstance(event, Step):
+                self._first = self._first or event
                 self._latest = event
                 self._recent.append(event)
                 self._loss.add(event.step, (event.loss,))
@@ -276,6 +280,7 @@ class Run:
                 steps_per_second=self._steps_per_second(),
                 loss_history=tuple((s, v[0]) for s, v in self._loss.points()),
                 param_history=self._params.points(),
+                first=self._first,
                 latest=latest,
                 recent=tuple(self._recent),
                 weights=weights,
@@ -284,4 +289,5 @@ class Run:
                 lstsq_weights=started.lstsq_weights if started else None,
                 lstsq_bias=started.lstsq_bias if started else None,
                 extra=dict(self._extra),
+                started=started,
             )
