@@ -15,8 +15,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from fitcore import explain, report
-from fitcore.config import MAX_WORKERS, OPTIMIZERS, STRATEGIES, ConfigError, FitConfig
+from fitcore import report, strategies
+from fitcore.config import MAX_WORKERS, OPTIMIZERS, ConfigError, FitConfig
 from fitcore.devices import MAX_VIRTUAL, cuda_gpus
 from fitcore.events import Status
 from fitcore.pool import RunNotFound, RunPool, server_pool
@@ -36,11 +36,6 @@ FONT = dict(family='"Source Sans", "Source Sans Pro", sans-serif', size=16, colo
 TICK_FONT = dict(size=15, color="#111418")
 AXIS = dict(showline=True, linecolor="#8a94a0", gridcolor="#e3e7ec", zeroline=False, tickfont=TICK_FONT)
 MAX_SHARD_PICTURE_ROWS = 2000  # dataset rows the shard picture draws one cell each; above, the table only
-TITLES = {
-    "dataparallel": "How DataParallel splits a batch",
-    "ddp": "How DistributedDataParallel shards the data",
-}
-STRATEGY_LABELS = {"dataparallel": "DataParallel", "ddp": "DistributedDataParallel"}
 CHARTS = ("split_chart", "shards_chart", "loss_chart", "params_chart")  # each drawn as a stack of two (_plot)
 # Static CSS, no user text in it: the two charts of a stack share one grid cell, the second on top.
 PAGE_CSS = (
@@ -133,7 +128,7 @@ def devices_spec() -> str:
     ss = st.session_state
     if ss.device_mode == "cuda":
         return "cuda:" + ",".join(str(i) for i in sorted(ss.gpus))
-    if ss.strategy == "ddp":
+    if strategies.strategy(ss.strategy).processes:
         return "cpu"  # for ddp, `cpu` means `workers` processes on the CPU
     return f"virtual:{ss.virtual_devices}"
 
@@ -141,7 +136,7 @@ def devices_spec() -> str:
 def workers_value() -> int:
     """ddp's ranks: the workers control on the CPU; one per selected GPU with CUDA (what validate demands)."""
     ss = st.session_state
-    if ss.strategy == "ddp" and ss.device_mode == "cuda":
+    if strategies.strategy(ss.strategy).processes and ss.device_mode == "cuda":
         return len(ss.gpus)
     return int(ss.workers)
 
@@ -296,9 +291,9 @@ def strategy_ui() -> None:
     st.subheader("Strategy")
     st.radio(
         "Strategy",
-        STRATEGIES,
+        strategies.NAMES,
         key="strategy",
-        format_func=STRATEGY_LABELS.get,
+        format_func=lambda name: strategies.strategy(name).label,
         label_visibility="collapsed",
         help="DataParallel: one process cuts every batch over the devices. DistributedDataParallel: one "
         "process (rank) per device, each with its own shard of the data.",
@@ -307,7 +302,7 @@ def strategy_ui() -> None:
 
 def devices_ui(gpus: dict) -> None:
     ss = st.session_state
-    ddp_run = ss.strategy == "ddp"
+    ddp_run = strategies.strategy(ss.strategy).processes
     st.subheader("Devices")
     if gpus:
         on_cpu = "CPU processes" if ddp_run else "Virtual devices"
@@ -862,9 +857,10 @@ def live_ui(cfg: FitConfig | None, gpus: dict) -> None:
 
 def explain_ui(strategy: str) -> None:
     with st.expander("How DataParallel splits a batch", expanded=False):
-        st.markdown(explain.DATAPARALLEL_MARKDOWN)
-    with st.expander("DataParallel versus DistributedDataParallel", expanded=strategy == "ddp"):
-        st.markdown(explain.DDP_MARKDOWN)
+        st.markdown(strategies.STRATEGIES["dataparallel"].markdown)
+    ddp = strategies.STRATEGIES["ddp"]
+    with st.expander("DataParallel versus DistributedDataParallel", expanded=strategy == ddp.name):
+        st.markdown(ddp.markdown)
 
 
 def main() -> None:
@@ -895,7 +891,7 @@ def main() -> None:
         st.query_params.update(want)  # the link reproduces the setup
 
     strategy = st.session_state.strategy
-    st.title(TITLES.get(strategy, TITLES["dataparallel"]))
+    st.title(strategies.strategy(strategy).title)
     messages_ui(values, config_error)
     run_controls_ui(gpus, can_start=cfg is not None)
     live_ui(cfg, gpus)

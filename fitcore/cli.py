@@ -9,8 +9,10 @@ import signal
 import sys
 from dataclasses import fields
 
+from fitcore import strategies
 from fitcore.config import ConfigError, FitConfig, validate
-from fitcore.console import step_lines, summary_lines
+from fitcore.console import summary_lines
+from fitcore.ddp.torchrun import config_for_torchrun, exit_rank, torchrun_env, train_torchrun
 from fitcore.events import Detail, RunStarted, Status, Step
 from fitcore.report import result_dict
 from fitcore.runner import trainer_for
@@ -62,12 +64,9 @@ def config_from_args(args: argparse.Namespace) -> FitConfig:
     if args.no_shuffle:
         raw["shuffle"] = False
     cfg = FitConfig.from_mapping(raw)
-    if cfg.strategy == "ddp":
-        from fitcore import ddp  # torch.distributed only when asked for
-
-        env = ddp.torchrun_env()
-        if env is not None:  # one rank of a torchrun launch: the world size comes from torchrun
-            return ddp.config_for_torchrun(cfg, env, workers_given="workers" in raw)
+    env = torchrun_env() if strategies.strategy(cfg.strategy).processes else None
+    if env is not None:  # one rank of a torchrun launch: the world size comes from torchrun
+        return config_for_torchrun(cfg, env, workers_given="workers" in raw)
     return validate(cfg)
 
 
@@ -94,12 +93,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    # ddp prints each rank's lines; under torchrun this process is one rank, and only rank 0 prints
-    torchrun, lines = None, step_lines
-    if cfg.strategy == "ddp":
-        from fitcore import ddp
-
-        torchrun, lines = ddp.torchrun_env(), ddp.step_lines
+    # under torchrun this process is one rank, and only rank 0 prints
+    strategy = strategies.strategy(cfg.strategy)
+    torchrun = torchrun_env() if strategy.processes else None
+    lines = strategy.step_lines
     lead = torchrun is None or torchrun.rank == 0
     verbose = lead and not (args.quiet or args.json)
     seen: dict = {}
@@ -134,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     control = Control()
     previous = signal.signal(signal.SIGINT, lambda *_: control.stop("interrupted (Ctrl-C)"))
     try:
-        trainer = ddp.train_torchrun if torchrun is not None else trainer_for(cfg)
+        trainer = train_torchrun if torchrun is not None else trainer_for(cfg)
         ended = trainer(cfg, on_event, control)
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -159,5 +156,5 @@ def main(argv: list[str] | None = None) -> int:
     if "closed" in seen:
         code = PIPE_CLOSED
     if torchrun is not None:
-        ddp.exit_rank(code)  # never returns: see its docstring
+        exit_rank(code)  # never returns: see its docstring
     return code

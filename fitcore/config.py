@@ -8,6 +8,7 @@ import os
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
+from fitcore import strategies
 from fitcore.devices import parse_devices
 from fitcore.errors import ConfigError
 
@@ -30,7 +31,7 @@ __all__ = [  # ConfigError lives in fitcore.errors; `from fitcore.config import 
 
 MAX_FEATURES = 16
 OPTIMIZERS = ("adam", "sgd")
-STRATEGIES = ("dataparallel", "ddp")
+STRATEGIES = strategies.NAMES  # "dataparallel", "ddp": fitcore.strategies describes each
 MAX_WORKERS = 8
 # |W|, |b| and the noise: larger values overflow float32's squared error (about 3.4e38) and would end
 # the run as "diverged", blaming the learning rate for what the data did
@@ -69,12 +70,8 @@ class FitConfig:
 
     @property
     def batches_per_epoch(self) -> int:
-        if self.strategy == "ddp":
-            # DistributedSampler gives each of K ranks ceil(N / K) rows, and each rank takes ceil(B / K) of
-            # them per step (fitcore.ddp.Layout)
-            k = max(1, self.workers)
-            return math.ceil(math.ceil(self.data_size / k) / math.ceil(self.batch_size / k))
-        return math.ceil(self.data_size / self.batch_size)
+        """Optimizer steps per epoch, as the strategy cuts an epoch."""
+        return strategies.strategy(self.strategy).steps_per_epoch(self)
 
     @property
     def total_steps(self) -> int:
@@ -308,7 +305,7 @@ def validate(
     plan = parse_devices(cfg.devices, gpus)
     if len(plan.labels) > cfg.data_size:
         raise ConfigError("devices", cfg.devices, f"at most as many devices as data rows ({cfg.data_size})")
-    if cfg.strategy == "ddp":
+    if strategies.strategy(cfg.strategy).processes:
         _check_int("workers", cfg.workers, 1, min(MAX_WORKERS, cfg.data_size), " (and at most the data size)")
         if plan.kind == "cuda" and cfg.workers != len(plan.device_ids):
             raise ConfigError(

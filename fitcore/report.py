@@ -14,9 +14,9 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, Mapping, Sequence
 
-from fitcore import ddp
+from fitcore import ddp, strategies
 from fitcore.config import MAX_FEATURES, OPTIMIZERS, STRATEGIES, ConfigError, FitConfig, Limits, validate
-from fitcore.console import final_lines, group_line, rank_step_lines, step_lines
+from fitcore.console import final_lines, group_line
 from fitcore.devices import MAX_VIRTUAL, parse_devices
 from fitcore.events import Replica, RunStarted, Status, Step
 from fitcore.parallel import chunk_sizes
@@ -147,8 +147,10 @@ def preset(name: str) -> Preset:
 
 
 def used_fields(strategy: Any) -> tuple[str, ...]:
-    """The controlled fields a run of this strategy uses: `workers` only matters to ddp."""
-    return CONTROL_FIELDS if strategy == "ddp" else tuple(f for f in CONTROL_FIELDS if f != "workers")
+    """The controlled fields a run of this strategy uses: `workers` only matters with one process each."""
+    if strategies.strategy(strategy).processes:
+        return CONTROL_FIELDS
+    return tuple(f for f in CONTROL_FIELDS if f != "workers")
 
 
 def matching_preset(values: Mapping[str, Any]) -> Preset | None:
@@ -227,7 +229,8 @@ def _check_url_value(name: str, raw: Any, value: Any, gpus: Any) -> Any:
 
 def _check_cpu_devices(values: dict[str, Any], raw: Any) -> None:
     """`cpu` is the devices of ddp on the CPU; for DataParallel the page offers virtual:K or cuda GPUs."""
-    if values.get("devices") == "cpu" and values.get("strategy", FitConfig.strategy) != "ddp":
+    processes = strategies.strategy(values.get("strategy", FitConfig.strategy)).processes
+    if values.get("devices") == "cpu" and not processes:
         del values["devices"]
         raise ConfigError(
             "devices", raw, f"virtual:K (K from 1 to {MAX_VIRTUAL}) or cuda:i,j,..., or cpu with strategy ddp"
@@ -279,8 +282,9 @@ def from_query(
 def config_differences(values: Mapping[str, Any], running: FitConfig) -> list[str]:
     """The controls that differ from a run's frozen config, as 'label: run value -> control value'."""
     out = []
-    both = {values.get("strategy"), running.strategy}
-    for name in used_fields("ddp" if "ddp" in both else running.strategy):
+    either = (values.get("strategy"), running.strategy)
+    workers = next((s for s in either if strategies.strategy(s).processes), running.strategy)
+    for name in used_fields(workers):
         ours, theirs = values.get(name), getattr(running, name)
         if name == "weights" and ours is not None:
             ours = tuple(float(w) for w in ours)
@@ -428,9 +432,8 @@ def console_text(snap: Snapshot, max_lines: int = 16) -> str:
     line per step, and once it has ended every rank's final parameters.
     """
     lines = [snap.header] if snap.header else []
-    lines_of, tail = step_lines, []
+    lines_of, tail = strategies.of(snap).step_lines, []
     if is_ddp(snap):
-        lines_of = rank_step_lines
         if "ddp" in snap.extra:
             lines.append(group_line(snap.extra["ddp"]))
         if "final" in snap.extra and not snap.active:
@@ -450,8 +453,8 @@ PREVIEW_INDICES = 12  # dataset indices listed per rank in the shard table; the 
 
 
 def is_ddp(source: Snapshot | FitConfig) -> bool:
-    cfg = source.config if isinstance(source, Snapshot) else source
-    return cfg.strategy == "ddp"
+    """Does the run (or the config) train with one process per rank, each on its own shard?"""
+    return strategies.of(source).processes
 
 
 # the run's own Detail('shards') is built by the same function, so the plan is what the run reports

@@ -11,10 +11,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+from fitcore import strategies
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
 from fitcore.events import ACTIVE, Detail, Event, RunEnded, RunStarted, Status, Step
-from fitcore.train import Control, train
+from fitcore.train import Control
 
 _ids = itertools.count(1)
 
@@ -103,11 +104,7 @@ class Snapshot:
 
 def trainer_for(cfg: FitConfig) -> Callable[..., RunEnded]:
     """The training function for cfg.strategy; each emits the same events."""
-    if cfg.strategy == "ddp":
-        from fitcore.ddp import train_ddp  # torch.distributed is only imported when asked for
-
-        return train_ddp
-    return train
+    return strategies.strategy(cfg.strategy).train
 
 
 class Run:

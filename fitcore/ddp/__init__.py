@@ -66,7 +66,6 @@ __all__ = [
     "shard_lines",
     "shards_value",
     "step_lines",
-    "steps_per_epoch",
     "torchrun_env",
     "train_ddp",
     "train_rank",

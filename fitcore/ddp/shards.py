@@ -48,11 +48,6 @@ class Layout:
         return cls(cfg.data_size, cfg.workers, cfg.batch_size)
 
 
-def steps_per_epoch(cfg: FitConfig) -> int:
-    """Optimizer steps per epoch of a ddp run of cfg: DDP needs the same steps on every rank."""
-    return Layout.of(cfg).steps_per_epoch
-
-
 def epoch_shards(data_size: int, world_size: int, shuffle: bool, seed: int, epoch: int) -> list[list[int]]:
     """Each rank's dataset indices for the 1-based `epoch`, from DistributedSampler itself."""
     shards = []
