@@ -43,7 +43,6 @@ from fitcore.ddp.shards import (
     epoch_value,
     first_epoch_value,
     shards_value,
-    steps_per_epoch,
 )
 from fitcore.ddp.torchrun import TorchrunEnv, config_for_torchrun, exit_rank, torchrun_env, train_torchrun
 
