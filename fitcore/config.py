@@ -39,10 +39,9 @@ MAX_VALUE = 1_000_000
 # every fit diverges long before this; from about 3.4e37 (Adam's first step is lr / 0.1) float32 cannot hold
 # the step and torch raises instead, so the run would fail rather than diverge
 MAX_LR = 1e30
-# Rows gathered by one index_select (fitcore.data.epoch_batches). Rows taken in a random order cost a cache
-# miss each, and a small index_select pays its call besides: one over many batches' rows is cheaper per row
-# than one per batch (at batch 1000 over 1,000,000 rows, 75 µs a step down to about 40), while holding at
-# most this many rows more than the data itself.
+# Rows gathered by one index_select (fitcore.data.epoch_batches): one over many batches' rows is cheaper per
+# row than one per batch (docs/performance.md says by how much), while holding at most this many rows more
+# than the data itself.
 GATHER_ROWS = 65_536
 
 
