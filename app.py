@@ -15,11 +15,12 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from fitcore import ddp, report
-from fitcore.config import MAX_WORKERS, OPTIMIZERS, STRATEGIES, ConfigError, FitConfig
+from fitcore import report, strategies
+from fitcore.config import MAX_WORKERS, OPTIMIZERS, ConfigError, FitConfig
 from fitcore.devices import MAX_VIRTUAL, cuda_gpus
+from fitcore.events import Status
 from fitcore.pool import RunNotFound, RunPool, server_pool
-from fitcore.runner import PAUSED, QUEUED, Snapshot
+from fitcore.runner import Snapshot
 
 REFRESH_SECONDS = 0.4  # live panels while a run trains or waits: 2.5 times a second
 # A paused or queued run changes little, so its page refreshes once a second: reading the snapshot still keeps
@@ -35,11 +36,6 @@ FONT = dict(family='"Source Sans", "Source Sans Pro", sans-serif', size=16, colo
 TICK_FONT = dict(size=15, color="#111418")
 AXIS = dict(showline=True, linecolor="#8a94a0", gridcolor="#e3e7ec", zeroline=False, tickfont=TICK_FONT)
 MAX_SHARD_PICTURE_ROWS = 2000  # dataset rows the shard picture draws one cell each; above, the table only
-TITLES = {
-    "dataparallel": "How DataParallel splits a batch",
-    "ddp": "How DistributedDataParallel shards the data",
-}
-STRATEGY_LABELS = {"dataparallel": "DataParallel", "ddp": "DistributedDataParallel"}
 CHARTS = ("split_chart", "shards_chart", "loss_chart", "params_chart")  # each drawn as a stack of two (_plot)
 # Static CSS, no user text in it: the two charts of a stack share one grid cell, the second on top.
 PAGE_CSS = (
@@ -132,7 +128,7 @@ def devices_spec() -> str:
     ss = st.session_state
     if ss.device_mode == "cuda":
         return "cuda:" + ",".join(str(i) for i in sorted(ss.gpus))
-    if ss.strategy == "ddp":
+    if strategies.strategy(ss.strategy).processes:
         return "cpu"  # for ddp, `cpu` means `workers` processes on the CPU
     return f"virtual:{ss.virtual_devices}"
 
@@ -140,7 +136,7 @@ def devices_spec() -> str:
 def workers_value() -> int:
     """ddp's ranks: the workers control on the CPU; one per selected GPU with CUDA (what validate demands)."""
     ss = st.session_state
-    if ss.strategy == "ddp" and ss.device_mode == "cuda":
+    if strategies.strategy(ss.strategy).processes and ss.device_mode == "cuda":
         return len(ss.gpus)
     return int(ss.workers)
 
@@ -175,9 +171,8 @@ def refresh_snapshot() -> Snapshot | None:
     except RunNotFound:
         ss.run_id = None
         if ss.snap is not None and ss.snap.active:
-            ss.snap = dataclasses.replace(
-                ss.snap, status="stopped", message="the server dropped this run: the page did not read it"
-            )
+            message = "the server dropped this run: the page did not read it"
+            ss.snap = dataclasses.replace(ss.snap, status=Status.STOPPED, message=message)
     return ss.snap
 
 
@@ -296,9 +291,9 @@ def strategy_ui() -> None:
     st.subheader("Strategy")
     st.radio(
         "Strategy",
-        STRATEGIES,
+        strategies.NAMES,
         key="strategy",
-        format_func=STRATEGY_LABELS.get,
+        format_func=lambda name: strategies.strategy(name).label,
         label_visibility="collapsed",
         help="DataParallel: one process cuts every batch over the devices. DistributedDataParallel: one "
         "process (rank) per device, each with its own shard of the data.",
@@ -307,7 +302,7 @@ def strategy_ui() -> None:
 
 def devices_ui(gpus: dict) -> None:
     ss = st.session_state
-    ddp_run = ss.strategy == "ddp"
+    ddp_run = strategies.strategy(ss.strategy).processes
     st.subheader("Devices")
     if gpus:
         on_cpu = "CPU processes" if ddp_run else "Virtual devices"
@@ -398,7 +393,7 @@ def run_controls_ui(gpus: dict, can_start: bool) -> None:
         args=(gpus,),
         width="stretch",
     )
-    if active and snap.status == PAUSED:
+    if active and snap.status == Status.PAUSED:
         cols[1].button("Resume", key="resume", on_click=_on_run, args=("resume",), width="stretch")
     else:
         cols[1].button(
@@ -418,8 +413,7 @@ def run_controls_ui(gpus: dict, can_start: bool) -> None:
 
 def status_ui(snap: Snapshot | None, cfg: FitConfig | None) -> None:
     if snap is None:
-        total = f" · step 0 / {cfg.total_steps}" if cfg is not None else ""
-        st.info(f"Ready{total} · press **Start training**")
+        st.info(report.status_line(None, cfg))  # no user text in it: its Markdown is the page's own
         st.progress(0.0)
         return
     line = report.escape_markdown(report.status_line(snap))
@@ -660,10 +654,10 @@ def _shards_source(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> 
 def _shards_picture(value: dict, which: str) -> None:
     """A strip per rank over the dataset's rows: a cell where the rank got the row, pale for padding."""
     n, k = value["data_size"], value["world_size"]
-    if ddp.row_owners(value, which) is None or n > MAX_SHARD_PICTURE_ROWS:
+    if report.row_owners(value, which) is None or n > MAX_SHARD_PICTURE_ROWS:
         st.caption(f"{n} rows are too many to draw one by one; the table below counts them.")
         return
-    ranks = ddp.shard_table(value, which)
+    ranks = report.shard_table(value, which)
     names = [f"rank {r['rank']} ({r['rows']} rows)" for r in ranks]
     own = [[None] * n for _ in range(k)]  # (K, N): the rank's number where it got the row, else a gap
     pad = [[None] * n for _ in range(k)]  # the same for the rows repeated to pad its shard
@@ -722,11 +716,7 @@ def split_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
         return
     title, rows = source
     st.markdown(f"**{title}**")
-    blocks, start = [], 0
-    for row in rows[:-1]:
-        blocks.append((row["Device"], start, start + row["Rows"]))
-        start += row["Rows"]
-    _split_picture(blocks, rows[-1]["Rows"])
+    _split_picture(report.split_blocks(rows), rows[-1]["Rows"])
     idle = report.idle_devices(snap) if snap is not None else []
     if idle:
         st.caption(f"Idle on this step, no rows left for them: {', '.join(idle)}.")
@@ -861,37 +851,16 @@ def live_ui(cfg: FitConfig | None, gpus: dict) -> None:
     snap = st.session_state.snap
     every = None
     if snap is not None and snap.active:
-        every = PAUSED_REFRESH_SECONDS if snap.status in (PAUSED, QUEUED) else REFRESH_SECONDS
+        every = PAUSED_REFRESH_SECONDS if snap.status in (Status.PAUSED, Status.QUEUED) else REFRESH_SECONDS
     st.fragment(run_every=every)(live_panels)(every is not None, cfg, gpus)
 
 
 def explain_ui(strategy: str) -> None:
     with st.expander("How DataParallel splits a batch", expanded=False):
-        st.markdown(
-            """
-`nn.DataParallel(model, device_ids=[0, 1, ...])` runs in one process. On every forward call it:
-
-1. **scatter** — cuts the batch along its first dimension with `tensor.chunk(len(device_ids))` and copies
-   chunk *i* to device *i*. Chunks have `ceil(B / K)` rows and the last one fewer, so 200 rows on 3 devices
-   are 67 / 67 / 66, and a small batch uses fewer devices than selected (5 rows on 8 devices: 5 chunks of 1).
-2. **replicate** — copies the module's current parameters from `device_ids[0]` to every device that got a
-   chunk, again on every step.
-3. **parallel_apply** — runs replica *i* on chunk *i*, one thread per replica, all at once. Each replica's
-   forward sees only its chunk: the tutorial's `In Model: input size torch.Size([100, 2])` lines.
-4. **gather** — concatenates the replicas' outputs on `device_ids[0]`: the `Outside` line shows the whole
-   batch again. The loss is computed there, and backward sums every replica's gradients into the one
-   original set of parameters, which the optimizer then updates once.
-
-**Virtual devices** do steps 1, 3 and 4 exactly on the CPU and make step 2 free (the replicas share the
-parameters), so the numbers are those of one device: the lesson is the split, not a speed-up.
-
-**`.to(device)`**: `tensor.to(device)` returns a *copy* on that device and leaves the original where it was,
-so write `x = x.to(device)`. `model.to(device)` moves the module's parameters *in place* (and returns the same
-module), so `model.to(device)` on its own is enough.
-"""
-        )
-    with st.expander("DataParallel versus DistributedDataParallel", expanded=strategy == "ddp"):
-        st.markdown(ddp.EXPLAIN_MARKDOWN)
+        st.markdown(strategies.STRATEGIES["dataparallel"].markdown)
+    ddp = strategies.STRATEGIES["ddp"]
+    with st.expander("DataParallel versus DistributedDataParallel", expanded=strategy == ddp.name):
+        st.markdown(ddp.markdown)
 
 
 def main() -> None:
@@ -922,7 +891,7 @@ def main() -> None:
         st.query_params.update(want)  # the link reproduces the setup
 
     strategy = st.session_state.strategy
-    st.title(TITLES.get(strategy, TITLES["dataparallel"]))
+    st.title(strategies.strategy(strategy).title)
     messages_ui(values, config_error)
     run_controls_ui(gpus, can_start=cfg is not None)
     live_ui(cfg, gpus)

@@ -65,8 +65,8 @@ def epoch_batches(
 def take(t: torch.Tensor, idx: slice | torch.Tensor) -> torch.Tensor:
     """The rows `idx` of t, exactly as t[idx] gives them: a view for a slice, a copy for an index tensor.
 
-    For one index tensor, index_select is t[idx] without the generic indexing machinery, which costs
-    about 10 µs a call: a tenth of a small step.
+    For one index tensor, index_select is t[idx] without the generic indexing machinery
+    (docs/performance.md, "Why the loop looks like this").
     """
     if isinstance(idx, slice):
         return t[idx]
