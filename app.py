@@ -15,11 +15,12 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from fitcore import api, ddp, figures, live, report
-from fitcore.config import MAX_WORKERS, OPTIMIZERS, STRATEGIES, ConfigError, FitConfig
+from fitcore import api, figures, live, report, strategies
+from fitcore.config import MAX_WORKERS, OPTIMIZERS, ConfigError, FitConfig
 from fitcore.devices import MAX_VIRTUAL, cuda_gpus
+from fitcore.events import Status
 from fitcore.pool import RunNotFound, RunPool, server_pool
-from fitcore.runner import PAUSED, Snapshot
+from fitcore.runner import Snapshot
 
 FRONTEND = Path(__file__).parent / "frontend"  # the live view's JavaScript and CSS
 # The live view asks the server for news this often (ms): a request costs the server well under a millisecond,
@@ -27,11 +28,6 @@ FRONTEND = Path(__file__).parent / "frontend"  # the live view's JavaScript and 
 POLL_MS, QUEUED_POLL_MS = 400, 1000
 KEEP_RUNS = 5  # earlier runs of this session kept for the loss chart's overlay
 PLOT_CONFIG = {"displaylogo": False, "displayModeBar": False}  # no toolbar over a picture on a projector
-TITLES = {
-    "dataparallel": "How DataParallel splits a batch",
-    "ddp": "How DistributedDataParallel shards the data",
-}
-STRATEGY_LABELS = {"dataparallel": "DataParallel", "ddp": "DistributedDataParallel"}
 # widgets that are not always drawn (a hidden widget's value is forgotten by Streamlit unless kept)
 KEPT_WIDGETS = ("virtual_devices", "gpus", "workers")
 
@@ -132,7 +128,7 @@ def devices_spec() -> str:
     ss = st.session_state
     if ss.device_mode == "cuda":
         return "cuda:" + ",".join(str(i) for i in sorted(ss.gpus))
-    if ss.strategy == "ddp":
+    if strategies.strategy(ss.strategy).processes:
         return "cpu"  # for ddp, `cpu` means `workers` processes on the CPU
     return f"virtual:{ss.virtual_devices}"
 
@@ -140,7 +136,7 @@ def devices_spec() -> str:
 def workers_value() -> int:
     """ddp's ranks: the workers control on the CPU; one per selected GPU with CUDA (what validate demands)."""
     ss = st.session_state
-    if ss.strategy == "ddp" and ss.device_mode == "cuda":
+    if strategies.strategy(ss.strategy).processes and ss.device_mode == "cuda":
         return len(ss.gpus)
     return int(ss.workers)
 
@@ -175,9 +171,8 @@ def refresh_snapshot() -> Snapshot | None:
     except RunNotFound:
         ss.run_id = None
         if ss.snap is not None and ss.snap.active:
-            ss.snap = dataclasses.replace(
-                ss.snap, status="stopped", message="the server dropped this run: the page did not read it"
-            )
+            message = "the server dropped this run: the page did not read it"
+            ss.snap = dataclasses.replace(ss.snap, status=Status.STOPPED, message=message)
     return ss.snap
 
 
@@ -302,9 +297,9 @@ def strategy_ui() -> None:
     st.subheader("Strategy")
     st.radio(
         "Strategy",
-        STRATEGIES,
+        strategies.NAMES,
         key="strategy",
-        format_func=STRATEGY_LABELS.get,
+        format_func=lambda name: strategies.strategy(name).label,
         label_visibility="collapsed",
         help="DataParallel: one process cuts every batch over the devices. DistributedDataParallel: one "
         "process (rank) per device, each with its own shard of the data.",
@@ -313,7 +308,7 @@ def strategy_ui() -> None:
 
 def devices_ui(gpus: dict) -> None:
     ss = st.session_state
-    ddp_run = ss.strategy == "ddp"
+    ddp_run = strategies.strategy(ss.strategy).processes
     st.subheader("Devices")
     if gpus:
         on_cpu = "CPU processes" if ddp_run else "Virtual devices"
@@ -401,7 +396,7 @@ def lesson_ui(values: dict) -> None:
 def run_controls_ui(gpus: dict, can_start: bool) -> None:
     snap: Snapshot | None = st.session_state.snap
     active = snap is not None and snap.active
-    paused = active and snap.status == PAUSED
+    paused = active and snap.status == Status.PAUSED
     cols = st.columns([1.6, 1.1, 0.9, 0.9, 0.9, 3.0], vertical_alignment="bottom")
     cols[0].button(
         "Start training",
@@ -493,10 +488,10 @@ def _shards_source(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> 
 def _shards_picture(value: dict, which: str) -> None:
     """A strip per rank over the dataset's rows: a cell where the rank got the row, pale for padding."""
     n = value["data_size"]
-    if ddp.row_owners(value, which) is None or n > figures.MAX_SHARD_PICTURE_ROWS:
+    if report.row_owners(value, which) is None or n > figures.MAX_SHARD_PICTURE_ROWS:
         st.caption(f"{n} rows are too many to draw one by one; the table below counts them.")
         return
-    figure = go.Figure(figures.shard_grid(ddp.shard_table(value, which), n))  # validated: names checked
+    figure = go.Figure(figures.shard_grid(report.shard_table(value, which), n))  # validated: names checked
     st.plotly_chart(figure, theme=None, config=PLOT_CONFIG, key="shards_chart")
 
 
@@ -676,31 +671,10 @@ def below_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict, values: d
 
 def explain_ui(strategy: str) -> None:
     with st.expander("How DataParallel splits a batch", expanded=False):
-        st.markdown(
-            """
-`nn.DataParallel(model, device_ids=[0, 1, ...])` runs in one process. On every forward call it:
-
-1. **scatter** — cuts the batch along its first dimension with `tensor.chunk(len(device_ids))` and copies
-   chunk *i* to device *i*. Chunks have `ceil(B / K)` rows and the last one fewer, so 200 rows on 3 devices
-   are 67 / 67 / 66, and a small batch uses fewer devices than selected (5 rows on 8 devices: 5 chunks of 1).
-2. **replicate** — copies the module's current parameters from `device_ids[0]` to every device that got a
-   chunk, again on every step.
-3. **parallel_apply** — runs replica *i* on chunk *i*, one thread per replica, all at once. Each replica's
-   forward sees only its chunk: the tutorial's `In Model: input size torch.Size([100, 2])` lines.
-4. **gather** — concatenates the replicas' outputs on `device_ids[0]`: the `Outside` line shows the whole
-   batch again. The loss is computed there, and backward sums every replica's gradients into the one
-   original set of parameters, which the optimizer then updates once.
-
-**Virtual devices** do steps 1, 3 and 4 exactly on the CPU and make step 2 free (the replicas share the
-parameters), so the numbers are those of one device: the lesson is the split, not a speed-up.
-
-**`.to(device)`**: `tensor.to(device)` returns a *copy* on that device and leaves the original where it was,
-so write `x = x.to(device)`. `model.to(device)` moves the module's parameters *in place* (and returns the same
-module), so `model.to(device)` on its own is enough.
-"""
-        )
-    with st.expander("DataParallel versus DistributedDataParallel", expanded=strategy == "ddp"):
-        st.markdown(ddp.EXPLAIN_MARKDOWN)
+        st.markdown(strategies.STRATEGIES["dataparallel"].markdown)
+    ddp = strategies.STRATEGIES["ddp"]
+    with st.expander("DataParallel versus DistributedDataParallel", expanded=strategy == ddp.name):
+        st.markdown(ddp.markdown)
 
 
 def main() -> None:
@@ -731,7 +705,7 @@ def main() -> None:
 
     # one projector screen: a compact header, the buttons, then the live view; what is read comes below
     strategy = st.session_state.strategy
-    st.header(TITLES.get(strategy, TITLES["dataparallel"]), anchor=False)
+    st.header(strategies.strategy(strategy).title, anchor=False)
     messages_ui(values, config_error)
     run_controls_ui(gpus, can_start=cfg is not None)
     snap = st.session_state.snap

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fitcore.config import ConfigError
+from fitcore.errors import ConfigError
 
 MAX_VIRTUAL = 8
 EMULATED = "emulated on CPU"

@@ -12,12 +12,15 @@ import time
 from bisect import bisect_right
 from typing import Any, Sequence
 
-from fitcore import report
+from fitcore import report, strategies
+from fitcore.config import FitConfig
+from fitcore.events import Step
 from fitcore.phases import step_bytes
 from fitcore.runner import Snapshot
 
 MAX_POINTS = 4000  # points of each series in one answer; the history itself keeps fewer
 MAX_IDS = 8  # dataset row ids shown per device
+ITEMSIZE = 4  # bytes of a float32: X, y and the parameters (fitcore.data)
 
 
 def _number(value: float | None) -> float | None:
@@ -44,7 +47,7 @@ def json_safe(value: Any) -> Any:
 def run_title(snap: Snapshot, number: int | None = None) -> str:
     """ "Run 2 · DataParallel · virtual:3": how the page names a run, in its legend and overlay too."""
     name = f"Run {number}" if number else snap.run_id
-    return f"{name} · {report.strategy_label(snap.config)} · {snap.config.devices}"
+    return f"{name} · {strategies.of(snap).label} · {snap.config.devices}"
 
 
 def run_part(snap: Snapshot, number: int | None = None) -> dict[str, Any]:
@@ -101,9 +104,9 @@ def _picture(cfg: FitConfig, step: Step, labels: Sequence[str], emulated: bool, 
         "devices": devices,
         "phases": [
             {"name": p.name, "device": p.device, "start": p.start, "duration": p.duration, "bytes": p.bytes}
-            for p in step.phases
+            for p in (step.phases.phases() if step.phases else ())
         ],
-        "bytes": step_bytes(busy, cfg.n_features, len(labels)),
+        "bytes": step_bytes(sum(busy), len(labels), cfg.n_features, ITEMSIZE),
     }
 
 
@@ -128,10 +131,10 @@ def payload(snap: Snapshot, since: int = 0, number: int | None = None) -> dict[s
 
 def planned_payload(cfg: FitConfig, gpus: Any = None) -> dict[str, Any]:
     """Before a run: the first step as it will be split, with no times yet (nothing has run)."""
-    step, labels = strategy_of(cfg).planned_step(cfg, gpus)
+    step, labels = strategies.of(cfg).planned_step(cfg, gpus)
     return {
         "run": {
-            "id": None, "label": f"{report.strategy_label(cfg)} · {cfg.devices}", "strategy": cfg.strategy,
+            "id": None, "label": f"{strategies.of(cfg).label} · {cfg.devices}", "strategy": cfg.strategy,
             "status": "ready", "active": False, "kind": "info",
             "status_line": f"Ready · step 0 / {cfg.total_steps} · press Start training",
             "step": 0, "total_steps": cfg.total_steps, "pace": None, "server_time": time.time(),

@@ -27,22 +27,22 @@ from fitcore import cli
 from fitcore.config import MAX_WORKERS, ConfigError, FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.ddp import (
-    EXPLAIN_MARKDOWN,
     Layout,
     TorchrunEnv,
-    _epoch_value,
     config_for_torchrun,
     epoch_shards,
-    row_owners,
-    shard_table,
+    epoch_value,
     shards_value,
     torchrun_env,
     train_ddp,
 )
 from fitcore.devices import GPU
+from fitcore.events import Detail, RunEnded, RunStarted, Step
+from fitcore.explain import DDP_MARKDOWN as EXPLAIN_MARKDOWN
 from fitcore.parallel import LinearModel, init_parameters
+from fitcore.report import row_owners, shard_table
 from fitcore.runner import Run
-from fitcore.train import Detail, RunEnded, RunStarted, Step, _make_optimizer
+from fitcore.train import make_optimizer
 from tests.helpers import PauseWatch, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +59,7 @@ def reference(cfg: FitConfig) -> tuple[list[float], tuple[float, ...], float]:
     X, y = make_data(cfg)
     model = LinearModel(cfg.n_features)
     init_parameters(model, cfg.seed + 1)
-    optimizer = _make_optimizer(cfg, model.parameters())
+    optimizer = make_optimizer(cfg, model.parameters())
     b = math.ceil(cfg.batch_size / cfg.workers)
     losses = []
     for epoch in range(cfg.epochs):
@@ -136,7 +136,7 @@ def test_layout_rows_and_steps(n, batch, k, per_rank, steps):
 def test_ten_rows_on_three_ranks_pad_from_the_start():
     shards = epoch_shards(10, 3, shuffle=False, seed=0, epoch=1)
     assert shards == [[0, 3, 6, 9], [1, 4, 7, 0], [2, 5, 8, 1]]  # 12 slots: rows 0 and 1 twice
-    value = _epoch_value(Layout(10, 3, 3), ("a", "b", "c"), 1, shards)
+    value = epoch_value(Layout(10, 3, 3), ("a", "b", "c"), 1, shards)
     assert [r["count"] for r in value["ranks"]] == [4, 4, 4]
     assert [r["padded"] for r in value["ranks"]] == [[], [0], [1]]
     assert value["repeated"] == [0, 1]
@@ -155,7 +155,7 @@ def test_shards_follow_the_sampler_rule(n, k, shuffle):
     shards = epoch_shards(n, k, shuffle, seed, epoch)
     assert shards == expected
     layout = Layout(n, k, n)
-    value = _epoch_value(layout, tuple(f"rank {r}" for r in range(k)), epoch, shards)
+    value = epoch_value(layout, tuple(f"rank {r}" for r in range(k)), epoch, shards)
     assert value["repeated"] == order[: layout.padding]
     assert sorted(i for r in value["ranks"] for i in r["padded"]) == sorted(order[: layout.padding])
     owners = row_owners(shards_value(FitConfig(data_size=n), layout, ["x"] * k, value, value))
@@ -165,7 +165,7 @@ def test_shards_follow_the_sampler_rule(n, k, shuffle):
 def test_shard_table_reads_a_snapshots_extra():
     layout = Layout(10, 3, 3)
     labels = tuple(f"rank {r} · cpu · gloo" for r in range(3))
-    first = _epoch_value(layout, labels, 1, epoch_shards(10, 3, False, 0, 1))
+    first = epoch_value(layout, labels, 1, epoch_shards(10, 3, False, 0, 1))
     extra = {"shards": shards_value(FitConfig(data_size=10, shuffle=False), layout, labels, first, first)}
     table = shard_table(extra, "first")
     assert [(t["rank"], t["rows"], t["first"], t["last"], t["padded"]) for t in table] == [

@@ -8,9 +8,9 @@ import pytest
 
 import fitcore.pool as pool_mod
 from fitcore.config import ConfigError, FitConfig, Limits
+from fitcore.events import RunEnded
 from fitcore.pool import CLASSROOM_LIMITS, PoolSettings, RunNotFound, RunPool
 from fitcore.runner import Run
-from fitcore.train import RunEnded
 from tests.helpers import wait_for
 
 FAR = 3600.0  # a reaper interval or idle timeout that never comes during a test

@@ -19,10 +19,12 @@ import torch
 
 import fitcore.cli as cli
 from fitcore.config import ConfigError, FitConfig, validate
+from fitcore.events import RunEnded, Status
 from fitcore.pool import CLASSROOM_LIMITS, PoolSettings, RunNotFound, RunPool
 from fitcore.runner import Run
-from fitcore.train import FAILED, FINISHED, STOPPED, RunEnded
 from tests.helpers import PauseWatch, wait_for
+
+FAILED, FINISHED, STOPPED = Status.FAILED, Status.FINISHED, Status.STOPPED
 
 ROOT = Path(__file__).resolve().parents[1]
 # the module, not the function that fitcore/__init__.py exports under the same name

@@ -9,8 +9,9 @@ import threading
 import pytest
 
 from fitcore.config import FitConfig, validate
+from fitcore.events import RunEnded, RunStarted, Step
 from fitcore.runner import History, Run, Snapshot
-from fitcore.train import RunEnded, RunStarted, Step, train
+from fitcore.train import train
 from tests.helpers import PauseWatch, wait_for
 
 train_mod = importlib.import_module("fitcore.train")  # the module, not the function fitcore re-exports
@@ -284,7 +285,7 @@ def test_a_failure_inside_train_fails_the_run(monkeypatch):
 
 
 def test_a_failure_mid_run_keeps_the_steps(monkeypatch):
-    real = train_mod._make_optimizer
+    real = train_mod.make_optimizer
 
     def make_optimizer(cfg, params):
         optimizer = real(cfg, params)
@@ -299,7 +300,7 @@ def test_a_failure_mid_run_keeps_the_steps(monkeypatch):
         optimizer.step = failing_step
         return optimizer
 
-    monkeypatch.setattr(train_mod, "_make_optimizer", make_optimizer)
+    monkeypatch.setattr(train_mod, "make_optimizer", make_optimizer)
     snap = finish(make_run(cfg={"epochs": 10}).start())
     assert (snap.status, snap.message, snap.step) == ("failed", "ValueError: bad step", 3)
     assert snap.weights == snap.latest.weights and snap.final_loss == snap.latest.loss

@@ -14,8 +14,9 @@ import torch
 from fitcore.config import FitConfig, validate
 from fitcore.data import epoch_batches, make_data
 from fitcore.devices import parse_devices
+from fitcore.events import RunEnded, RunStarted, Step
 from fitcore.parallel import LinearModel, chunk_sizes, init_parameters
-from fitcore.train import Control, RunEnded, RunStarted, Step, finished_message, train
+from fitcore.train import Control, finished_message, train
 from tests.helpers import wait_for
 
 # the module: `import fitcore.train` names the function that fitcore/__init__.py re-exports
@@ -155,7 +156,7 @@ def test_every_step_reports_the_parameters_after_it(optimizer):
     model = LinearModel(cfg.n_features)
     init_parameters(model, cfg.seed + 1)
     params_ = list(model.parameters())
-    optimizer_ = train_mod._make_optimizer(cfg, params_)
+    optimizer_ = train_mod.make_optimizer(cfg, params_)
     generator = torch.Generator().manual_seed(cfg.seed + 2)
     replay = []
     for _ in range(cfg.epochs):
@@ -447,7 +448,7 @@ def test_adam_is_fused_where_torch_has_it_and_steps_like_the_default_adam():
     cfg = validate(FitConfig(lr=0.05), gpus=[])
     X, y = make_data(cfg)
     ends = []
-    for make in (train_mod._make_optimizer, lambda cfg, p: torch.optim.Adam(p, lr=cfg.lr)):
+    for make in (train_mod.make_optimizer, lambda cfg, p: torch.optim.Adam(p, lr=cfg.lr)):
         torch.manual_seed(0)
         fc = torch.nn.Linear(2, 1)
         params = list(fc.parameters())
