@@ -424,12 +424,14 @@ def run_controls_ui(gpus: dict, can_start: bool) -> None:
     )
     cols[3].button("Stop", key="stop", disabled=not active, on_click=_on_run, args=("stop",), width="stretch")
     cols[4].button("Reset", key="reset", disabled=snap is None, on_click=reset_run, width="stretch")
-    cols[5].select_slider(
+    # a select box as tall as the buttons, its label inside: the live view starts one row higher
+    cols[5].selectbox(
         "Pace",
         report.PACE_CHOICES,
         key="pace",
-        format_func=report.pace_label,
+        format_func=lambda choice: f"Pace: {report.pace_label(choice)}",
         on_change=pace_changed,
+        label_visibility="collapsed",
         help="Steps per second; takes effect at once, also during a run. At 5 or fewer, each step's "
         "phases play in order in the picture.",
     )

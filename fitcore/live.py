@@ -50,6 +50,14 @@ def run_title(snap: Snapshot, number: int | None = None) -> str:
     return f"{name} · {strategies.of(snap).label} · {snap.config.devices}"
 
 
+def _status_line(snap: Snapshot) -> str:
+    line = report.status_line(snap)
+    if strategies.of(snap).processes and snap.active and snap.step == 0:
+        k = snap.config.workers
+        line += f" · starting {k} process{'es' if k != 1 else ''}: each imports torch and joins the group"
+    return line
+
+
 def run_part(snap: Snapshot, number: int | None = None) -> dict[str, Any]:
     """The run's status, for the line above the picture."""
     return {
@@ -58,7 +66,7 @@ def run_part(snap: Snapshot, number: int | None = None) -> dict[str, Any]:
         "strategy": snap.config.strategy,
         "status": str(snap.status),
         "active": snap.active,
-        "status_line": report.status_line(snap),
+        "status_line": _status_line(snap),
         "kind": report.status_kind(snap),
         "step": snap.step,
         "total_steps": snap.total_steps,
@@ -74,6 +82,11 @@ def picture(snap: Snapshot) -> dict[str, Any] | None:
     return _picture(snap.config, snap.latest, snap.devices, snap.emulated, snap.latest_time)
 
 
+def short_label(label: str) -> str:
+    """"virtual:0" for "virtual:0 (emulated on CPU)": the picture says once, beneath, that it is emulated."""
+    return label.split(" (emulated", 1)[0]
+
+
 def _picture(cfg: FitConfig, step: Step, labels: Sequence[str], emulated: bool, when: float | None) -> dict:
     """Every selected device, busy or idle, with its rows, shapes and first dataset ids; the step's phases."""
     by_device = {r.device: r for r in step.replicas}
@@ -81,10 +94,10 @@ def _picture(cfg: FitConfig, step: Step, labels: Sequence[str], emulated: bool, 
     for label in labels:
         r = by_device.get(label)
         if r is None:
-            devices.append({"label": label, "busy": False, "rows": 0})
+            devices.append({"label": short_label(label), "busy": False, "rows": 0})
             continue
         devices.append({
-            "label": label, "busy": True, "start": r.start, "stop": r.stop, "rows": r.rows,
+            "label": short_label(label), "busy": True, "start": r.start, "stop": r.stop, "rows": r.rows,
             "input_shape": list(r.input_shape), "output_shape": list(r.output_shape),
             "ids": list(r.ids[:MAX_IDS]), "loss": _number(r.loss),
         })  # fmt: skip
@@ -99,11 +112,12 @@ def _picture(cfg: FitConfig, step: Step, labels: Sequence[str], emulated: bool, 
         "batch_rows": step.input_shape[0],
         "input_shape": list(step.input_shape),
         "output_shape": list(step.output_shape),
-        "first_device": labels[0] if labels else "",
+        "first_device": short_label(labels[0]) if labels else "",
         "emulated": emulated,
         "devices": devices,
         "phases": [
-            {"name": p.name, "device": p.device, "start": p.start, "duration": p.duration, "bytes": p.bytes}
+            {"name": p.name, "device": short_label(p.device), "start": p.start, "duration": p.duration,
+             "bytes": p.bytes}
             for p in (step.phases.phases() if step.phases else ())
         ],
         "bytes": step_bytes(sum(busy), len(labels), cfg.n_features, ITEMSIZE),

@@ -21,7 +21,7 @@ const MAX_BACKOFF_MS = 5000;    // the slowest retry after errors
 const FETCH_TIMEOUT_MS = 8000;  // a request that hangs this long counts as an error
 const FONT = '"Source Sans", "Source Sans Pro", "Liberation Sans", "Helvetica Neue", Arial, sans-serif';
 const SVG_NS = "http://www.w3.org/2000/svg";
-const STILL_STATUSES = new Set(["queued", "paused"]);
+const RAW_COLOUR = "#9aa5b1";  // the unsmoothed loss, behind the smoothed one
 const ALL_DONE = Number.MAX_SAFE_INTEGER;  // the stepper's phase index for "the whole step, all done"
 
 // ---------------------------------------------------------------- entry point
@@ -131,7 +131,7 @@ function plural(n, word) {
 function createState(parentElement) {
   const state = {
     parentElement, disposed: false, setTriggerValue: null,
-    endpoint: "/fitcore/live", pollMs: 400, pausedPollMs: 1000, overlay: [],
+    endpoint: "/fitcore/live", byeEndpoint: null, pollMs: 400, queuedPollMs: 1000, overlay: [], smoothing: 0,
     run: null, names: [], trueValues: [], lstsq: null, loss: [], params: [],
     picture: null,
     poll: { timer: null, inFlight: false, failures: 0, lastAnswerAt: performance.now(), stopped: true,
@@ -148,7 +148,24 @@ function createState(parentElement) {
   state.resizeObserver = new ResizeObserver(() => onResize(state));
   state.resizeObserver.observe(state.dom.root);
   state.connTimer = setInterval(() => renderConnection(state), 500);
+  state.onPageHide = () => sayGoodbye(state);
+  window.addEventListener("pagehide", state.onPageHide);
   return state;
+}
+
+// The browser's owner id lives in a cookie, sent with the page's websocket and with every poll: a reload,
+// or the address opened again in this browser, finds this browser's runs; another browser has its own.
+function keepOwner(owner) {
+  if (!/^[0-9a-f]{32}$/.test(owner)) return;
+  if (document.cookie.split("; ").includes(`fitcore_owner=${owner}`)) return;
+  document.cookie = `fitcore_owner=${owner}; path=/; max-age=${30 * 24 * 3600}; SameSite=Strict`;
+}
+
+// A closing (or reloading) page says so, and the server frees its run a few seconds later unless a page
+// reads it again: a reload does at once, a closed tab never will.
+function sayGoodbye(state) {
+  if (!state.byeEndpoint || !isActive(state) || !navigator.sendBeacon) return;
+  navigator.sendBeacon(`${state.byeEndpoint}?run=${encodeURIComponent(state.run.id)}`);
 }
 
 function dispose(state) {
@@ -156,6 +173,7 @@ function dispose(state) {
   state.disposed = true;
   stopPolling(state);
   clearInterval(state.connTimer);
+  window.removeEventListener("pagehide", state.onPageHide);
   if (state.raf) cancelAnimationFrame(state.raf);
   state.resizeObserver.disconnect();
   state.dom.root.remove();
@@ -232,9 +250,12 @@ function chartFigure(title) {
 // newer points this page already polled are kept on top of it.
 function acceptMountData(state, data) {
   if (data.endpoint) state.endpoint = data.endpoint;
+  if (data.bye) state.byeEndpoint = data.bye;
   if (isNum(data.poll_ms)) state.pollMs = data.poll_ms;
-  if (isNum(data.paused_poll_ms)) state.pausedPollMs = data.paused_poll_ms;
+  if (isNum(data.queued_poll_ms)) state.queuedPollMs = data.queued_poll_ms;
+  state.smoothing = isNum(data.smoothing) ? data.smoothing : 0;
   state.overlay = Array.isArray(data.overlay) ? data.overlay : [];
+  if (data.owner) keepOwner(data.owner);
   state.dirty.charts = true;
   const payload = data.payload;
   if (!payload || !payload.run) {
@@ -317,8 +338,9 @@ function isActive(state) {
   return !!(state.run && state.run.active) && !state.poll.gone;
 }
 
+// A queued run changes only its place in the queue; a paused one can still take a single Step.
 function pollInterval(state) {
-  return STILL_STATUSES.has(state.run.status) ? state.pausedPollMs : state.pollMs;
+  return state.run.status === "queued" ? state.queuedPollMs : state.pollMs;
 }
 
 function startPollingIfActive(state) {
@@ -962,7 +984,7 @@ function drawFooter(ctx) {
   label(svg, SIDE, y, left, { size: 15, weight: 600, fill: "#343a40" });
   if (pic.emulated) {
     const who = pic.strategy === "ddp" ? "DDP" : "DataParallel";
-    const note = `emulated on the CPU: bytes are what ${who} would move on GPUs`;
+    const note = `emulated on the CPU: bytes as ${who} on GPUs`;
     const room = layout.width - SIDE - textWidth(left, 15, 600) - 30;
     label(svg, layout.width - SIDE, y, fitText(note, room, 15), { size: 15, anchor: "end",
                                                                    fill: "#5f3dc4" });
@@ -1420,6 +1442,20 @@ function markDivergence(svg, plot, xs, step) {
                                                          anchor: right ? "start" : "end", halo: true });
 }
 
+// TensorBoard's smoothing: an exponential moving average of log10(loss) with its start-up bias corrected
+// (fitcore.report.smooth does the same on the server); gaps stay gaps.
+export function smoothLog(points, weight) {
+  if (!(weight > 0)) return points;
+  let acc = 0;
+  let n = 0;
+  return points.map(([s, v]) => {
+    if (!(isNum(v) && v > 0)) return [s, v];
+    n += 1;
+    acc = weight * acc + (1 - weight) * Math.log10(v);
+    return [s, 10 ** (acc / (1 - weight ** n))];
+  });
+}
+
 function positive(points) {
   return points.filter(([, v]) => isNum(v) && v > 0);
 }
@@ -1458,8 +1494,11 @@ function drawLossChart(state, width) {
     line(svg, plot, pathOf(thin(positive(o.loss), xs), xs, ys), COLOURS[(i + 1) % COLOURS.length],
       { width: 1.5, dash: "6 4" });
   });
-  line(svg, plot, pathOf(thin(state.loss.map(([s, v]) => [s, v > 0 ? v : null]), xs), xs, ys), COLOURS[0],
-    { width: 3 });
+  const own = state.loss.map(([s, v]) => [s, v > 0 ? v : null]);
+  if (state.smoothing > 0) {  // the raw loss stays behind the smoothed one, pale
+    line(svg, plot, pathOf(thin(own, xs), xs, ys), RAW_COLOUR, { width: 1.5 });
+  }
+  line(svg, plot, pathOf(thin(smoothLog(own, state.smoothing), xs), xs, ys), COLOURS[0], { width: 3 });
   markDivergence(svg, plot, xs, divergenceStep(state));
   if (!state.loss.length) {
     label(svg, plot.x + plot.w / 2, plot.y + plot.h / 2, "the loss of every step appears here",

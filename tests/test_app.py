@@ -217,7 +217,7 @@ def test_an_edited_app_py_keeps_the_one_server_pool(page, tmp_path):
 def test_start_trains_and_shows_the_split_and_the_results(page):
     at = page()
     at.slider(key="virtual_devices").set_value(3)
-    at.select_slider(key="pace").set_value("max")
+    at.selectbox(key="pace").set_value("max")
     at.run()
     assert at.selectbox(key="preset").value == "Uneven split"
     at.button(key="start").click()
@@ -310,7 +310,7 @@ def test_a_live_chart_redraws_one_of_its_two_copies_per_refresh(page):
     unchanged stays drawn and shows through.
     """
     at = page()
-    at.select_slider(key="pace").set_value("20")
+    at.selectbox(key="pace").set_value("20")
     at.run()
     at.button(key="start").click()
     at.run()
@@ -334,7 +334,7 @@ def test_a_live_chart_redraws_one_of_its_two_copies_per_refresh(page):
 
 def test_pause_resume_stop_and_reset(page):
     at = page()
-    at.select_slider(key="pace").set_value("1")  # slow motion: one step a second
+    at.selectbox(key="pace").set_value("1")  # slow motion: one step a second
     at.run()
     at.button(key="start").click()
     at.run()
@@ -379,7 +379,7 @@ def test_the_live_panels_refresh_only_while_a_run_is_active(page, monkeypatch):
     monkeypatch.setattr(st, "fragment", spy)
     at = page()
     assert intervals == [None]
-    at.select_slider(key="pace").set_value("1")
+    at.selectbox(key="pace").set_value("1")
     at.run()
     at.button(key="start").click()
     at.run()
@@ -397,7 +397,7 @@ def test_the_live_panels_refresh_only_while_a_run_is_active(page, monkeypatch):
 
 def test_changing_controls_during_a_run_does_not_alter_it(page):
     at = page()
-    at.select_slider(key="pace").set_value("1")
+    at.selectbox(key="pace").set_value("1")
     at.run()
     at.button(key="start").click()
     at.run()
@@ -415,14 +415,14 @@ def test_changing_controls_during_a_run_does_not_alter_it(page):
 
 def test_pace_changes_live(page):
     at = page()
-    at.select_slider(key="pace").set_value("1")
+    at.selectbox(key="pace").set_value("1")
     at.run()
     at.button(key="start").click()
     at.run()
     pool, owner = _pool(at)
     run_id = at.session_state["run_id"]
     assert pool.snapshot(owner, run_id).pace == 1.0
-    at.select_slider(key="pace").set_value("max")
+    at.selectbox(key="pace").set_value("max")
     at.run()
     assert pool.snapshot(owner, run_id).pace is None
     wait_until_ended(at)
@@ -431,7 +431,7 @@ def test_pace_changes_live(page):
 
 def test_a_dropped_run_keeps_what_the_page_last_read(page):
     at = page()
-    at.select_slider(key="pace").set_value("max")
+    at.selectbox(key="pace").set_value("max")
     at.run()
     at.button(key="start").click()
     at.run()
@@ -444,7 +444,7 @@ def test_a_dropped_run_keeps_what_the_page_last_read(page):
     assert list(table(at, "Parameter")["Parameter"]) == ["w1", "w2", "b"]
 
     # an active run dropped by the server: the page says so instead of showing it running forever
-    at.select_slider(key="pace").set_value("1")
+    at.selectbox(key="pace").set_value("1")
     at.run()
     at.button(key="start").click()
     at.run()
@@ -520,7 +520,7 @@ def test_the_link_sets_the_controls_and_follows_them(page):
         "strategy": "dataparallel",
         "workers": 2,
     }
-    assert at.select_slider(key="pace").value == "5"
+    assert at.selectbox(key="pace").value == "5"
     assert at.query_params == query  # already in the page's own spelling
     # a control changed on the page is written to the link ...
     at.number_input(key="seed").set_value(7)
@@ -530,7 +530,7 @@ def test_the_link_sets_the_controls_and_follows_them(page):
     # ... and the link reproduces the setup in a new session
     again = page(dict(at.query_params))
     assert control_values(again) == control_values(at)
-    assert again.select_slider(key="pace").value == "5"
+    assert again.selectbox(key="pace").value == "5"
 
 
 def test_a_value_written_as_markdown_shows_as_written_not_as_a_link(page):
@@ -649,7 +649,7 @@ def test_a_two_rank_ddp_run_shows_each_ranks_rows_and_identical_parameters(page)
     for key, value in dict(data_size=40, batch_size=20, epochs=30, lr=0.5).items():
         at.number_input(key=key).set_value(value)
     at.selectbox(key="optimizer").set_value("sgd")
-    at.select_slider(key="pace").set_value("max")
+    at.selectbox(key="pace").set_value("max")
     at.run()
     at.button(key="start").click()
     at.run()
