@@ -28,8 +28,8 @@ LIVE_PATH, BYE_PATH = "/fitcore/live", "/fitcore/bye"
 
 def owner_of(cookies: dict) -> str | None:
     """The owner id in the cookies, or None where it is missing or not one the page could have made."""
-    owner = cookies.get(OWNER_COOKIE, "")
-    return owner if OWNER_PATTERN.fullmatch(owner) else None
+    owner = cookies.get(OWNER_COOKIE)
+    return owner if isinstance(owner, str) and OWNER_PATTERN.fullmatch(owner) else None
 
 
 def _error(status: int, field: str, value: str, allowed: str) -> JSONResponse:

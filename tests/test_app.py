@@ -83,12 +83,19 @@ def wait_until_ended(at: AppTest) -> AppTest:
     return wait_for_run(at, lambda snap: not snap.active)
 
 
+def live_view(at: AppTest) -> dict:
+    """What the page gave its live view (the browser component) on its last run: fitcore.live's payload
+    and the settings the browser polls with."""
+    found = [e for e in at.get("bidi_component") if e.proto.component_name == "fitcore_live"]
+    assert len(found) == 1
+    return json.loads(found[0].proto.json)
+
+
 def status_text(at: AppTest) -> str:
-    """The status line: the one message element with `step n / total` in it."""
-    texts = [e.value for kind in ("info", "success", "warning", "error") for e in getattr(at, kind)]
-    matches = [t for t in texts if STEP.search(t)]
-    assert len(matches) == 1, texts
-    return matches[0]
+    """The status line the live view shows."""
+    line = live_view(at)["payload"]["run"]["status_line"]
+    assert STEP.search(line), line
+    return line
 
 
 def table(at: AppTest, column: str):
@@ -148,10 +155,13 @@ def values_of(array) -> list:
 
 def test_page_loads_idle_with_the_tutorial(page):
     at = page()
-    assert at.title[0].value == "How DataParallel splits a batch"
+    assert at.header[0].value == "How DataParallel splits a batch"
     assert at.selectbox(key="preset").value == "The tutorial"
     assert control_values(at) == report.config_values(FitConfig())
-    assert status_text(at) == "Ready · step 0 / 200 · press **Start training**"
+    assert status_text(at) == "Ready · step 0 / 200 · press Start training"
+    planned_picture = live_view(at)["payload"]["picture"]
+    assert [d["rows"] for d in planned_picture["devices"]] == [100, 100]
+    assert planned_picture["bytes"] == {"dataparallel": 1624, "ddp": 24}  # see tests/test_phases.py
     assert not at.button(key="start").disabled
     assert at.button(key="stop").disabled and at.button(key="pause").disabled
     planned = table(at, "Device")  # before any run: the split the first batch will get
@@ -228,7 +238,7 @@ def test_start_trains_and_shows_the_split_and_the_results(page):
 
     line = status_text(at)
     assert line.startswith("Finished · epoch 200 / 200 · step 200 / 200 · ")
-    assert at.success[0].value == line
+    assert live_view(at)["payload"]["run"]["kind"] == "success"
     split = table(at, "Device")
     assert list(split["Device"]) == [
         "virtual:0 (emulated on CPU)",
@@ -263,73 +273,69 @@ def test_start_trains_and_shows_the_split_and_the_results(page):
 
 
 def check_the_charts(at: AppTest, snap) -> None:
-    """The loss and parameter charts hold the run's history; smoothing and earlier runs are drawn too."""
-    steps, losses = map(list, zip(*snap.loss_history))
-    loss = chart(at, "loss_chart")
-    assert loss["layout"]["yaxis"]["type"] == "log" and loss["layout"]["xaxis"]["range"] == [0, 200]
-    assert [t["name"] for t in loss["data"]] == [snap.run_id]
-    assert values_of(loss["data"][0]["x"]) == steps and values_of(loss["data"][0]["y"]) == losses
-    params = chart(at, "params_chart")
-    assert [t["name"] for t in params["data"]] == ["w1", "w2", "b"]
-    assert values_of(params["data"][2]["y"]) == [v[-1] for _, v in snap.param_history]
-    lines = [(shape["y0"], shape["line"]["dash"]) for shape in params["layout"]["shapes"]]
-    assert lines == [(5.2, "dash"), (9.6, "dash"), (3.4, "dash")]  # true values; no noise, no lstsq line
+    """The live view holds the run's whole history; smoothing, and earlier runs only when asked."""
+    data = live_view(at)
+    body = data["payload"]
+    assert body["loss"] == [[s, v] for s, v in snap.loss_history]
+    assert body["params"] == [[s, list(v)] for s, v in snap.param_history]
+    assert body["names"] == ["w1", "w2", "b"] and body["true"] == [5.2, 9.6, 3.4]
+    assert body["lstsq"] == [*snap.lstsq_weights, snap.lstsq_bias]
+    assert body["run"]["total_steps"] == 200 and body["run"]["label"] == "Run 1 · DataParallel · virtual:3"
+    assert data["smoothing"] == 0.0 and data["overlay"] == []
 
-    at.slider(key="smoothing").set_value(0.5)
+    at.slider(key="smoothing").set_value(0.5)  # the browser smooths (as report.smooth does)
     at.run()
-    loss = chart(at, "loss_chart")
-    assert [t["name"] for t in loss["data"]] == [f"{snap.run_id} (raw)", snap.run_id]
-    assert values_of(loss["data"][0]["y"]) == losses
-    assert values_of(loss["data"][1]["y"]) == pytest.approx(report.smooth(losses, 0.5), rel=1e-12)
+    assert live_view(at)["smoothing"] == 0.5
 
-    # a second run: the first one is overlaid, dashed, and the x axis is the new run's steps
+    # a second run: the first one is overlaid only when asked, and Clear forgets it
     at.slider(key="smoothing").set_value(0.0)
     at.number_input(key="epochs").set_value(5)
     at.run()
     at.button(key="start").click()
     at.run()
     wait_until_ended(at)
-    loss = chart(at, "loss_chart")
-    second = at.session_state["snap"]
-    assert [t["name"] for t in loss["data"]] == [report.run_label(snap), second.run_id]
-    assert loss["data"][0]["line"]["dash"] == "dash" and "dash" not in loss["data"][1]["line"]
-    assert values_of(loss["data"][0]["y"]) == losses
-    assert loss["layout"]["xaxis"]["range"] == [0, 5]
+    data = live_view(at)
+    assert data["overlay"] == [] and data["payload"]["run"]["label"] == "Run 2 · DataParallel · virtual:3"
+    assert data["payload"]["run"]["total_steps"] == 5
+    at.toggle(key="overlay").set_value(True)
+    at.run()
+    overlay = live_view(at)["overlay"]
+    assert [o["label"] for o in overlay] == ["Run 1 · DataParallel · virtual:3"]
+    assert overlay[0]["loss"] == [[s, v] for s, v in snap.loss_history]
+    at.button(key="clear_overlay").click()
+    at.run()
+    assert live_view(at)["overlay"] == [] and at.button(key="clear_overlay").disabled
 
 
-def _copies(at: AppTest, key: str) -> tuple[dict, dict]:
-    """Both stacked copies of a chart (`{key}_0` behind, `{key}_1` in front), as figure dicts."""
-    by_id = {c.proto.id.rsplit("-", 1)[-1]: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
-    return by_id[f"{key}_0"], by_id[f"{key}_1"]
+def test_the_page_never_reruns_on_a_timer_the_browser_polls_instead(page, monkeypatch):
+    """While a run trains the live view asks /fitcore/live for news: no fragment reruns the script."""
+    fragments = []
+    real = st.fragment
 
+    def spy(func=None, *, run_every=None, **kw):
+        fragments.append(run_every)
+        return real(func, run_every=run_every, **kw)
 
-def test_a_live_chart_redraws_one_of_its_two_copies_per_refresh(page):
-    """No refresh leaves a chart blank: of its two stacked copies, each refresh in a run changes one, in turn.
-
-    Streamlit mounts a plotly chart afresh whenever its figure changes, blank until drawn; the copy left
-    unchanged stays drawn and shows through.
-    """
+    monkeypatch.setattr(st, "fragment", spy)
     at = page()
     at.selectbox(key="pace").set_value("20")
     at.run()
     at.button(key="start").click()
     at.run()
-    copies = []
-    for _ in range(4):
-        step = at.session_state["snap"].step
-        wait_for_run(at, lambda snap, step=step: snap.step > step)  # new points for the chart, then a refresh
-        copies.append(_copies(at, "loss_chart"))
-    changed = [[a[i] != b[i] for i in (0, 1)] for a, b in zip(copies, copies[1:])]
-    assert changed in (
-        [[True, False], [False, True], [True, False]],
-        [[False, True], [True, False], [False, True]],
-    )
+    data = live_view(at)
+    assert (data["endpoint"], data["bye"]) == ("/fitcore/live", "/fitcore/bye")
+    assert (data["poll_ms"], data["queued_poll_ms"]) == (400, 1000)
+    assert data["owner"] == at.session_state["owner"] and re.fullmatch("[0-9a-f]{32}", data["owner"])
+    assert data["payload"]["run"]["id"] == at.session_state["run_id"]
+    assert data["payload"]["run"]["active"] is True
+    wait_for_run(at, lambda snap: snap.step >= 3)
+    steps = [s for s, _ in live_view(at)["payload"]["loss"]]
+    assert steps == list(range(1, len(steps) + 1)) and len(steps) >= 3  # every step so far
     at.button(key="stop").click()
     at.run()
     wait_until_ended(at)
-    snap = at.session_state["snap"]
-    _, front = _copies(at, "loss_chart")  # once the run has ended, the copy in front holds all of it
-    assert values_of(front["data"][0]["x"]) == [s for s, _ in snap.loss_history]
+    assert live_view(at)["payload"]["run"]["active"] is False
+    assert fragments == []
 
 
 def test_pause_resume_stop_and_reset(page):
@@ -343,9 +349,17 @@ def test_pause_resume_stop_and_reset(page):
     assert status_text(at).startswith("Running · epoch ")
     assert not at.button(key="stop").disabled and at.button(key="start").disabled
 
+    assert at.button(key="step").disabled  # Step runs one step of a paused run only
     at.button(key="pause").click()
     at.run()
     assert status_text(at).startswith("Paused · ")
+    pool, owner = _pool(at)
+    paused_at = wait_for(lambda: pool.snapshot(owner, run_id).step, what="the run's first step")
+    assert not at.button(key="step").disabled
+    at.button(key="step").click()
+    at.run()
+    wait_for(lambda: pool.snapshot(owner, run_id).step == paused_at + 1, what="exactly one more step")
+    assert pool.snapshot(owner, run_id).status == "paused"
     at.button(key="resume").click()
     at.run()
     pool, owner = _pool(at)
@@ -356,43 +370,16 @@ def test_pause_resume_stop_and_reset(page):
     wait_until_ended(at)
     line = status_text(at)
     assert line.startswith("Stopped · ") and line.endswith("stopped by the user")
-    assert at.warning[0].value == line
+    assert live_view(at)["payload"]["run"]["kind"] == "warning"
     steps = int(STEP.search(line).group(1))
     assert 1 <= steps < 200
 
     at.button(key="reset").click()
     at.run()
     assert at.session_state["run_id"] is None and at.session_state["snap"] is None
-    assert status_text(at) == "Ready · step 0 / 200 · press **Start training**"
+    assert status_text(at) == "Ready · step 0 / 200 · press Start training"
     with pytest.raises(RunNotFound):
         pool.snapshot(owner, run_id)  # reset forgets the run in the pool too
-
-
-def test_the_live_panels_refresh_only_while_a_run_is_active(page, monkeypatch):
-    intervals = []
-    real = st.fragment
-
-    def spy(func=None, *, run_every=None, **kw):
-        intervals.append(run_every)
-        return real(func, run_every=run_every, **kw)
-
-    monkeypatch.setattr(st, "fragment", spy)
-    at = page()
-    assert intervals == [None]
-    at.selectbox(key="pace").set_value("1")
-    at.run()
-    at.button(key="start").click()
-    at.run()
-    assert intervals[-1] is not None and intervals[-1] <= 0.5  # at least twice a second
-    at.button(key="pause").click()
-    at.run()
-    assert intervals[-1] is not None  # a paused run is still read, so that it is not reaped
-    at.button(key="stop").click()
-    at.run()
-    wait_until_ended(at)
-    assert intervals[-1] is None
-    at.run()
-    assert intervals[-1] is None
 
 
 def test_changing_controls_during_a_run_does_not_alter_it(page):
@@ -574,7 +561,7 @@ def test_the_ddp_choice_plans_each_ranks_shard_and_goes_into_the_link(page):
     at = page()
     at.radio(key="strategy").set_value("ddp")
     at.run()
-    assert at.title[0].value == "How DistributedDataParallel shards the data"
+    assert at.header[0].value == "How DistributedDataParallel shards the data"
     assert at.number_input(key="workers").value == 2
     assert [w.key for w in at.slider] == ["smoothing"]  # no virtual devices for ddp: one process per rank
     assert at.query_params["strategy"] == "ddp" and at.query_params["devices"] == "cpu"
