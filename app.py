@@ -78,6 +78,7 @@ def init_session(gpus: dict) -> None:
         else:
             apply_values(report.config_values(snap.config))
             ss.pace = report.pace_choice(snap.pace)
+            ss.run_number = get_pool().run_number(ss.owner, ss.run_id)
             ss.url_errors = []
             return
     # a shared link sets the controls; its bad values are reported and replaced by the defaults

@@ -706,6 +706,7 @@ function renderPills(state, pic, groups, phase) {
 function phaseTitle(pic, groups, phase) {
   if (phase.done) {
     const loss = isNum(pic.loss) ? ` · loss ${formatNumber(pic.loss)}` : "";
+    if (!groups.length) return `Step ${pic.step}${loss}`;  // a single device records no phases
     return `Step ${pic.step}: all ${groups.length} phases done${loss}`;
   }
   const group = groups[phase.index];
@@ -745,7 +746,8 @@ const SIDE = 6;
 function pictureLayout(pic, width) {
   const devices = pic.devices || [];
   const k = Math.max(1, devices.length);
-  const boxW = Math.max(90, (width - 2 * SIDE - (k - 1) * BOX_GAP) / k);
+  const gap = k > 6 ? BOX_GAP / 2 : BOX_GAP;  // eight boxes still fit a 780 px picture
+  const boxW = Math.max(72, (width - 2 * SIDE - (k - 1) * gap) / k);
   // shapes on two lines when "[67, 2] → [67, 1]" does not fit the box
   const wide = busy(pic).every((d) => textWidth(`${shape(d.input_shape)} → ${shape(d.output_shape)}`, 14)
     <= boxW - 14);
@@ -758,8 +760,8 @@ function pictureLayout(pic, width) {
   const outH = 26;
   const footY = outY + outH + 19;
   const boxes = devices.map((device, i) => ({
-    device, index: i, x: SIDE + i * (boxW + BOX_GAP), y: boxY, w: boxW, h: boxH,
-    cx: SIDE + i * (boxW + BOX_GAP) + boxW / 2,
+    device, index: i, x: SIDE + i * (boxW + gap), y: boxY, w: boxW, h: boxH,
+    cx: SIDE + i * (boxW + gap) + boxW / 2,
   }));
   const layout = { width, barY, barH, boxY, boxH, outY, outH, footY, height: footY + 8, boxes, narrow };
   layout.rowLabels = rowLabels(pic);
@@ -923,7 +925,8 @@ function drawDeviceBox(ctx, box, mark) {
   g.append(svgEl("rect", { x: box.x, y: box.y, width: box.w, height: 5, rx: 2, fill: colour }));
   const x = box.x + 7;
   const inner = box.w - 14;
-  let name = pic.strategy === "ddp" ? `rank ${box.index} · ${d.label}` : d.label;
+  // a rank's label already starts "rank i · ..." where the run names its ranks so
+  let name = pic.strategy === "ddp" && !d.label.startsWith("rank ") ? `rank ${box.index} · ${d.label}` : d.label;
   if (textWidth(name, 15, 700) > inner && pic.strategy === "ddp") name = `rank ${box.index}`;
   label(g, x, box.y + 23, fitText((first ? "★ " : "") + name, inner, 15, 700), { size: 15, weight: 700 });
   if (!d.busy) {
