@@ -524,3 +524,46 @@ def test_finished_message_says_how_long_it_ran_and_was_paused():
     assert finished_message(1, 0.5, 0.0) == "finished 1 step in 0.50 s"
     assert finished_message(200, 12.345, 4.0) == "finished 200 steps in 12.35 s (4.0 s of it paused)"
 
+
+
+def test_every_emulated_step_carries_its_phases_and_the_dataset_ids_of_each_chunk():
+    from fitcore import phases
+    from fitcore.data import batch_indices
+
+    cfg = validate(FitConfig(data_size=10, batch_size=5, epochs=2, devices="virtual:3"), gpus=[])
+    events, ended = collect(cfg)
+    steps = [e for e in events if isinstance(e, Step)]
+    assert ended.status == "finished" and len(steps) == 4
+    labels = parse_devices("virtual:3").labels
+    gen = torch.Generator().manual_seed(cfg.seed + 2)
+    orders = [list(batch_indices(10, 5, True, gen)) for _ in range(2)]  # each epoch's batches of ids
+    for step in steps:
+        got = step.phases.phases()
+        sizes = [len(c) for c in torch.arange(5).chunk(3)]  # 2, 2, 1
+        assert [r.rows for r in step.replicas] == sizes
+        # one record per busy device for each per-device phase, in the order of the step
+        names = [p.name for p in got]
+        assert names == (
+            ["scatter"] * 3 + ["replicate"] * 3 + ["parallel_apply"] * 3 + ["gather"] * 3
+            + ["loss", "backward"] + ["reduce"] * 3 + ["optimizer"]
+        )  # fmt: skip
+        assert [p.device for p in got if p.name == "scatter"] == list(labels)
+        assert all(p.start >= 0 and p.duration >= 0 for p in got)
+        by_name = {p.name: p for p in got if p.device == labels[0]}
+        assert by_name["loss"].start <= by_name["backward"].start <= by_name["optimizer"].start
+        # bytes: the formulas, for float32 and d = 2 (the first device keeps its own chunk)
+        assert [p.bytes for p in got if p.name == "scatter"] == [0, 2 * 2 * 4, 1 * 2 * 4]
+        assert [p.bytes for p in got if p.name == "gather"] == [0, 2 * 4, 1 * 4]
+        assert [p.bytes for p in got if p.name in ("replicate", "reduce")] == [0, 12, 12] * 2
+        assert by_name["backward"].bytes == (2 + 1) * 4
+        assert step.phases.bytes == phases.dataparallel_bytes(sizes, 2, 4)
+        # where each chunk's rows came from: the epoch's shuffled order, cut like the batch
+        batch = orders[step.epoch - 1][step.batch - 1].tolist()
+        assert [r.ids for r in step.replicas] == [tuple(batch[r.start : r.stop]) for r in step.replicas]
+
+
+def test_a_single_device_records_no_phases():
+    cfg = validate(FitConfig(data_size=10, batch_size=5, epochs=1, devices="cpu", shuffle=False), gpus=[])
+    steps = [e for e in collect(cfg)[0] if isinstance(e, Step)]
+    assert [s.phases for s in steps] == [None, None]
+    assert [s.replicas[0].ids for s in steps] == [(0, 1, 2, 3, 4), (5, 6, 7, 8, 9)]  # rows in order
