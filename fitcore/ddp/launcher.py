@@ -24,6 +24,7 @@ from fitcore.console import final_lines, group_line, shard_lines
 from fitcore.data import least_squares, make_data
 from fitcore.ddp.rank import (
     COLLECTIVE_TIMEOUT,
+    IDS_COLS,
     RankParams,
     final_value,
     group_value,
@@ -31,6 +32,9 @@ from fitcore.ddp.rank import (
     rank_label,
     rank_params,
     rank_step,
+    ranks_phases,
+    ranks_specs,
+    table_ids,
     train_rank,
 )
 from fitcore.ddp.shards import Layout, epoch_shards, epoch_value, shards_value
@@ -69,6 +73,8 @@ class StepReport(NamedTuple):
     loss: float  # this rank's own loss
     weights: tuple[float, ...] | None  # rank 0's parameters after the step; None from the other ranks
     bias: float | None
+    ids: tuple[int, ...]  # the dataset row ids of its first rows (at most MAX_IDS)
+    times: tuple[float, ...]  # its DDP slot times (fitcore.phases), seconds from its own step start
 
 
 class Final(NamedTuple):
@@ -153,11 +159,12 @@ def _worker(rank, cfg, world_size, backend, devices, port, out, gate, parent_pid
             backend, store=store, rank=rank, world_size=world_size, timeout=COLLECTIVE_TIMEOUT
         )
 
-        def report(step, epoch, batch, table, value, raw):
+        def report(step, epoch, batch, table, value, raw, times):
             rows, cols, out_rows, out_cols = table[rank, 1:5].long().tolist()
             weights, bias = rank_params(raw) if rank == 0 else (None, None)
             shapes = (rows, cols), (out_rows, out_cols)
-            out.put(StepReport(rank, step, epoch, batch, *shapes, value, weights, bias))
+            ids = table_ids(table[rank, IDS_COLS].tolist())
+            out.put(StepReport(rank, step, epoch, batch, *shapes, value, weights, bias, ids, times))
 
         state, raw = train_rank(
             cfg,
@@ -221,6 +228,7 @@ class _Launch:
         self.steps, self.loss = 0, None
         self.weights, self.bias = (), float("nan")
         self.labels: tuple[str, ...] = ()
+        self.specs: tuple = ()  # every rank's phase specs, once the labels are known
         self.pids: list[int] = []
         self._progress = threading.Condition()
         self._completed = 0  # steps every rank has reported
@@ -236,6 +244,7 @@ class _Launch:
         backend, devices = placement(cfg, plan)
         X, y = make_data(cfg)  # (N, d), (N, 1)
         lstsq_w, lstsq_b = least_squares(X, y)
+        itemsize = X.element_size()
         del X, y
 
         # 2. the store on a loopback port, then K ranks (spawn: each imports torch afresh)
@@ -260,6 +269,7 @@ class _Launch:
             if isinstance(msg, Ready):
                 labels[msg.rank] = msg.label
         self.labels = tuple(labels)
+        self.specs = ranks_specs(self.labels, cfg.n_features, itemsize)
         startup = self.clock() - started
         self.t0 = self.clock()  # like train(), time the training, not the seconds the ranks took to start
         header = f"Using DistributedDataParallel: {k} process{'es' if k > 1 else ''}, backend {backend}" + (
@@ -362,7 +372,8 @@ class _Launch:
         event = rank_step(
             first.step, first.epoch, first.batch, self.labels,
             [(m.input_shape, m.output_shape) for m in msgs], [m.loss for m in msgs],
-            tuple(first.weights), first.bias, self.clock() - self.t0,
+            tuple(first.weights), first.bias, self.clock() - self.t0, [m.ids for m in msgs],
+            ranks_phases(self.specs, [m.times for m in msgs]),
         )  # fmt: skip
         self.steps, self.loss = event.step, event.loss
         self.weights, self.bias = event.weights, event.bias

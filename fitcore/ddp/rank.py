@@ -10,6 +10,7 @@ from typing import Callable, NamedTuple, Sequence
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler, TensorDataset
 
@@ -20,9 +21,32 @@ from fitcore.devices import DevicePlan
 from fitcore.errors import ConfigError
 from fitcore.events import Replica, Status, Step
 from fitcore.parallel import LinearModel, ShapeRecorder, init_parameters
+from fitcore.phases import (
+    ALLREDUCE_END,
+    ALLREDUCE_START,
+    BACKWARD_END,
+    DDP_SLOTS,
+    FORWARD_END,
+    LOADED,
+    LOSS_END,
+    OPTIMIZER_END,
+    START,
+    CudaClock,
+    HostClock,
+    PhaseRecorder,
+    PhaseSpec,
+    StepPhases,
+    ddp_specs,
+)
 from fitcore.train import make_optimizer
 
 COLLECTIVE_TIMEOUT = timedelta(seconds=120)  # a collective waiting longer than this fails its rank
+MAX_IDS = 8  # dataset row ids each rank reports per step: where its first rows came from
+
+# Columns of the table the ranks all-gather every step, one row per rank
+LOSS_COL, SHAPE_COLS, STOP_COL = 0, slice(1, 5), 5
+IDS_COLS = slice(6, 6 + MAX_IDS)  # its first row ids, padded with -1
+PREV_TIMES_COLS = slice(6 + MAX_IDS, 6 + MAX_IDS + DDP_SLOTS)  # its previous step's times, with pass_times
 
 
 def placement(cfg: FitConfig, plan: DevicePlan, world_size: int | None = None) -> tuple[str, tuple[str, ...]]:
@@ -59,6 +83,7 @@ class RankState:
     message: str = ""
     steps: int = 0
     loss: float | None = None  # the mean of the ranks' losses at the last step
+    last_times: torch.Tensor | None = None  # (K, DDP_SLOTS) every rank's times of the last step (pass_times)
 
 
 class RankParams(NamedTuple):
@@ -74,6 +99,50 @@ def rank_params(raw: LinearModel) -> tuple[tuple[float, ...], float]:
     return tuple(raw.fc.weight.detach().view(-1).tolist()), raw.fc.bias.item()
 
 
+class _AllreduceTimes:
+    """The state of the timed communication hook: where to mark, and whether this step's first bucket went."""
+
+    def __init__(self, mark: Callable[[int], None]):
+        self.mark = mark
+        self.started = False  # reset by the loop before each backward
+
+
+def _timed_allreduce(state, bucket):  # no annotations: DDP rejects any but its own, unquoted ones
+    """DDP's own all-reduce of a gradient bucket (allreduce_hook), with its start and end marked.
+
+    With several buckets the phase runs from the first bucket's start to the last one's end: every
+    bucket's end overwrites the mark. DDP waits for the returned future inside backward, so the callback
+    has run, and the end is marked, before backward returns.
+    """
+    if not state.started:
+        state.started = True
+        state.mark(ALLREDUCE_START)
+
+    def done(fut: torch.futures.Future) -> torch.Tensor:
+        state.mark(ALLREDUCE_END)
+        return fut.value()
+
+    return allreduce_hook(None, bucket).then(done)
+
+
+def _rank_clock(device: torch.device) -> HostClock | CudaClock:
+    """On the CPU a call's work is done when it returns; on a GPU, CUDA events time the queued work."""
+    if device.type == "cuda":
+        return CudaClock([device.index] * DDP_SLOTS)
+    return HostClock(DDP_SLOTS)
+
+
+def relative_times(phases: StepPhases) -> tuple[float, ...]:
+    """A rank's slot times in seconds from its own START: what it sends, plain floats."""
+    t0 = phases.times[START]
+    return tuple(t - t0 for t in phases.times)
+
+
+def _previous_times(table: torch.Tensor, pass_times: bool, steps: int) -> torch.Tensor | None:
+    """Every rank's times of the step before the one whose table this is: the last step taken."""
+    return table[:, PREV_TIMES_COLS] if pass_times and steps else None
+
+
 def train_rank(
     cfg: FitConfig,
     rank: int,
@@ -82,8 +151,9 @@ def train_rank(
     label: str,
     wait_turn: Callable[[int], bool],
     want_stop: Callable[[], bool],
-    report: Callable[[int, int, int, torch.Tensor, float, LinearModel], None],
+    report: Callable[..., None],
     ready: Callable[[], None] = lambda: None,
+    pass_times: bool = False,
 ) -> tuple[RankState, LinearModel]:
     """Train this rank's replica in the process group already initialised; return how it ended.
 
@@ -91,10 +161,16 @@ def train_rank(
         wait_turn: called before each step; False ends the run at once (the spawned ranks' gate, which
             every rank sees the same).
         want_stop: this rank's wish to stop; all ranks share theirs with the loss, so they stop together.
-        report: called after each step with (step, epoch, batch, table, local loss, model), where table
-            (K, 6) holds every rank's [loss, input rows, input cols, output rows, output cols, stop].
+        report: called after each step with (step, epoch, batch, table, local loss, model, times), where
+            table (K, 14) holds every rank's [loss, input rows, input cols, output rows, output cols, stop,
+            its first MAX_IDS dataset row ids padded with -1] (and, with pass_times, its times of the step
+            before) and times are this rank's DDP slot times in seconds from its own START (relative_times).
         ready: called once the model, DDP and the optimizer exist (the first optimizer of a process costs
             seconds), just before the first step.
+        pass_times: also share each rank's times of a step, in the table of the step after it (8 more
+            columns, PREV_TIMES_COLS; zeros at a run's first step), and those of the last step in
+            RankState.last_times once the loop ends by itself, the loss or a stop wish: for a launcher
+            that hears the ranks through the lead rank alone (torchrun), at no extra collective per step.
     """
     state = RankState()
     # 1. the same data and initial parameters on every rank, from the seed
@@ -105,40 +181,58 @@ def train_rank(
     raw.device_label = label
     raw.to(device)
     model = DistributedDataParallel(raw, device_ids=[device.index] if device.type == "cuda" else None)
+    phases, itemsize = PhaseRecorder(_rank_clock(device)), X.element_size()
+    mark = phases.mark
+    hook = _AllreduceTimes(mark)
+    model.register_comm_hook(hook, _timed_allreduce)
     optimizer = make_optimizer(cfg, model.parameters())
     sampler = DistributedSampler(
         TensorDataset(X, y), num_replicas=world_size, rank=rank, shuffle=cfg.shuffle, seed=cfg.seed,
         drop_last=False,
     )  # fmt: skip
     layout = Layout(cfg.data_size, world_size, cfg.batch_size)
+    b = layout.per_rank_batch
+    times = (0.0,) * DDP_SLOTS
     ready()
 
     # 2. each step: forward on this rank's rows, share losses and stop wishes, backward (all-reduce), step
     for epoch in range(1, cfg.epochs + 1):
         sampler.set_epoch(epoch - 1)
-        shard = torch.tensor(list(sampler), dtype=torch.long, device=device)  # (rows_per_rank,)
-        for batch, idx in enumerate(shard.split(layout.per_rank_batch), 1):
+        order = list(sampler)  # this rank's shard: dataset row ids, in the order it trains on them
+        shard = torch.tensor(order, dtype=torch.long, device=device)  # (rows_per_rank,)
+        for batch, idx in enumerate(shard.split(b), 1):
             if not wait_turn(state.steps + 1):
                 state.status = Status.STOPPED
                 return state, raw
+            phases.use(label, ddp_specs, label, world_size, cfg.n_features, itemsize)  # built once
+            mark(START)
             xb, yb = X[idx], y[idx]  # (b, d), (b, 1): this rank's rows only
+            mark(LOADED)
             out = model(xb)  # (b, 1); DDP does not gather it anywhere
+            mark(FORWARD_END)
             loss = F.mse_loss(out, yb)
             value = loss.item()
             (seen,) = recorder.take()
+            first = (batch - 1) * b
+            ids = order[first : first + min(len(idx), MAX_IDS)]
             mine = torch.tensor(
-                [value, *seen.input_shape, *seen.output_shape, float(want_stop())],
+                [
+                    value, *seen.input_shape, *seen.output_shape, float(want_stop()),
+                    *ids, *(-1,) * (MAX_IDS - len(ids)), *(times if pass_times else ()),
+                ],
                 dtype=torch.float64,
                 device=device,
-            )
+            )  # fmt: skip
             gathered = [torch.empty_like(mine) for _ in range(world_size)]
             dist.all_gather(gathered, mine)
-            table = torch.stack(gathered).cpu()  # (K, 6), the same on every rank
-            mean = table[:, 0].mean().item()
-            if table[:, 5].any():
+            table = torch.stack(gathered).cpu()  # (K, 14 or 22), the same on every rank
+            mean = table[:, LOSS_COL].mean().item()
+            if table[:, STOP_COL].any():
                 state.status = Status.STOPPED
+                state.last_times = _previous_times(table, pass_times, state.steps)
                 return state, raw
             if not math.isfinite(mean):
+                state.last_times = _previous_times(table, pass_times, state.steps)
                 state.status, state.message = (
                     Status.DIVERGED,
                     (
@@ -148,10 +242,21 @@ def train_rank(
                 )
                 return state, raw
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()  # DDP all-reduces the gradients here, averaging them over the ranks
+            hook.started = False
+            # the loss phase ends here: the step's loss is the mean of the ranks', shared just above
+            mark(LOSS_END)
+            loss.backward()  # DDP all-reduces the gradients here (the hook), averaging them over the ranks
+            mark(BACKWARD_END)
             optimizer.step()
+            mark(OPTIMIZER_END)
+            times = relative_times(phases.take())
             state.steps, state.loss = state.steps + 1, mean
-            report(state.steps, epoch, batch, table, value, raw)
+            report(state.steps, epoch, batch, table, value, raw, times)
+    if pass_times and state.steps:  # the last step's times have no next step to travel with
+        mine = torch.tensor(times, dtype=torch.float64, device=device)
+        gathered = [torch.empty_like(mine) for _ in range(world_size)]
+        dist.all_gather(gathered, mine)
+        state.last_times = torch.stack(gathered).cpu()
     return state, raw
 
 
@@ -169,6 +274,8 @@ def rank_step(
     weights: tuple[float, ...],
     bias: float,
     elapsed: float,
+    ids: Sequence[tuple[int, ...]] = (),
+    phases: StepPhases | None = None,
 ) -> Step:
     """One step of K ranks as a Step: a Replica per rank (its rows numbered on from the rank before it),
     the mean of the ranks' losses, and rank 0's parameters.
@@ -176,16 +283,46 @@ def rank_step(
     Args:
         shapes: each rank's (input shape, output shape), (b, d) and (b, 1).
         losses: each rank's own loss.
+        ids: each rank's first dataset row ids of the step (table_ids); none given, none shown.
+        phases: every rank's phases of the step (ranks_phases).
     """
     replicas, start = [], 0
-    for label, (input_shape, output_shape), loss in zip(labels, shapes, losses):
+    for r, (label, (input_shape, output_shape), loss) in enumerate(zip(labels, shapes, losses)):
         rows = input_shape[0]
-        replicas.append(Replica(label, start, start + rows, tuple(input_shape), tuple(output_shape), loss))
+        rank_ids = tuple(ids[r]) if ids else ()
+        replicas.append(
+            Replica(label, start, start + rows, tuple(input_shape), tuple(output_shape), loss, rank_ids)
+        )
         start += rows
     d, out = shapes[0][0][1], shapes[0][1][1]
     mean = sum(losses) / len(losses)
     # every rank's rows together; no tensor of this shape exists (nothing is gathered)
-    return Step(step, epoch, batch, mean, (start, d), (start, out), tuple(replicas), weights, bias, elapsed)
+    return Step(
+        step, epoch, batch, mean, (start, d), (start, out), tuple(replicas), weights, bias, elapsed, phases
+    )
+
+
+def table_ids(row: Sequence[float]) -> tuple[int, ...]:
+    """A rank's row ids from its IDS_COLS of the gathered table (floats, padded with -1)."""
+    return tuple(int(i) for i in row if i >= 0)
+
+
+def ranks_specs(labels: Sequence[str], d: int, itemsize: int) -> tuple[PhaseSpec, ...]:
+    """Every rank's DDP specs, rank r's over slots r*DDP_SLOTS ... (r+1)*DDP_SLOTS - 1; built once a run."""
+    k = len(labels)
+    return tuple(
+        spec._replace(start=spec.start + r * DDP_SLOTS, stop=spec.stop + r * DDP_SLOTS)
+        for r, label in enumerate(labels)
+        for spec in ddp_specs(label, k, d, itemsize)
+    )
+
+
+def ranks_phases(specs: tuple[PhaseSpec, ...], times: Sequence[Sequence[float]]) -> StepPhases:
+    """One step's phases of every rank: each rank's times count from its own START, so all start at 0.
+
+    Ranks' clocks are separate processes' (or GPUs'): only times within one rank compare.
+    """
+    return StepPhases(specs, tuple(t for rank_times in times for t in rank_times))
 
 
 def group_value(

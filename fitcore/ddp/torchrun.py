@@ -21,6 +21,8 @@ from fitcore.console import final_lines, group_line, shard_lines
 from fitcore.data import least_squares, make_data
 from fitcore.ddp.rank import (
     COLLECTIVE_TIMEOUT,
+    IDS_COLS,
+    PREV_TIMES_COLS,
     RankParams,
     RankState,
     final_value,
@@ -28,6 +30,9 @@ from fitcore.ddp.rank import (
     rank_label,
     rank_params,
     rank_step,
+    ranks_phases,
+    ranks_specs,
+    table_ids,
     train_rank,
 )
 from fitcore.ddp.shards import Layout, first_epoch_value
@@ -95,6 +100,29 @@ def config_for_torchrun(cfg: FitConfig, env: TorchrunEnv, workers_given: bool = 
     return replace(cfg, workers=env.world_size)
 
 
+class _OneBehind:
+    """The lead rank's Steps, each held until every rank's times of it arrive with the next step's table.
+
+    The ranks share their data once a step, before backward, when the step's own times are not yet known;
+    holding a step back costs nothing, where another collective after each step would cost its round trip.
+    """
+
+    def __init__(self, emit: Callable[[Event], None]):
+        self._emit = emit
+        self._held: tuple | None = None  # rank_step's arguments, all but the phases
+        self.specs: tuple = ()  # every rank's phase specs (ranks_specs), set by the lead
+
+    def hold(self, *args) -> None:
+        self._held = args
+
+    def release(self, times) -> None:
+        """Emit the held step with every rank's times of it ((K, DDP_SLOTS)); None: without phases."""
+        if self._held is not None:
+            phases = ranks_phases(self.specs, times.tolist()) if times is not None else None
+            self._emit(rank_step(*self._held, phases))
+            self._held = None
+
+
 def exit_rank(code: int) -> None:
     """End a torchrun rank the way torch.multiprocessing ends its workers: flush, then os._exit.
 
@@ -118,8 +146,9 @@ def train_torchrun(
 ) -> RunEnded:
     """Be one rank of a run torchrun launched: init_process_group from the environment and train.
 
-    Rank 0 emits the events (with every rank's shapes and losses, which the ranks share each step);
-    the other ranks emit nothing. Every rank returns its RunEnded. cfg.workers must be the world size
+    Rank 0 emits the events (with every rank's shapes, losses, row ids and phase times, which the ranks
+    share each step; a Step is emitted when the next step brings every rank's times of it); the other
+    ranks emit nothing. Every rank returns its RunEnded. cfg.workers must be the world size
     (config_for_torchrun).
     """
     control = control or Control()
@@ -135,6 +164,7 @@ def train_torchrun(
     device = f"cuda:{plan.device_ids[env.local_rank]}" if backend == "nccl" else "cpu"
     state, raw = RankState(status=Status.FAILED), None
     weights, bias = (), float("nan")
+    behind = _OneBehind(emit)
     try:
         if backend == "nccl":
             torch.cuda.set_device(torch.device(device))
@@ -149,6 +179,7 @@ def train_torchrun(
         if lead:
             X, y = make_data(cfg)
             lstsq = least_squares(X, y)
+            behind.specs = ranks_specs(labels, cfg.n_features, X.element_size())
             del X, y
             header = f"Using DistributedDataParallel under torchrun: {k} ranks, backend {backend}."
             emit(run_started(cfg, labels, header, layout.steps_per_epoch, lstsq))
@@ -165,17 +196,22 @@ def train_torchrun(
             nonlocal t0
             t0 = clock()
 
-        def report(step, epoch, batch, table, value, model):
+        def report(step, epoch, batch, table, value, model, times):
             if not lead:
                 return
+            behind.release(table[:, PREV_TIMES_COLS])  # the step before this one, with every rank's times
             shapes = [((n, d), (n_out, d_out)) for n, d, n_out, d_out in table[:, 1:5].long().tolist()]
+            ids = [table_ids(row) for row in table[:, IDS_COLS].tolist()]
             w, b = rank_params(model)
-            emit(rank_step(step, epoch, batch, labels, shapes, table[:, 0].tolist(), w, b, clock() - t0))
+            behind.hold(
+                step, epoch, batch, labels, shapes, table[:, 0].tolist(), w, b, clock() - t0, ids
+            )  # fmt: skip
 
         state, raw = train_rank(
             cfg, env.rank, k, torch.device(device), labels[env.rank], lambda step: True,
-            lambda: not control.wait(), report, ready,
+            lambda: not control.wait(), report, ready, pass_times=True,
         )  # fmt: skip
+        behind.release(state.last_times)
         # 2. every rank's parameters, to show that they are identical
         weights, bias = rank_params(raw)
         finals: list[RankParams] = [None] * k
@@ -188,6 +224,7 @@ def train_torchrun(
         elif state.status == Status.FINISHED:
             state.message = f"finished {state.steps} steps in {clock() - t0:.2f} s on {k} ranks (torchrun)"
     except Exception as exc:  # noqa: BLE001 - a failed rank ends with its message; torchrun sees the exit status
+        behind.release(None)  # the last step taken, whose times no rank will share now
         state.status, state.message = Status.FAILED, describe_failure(exc)
     finally:
         if dist.is_initialized():
