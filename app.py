@@ -29,7 +29,7 @@ POLL_MS, QUEUED_POLL_MS = 400, 1000
 KEEP_RUNS = 5  # earlier runs of this session kept for the loss chart's overlay
 PLOT_CONFIG = {"displaylogo": False, "displayModeBar": False}  # no toolbar over a picture on a projector
 # widgets that are not always drawn (a hidden widget's value is forgotten by Streamlit unless kept)
-KEPT_WIDGETS = ("virtual_devices", "gpus", "workers")
+KEPT_WIDGETS = ("virtual_devices", "gpus", "workers", "emulate_on")
 
 
 def get_pool() -> RunPool:
@@ -99,8 +99,9 @@ def apply_values(values: dict) -> None:
                 ss[f"weight_{i}"] = float(w)
         elif name == "devices":
             kind, _, rest = value.partition(":")
-            if kind == "virtual":
-                ss.device_mode, ss.virtual_devices = "virtual", int(rest)
+            if kind == "virtual":  # virtual:K, or virtual:K@cuda:i with the replicas on that GPU
+                k, _, on = rest.partition("@")
+                ss.device_mode, ss.virtual_devices, ss.emulate_on = "virtual", int(k), on or "cpu"
             elif kind == "cpu":  # ddp's ranks on the CPU; their number is `workers`
                 ss.device_mode = "virtual"
             else:
@@ -119,10 +120,11 @@ def keep_widget_defaults(gpus: dict) -> None:
     ss.setdefault("virtual_devices", 2)
     ss.setdefault("gpus", sorted(gpus))
     ss.setdefault("workers", FitConfig.workers)
+    ss.setdefault("emulate_on", "cpu")
     for key in KEPT_WIDGETS:
         ss[key] = ss[key]  # set through the session, so that switching strategy does not forget it
     if not gpus:
-        ss.device_mode = "virtual"
+        ss.device_mode, ss.emulate_on = "virtual", "cpu"
 
 
 def devices_spec() -> str:
@@ -131,7 +133,8 @@ def devices_spec() -> str:
         return "cuda:" + ",".join(str(i) for i in sorted(ss.gpus))
     if strategies.strategy(ss.strategy).processes:
         return "cpu"  # for ddp, `cpu` means `workers` processes on the CPU
-    return f"virtual:{ss.virtual_devices}"
+    on = f"@{ss.emulate_on}" if ss.emulate_on != "cpu" else ""  # the emulation's replicas on one GPU
+    return f"virtual:{ss.virtual_devices}{on}"
 
 
 def workers_value() -> int:
@@ -342,9 +345,13 @@ def devices_ui(gpus: dict) -> None:
         )
     else:
         st.slider("Virtual devices", 1, MAX_VIRTUAL, key="virtual_devices")
+        if gpus:  # one GPU is enough to show the split on real CUDA kernels
+            places = ["cpu"] + [f"cuda:{i}" for i in sorted(gpus)]
+            st.radio("Replicas run on", places, key="emulate_on", horizontal=True)
+        where = "the CPU" if ss.emulate_on == "cpu" else ss.emulate_on
         st.caption(
-            "Emulated on the CPU: each batch is split with DataParallel's own rule (tensor.chunk) and the "
-            "replicas run in threads, but no GPU is used and nothing runs faster."
+            f"Emulated on {where}: each batch is split with DataParallel's own rule (tensor.chunk) and the "
+            "replicas run in threads on that one device, so nothing runs faster."
         )
 
 

@@ -87,6 +87,12 @@ def short_label(label: str) -> str:
     return label.split(" (emulated", 1)[0]
 
 
+def emulated_on(label: str) -> str:
+    """ "the CPU" or "cuda:0": where an emulated device's replicas run, from its label."""
+    on = label.partition(" (emulated on ")[2].rstrip(")")
+    return "the CPU" if on in ("", "CPU") else on
+
+
 def _picture(cfg: FitConfig, step: Step, labels: Sequence[str], emulated: bool, when: float | None) -> dict:
     """Every selected device, busy or idle, with its rows, shapes and first dataset ids; the step's phases."""
     by_device = {r.device: r for r in step.replicas}
@@ -114,6 +120,7 @@ def _picture(cfg: FitConfig, step: Step, labels: Sequence[str], emulated: bool, 
         "output_shape": list(step.output_shape),
         "first_device": short_label(labels[0]) if labels else "",
         "emulated": emulated,
+        "emulated_on": emulated_on(labels[0]) if emulated and labels else None,
         "devices": devices,
         "phases": [
             {"name": p.name, "device": short_label(p.device), "start": p.start, "duration": p.duration,

@@ -987,7 +987,7 @@ function drawFooter(ctx) {
   label(svg, SIDE, y, left, { size: 15, weight: 600, fill: "#343a40" });
   if (pic.emulated) {
     const who = pic.strategy === "ddp" ? "DDP" : "DataParallel";
-    const note = `emulated on the CPU: bytes as ${who} on GPUs`;
+    const note = `emulated on ${pic.emulated_on || "the CPU"}: bytes as ${who} on GPUs`;
     const room = layout.width - SIDE - textWidth(left, 15, 600) - 30;
     label(svg, layout.width - SIDE, y, fitText(note, room, 15), { size: 15, anchor: "end",
                                                                    fill: "#5f3dc4" });

@@ -180,3 +180,27 @@ def test_routes_are_mounted_at_their_paths():
         ("/fitcore/live", ["GET", "HEAD"]),
         ("/fitcore/bye", ["POST"]),
     ]
+
+
+@pytest.mark.parametrize(
+    "label, where",
+    [("virtual:0 (emulated on CPU)", "the CPU"), ("virtual:2 (emulated on cuda:1)", "cuda:1")],
+)
+def test_the_picture_says_where_an_emulation_runs(label, where):
+    assert live.emulated_on(label) == where
+    assert live.short_label(label) == label.split(" ")[0]
+
+
+def test_planned_payload_before_a_run_for_each_strategy():
+    dp = live.planned_payload(FitConfig(devices="virtual:6"), [])
+    assert dp["run"]["status"] == "ready" and dp["run"]["active"] is False
+    assert dp["run"]["status_line"] == "Ready · step 0 / 200 · press Start training"
+    pic = dp["picture"]
+    assert pic["planned"] is True and pic["phases"] == []
+    assert [d["rows"] for d in pic["devices"]] == [len(c) for c in torch.arange(200).chunk(6)]  # 34 x5, 30
+    assert [d["label"] for d in pic["devices"]] == [f"virtual:{i}" for i in range(6)]
+    assert pic["emulated_on"] == "the CPU"
+    cfg = FitConfig(strategy="ddp", devices="cpu", workers=3, data_size=10, batch_size=10)
+    ddp = live.planned_payload(cfg)
+    assert [d["rows"] for d in ddp["picture"]["devices"]] == [4, 4, 4]  # ceil(10 / 3) rows of each shard
+    assert ddp["picture"]["bytes"] == {"dataparallel": 176, "ddp": 48}
