@@ -50,14 +50,6 @@ def run_title(snap: Snapshot, number: int | None = None) -> str:
     return f"{name} · {strategies.of(snap).label} · {snap.config.devices}"
 
 
-def _status_line(snap: Snapshot) -> str:
-    line = report.status_line(snap)
-    if strategies.of(snap).processes and snap.active and snap.step == 0:
-        k = snap.config.workers
-        line += f" · starting {k} process{'es' if k != 1 else ''}: each imports torch and joins the group"
-    return line
-
-
 def run_part(snap: Snapshot, number: int | None = None) -> dict[str, Any]:
     """The run's status, for the line above the picture."""
     return {
@@ -66,7 +58,7 @@ def run_part(snap: Snapshot, number: int | None = None) -> dict[str, Any]:
         "strategy": snap.config.strategy,
         "status": str(snap.status),
         "active": snap.active,
-        "status_line": _status_line(snap),
+        "status_line": report.status_line(snap),
         "kind": report.status_kind(snap),
         "step": snap.step,
         "total_steps": snap.total_steps,
@@ -141,13 +133,17 @@ def payload(snap: Snapshot, since: int = 0, number: int | None = None) -> dict[s
         lstsq = [_number(v) for v in snap.lstsq_weights] + [_number(snap.lstsq_bias)]
     return {
         "run": run_part(snap, number),
-        "names": report.parameter_names(cfg.n_features),
-        "true": list(cfg.weights) + [cfg.bias],
+        **_parameters(cfg),
         "lstsq": lstsq,
         "loss": loss,
         "params": params,
         "picture": picture(snap),
     }
+
+
+def _parameters(cfg: FitConfig) -> dict[str, list]:
+    """The parameters' names (w1 ... wd, b) and their true values: the parameter chart's lines."""
+    return {"names": report.parameter_names(cfg.n_features), "true": list(cfg.weights) + [cfg.bias]}
 
 
 def planned_payload(cfg: FitConfig, gpus: Any = None) -> dict[str, Any]:
@@ -157,11 +153,10 @@ def planned_payload(cfg: FitConfig, gpus: Any = None) -> dict[str, Any]:
         "run": {
             "id": None, "label": f"{strategies.of(cfg).label} · {cfg.devices}", "strategy": cfg.strategy,
             "status": "ready", "active": False, "kind": "info",
-            "status_line": f"Ready · step 0 / {cfg.total_steps} · press Start training",
+            "status_line": report.status_line(None, cfg),
             "step": 0, "total_steps": cfg.total_steps, "pace": None, "server_time": time.time(),
         },
-        "names": report.parameter_names(cfg.n_features),
-        "true": list(cfg.weights) + [cfg.bias],
+        **_parameters(cfg),
         "lstsq": None,
         "loss": [],
         "params": [],

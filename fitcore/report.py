@@ -320,7 +320,7 @@ def status_line(snap: Snapshot | None, cfg: FitConfig | None = None) -> str:
     """
     if snap is None:
         total = f" · step 0 / {cfg.total_steps}" if cfg is not None else ""
-        return f"Ready{total} · press **Start training**"
+        return f"Ready{total} · press Start training"
     status = snap.status
     parts = [status.capitalize()]
     if status == Status.QUEUED and snap.queue_position is not None:
@@ -332,6 +332,9 @@ def status_line(snap: Snapshot | None, cfg: FitConfig | None = None) -> str:
         parts.append(f"{snap.steps_per_second:.0f} steps/s")
     if status not in (Status.RUNNING, Status.PAUSED):
         parts.append(snap.message)
+    if strategies.of(snap).processes and snap.active and snap.step == 0:
+        k = snap.config.workers
+        parts.append(f"starting {k} process{'es' if k != 1 else ''}: each imports torch and joins the group")
     return " · ".join(p for p in parts if p)
 
 
