@@ -460,22 +460,6 @@ def differences_ui(snap: Snapshot | None, values: dict) -> None:
         st.caption(f"Shown: {snap.run_id}'s configuration. Changed since: " + "; ".join(diffs))
 
 
-def _split_source(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> tuple[str, list[dict]] | None:
-    """What the split panels show: the latest batch of the run, or the planned first batch before a run."""
-    if snap is not None and snap.latest is not None:
-        step = snap.latest
-        n = len(step.replicas)
-        where = ", emulated on the CPU" if snap.emulated else ""
-        chunks = f"{n} chunk{'s' if n != 1 else ''}"
-        rows = step.input_shape[0]
-        title = f"The split of step {step.step}: {rows} rows cut into {chunks}, one per device{where}"
-        return title, report.split_table(step)
-    if cfg is not None:
-        rows = report.planned_split(cfg, list(gpus.values()))
-        return f"The split each batch will get: {rows[-1]['Rows']} rows over {len(rows) - 1} devices", rows
-    return None
-
-
 def _shows_ddp(snap: Snapshot | None, cfg: FitConfig | None) -> bool:
     """The split panels show the run's strategy, or before any run the controls' one."""
     if snap is not None:
@@ -547,11 +531,14 @@ def split_table_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> 
     if _shows_ddp(snap, cfg):
         rank_tables_ui(snap, cfg, gpus)
         return
-    source = _split_source(snap, cfg, gpus)
-    if source is None:
+    if snap is not None and snap.latest is not None:
+        rows = report.split_table(snap.latest)  # the latest step's
+    elif cfg is not None:
+        rows = report.planned_split(cfg, list(gpus.values()))  # the first step's, before a run
+    else:
         return
     st.subheader("Shapes inside and outside the model")
-    st.table(pd.DataFrame(source[1]), hide_index=True)
+    st.table(pd.DataFrame(rows), hide_index=True)
 
 
 def console_ui(snap: Snapshot | None) -> None:

@@ -389,24 +389,6 @@ def split_table(step: Step) -> list[dict[str, Any]]:
     return rows
 
 
-def split_blocks(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, int, int]]:
-    """(device, start, stop) of each replica's rows of the batch, for the picture, from split_table's rows
-    (or planned_split's): every row but the last, `Outside`, in order."""
-    blocks, start = [], 0
-    for row in rows[:-1]:
-        blocks.append((row["Device"], start, start + row["Rows"]))
-        start += row["Rows"]
-    return blocks
-
-
-def idle_devices(snap: Snapshot) -> list[str]:
-    """Devices of the run that got no rows in the latest batch (a batch smaller than the device count)."""
-    if snap.latest is None:
-        return []
-    used = {r.device for r in snap.latest.replicas}
-    return [d for d in snap.devices if d not in used]
-
-
 def planned_dataparallel_step(cfg: FitConfig, gpus: Any = None) -> tuple[Step, tuple[str, ...]]:
     """(the first step as DataParallel will split it, the devices) before any run: no loss, no times."""
     labels = parse_devices(cfg.devices, gpus).labels

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 
 import pytest
 import torch
@@ -115,18 +114,28 @@ def test_payload_of_a_finished_run_holds_its_series_and_its_last_step():
     assert [s for s, _ in later["params"]] == [26, 27, 28, 29, 30]
 
 
-def test_payload_marks_idle_devices_and_has_no_nan():
-    cfg = FitConfig(data_size=5, batch_size=5, epochs=2, devices="virtual:8", lr=1e30, optimizer="sgd")
+def test_payload_marks_idle_devices():
+    cfg = FitConfig(data_size=40, batch_size=5, epochs=1, devices="virtual:8")
     run = Run(cfg).start()
     assert run.wait(60)
-    body = live.payload(run.snapshot())
-    text = json.dumps(body, allow_nan=False)
+    pic = live.payload(run.snapshot())["picture"]
+    assert [d["busy"] for d in pic["devices"]] == [True] * 5 + [False] * 3  # 5 rows: 5 chunks of 1
+    assert [d["rows"] for d in pic["devices"]] == [1, 1, 1, 1, 1, 0, 0, 0]
+    assert [d["label"] for d in pic["devices"]] == [f"virtual:{i}" for i in range(8)]
+    assert len([p for p in pic["phases"] if p["name"] == "scatter"]) == 5  # one per busy device
+
+
+def test_a_diverged_run_sends_null_not_nan():
+    cfg = FitConfig(data_size=5, batch_size=5, epochs=3, devices="virtual:2", lr=1e30, optimizer="sgd")
+    run = Run(cfg).start()
+    assert run.wait(60)
+    snap = run.snapshot()
+    assert snap.status == "diverged" and snap.step >= 1
+    body = live.payload(snap)
+    text = json.dumps(body, allow_nan=False)  # raises on NaN or infinity
     assert "NaN" not in text and "Infinity" not in text
-    pic = body["picture"]
-    if pic is not None:  # a run that diverged on its first step has no step to draw
-        assert [d["busy"] for d in pic["devices"]] == [True] * 5 + [False] * 3
-        assert [d["rows"] for d in pic["devices"]] == [1, 1, 1, 1, 1, 0, 0, 0]
-    assert all(v is None or math.isfinite(v) for _, v in body["loss"])
+    assert body["run"]["kind"] == "warning" and body["picture"]["step"] == snap.step
+    assert [s for s, _ in body["loss"]] == [s for s, _ in snap.loss_history]
 
 
 # -- the routes ----------------------------------------------------------------------------------------

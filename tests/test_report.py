@@ -306,8 +306,6 @@ def test_split_table_of_a_real_step():
     assert [r["Batch rows"] for r in rows] == ["0–66", "67–133", "134–199", "0–199"]
     assert [r["Input shape"] for r in rows] == ["[67, 2]", "[67, 2]", "[66, 2]", "[200, 2]"]
     assert [r["Output shape"] for r in rows] == ["[67, 1]", "[67, 1]", "[66, 1]", "[200, 1]"]
-    devices = [r["Device"] for r in rows[:3]]
-    assert report.split_blocks(rows) == list(zip(devices, (0, 67, 134), (67, 134, 200)))
 
 
 @pytest.mark.parametrize(
@@ -323,13 +321,6 @@ def test_split_table_of_a_real_step():
 def test_planned_split_is_what_the_trainer_records(cfg):
     first = _steps(dataclasses.replace(cfg, epochs=1))[0]
     assert report.planned_split(cfg) == report.split_table(first)
-
-
-def test_idle_devices_when_the_batch_is_smaller_than_the_device_count():
-    snap = _run(FitConfig(data_size=40, batch_size=5, epochs=1, devices="virtual:8"))
-    assert len(snap.latest.replicas) == 5
-    assert report.idle_devices(snap) == [f"virtual:{i} (emulated on CPU)" for i in (5, 6, 7)]
-    assert report.idle_devices(_run(FitConfig(epochs=1))) == []
 
 
 def test_console_text_is_the_tutorials_lines_for_the_latest_steps():
