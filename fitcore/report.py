@@ -21,6 +21,7 @@ from fitcore.devices import MAX_VIRTUAL, parse_devices
 from fitcore.events import Replica, RunStarted, Status, Step
 from fitcore.parallel import chunk_sizes
 from fitcore.runner import Snapshot
+from fitcore.text import plural, rate
 
 # The settings the page has a control for, in the order the URL lists them.
 CONTROL_FIELDS = (
@@ -180,7 +181,7 @@ def pace_choice(pace: float | None) -> str:
 def pace_label(choice: str) -> str:
     if choice == "max":
         return "as fast as possible"
-    return "1 step/s" if choice == "1" else f"{choice} steps/s"
+    return rate(float(choice))
 
 
 def config_values(cfg: FitConfig) -> dict[str, Any]:
@@ -329,7 +330,7 @@ def status_line(snap: Snapshot | None, cfg: FitConfig | None = None) -> str:
         parts.append(f"epoch {snap.epoch} / {snap.config.epochs}")
     parts.append(f"step {snap.step} / {snap.total_steps}")
     if status in (Status.RUNNING, Status.FINISHED) and snap.steps_per_second > 0:
-        parts.append(f"{snap.steps_per_second:.0f} steps/s")
+        parts.append(rate(snap.steps_per_second))
     if status not in (Status.RUNNING, Status.PAUSED):
         parts.append(snap.message)
     return " · ".join(p for p in parts if p)
@@ -517,13 +518,13 @@ def shards_title(value: dict, which: str = "latest") -> str:
     n, k, per = value["data_size"], value["world_size"], value["rows_per_rank"]
     text = (
         f"Epoch {epoch['epoch']}: DistributedSampler (set_epoch({epoch['set_epoch']}), "
-        f"shuffle={value['shuffle']}) deals {n} dataset rows to {k} rank{'s' if k != 1 else ''}, "
+        f"shuffle={value['shuffle']}) deals {plural(n, 'dataset row')} to {plural(k, 'rank')}, "
         f"ceil({n} / {k}) = {per} each"
     )
     if value["padding"]:
         pad = value["padding"]
         rows = ", ".join(map(str, epoch["repeated"]))
-        text += f"; {pad} row{'s' if pad != 1 else ''} ({rows}) repeated to pad the last shards"
+        text += f"; {plural(pad, 'row')} ({rows}) repeated to pad the last shards"
     return text
 
 
@@ -620,6 +621,8 @@ def final_agreement(snap: Snapshot) -> str | None:
     if not value:
         return None
     k = len(value["ranks"])
+    if value["identical"] and k == 1:
+        return "The only rank ended with its own parameters: with 1 rank there is nothing to compare."
     if value["identical"]:
         return f"All {k} ranks ended with identical parameters (largest difference 0): DDP kept them in step."
     return f"The ranks' parameters differ: largest difference {value['max_abs_diff']:.3g}."

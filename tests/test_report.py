@@ -253,6 +253,10 @@ def _snap(**kw) -> Snapshot:
         ),
         (dict(status="paused", step=3, epoch=3, total_steps=200), "Paused · epoch 3 / 200 · step 3 / 200"),
         (
+            dict(step=12, epoch=12, total_steps=200, steps_per_second=1.2),
+            "Running · epoch 12 / 200 · step 12 / 200 · 1 step/s",
+        ),
+        (
             dict(status="queued", queue_position=2, total_steps=200, message="waiting: 2 runs ahead"),
             "Queued · position 2 in the queue · step 0 / 200 · waiting: 2 runs ahead",
         ),
@@ -551,6 +555,26 @@ def test_final_rows_and_agreement_of_the_ranks():
     apart = _ddp_snap([same[0], ("rank 1 · cpu · gloo", (5.2, 9.1), 3.4)], status="finished")
     assert report.final_agreement(apart) == "The ranks' parameters differ: largest difference 0.5."
     assert report.final_rows(_ddp_snap(None)) == [] and report.final_agreement(_ddp_snap(None)) is None
+
+
+def test_shards_title_and_agreement_count_one_rank_and_one_padded_row_in_the_singular():
+    one = FitConfig(strategy="ddp", workers=1, devices="cpu", data_size=1, batch_size=1)
+    assert report.shards_title(report.planned_shards(one)) == (
+        "Epoch 1: DistributedSampler (set_epoch(0), shuffle=True) deals 1 dataset row to 1 rank, "
+        "ceil(1 / 1) = 1 each"
+    )
+    value = report.planned_shards(
+        FitConfig(strategy="ddp", workers=4, devices="cpu", data_size=7, batch_size=7)
+    )
+    repeated = value["first"]["repeated"]
+    assert len(repeated) == 1 and report.shards_title(value) == (
+        "Epoch 1: DistributedSampler (set_epoch(0), shuffle=True) deals 7 dataset rows to 4 ranks, "
+        f"ceil(7 / 4) = 2 each; 1 row ({repeated[0]}) repeated to pad the last shards"
+    )
+    alone = _ddp_snap([("rank 0 · cpu · gloo", (5.2, 9.6), 3.4)], status="finished")
+    assert report.final_agreement(alone) == (
+        "The only rank ended with its own parameters: with 1 rank there is nothing to compare."
+    )
 
 
 def test_console_text_of_a_ddp_run_prints_each_rank():
