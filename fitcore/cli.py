@@ -73,6 +73,12 @@ def config_from_args(args: argparse.Namespace) -> FitConfig:
     return validate(cfg)
 
 
+def flag_error(exc: ConfigError) -> str:
+    """A ConfigError named by the flag the user typed: "--batch-size: got 300; allowed: ..."."""
+    flagged = {f.name for f in fields(FitConfig)} - {"shuffle"}  # --no-shuffle takes no value to refuse
+    return exc.named("--" + exc.field.replace("_", "-") if exc.field in flagged else exc.field)
+
+
 PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for a program whose reader went away
 
 
@@ -93,11 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = config_from_args(args)
     except ConfigError as exc:
-        print(f"fitcore: error: {exc}", file=sys.stderr)
+        print(f"fitcore: error: {flag_error(exc)}", file=sys.stderr)
         return 2
     if args.print_every < 1:
         print(
-            f"fitcore: error: print_every: got {args.print_every}; allowed: an integer 1 or more",
+            f"fitcore: error: --print-every: got {args.print_every}; allowed: an integer 1 or more",
             file=sys.stderr,
         )
         return 2

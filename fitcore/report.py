@@ -69,9 +69,8 @@ DEFAULT_PACE = "20"  # the tutorial's 200 steps take ten seconds on screen
 
 
 def error_text(exc: ConfigError) -> str:
-    """A ConfigError as the page shows it: the control's name, then the message (field, value, allowed)."""
-    label = FIELD_LABELS.get(exc.field, exc.field)
-    return f"{label}: {exc}" if label != exc.field else str(exc)
+    """A ConfigError as the page shows it, named once, by the control's label: "Batch size: got 300; ..."."""
+    return exc.named(FIELD_LABELS.get(exc.field, exc.field))
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -155,32 +155,32 @@ def test_no_shuffle_flag(capsys):
 
 # (arguments, text the single stderr line must contain)
 BAD_INPUT = [
-    (["--batch-size", "300"], "batch_size: got 300; allowed: an integer from 1 to 200 (the data size)"),
-    (["--batch-size", "abc"], "batch_size: got 'abc'; allowed: an integer"),
-    (["--batch-size", ""], "batch_size: got ''; allowed: an integer"),
-    (["--data-size", "0"], "data_size: got 0"),
-    (["--data-size", "1.5"], "data_size: got '1.5'"),
-    (["--epochs", "0"], "epochs: got 0"),
-    (["--lr", "0"], "lr: got 0.0; allowed: a finite number greater than 0"),
-    (["--lr", "nan"], "lr: got nan"),
-    (["--lr", "inf"], "lr: got inf"),
-    (["--lr", "fast"], "lr: got 'fast'; allowed: a number"),
-    (["--noise", "-1"], "noise: got -1.0"),
-    (["--bias", "inf"], "bias: got inf"),
-    (["--weights", "1", "x"], "weights: got ['1', 'x']; allowed: 1 to 16 numbers"),
-    (["--weights", *["1"] * 17], "weights: got [1.0, 1.0"),
-    (["--seed", "-1"], "seed: got -1"),
-    (["--optimizer", "rmsprop"], "optimizer: got 'rmsprop'; allowed: adam or sgd"),
-    (["--strategy", "horovod"], "strategy: got 'horovod'; allowed: dataparallel or ddp"),
-    (["--devices", "gpu"], "devices: got 'gpu'; allowed: cpu, virtual:K (K from 1 to 8)"),
-    (["--devices", "virtual:9"], "devices: got 'virtual:9'"),
-    (["--devices", "cuda:99"], "devices: got 'cuda:99'"),
+    (["--batch-size", "300"], "--batch-size: got 300; allowed: an integer from 1 to 200 (the data size)"),
+    (["--batch-size", "abc"], "--batch-size: got 'abc'; allowed: an integer"),
+    (["--batch-size", ""], "--batch-size: got ''; allowed: an integer"),
+    (["--data-size", "0"], "--data-size: got 0"),
+    (["--data-size", "1.5"], "--data-size: got '1.5'"),
+    (["--epochs", "0"], "--epochs: got 0"),
+    (["--lr", "0"], "--lr: got 0.0; allowed: a finite number greater than 0"),
+    (["--lr", "nan"], "--lr: got nan"),
+    (["--lr", "inf"], "--lr: got inf"),
+    (["--lr", "fast"], "--lr: got 'fast'; allowed: a number"),
+    (["--noise", "-1"], "--noise: got -1.0"),
+    (["--bias", "inf"], "--bias: got inf"),
+    (["--weights", "1", "x"], "--weights: got ['1', 'x']; allowed: 1 to 16 numbers"),
+    (["--weights", *["1"] * 17], "--weights: got [1.0, 1.0"),
+    (["--seed", "-1"], "--seed: got -1"),
+    (["--optimizer", "rmsprop"], "--optimizer: got 'rmsprop'; allowed: adam or sgd"),
+    (["--strategy", "horovod"], "--strategy: got 'horovod'; allowed: dataparallel or ddp"),
+    (["--devices", "gpu"], "--devices: got 'gpu'; allowed: cpu, virtual:K (K from 1 to 8)"),
+    (["--devices", "virtual:9"], "--devices: got 'virtual:9'"),
+    (["--devices", "cuda:99"], "--devices: got 'cuda:99'"),
     (
         ["--data-size", "3", "--batch-size", "3", "--devices", "virtual:4"],
         "at most as many devices as data rows",
     ),
-    (["--data-size", "10000000000000"], "data_size: got 10000000000000; allowed: at most"),
-    (["--print-every", "0"], "print_every: got 0; allowed: an integer 1 or more"),
+    (["--data-size", "10000000000000"], "--data-size: got 10000000000000; allowed: at most"),
+    (["--print-every", "0"], "--print-every: got 0; allowed: an integer 1 or more"),
     (["--print-every", "x"], "argument --print-every: invalid int value: 'x'"),
     (["--weights"], "argument --weights: expected at least one argument"),
     (["--foo"], "unrecognized arguments: --foo"),
@@ -265,7 +265,7 @@ def test_python_m_fitcore_in_a_subprocess():
     )
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.splitlines() == [
-        "fitcore: error: batch_size: got 300; allowed: an integer from 1 to 200 (the data size)"
+        "fitcore: error: --batch-size: got 300; allowed: an integer from 1 to 200 (the data size)"
     ]
 
 
