@@ -69,10 +69,29 @@ def test_default_run_prints_every_step_and_learns_the_parameters(capsys):
     assert out[-3] == "True:           W = [5.2000, 9.6000]  b = 3.4000"
 
 
+def outside_steps(out: list[str]) -> list[int]:
+    """The step numbers of the `Outside:` lines printed."""
+    return [int(x.split("step ")[-1].rstrip(")")) for x in out if x.startswith("Outside:")]
+
+
 def test_print_every(capsys):
     code, out, _ = run_cli(capsys, "--epochs", "10", "--print-every", "4")
-    outside = [x for x in out if x.startswith("Outside:")]
-    assert code == 0 and [x.split("step ")[-1] for x in outside] == ["1)", "5)", "9)"]
+    assert code == 0 and outside_steps(out) == [1, 5, 9, 10]  # the last step too
+
+
+def test_print_every_that_does_not_divide_the_steps_still_prints_the_last(capsys):
+    code, out, _ = run_cli(capsys, "--devices", "cpu", "--print-every", "7")
+    assert code == 0 and outside_steps(out) == list(range(1, 200, 7)) + [200]  # 1, 8, ..., 197, 200
+    assert out[-1].startswith("Status: finished (finished 200 steps in ")
+
+
+def test_print_every_prints_the_last_step_of_a_run_stopped_early(capsys, monkeypatch):
+    stop_at_step(monkeypatch, 9)
+    code, out, _ = run_cli(capsys, "--devices", "cpu", "--print-every", "4")
+    assert code == 130 and outside_steps(out) == [1, 5, 9]
+    code, out, _ = run_cli(capsys, "--devices", "cpu", "--print-every", "5")
+    assert code == 130 and outside_steps(out) == [1, 6, 9]
+    assert out[-1].startswith("Status: stopped (interrupted (Ctrl-C)); final loss ")
 
 
 def test_quiet_prints_only_the_summary(capsys):
@@ -212,7 +231,8 @@ def test_divergence_exits_1(capsys):
     assert "the learning rate 1e+06 is too high" in out[-1]
 
 
-def test_ctrl_c_stops_between_steps_and_still_prints_the_summary(capsys, monkeypatch):
+def stop_at_step(monkeypatch, n: int) -> None:
+    """Make the CLI's runs press Ctrl-C right after step n."""
     real_trainer_for = cli_mod.trainer_for
 
     def trainer_for(cfg):
@@ -221,7 +241,7 @@ def test_ctrl_c_stops_between_steps_and_still_prints_the_summary(capsys, monkeyp
         def interrupted(cfg, on_event, control):
             def on_step(event):
                 on_event(event)
-                if isinstance(event, Step) and event.step == 3:
+                if isinstance(event, Step) and event.step == n:
                     signal.raise_signal(signal.SIGINT)  # the handler main() installed
 
             return train(cfg, on_step, control)
@@ -229,6 +249,10 @@ def test_ctrl_c_stops_between_steps_and_still_prints_the_summary(capsys, monkeyp
         return interrupted
 
     monkeypatch.setattr(cli_mod, "trainer_for", trainer_for)
+
+
+def test_ctrl_c_stops_between_steps_and_still_prints_the_summary(capsys, monkeypatch):
+    stop_at_step(monkeypatch, 3)
     before = signal.getsignal(signal.SIGINT)
     code, out, _ = run_cli(capsys, "--quiet")
     assert code == 130
