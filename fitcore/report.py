@@ -664,8 +664,32 @@ def _finite_or_none(value: Any) -> Any:
     return value
 
 
+def row_range(start: int, stop: int) -> dict[str, int]:
+    """Batch rows [start, stop) as people count them, like the page's "0–66": first, last, how many."""
+    return {"first": start, "last": stop - 1, "rows": stop - start}
+
+
+def parallelism(cfg: FitConfig, started: RunStarted | None) -> str | None:
+    """How the run was parallel, in words; None before the run has placed its replicas.
+
+    "DataParallel emulated on the CPU (virtual:3)", "nn.DataParallel on cuda:0,1", "one device, no split
+    (cpu)", "DistributedDataParallel, 2 ranks, gloo".
+    """
+    if started is None:
+        return None
+    if strategies.strategy(cfg.strategy).processes:  # gloo on the CPU, nccl with one GPU per rank
+        backend = "nccl" if cfg.devices.startswith("cuda") else "gloo"
+        return f"DistributedDataParallel, {plural(len(started.devices), 'rank')}, {backend}"
+    if started.emulated:
+        host = cfg.devices.split("@", 1)[1] if "@" in cfg.devices else "the CPU"
+        return f"DataParallel emulated on {host} ({cfg.devices})"
+    if started.data_parallel:
+        return "nn.DataParallel on cuda:" + ",".join(d.split(":", 1)[1] for d in started.devices)
+    return f"one device, no split ({', '.join(started.devices)})"
+
+
 def step_dict(step: Step | None) -> dict[str, Any] | None:
-    """A step's split as plain data: its batch's shapes and each replica's rows and shapes."""
+    """A step's split as plain data: its batch's shapes, each replica's rows (row_range) and shapes."""
     if step is None:
         return None
     return {
@@ -675,7 +699,7 @@ def step_dict(step: Step | None) -> dict[str, Any] | None:
         "replicas": [
             {
                 "device": r.device,
-                "rows": [r.start, r.stop],
+                "rows": row_range(r.start, r.stop),
                 "input_shape": list(r.input_shape),
                 "output_shape": list(r.output_shape),
             }
@@ -707,9 +731,10 @@ def result_dict(
         "config": cfg.to_dict(),
         "status": status,
         "message": message,
+        "strategy": cfg.strategy,
+        "parallelism": parallelism(cfg, started),
         "devices": list(started.devices) if started else [],
         "emulated": started.emulated if started else None,
-        "data_parallel": started.data_parallel if started else None,
         "steps": steps,
         "total_steps": cfg.total_steps,
         "final_loss": final_loss,

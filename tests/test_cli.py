@@ -118,12 +118,15 @@ def test_json_for_the_default_run(capsys):
     ):
         assert key in result
     assert result["config"] == FitConfig().to_dict()
-    assert (result["status"], result["steps"], result["emulated"], result["data_parallel"]) == (
+    assert (result["status"], result["steps"], result["strategy"], result["emulated"]) == (
         "finished",
         200,
+        "dataparallel",
         True,
-        False,
     )
+    assert result["parallelism"] == "DataParallel emulated on the CPU (virtual:2)"
+    assert "data_parallel" not in result  # it said false for this DataParallel run: parallelism says it all
+    assert result["devices"] == ["virtual:0 (emulated on CPU)", "virtual:1 (emulated on CPU)"]
     assert len(result["weights"]) == 2 == len(result["lstsq_weights"])
     assert max(abs(w - r) for w, r in zip(result["weights"], result["lstsq_weights"])) < 1e-3
     assert abs(result["bias"] - result["lstsq_bias"]) < 1e-3
@@ -143,7 +146,9 @@ def test_json_for_the_default_run(capsys):
                 "input_shape": [100, 2],
                 "output_shape": [100, 1],
             }
-            for i, rows in enumerate(([0, 100], [100, 200]))
+            for i, rows in enumerate(
+                ({"first": 0, "last": 99, "rows": 100}, {"first": 100, "last": 199, "rows": 100})
+            )
         ],
     }
 
@@ -164,7 +169,12 @@ def test_json_uneven_split_without_shuffle(capsys):
     assert code == 0
     result = json.loads(out[0])
     assert result["steps"] == 6 and result["config"]["batch_size"] == 100
-    assert [r["rows"] for r in result["first_step"]["replicas"]] == [[0, 34], [34, 68], [68, 100]]
+    assert [r["rows"] for r in result["first_step"]["replicas"]] == [
+        {"first": 0, "last": 33, "rows": 34},
+        {"first": 34, "last": 67, "rows": 34},
+        {"first": 68, "last": 99, "rows": 32},
+    ]
+    assert result["parallelism"] == "DataParallel emulated on the CPU (virtual:3)"
 
 
 def test_no_shuffle_flag(capsys):

@@ -405,7 +405,7 @@ def test_torchrun_single_machine_matches_one_process():
     shards = result["details"]["shards"]
     assert [r["indices"] for r in shards["first"]["ranks"]] == epoch_shards(11, 2, True, 0, 1)
     assert result["details"]["ddp"]["launcher"] == "launched by torchrun"
-    assert result["first_step"]["replicas"][1]["rows"] == [2, 4]
+    assert result["first_step"]["replicas"][1]["rows"] == {"first": 2, "last": 3, "rows": 2}
 
 
 def test_reference_is_least_squares_at_convergence():

@@ -391,6 +391,48 @@ def test_history_csv_leaves_cells_empty_where_a_series_thinned():
     assert report.history_csv(snap) == "step,loss,w1,w2,b\n1,4.0,1.0,2.0,3.0\n2,3.0,,,\n3,2.0,1.5,2.5,3.5\n"
 
 
+def test_json_rows_read_like_the_pages_table():
+    """One convention for people: the page's "0–66" is {"first": 0, "last": 66, "rows": 67} in JSON."""
+    snap = _run(FitConfig(devices="virtual:3", epochs=1, shuffle=False))
+    table = report.split_table(snap.first)
+    data = json.loads(report.result_json(snap))
+    rows = [r["rows"] for r in data["first_step"]["replicas"]]
+    assert [t["Batch rows"] for t in table[:-1]] == ["0–66", "67–133", "134–199"]
+    assert rows == [
+        {"first": 0, "last": 66, "rows": 67},
+        {"first": 67, "last": 133, "rows": 67},
+        {"first": 134, "last": 199, "rows": 66},
+    ]
+    assert [f"{r['first']}–{r['last']}" for r in rows] == [t["Batch rows"] for t in table[:-1]]
+    assert [r["rows"] for r in rows] == [t["Rows"] for t in table[:-1]] == [67, 67, 66]
+
+
+def test_json_says_which_strategy_and_devices_ran():
+    snap = _run(FitConfig(devices="virtual:3", epochs=1))
+    data = json.loads(report.result_json(snap))
+    assert (data["strategy"], data["parallelism"], data["emulated"]) == (
+        "dataparallel",
+        "DataParallel emulated on the CPU (virtual:3)",
+        True,
+    )
+    assert data["devices"] == [f"virtual:{i} (emulated on CPU)" for i in range(3)]
+    assert "data_parallel" not in data
+    started = snap.started
+    gpus = dataclasses.replace(started, devices=("cuda:0", "cuda:1"), emulated=False, data_parallel=True)
+    assert report.parallelism(FitConfig(devices="cuda:0,1"), gpus) == "nn.DataParallel on cuda:0,1"
+    on_gpu = FitConfig(devices="virtual:2@cuda:0")
+    assert report.parallelism(on_gpu, started) == "DataParallel emulated on cuda:0 (virtual:2@cuda:0)"
+    one = dataclasses.replace(started, devices=("cpu",), emulated=False, data_parallel=False)
+    assert report.parallelism(FitConfig(devices="cpu"), one) == "one device, no split (cpu)"
+    ranks = ("rank 0 · cpu · gloo", "rank 1 · cpu · gloo")
+    ddp_cfg = FitConfig(strategy="ddp", workers=2, devices="cpu")
+    ddp_started = dataclasses.replace(started, devices=ranks, emulated=False, data_parallel=False)
+    assert report.parallelism(ddp_cfg, ddp_started) == "DistributedDataParallel, 2 ranks, gloo"
+    alone = dataclasses.replace(ddp_started, devices=ranks[:1])
+    assert report.parallelism(ddp_cfg, alone) == "DistributedDataParallel, 1 rank, gloo"
+    assert report.parallelism(ddp_cfg, None) is None
+
+
 def test_result_json_of_a_finished_and_a_diverged_run():
     snap = _run(FitConfig(devices="virtual:3", epochs=20))
     data = json.loads(report.result_json(snap))
