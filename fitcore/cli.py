@@ -54,7 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--strategy", help=f"dataparallel or ddp (default {d.strategy})")
     p.add_argument("--workers", help=f"processes for --strategy ddp (default {d.workers})")
-    p.add_argument("--print-every", type=int, default=1, help="print the lines of every Nth step (default 1)")
+    p.add_argument(
+        "--print-every",
+        type=int,
+        default=1,
+        help="print the lines of the first step, every Nth after it and the last (default 1)",
+    )
     out = p.add_mutually_exclusive_group()
     out.add_argument("--quiet", action="store_true", help="print only the summary")
     out.add_argument("--json", action="store_true", help="print one JSON object and nothing else")
@@ -71,6 +76,17 @@ def config_from_args(args: argparse.Namespace) -> FitConfig:
     if env is not None:  # one rank of a torchrun launch: the world size comes from torchrun
         return config_for_torchrun(cfg, env, workers_given="workers" in raw)
     return validate(cfg)
+
+
+def flag_error(exc: ConfigError) -> str:
+    """A ConfigError named by the flag the user typed: "--batch-size: got 300; allowed: ..."."""
+    flagged = {f.name for f in fields(FitConfig)} - {"shuffle"}  # --no-shuffle takes no value to refuse
+    return exc.named("--" + exc.field.replace("_", "-") if exc.field in flagged else exc.field)
+
+
+def printed(step: int, every: int, last: int) -> bool:
+    """Does --print-every `every` print this step? The first, every `every`-th after it, and the last."""
+    return (step - 1) % every == 0 or step == last
 
 
 PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for a program whose reader went away
@@ -93,11 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = config_from_args(args)
     except ConfigError as exc:
-        print(f"fitcore: error: {exc}", file=sys.stderr)
+        print(f"fitcore: error: {flag_error(exc)}", file=sys.stderr)
         return 2
     if args.print_every < 1:
         print(
-            f"fitcore: error: print_every: got {args.print_every}; allowed: an integer 1 or more",
+            f"fitcore: error: --print-every: got {args.print_every}; allowed: an integer 1 or more",
             file=sys.stderr,
         )
         return 2
@@ -128,8 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         elif isinstance(event, Step):
             seen.setdefault("first", event)
             seen["latest"] = event
-            if verbose and (event.step - 1) % args.print_every == 0:
+            if verbose and printed(event.step, args.print_every, cfg.total_steps):
                 say("\n".join(lines(event)))
+                seen["printed"] = event
         elif isinstance(event, Detail):
             seen.setdefault("details", {})[event.key] = event.value
             if verbose and event.text:
@@ -144,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         signal.signal(signal.SIGINT, previous)
     started = seen.get("started")
+    if verbose and seen.get("latest") is not seen.get("printed"):  # stopped early: its last step still shows
+        say("\n".join(lines(seen["latest"])))
     if not lead:
         pass  # rank 0 prints the summary
     elif args.json:

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from fitcore import strategies
 from fitcore.devices import parse_devices
 from fitcore.errors import ConfigError
+from fitcore.text import plural
 
 __all__ = [  # ConfigError lives in fitcore.errors; `from fitcore.config import ConfigError` keeps working
     "GATHER_ROWS",
@@ -289,8 +290,8 @@ def validate(
         raise ConfigError(
             "epochs",
             cfg.epochs,
-            f"at most {limits.max_steps} steps in all; {cfg.epochs} epochs x "
-            f"{cfg.batches_per_epoch} batches is {cfg.total_steps}",
+            f"at most {plural(limits.max_steps, 'step')} in all; {plural(cfg.epochs, 'epoch')} x "
+            f"{plural(cfg.batches_per_epoch, 'batch', 'batches')} is {cfg.total_steps}",
         )
     if not (math.isfinite(cfg.lr) and 0 < cfg.lr <= MAX_LR):
         raise ConfigError("lr", cfg.lr, f"a finite number greater than 0 and at most {MAX_LR:g}")
@@ -320,7 +321,7 @@ def validate(
         raise ConfigError(
             "data_size",
             cfg.data_size,
-            f"at most {most} rows with {d} features here (needs about {need / 2**20:.0f} MiB, "
-            f"{budget / 2**20:.0f} MiB may be used)",
+            f"at most {plural(most, 'row')} with {plural(d, 'feature')} here "
+            f"(needs about {need / 2**20:.0f} MiB, {budget / 2**20:.0f} MiB may be used)",
         )
     return cfg

@@ -7,6 +7,7 @@ did, and describe the process group, the shards and every rank's final parameter
 from __future__ import annotations
 
 from fitcore.events import Replica, RunEnded, Step
+from fitcore.text import plural, rate
 
 
 def size(shape: tuple[int, ...]) -> str:
@@ -55,9 +56,7 @@ def summary_lines(
     if lstsq_weights is not None:
         lines.append(f"Least squares:  W = {_vector(lstsq_weights)}  b = {lstsq_bias:.4f}")
     loss = f"{ended.final_loss:.6g}" if ended.final_loss is not None else "none"
-    lines.append(
-        f"Status: {ended.status} ({ended.message}); final loss {loss}; {steps_per_second:.0f} steps/s"
-    )
+    lines.append(f"Status: {ended.status} ({ended.message}); final loss {loss}; {rate(steps_per_second)}")
     return lines
 
 
@@ -76,7 +75,8 @@ def rank_line(replica: Replica) -> str:
 def global_line(step: Step) -> str:
     """What the step did over all ranks: there is no gathered output, only the all-reduced gradients."""
     return (
-        f"All ranks: input size {size(step.input_shape)} over {len(step.replicas)} ranks, no gather; "
+        f"All ranks: input size {size(step.input_shape)} over {plural(len(step.replicas), 'rank')}, "
+        "no gather; "
         f"mean loss: {step.loss:.6g}, gradients all-reduced  (epoch {step.epoch}, step {step.step})"
     )
 
@@ -89,10 +89,10 @@ def rank_step_lines(step: Step) -> list[str]:
 def group_line(value: dict) -> str:
     """Detail('ddp'): the process group and how each step is cut."""
     return (
-        f"Process group: {value['world_size']} ranks, backend {value['backend']}, "
+        f"Process group: {plural(value['world_size'], 'rank')}, backend {value['backend']}, "
         f"{value['master_addr']}:{value['master_port']} ({value['launcher']}); each rank takes "
-        f"{value['per_rank_batch']} of its {value['rows_per_rank']} rows per step, "
-        f"{value['steps_per_epoch']} step{'s' if value['steps_per_epoch'] != 1 else ''} per epoch, "
+        f"{value['per_rank_batch']} of its {plural(value['rows_per_rank'], 'row')} per step, "
+        f"{plural(value['steps_per_epoch'], 'step')} per epoch, "
         f"global batch {value['global_batch']}"
     )
 
@@ -107,7 +107,7 @@ def shard_lines(value: dict, which: str = "first") -> list[str]:
     epoch = value[which]
     lines = [
         f"Epoch {epoch['epoch']} shards (DistributedSampler, set_epoch({epoch['set_epoch']}), "
-        f"shuffle={value['shuffle']}): {value['data_size']} rows, {value['rows_per_rank']} per rank"
+        f"shuffle={value['shuffle']}): {plural(value['data_size'], 'row')}, {value['rows_per_rank']} per rank"
         + (f", {value['padding']} repeated to pad: {epoch['repeated']}" if value["padding"] else "")
     ]
     for r in epoch["ranks"]:

@@ -10,4 +10,8 @@ class ConfigError(ValueError):
 
     def __init__(self, field: str, value: Any, allowed: str):
         self.field, self.value, self.allowed = field, value, allowed
-        super().__init__(f"{field}: got {value!r}; allowed: {allowed}")
+        super().__init__(self.named(field))
+
+    def named(self, name: str) -> str:
+        """The message with the field called `name`: the page's label ("Batch size"), the CLI's flag."""
+        return f"{name}: got {self.value!r}; allowed: {self.allowed}"

@@ -21,6 +21,7 @@ from fitcore.devices import MAX_VIRTUAL, parse_devices
 from fitcore.events import Replica, RunStarted, Status, Step
 from fitcore.parallel import chunk_sizes
 from fitcore.runner import Snapshot
+from fitcore.text import plural, rate
 
 # The settings the page has a control for, in the order the URL lists them.
 CONTROL_FIELDS = (
@@ -68,9 +69,8 @@ DEFAULT_PACE = "20"  # the tutorial's 200 steps take ten seconds on screen
 
 
 def error_text(exc: ConfigError) -> str:
-    """A ConfigError as the page shows it: the control's name, then the message (field, value, allowed)."""
-    label = FIELD_LABELS.get(exc.field, exc.field)
-    return f"{label}: {exc}" if label != exc.field else str(exc)
+    """A ConfigError as the page shows it, named once, by the control's label: "Batch size: got 300; ..."."""
+    return exc.named(FIELD_LABELS.get(exc.field, exc.field))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -180,7 +180,7 @@ def pace_choice(pace: float | None) -> str:
 def pace_label(choice: str) -> str:
     if choice == "max":
         return "as fast as possible"
-    return "1 step/s" if choice == "1" else f"{choice} steps/s"
+    return rate(float(choice))
 
 
 def config_values(cfg: FitConfig) -> dict[str, Any]:
@@ -329,7 +329,7 @@ def status_line(snap: Snapshot | None, cfg: FitConfig | None = None) -> str:
         parts.append(f"epoch {snap.epoch} / {snap.config.epochs}")
     parts.append(f"step {snap.step} / {snap.total_steps}")
     if status in (Status.RUNNING, Status.FINISHED) and snap.steps_per_second > 0:
-        parts.append(f"{snap.steps_per_second:.0f} steps/s")
+        parts.append(rate(snap.steps_per_second))
     if status not in (Status.RUNNING, Status.PAUSED):
         parts.append(snap.message)
     if strategies.of(snap).processes and snap.active and snap.step == 0:
@@ -502,13 +502,13 @@ def shards_title(value: dict, which: str = "latest") -> str:
     n, k, per = value["data_size"], value["world_size"], value["rows_per_rank"]
     text = (
         f"Epoch {epoch['epoch']}: DistributedSampler (set_epoch({epoch['set_epoch']}), "
-        f"shuffle={value['shuffle']}) deals {n} dataset rows to {k} rank{'s' if k != 1 else ''}, "
+        f"shuffle={value['shuffle']}) deals {plural(n, 'dataset row')} to {plural(k, 'rank')}, "
         f"ceil({n} / {k}) = {per} each"
     )
     if value["padding"]:
         pad = value["padding"]
         rows = ", ".join(map(str, epoch["repeated"]))
-        text += f"; {pad} row{'s' if pad != 1 else ''} ({rows}) repeated to pad the last shards"
+        text += f"; {plural(pad, 'row')} ({rows}) repeated to pad the last shards"
     return text
 
 
@@ -605,6 +605,8 @@ def final_agreement(snap: Snapshot) -> str | None:
     if not value:
         return None
     k = len(value["ranks"])
+    if value["identical"] and k == 1:
+        return "The only rank ended with its own parameters: with 1 rank there is nothing to compare."
     if value["identical"]:
         return f"All {k} ranks ended with identical parameters (largest difference 0): DDP kept them in step."
     return f"The ranks' parameters differ: largest difference {value['max_abs_diff']:.3g}."
@@ -647,8 +649,32 @@ def _finite_or_none(value: Any) -> Any:
     return value
 
 
+def row_range(start: int, stop: int) -> dict[str, int]:
+    """Batch rows [start, stop) as people count them, like the page's "0–66": first, last, how many."""
+    return {"first": start, "last": stop - 1, "rows": stop - start}
+
+
+def parallelism(cfg: FitConfig, started: RunStarted | None) -> str | None:
+    """How the run was parallel, in words; None before the run has placed its replicas.
+
+    "DataParallel emulated on the CPU (virtual:3)", "nn.DataParallel on cuda:0,1", "one device, no split
+    (cpu)", "DistributedDataParallel, 2 ranks, gloo".
+    """
+    if started is None:
+        return None
+    if strategies.strategy(cfg.strategy).processes:  # gloo on the CPU, nccl with one GPU per rank
+        backend = "nccl" if cfg.devices.startswith("cuda") else "gloo"
+        return f"DistributedDataParallel, {plural(len(started.devices), 'rank')}, {backend}"
+    if started.emulated:
+        host = cfg.devices.split("@", 1)[1] if "@" in cfg.devices else "the CPU"
+        return f"DataParallel emulated on {host} ({cfg.devices})"
+    if started.data_parallel:
+        return "nn.DataParallel on cuda:" + ",".join(d.split(":", 1)[1] for d in started.devices)
+    return f"one device, no split ({', '.join(started.devices)})"
+
+
 def step_dict(step: Step | None) -> dict[str, Any] | None:
-    """A step's split as plain data: its batch's shapes and each replica's rows and shapes."""
+    """A step's split as plain data: its batch's shapes, each replica's rows (row_range) and shapes."""
     if step is None:
         return None
     return {
@@ -658,7 +684,7 @@ def step_dict(step: Step | None) -> dict[str, Any] | None:
         "replicas": [
             {
                 "device": r.device,
-                "rows": [r.start, r.stop],
+                "rows": row_range(r.start, r.stop),
                 "input_shape": list(r.input_shape),
                 "output_shape": list(r.output_shape),
             }
@@ -690,9 +716,10 @@ def result_dict(
         "config": cfg.to_dict(),
         "status": status,
         "message": message,
+        "strategy": cfg.strategy,
+        "parallelism": parallelism(cfg, started),
         "devices": list(started.devices) if started else [],
         "emulated": started.emulated if started else None,
-        "data_parallel": started.data_parallel if started else None,
         "steps": steps,
         "total_steps": cfg.total_steps,
         "final_loss": final_loss,

@@ -26,6 +26,7 @@ from fitcore.parallel import (
     wrap,
 )
 from fitcore.phases import BACKWARD_END, LOSS_END, OPTIMIZER_END
+from fitcore.text import plural
 
 
 class Control:
@@ -114,11 +115,6 @@ class Control:
         if self.max_seconds is not None and self.clock() - self._started > self.max_seconds:
             self.stop(f"stopped at the time limit of {self.max_seconds:g} s")
         return self._stop.is_set()
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """ "1 step", "2 steps": a count with its noun."""
-    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 def finished_message(steps: int, elapsed: float, paused: float) -> str:

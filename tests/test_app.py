@@ -176,27 +176,27 @@ def test_page_loads_idle_with_the_tutorial(page):
     [
         (
             {"batch_size": 300},
-            "Batch size: batch_size: got 300; allowed: an integer from 1 to 200 (the data size)",
+            "Batch size: got 300; allowed: an integer from 1 to 200 (the data size)",
         ),
         (
             {"n_features": 17},
-            f"True weights: weights: got {[5.2, 9.6] + [1.0] * 15}; allowed: 1 to 16 numbers",
+            f"True weights: got {[5.2, 9.6] + [1.0] * 15}; allowed: 1 to 16 numbers",
         ),
         (
             {"lr": 0.0},
-            "Learning rate: lr: got 0.0; allowed: a finite number greater than 0 and at most 1e+30",
+            "Learning rate: got 0.0; allowed: a finite number greater than 0 and at most 1e+30",
         ),
-        ({"noise": -1.0}, "Noise: noise: got -1.0; allowed: a finite number from 0 to 1000000"),
+        ({"noise": -1.0}, "Noise: got -1.0; allowed: a finite number from 0 to 1000000"),
         (
             {"data_size": 2_000_000, "batch_size": 100},
-            "Data size: data_size: got 2000000; allowed: an integer from 1 to 1000000",
+            "Data size: got 2000000; allowed: an integer from 1 to 1000000",
         ),
-        ({"epochs": 20_000}, "Epochs: epochs: got 20000; allowed: an integer from 1 to 10000"),
+        ({"epochs": 20_000}, "Epochs: got 20000; allowed: an integer from 1 to 10000"),
         (
             {"data_size": 5, "batch_size": 5, "virtual_devices": 8},
-            "Devices: devices: got 'virtual:8'; allowed: at most as many devices as data rows (5)",
+            "Devices: got 'virtual:8'; allowed: at most as many devices as data rows (5)",
         ),
-        ({"seed": -1}, f"Seed: seed: got -1; allowed: an integer from 0 to {2**63 - 1}"),
+        ({"seed": -1}, f"Seed: got -1; allowed: an integer from 0 to {2**63 - 1}"),
     ],
 )
 def test_bad_input_shows_its_error_and_starts_nothing(page, changes, message):
@@ -525,7 +525,7 @@ def test_a_value_written_as_markdown_shows_as_written_not_as_a_link(page):
     at = page({"devices": value})
     (error,) = at.error
     assert shown(error).startswith(
-        f"The link had a bad value, so the default is used. Devices: devices: got {value!r}"
+        f"The link had a bad value, so the default is used. Devices: got {value!r}"
     )
     for special in "[]*<>":  # each Markdown character of the value reaches the page escaped
         assert "\\" + special in error.value
@@ -537,17 +537,13 @@ def test_bad_values_in_the_link_show_errors_not_a_traceback(page):
     errors = [shown(e) for e in at.error]
     assert len(errors) == 4
     link = "The link had a bad value, so the default is used. "
-    assert errors[0] == link + "Data size: data_size: got 'abc'; allowed: an integer"
+    assert errors[0] == link + "Data size: got 'abc'; allowed: an integer"
     # what else is allowed depends on this machine's GPUs
-    assert errors[1].startswith(
-        link + "Devices: devices: got 'virtual:99'; allowed: cpu, virtual:K (K from 1 to 8)"
-    )
+    assert errors[1].startswith(link + "Devices: got 'virtual:99'; allowed: cpu, virtual:K (K from 1 to 8)")
     assert errors[2] == link + (
-        "Pace: pace: got 'fast'; allowed: one of 1, 2, 5, 10, 20, 50, 100, 200, max (steps per second)"
+        "Pace: got 'fast'; allowed: one of 1, 2, 5, 10, 20, 50, 100, 200, max (steps per second)"
     )
-    assert (
-        errors[3] == "Learning rate: lr: got -1.0; allowed: a finite number greater than 0 and at most 1e+30"
-    )
+    assert errors[3] == "Learning rate: got -1.0; allowed: a finite number greater than 0 and at most 1e+30"
     assert at.number_input(key="data_size").value == 200
     assert at.query_params["data_size"] == "200" and at.query_params["lr"] == "-1"
     assert at.button(key="start").disabled
@@ -603,15 +599,15 @@ def test_the_ddp_choice_plans_each_ranks_shard_and_goes_into_the_link(page):
     [
         (
             {"workers": 9},
-            "Workers: workers: got 9; allowed: an integer from 1 to 8 (and at most the data size)",
+            "Workers: got 9; allowed: an integer from 1 to 8 (and at most the data size)",
         ),
         (
             {"workers": 0},
-            "Workers: workers: got 0; allowed: an integer from 1 to 8 (and at most the data size)",
+            "Workers: got 0; allowed: an integer from 1 to 8 (and at most the data size)",
         ),
         (
             {"data_size": 3, "batch_size": 3, "workers": 4},
-            "Workers: workers: got 4; allowed: an integer from 1 to 3 (and at most the data size)",
+            "Workers: got 4; allowed: an integer from 1 to 3 (and at most the data size)",
         ),
     ],
 )

@@ -69,10 +69,29 @@ def test_default_run_prints_every_step_and_learns_the_parameters(capsys):
     assert out[-3] == "True:           W = [5.2000, 9.6000]  b = 3.4000"
 
 
+def outside_steps(out: list[str]) -> list[int]:
+    """The step numbers of the `Outside:` lines printed."""
+    return [int(x.split("step ")[-1].rstrip(")")) for x in out if x.startswith("Outside:")]
+
+
 def test_print_every(capsys):
     code, out, _ = run_cli(capsys, "--epochs", "10", "--print-every", "4")
-    outside = [x for x in out if x.startswith("Outside:")]
-    assert code == 0 and [x.split("step ")[-1] for x in outside] == ["1)", "5)", "9)"]
+    assert code == 0 and outside_steps(out) == [1, 5, 9, 10]  # the last step too
+
+
+def test_print_every_that_does_not_divide_the_steps_still_prints_the_last(capsys):
+    code, out, _ = run_cli(capsys, "--devices", "cpu", "--print-every", "7")
+    assert code == 0 and outside_steps(out) == list(range(1, 200, 7)) + [200]  # 1, 8, ..., 197, 200
+    assert out[-1].startswith("Status: finished (finished 200 steps in ")
+
+
+def test_print_every_prints_the_last_step_of_a_run_stopped_early(capsys, monkeypatch):
+    stop_at_step(monkeypatch, 9)
+    code, out, _ = run_cli(capsys, "--devices", "cpu", "--print-every", "4")
+    assert code == 130 and outside_steps(out) == [1, 5, 9]
+    code, out, _ = run_cli(capsys, "--devices", "cpu", "--print-every", "5")
+    assert code == 130 and outside_steps(out) == [1, 6, 9]
+    assert out[-1].startswith("Status: stopped (interrupted (Ctrl-C)); final loss ")
 
 
 def test_quiet_prints_only_the_summary(capsys):
@@ -99,12 +118,15 @@ def test_json_for_the_default_run(capsys):
     ):
         assert key in result
     assert result["config"] == FitConfig().to_dict()
-    assert (result["status"], result["steps"], result["emulated"], result["data_parallel"]) == (
+    assert (result["status"], result["steps"], result["strategy"], result["emulated"]) == (
         "finished",
         200,
+        "dataparallel",
         True,
-        False,
     )
+    assert result["parallelism"] == "DataParallel emulated on the CPU (virtual:2)"
+    assert "data_parallel" not in result  # it said false for this DataParallel run: parallelism says it all
+    assert result["devices"] == ["virtual:0 (emulated on CPU)", "virtual:1 (emulated on CPU)"]
     assert len(result["weights"]) == 2 == len(result["lstsq_weights"])
     assert max(abs(w - r) for w, r in zip(result["weights"], result["lstsq_weights"])) < 1e-3
     assert abs(result["bias"] - result["lstsq_bias"]) < 1e-3
@@ -124,7 +146,9 @@ def test_json_for_the_default_run(capsys):
                 "input_shape": [100, 2],
                 "output_shape": [100, 1],
             }
-            for i, rows in enumerate(([0, 100], [100, 200]))
+            for i, rows in enumerate(
+                ({"first": 0, "last": 99, "rows": 100}, {"first": 100, "last": 199, "rows": 100})
+            )
         ],
     }
 
@@ -145,7 +169,12 @@ def test_json_uneven_split_without_shuffle(capsys):
     assert code == 0
     result = json.loads(out[0])
     assert result["steps"] == 6 and result["config"]["batch_size"] == 100
-    assert [r["rows"] for r in result["first_step"]["replicas"]] == [[0, 34], [34, 68], [68, 100]]
+    assert [r["rows"] for r in result["first_step"]["replicas"]] == [
+        {"first": 0, "last": 33, "rows": 34},
+        {"first": 34, "last": 67, "rows": 34},
+        {"first": 68, "last": 99, "rows": 32},
+    ]
+    assert result["parallelism"] == "DataParallel emulated on the CPU (virtual:3)"
 
 
 def test_no_shuffle_flag(capsys):
@@ -155,32 +184,32 @@ def test_no_shuffle_flag(capsys):
 
 # (arguments, text the single stderr line must contain)
 BAD_INPUT = [
-    (["--batch-size", "300"], "batch_size: got 300; allowed: an integer from 1 to 200 (the data size)"),
-    (["--batch-size", "abc"], "batch_size: got 'abc'; allowed: an integer"),
-    (["--batch-size", ""], "batch_size: got ''; allowed: an integer"),
-    (["--data-size", "0"], "data_size: got 0"),
-    (["--data-size", "1.5"], "data_size: got '1.5'"),
-    (["--epochs", "0"], "epochs: got 0"),
-    (["--lr", "0"], "lr: got 0.0; allowed: a finite number greater than 0"),
-    (["--lr", "nan"], "lr: got nan"),
-    (["--lr", "inf"], "lr: got inf"),
-    (["--lr", "fast"], "lr: got 'fast'; allowed: a number"),
-    (["--noise", "-1"], "noise: got -1.0"),
-    (["--bias", "inf"], "bias: got inf"),
-    (["--weights", "1", "x"], "weights: got ['1', 'x']; allowed: 1 to 16 numbers"),
-    (["--weights", *["1"] * 17], "weights: got [1.0, 1.0"),
-    (["--seed", "-1"], "seed: got -1"),
-    (["--optimizer", "rmsprop"], "optimizer: got 'rmsprop'; allowed: adam or sgd"),
-    (["--strategy", "horovod"], "strategy: got 'horovod'; allowed: dataparallel or ddp"),
-    (["--devices", "gpu"], "devices: got 'gpu'; allowed: cpu, virtual:K (K from 1 to 8)"),
-    (["--devices", "virtual:9"], "devices: got 'virtual:9'"),
-    (["--devices", "cuda:99"], "devices: got 'cuda:99'"),
+    (["--batch-size", "300"], "--batch-size: got 300; allowed: an integer from 1 to 200 (the data size)"),
+    (["--batch-size", "abc"], "--batch-size: got 'abc'; allowed: an integer"),
+    (["--batch-size", ""], "--batch-size: got ''; allowed: an integer"),
+    (["--data-size", "0"], "--data-size: got 0"),
+    (["--data-size", "1.5"], "--data-size: got '1.5'"),
+    (["--epochs", "0"], "--epochs: got 0"),
+    (["--lr", "0"], "--lr: got 0.0; allowed: a finite number greater than 0"),
+    (["--lr", "nan"], "--lr: got nan"),
+    (["--lr", "inf"], "--lr: got inf"),
+    (["--lr", "fast"], "--lr: got 'fast'; allowed: a number"),
+    (["--noise", "-1"], "--noise: got -1.0"),
+    (["--bias", "inf"], "--bias: got inf"),
+    (["--weights", "1", "x"], "--weights: got ['1', 'x']; allowed: 1 to 16 numbers"),
+    (["--weights", *["1"] * 17], "--weights: got [1.0, 1.0"),
+    (["--seed", "-1"], "--seed: got -1"),
+    (["--optimizer", "rmsprop"], "--optimizer: got 'rmsprop'; allowed: adam or sgd"),
+    (["--strategy", "horovod"], "--strategy: got 'horovod'; allowed: dataparallel or ddp"),
+    (["--devices", "gpu"], "--devices: got 'gpu'; allowed: cpu, virtual:K (K from 1 to 8)"),
+    (["--devices", "virtual:9"], "--devices: got 'virtual:9'"),
+    (["--devices", "cuda:99"], "--devices: got 'cuda:99'"),
     (
         ["--data-size", "3", "--batch-size", "3", "--devices", "virtual:4"],
         "at most as many devices as data rows",
     ),
-    (["--data-size", "10000000000000"], "data_size: got 10000000000000; allowed: at most"),
-    (["--print-every", "0"], "print_every: got 0; allowed: an integer 1 or more"),
+    (["--data-size", "10000000000000"], "--data-size: got 10000000000000; allowed: at most"),
+    (["--print-every", "0"], "--print-every: got 0; allowed: an integer 1 or more"),
     (["--print-every", "x"], "argument --print-every: invalid int value: 'x'"),
     (["--weights"], "argument --weights: expected at least one argument"),
     (["--foo"], "unrecognized arguments: --foo"),
@@ -212,7 +241,8 @@ def test_divergence_exits_1(capsys):
     assert "the learning rate 1e+06 is too high" in out[-1]
 
 
-def test_ctrl_c_stops_between_steps_and_still_prints_the_summary(capsys, monkeypatch):
+def stop_at_step(monkeypatch, n: int) -> None:
+    """Make the CLI's runs press Ctrl-C right after step n."""
     real_trainer_for = cli_mod.trainer_for
 
     def trainer_for(cfg):
@@ -221,7 +251,7 @@ def test_ctrl_c_stops_between_steps_and_still_prints_the_summary(capsys, monkeyp
         def interrupted(cfg, on_event, control):
             def on_step(event):
                 on_event(event)
-                if isinstance(event, Step) and event.step == 3:
+                if isinstance(event, Step) and event.step == n:
                     signal.raise_signal(signal.SIGINT)  # the handler main() installed
 
             return train(cfg, on_step, control)
@@ -229,6 +259,10 @@ def test_ctrl_c_stops_between_steps_and_still_prints_the_summary(capsys, monkeyp
         return interrupted
 
     monkeypatch.setattr(cli_mod, "trainer_for", trainer_for)
+
+
+def test_ctrl_c_stops_between_steps_and_still_prints_the_summary(capsys, monkeypatch):
+    stop_at_step(monkeypatch, 3)
     before = signal.getsignal(signal.SIGINT)
     code, out, _ = run_cli(capsys, "--quiet")
     assert code == 130
@@ -265,7 +299,7 @@ def test_python_m_fitcore_in_a_subprocess():
     )
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.splitlines() == [
-        "fitcore: error: batch_size: got 300; allowed: an integer from 1 to 200 (the data size)"
+        "fitcore: error: --batch-size: got 300; allowed: an integer from 1 to 200 (the data size)"
     ]
 
 

@@ -327,3 +327,30 @@ def test_config_error_is_a_value_error_with_its_parts():
     assert isinstance(err, ValueError)
     assert (err.field, err.value, err.allowed) == ("lr", -1.0, "a finite number greater than 0")
     assert str(err) == "lr: got -1.0; allowed: a finite number greater than 0"
+
+
+@pytest.mark.parametrize(
+    "override, allowed",
+    [
+        (
+            {"data_size": 200, "batch_size": 100, "epochs": 1},
+            "at most 1 step in all; 1 epoch x 2 batches is 2",
+        ),
+        (
+            {"data_size": 200, "batch_size": 200, "epochs": 2},
+            "at most 1 step in all; 2 epochs x 1 batch is 2",
+        ),
+    ],
+)
+def test_the_step_limit_counts_in_the_singular_where_there_is_one(override, allowed):
+    with pytest.raises(ConfigError) as info:
+        check(FitConfig(**override), Limits(max_steps=1))
+    assert info.value.allowed == allowed
+
+
+def test_the_memory_limit_says_1_row_with_1_feature():
+    available = 2 * estimate_bytes(1, 1, 1)  # half of it: room for exactly one row of one feature
+    assert max_data_size(1, available, 0.5, 2) == 1
+    with pytest.raises(ConfigError) as info:
+        check(FitConfig(weights=(1.0,), data_size=2, batch_size=2), Limits(memory_fraction=0.5), available)
+    assert info.value.allowed == "at most 1 row with 1 feature here (needs about 0 MiB, 0 MiB may be used)"

@@ -209,10 +209,10 @@ def test_cuda_with_one_rank_per_gpu_is_valid():
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--workers", "0"], "fitcore: error: workers: got 0; allowed: an integer from 1 to 8"),
-        (["--workers", "9"], "fitcore: error: workers: got 9; allowed: an integer from 1 to 8"),
+        (["--workers", "0"], "fitcore: error: --workers: got 0; allowed: an integer from 1 to 8"),
+        (["--workers", "9"], "fitcore: error: --workers: got 9; allowed: an integer from 1 to 8"),
         (["--workers", "5", "--data-size", "4", "--batch-size", "4"], "5; allowed: an integer from 1 to 4"),
-        (["--devices", "cuda:0,1"], "fitcore: error: devices: got 'cuda:0,1'; allowed: cpu, virtual:K"),
+        (["--devices", "cuda:0,1"], "fitcore: error: --devices: got 'cuda:0,1'; allowed: cpu, virtual:K"),
     ],
 )  # fmt: skip
 def test_cli_bad_workers_exit_2_with_one_line(argv, message, capsys, monkeypatch):
@@ -405,7 +405,7 @@ def test_torchrun_single_machine_matches_one_process():
     shards = result["details"]["shards"]
     assert [r["indices"] for r in shards["first"]["ranks"]] == epoch_shards(11, 2, True, 0, 1)
     assert result["details"]["ddp"]["launcher"] == "launched by torchrun"
-    assert result["first_step"]["replicas"][1]["rows"] == [2, 4]
+    assert result["first_step"]["replicas"][1]["rows"] == {"first": 2, "last": 3, "rows": 2}
 
 
 def test_reference_is_least_squares_at_convergence():

@@ -191,4 +191,4 @@ def test_cli_rejects_virtual_on_gpu_without_one(capsys, monkeypatch):
     monkeypatch.setattr(devices, "cuda_gpus", lambda: [])  # the same answer on a machine with GPUs
     assert main(["--devices", "virtual:3@cuda:0", "--epochs", "1", "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"fitcore: error: devices: got 'virtual:3@cuda:0'; allowed: {ALLOWED_WITHOUT}"]
+    assert err == [f"fitcore: error: --devices: got 'virtual:3@cuda:0'; allowed: {ALLOWED_WITHOUT}"]

@@ -565,9 +565,10 @@ def test_bad_cli_input_is_one_line_naming_the_field(capsys, no_training, argv, f
     assert out == "" and no_training == []
     assert err.endswith("\n") and err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("fitcore: error: ")
-    assert field in err and allowed in err
-    if not field.startswith("--"):  # a setting: the message starts with its name and the value given
-        assert err.startswith(f"fitcore: error: {field}: got ")
+    flag = field if field.startswith("--") else "--" + field.replace("_", "-")
+    assert flag in err and allowed in err
+    if not field.startswith("--"):  # a setting: the message starts with its flag and the value given
+        assert err.startswith(f"fitcore: error: {flag}: got ")
 
 
 # values that look odd but are fine on the command line (the server bounds some of them: see above)

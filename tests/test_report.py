@@ -188,7 +188,7 @@ def test_cpu_devices_in_the_query_belong_to_ddp():
     with pytest.raises(ConfigError) as exc:
         report.config_from_controls({**report.defaults(), **values})
     assert report.error_text(exc.value) == (
-        "Workers: workers: got 9; allowed: an integer from 1 to 8 (and at most the data size)"
+        "Workers: got 9; allowed: an integer from 1 to 8 (and at most the data size)"
     )
 
 
@@ -205,7 +205,10 @@ def test_query_keeps_what_only_validation_refuses():
     with pytest.raises(ConfigError) as exc:
         report.config_from_controls({**report.defaults(), **values})
     assert str(exc.value) == "batch_size: got 300; allowed: an integer from 1 to 200 (the data size)"
-    assert report.error_text(exc.value) == "Batch size: " + str(exc.value)
+    # the page names the field once, by the label beside the control
+    assert report.error_text(exc.value) == (
+        "Batch size: got 300; allowed: an integer from 1 to 200 (the data size)"
+    )
 
 
 def test_config_differences_name_each_changed_control():
@@ -252,6 +255,10 @@ def _snap(**kw) -> Snapshot:
             "Running · epoch 12 / 200 · step 12 / 200 · 95 steps/s",
         ),
         (dict(status="paused", step=3, epoch=3, total_steps=200), "Paused · epoch 3 / 200 · step 3 / 200"),
+        (
+            dict(step=12, epoch=12, total_steps=200, steps_per_second=1.2),
+            "Running · epoch 12 / 200 · step 12 / 200 · 1 step/s",
+        ),
         (
             dict(status="queued", queue_position=2, total_steps=200, message="waiting: 2 runs ahead"),
             "Queued · position 2 in the queue · step 0 / 200 · waiting: 2 runs ahead",
@@ -373,6 +380,48 @@ def test_history_csv_leaves_cells_empty_where_a_series_thinned():
         param_history=((1, (1.0, 2.0, 3.0)), (3, (1.5, 2.5, 3.5))),
     )
     assert report.history_csv(snap) == "step,loss,w1,w2,b\n1,4.0,1.0,2.0,3.0\n2,3.0,,,\n3,2.0,1.5,2.5,3.5\n"
+
+
+def test_json_rows_read_like_the_pages_table():
+    """One convention for people: the page's "0–66" is {"first": 0, "last": 66, "rows": 67} in JSON."""
+    snap = _run(FitConfig(devices="virtual:3", epochs=1, shuffle=False))
+    table = report.split_table(snap.first)
+    data = json.loads(report.result_json(snap))
+    rows = [r["rows"] for r in data["first_step"]["replicas"]]
+    assert [t["Batch rows"] for t in table[:-1]] == ["0–66", "67–133", "134–199"]
+    assert rows == [
+        {"first": 0, "last": 66, "rows": 67},
+        {"first": 67, "last": 133, "rows": 67},
+        {"first": 134, "last": 199, "rows": 66},
+    ]
+    assert [f"{r['first']}–{r['last']}" for r in rows] == [t["Batch rows"] for t in table[:-1]]
+    assert [r["rows"] for r in rows] == [t["Rows"] for t in table[:-1]] == [67, 67, 66]
+
+
+def test_json_says_which_strategy_and_devices_ran():
+    snap = _run(FitConfig(devices="virtual:3", epochs=1))
+    data = json.loads(report.result_json(snap))
+    assert (data["strategy"], data["parallelism"], data["emulated"]) == (
+        "dataparallel",
+        "DataParallel emulated on the CPU (virtual:3)",
+        True,
+    )
+    assert data["devices"] == [f"virtual:{i} (emulated on CPU)" for i in range(3)]
+    assert "data_parallel" not in data
+    started = snap.started
+    gpus = dataclasses.replace(started, devices=("cuda:0", "cuda:1"), emulated=False, data_parallel=True)
+    assert report.parallelism(FitConfig(devices="cuda:0,1"), gpus) == "nn.DataParallel on cuda:0,1"
+    on_gpu = FitConfig(devices="virtual:2@cuda:0")
+    assert report.parallelism(on_gpu, started) == "DataParallel emulated on cuda:0 (virtual:2@cuda:0)"
+    one = dataclasses.replace(started, devices=("cpu",), emulated=False, data_parallel=False)
+    assert report.parallelism(FitConfig(devices="cpu"), one) == "one device, no split (cpu)"
+    ranks = ("rank 0 · cpu · gloo", "rank 1 · cpu · gloo")
+    ddp_cfg = FitConfig(strategy="ddp", workers=2, devices="cpu")
+    ddp_started = dataclasses.replace(started, devices=ranks, emulated=False, data_parallel=False)
+    assert report.parallelism(ddp_cfg, ddp_started) == "DistributedDataParallel, 2 ranks, gloo"
+    alone = dataclasses.replace(ddp_started, devices=ranks[:1])
+    assert report.parallelism(ddp_cfg, alone) == "DistributedDataParallel, 1 rank, gloo"
+    assert report.parallelism(ddp_cfg, None) is None
 
 
 def test_result_json_of_a_finished_and_a_diverged_run():
@@ -542,6 +591,26 @@ def test_final_rows_and_agreement_of_the_ranks():
     apart = _ddp_snap([same[0], ("rank 1 · cpu · gloo", (5.2, 9.1), 3.4)], status="finished")
     assert report.final_agreement(apart) == "The ranks' parameters differ: largest difference 0.5."
     assert report.final_rows(_ddp_snap(None)) == [] and report.final_agreement(_ddp_snap(None)) is None
+
+
+def test_shards_title_and_agreement_count_one_rank_and_one_padded_row_in_the_singular():
+    one = FitConfig(strategy="ddp", workers=1, devices="cpu", data_size=1, batch_size=1)
+    assert report.shards_title(report.planned_shards(one)) == (
+        "Epoch 1: DistributedSampler (set_epoch(0), shuffle=True) deals 1 dataset row to 1 rank, "
+        "ceil(1 / 1) = 1 each"
+    )
+    value = report.planned_shards(
+        FitConfig(strategy="ddp", workers=4, devices="cpu", data_size=7, batch_size=7)
+    )
+    repeated = value["first"]["repeated"]
+    assert len(repeated) == 1 and report.shards_title(value) == (
+        "Epoch 1: DistributedSampler (set_epoch(0), shuffle=True) deals 7 dataset rows to 4 ranks, "
+        f"ceil(7 / 4) = 2 each; 1 row ({repeated[0]}) repeated to pad the last shards"
+    )
+    alone = _ddp_snap([("rank 0 · cpu · gloo", (5.2, 9.6), 3.4)], status="finished")
+    assert report.final_agreement(alone) == (
+        "The only rank ended with its own parameters: with 1 rank there is nothing to compare."
+    )
 
 
 def test_console_text_of_a_ddp_run_prints_each_rank():

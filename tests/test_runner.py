@@ -220,6 +220,37 @@ def test_pause_holds_the_step_and_resume_finishes():
     assert (snap.status, snap.step) == ("finished", 60)
 
 
+def test_steps_per_second_counts_running_time_only(fake_clock):
+    """10 steps of 0.1 s, a pause of 60 s, 10 more: 10 steps/s during the run and after it, not 20 / 62 s."""
+    paused_at, watches = set(), []
+
+    def trainer(cfg, on_event, control, plan=None):
+        def on_step(event):
+            if isinstance(event, Step):
+                fake_clock.advance(0.1)  # each step takes 0.1 s of the run's clock
+            on_event(event)
+            if isinstance(event, Step) and event.step in (10, 15):
+                watches.append(PauseWatch(control))
+                control.pause()
+                paused_at.add(event.step)
+
+        return train(cfg, on_step, control, clock=fake_clock, plan=plan)
+
+    cfg = {"epochs": 20, "data_size": 10, "batch_size": 10, "devices": "cpu"}
+    run = make_run(cfg=cfg, clock=fake_clock, trainer=trainer).start()
+    wait_for(lambda: 10 in paused_at and watches[0].held(1))  # inside the pause: its start is on the clock
+    fake_clock.advance(60)
+    run.resume()
+    wait_for(lambda: 15 in paused_at and watches[1].held(1))
+    snap = run.snapshot()
+    assert (snap.step, snap.status) == (15, "paused")
+    assert snap.steps_per_second == pytest.approx(10.0)  # steps 1..15 over 1.4 s of running, not 61.4 s
+    run.resume()
+    snap = finish(run)
+    assert snap.steps_per_second == pytest.approx(10.0)  # 20 steps over 62 s, 60 of them paused
+    assert snap.message == "finished 20 steps in 62.00 s (60.0 s of it paused)"
+
+
 def test_stop_while_paused():
     trainer, reached, _ = pausing_at(2)
     run = make_run(cfg={"epochs": 1000, "devices": "virtual:2"}, trainer=trainer).start()
