@@ -70,18 +70,16 @@ def init_session(gpus: dict) -> None:
     ss.pace = report.DEFAULT_PACE
     ss.smoothing = 0.0
     ss.overlay = False  # earlier runs only when asked: the current run is the lesson
-    if ss.run_id is not None:  # the run's own settings, so that the controls match what is shown
+    if ss.run_id is not None:
         try:
             snap = get_pool().snapshot(ss.owner, ss.run_id)
         except RunNotFound:
             ss.run_id = None
-        else:
+        else:  # without a link, the controls are the run's own, so that they match what is shown
+            ss.run_number = get_pool().run_number(ss.owner, ss.run_id)
             apply_values(report.config_values(snap.config))
             ss.pace = report.pace_choice(snap.pace)
-            ss.run_number = get_pool().run_number(ss.owner, ss.run_id)
-            ss.url_errors = []
-            return
-    # a shared link sets the controls; its bad values are reported and replaced by the defaults
+    # a link sets the controls (a reload's link is the run's own); bad values are reported, the defaults kept
     values, pace, errors = report.from_query(st.query_params.to_dict(), list(gpus.values()))
     apply_values(values)
     if pace is not None:

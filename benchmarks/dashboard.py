@@ -33,14 +33,19 @@ RATE = re.compile(r"([\d,]+) steps/s")
 RATE_TARGET = 0.80
 FIRST_POINT_TARGET_S = 1.0
 
-# the page's first drawn point: the status line past step 0 and a line in the loss chart, a Plotly chart under
-# a key starting "loss_chart" (a Vega-Lite chart in earlier versions of the page: either counts)
+# the page's first drawn point: the live view's status line past step 0 and a line in its loss chart (the live
+# view is a component in a shadow root: the query goes through the component's host element)
 FIRST_POINT_JS = """() => {
-    const m = document.body.innerText.match(/step (\\d+) \\/ (\\d+)/);
-    const chart = document.querySelector('[class*="st-key-loss_chart"] .scatterlayer .trace path, '
-                                         + '[data-testid="stVegaLiteChart"] canvas, '
-                                         + '[data-testid="stVegaLiteChart"] svg');
-    if (m && Number(m[1]) >= 1 && chart) { window.__fitcore_drawn = performance.now(); return true; }
+    const roots = [...document.querySelectorAll('*')].map(e => e.shadowRoot).filter(Boolean);
+    for (const root of roots) {
+        const status = root.querySelector('.fl-status-text');
+        const line = root.querySelector('.fl-chart-svg path');
+        const m = status && status.textContent.match(/step (\\d+) \\/ (\\d+)/);
+        if (m && Number(m[1]) >= 1 && line && (line.getAttribute('d') || '').length > 2) {
+            window.__fitcore_drawn = performance.now();
+            return true;
+        }
+    }
     return false;
 }"""
 
@@ -61,7 +66,10 @@ def headless(fields: dict) -> dict:
 
 
 def _status(page) -> tuple[int, int, str]:
-    text = page.inner_text("body")
+    """(step, total, the status line) as the live view shows them (Playwright's locators pierce its shadow
+    root)."""
+    status = page.locator(".fl-status-text")
+    text = status.inner_text() if status.count() else ""
     match = STEP.search(text)
     return (int(match.group(1)), int(match.group(2)), text) if match else (0, 0, text)
 
@@ -75,8 +83,11 @@ def on_page(page, url: str, fields: dict, timeout: float) -> dict:
     page.goto(url + "/?" + urllib.parse.urlencode(query))
     start = page.get_by_role("button", name="Start training")
     start.wait_for()
+    before = _status(page)[2]  # the last run's line, until the page has the new one
     start.click()
     deadline = common.clock() + timeout
+    while _status(page)[2] == before and common.clock() < deadline:
+        time.sleep(0.05)
     seen = []  # (seconds, step) as the page showed them
     while True:
         step, total, text = _status(page)
@@ -86,8 +97,7 @@ def on_page(page, url: str, fields: dict, timeout: float) -> dict:
         if any(word in text for word in ("Failed", "Diverged", "Stopped")) or common.clock() > deadline:
             raise RuntimeError(f"the page's run did not finish: {STEP.search(text) and text[:300]}")
         time.sleep(0.25)
-    line = next(m for m in text.splitlines() if STEP.search(m) and "steps/s" in m)
-    rate = float(RATE.search(line).group(1).replace(",", ""))
+    rate = float(RATE.search(text).group(1).replace(",", ""))
     return {"steps": total, "steps_per_s": rate, "updates_seen": len({s for _, s in seen})}
 
 
@@ -105,9 +115,7 @@ def first_point(page, url: str) -> dict:
     try:
         page.wait_for_function(FIRST_POINT_JS, polling="raf", timeout=60_000)
     except Exception as exc:  # noqa: BLE001 - say what the page showed instead of a bare timeout
-        text = _status(page)[2]
-        shown = text[text.find("How DataParallel splits a batch") :][:600]
-        raise RuntimeError(f"no point drawn within 60 s; the page showed: {shown!r}") from exc
+        raise RuntimeError(f"no point drawn within 60 s; the status showed: {_status(page)[2]!r}") from exc
     seconds = page.evaluate("() => (window.__fitcore_drawn - window.__fitcore_click) / 1000")
     page.get_by_role("button", name="Stop").click()  # free the pool's slot for the next measurement
     return {"page_load_s": loaded, "first_point_s": seconds}
