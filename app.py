@@ -21,6 +21,7 @@ from fitcore.devices import MAX_VIRTUAL, cuda_gpus
 from fitcore.events import Status
 from fitcore.pool import RunNotFound, RunPool, server_pool
 from fitcore.runner import Snapshot
+from fitcore.text import plural
 
 FRONTEND = Path(__file__).parent / "frontend"  # the live view's JavaScript and CSS
 # The live view asks the server for news this often (ms): a request costs the server well under a millisecond,
@@ -327,7 +328,7 @@ def devices_ui(gpus: dict) -> None:
         st.multiselect("GPUs", sorted(gpus), key="gpus", format_func=lambda i: gpus[i].label)
         if ddp_run:
             n = len(ss.gpus)
-            st.caption(f"One rank per selected GPU, backend nccl: {n} rank{'s' if n != 1 else ''}.")
+            st.caption(f"One rank per selected GPU, backend nccl: {plural(n, 'rank')}.")
         else:
             st.caption("Two or more GPUs run the real nn.DataParallel; one GPU runs the model alone.")
     elif ddp_run:

@@ -334,7 +334,7 @@ def status_line(snap: Snapshot | None, cfg: FitConfig | None = None) -> str:
         parts.append(snap.message)
     if strategies.of(snap).processes and snap.active and snap.step == 0:
         k = snap.config.workers
-        parts.append(f"starting {k} process{'es' if k != 1 else ''}: each imports torch and joins the group")
+        parts.append(f"starting {plural(k, 'process', 'processes')}: each imports torch and joins the group")
     return " · ".join(p for p in parts if p)
 
 

@@ -117,9 +117,9 @@ class Control:
         return self._stop.is_set()
 
 
-def finished_message(steps: int, elapsed: float, paused: float) -> str:
-    """How long a finished run took, and how much of that it was paused."""
-    text = f"finished {plural(steps, 'step')} in {elapsed:.2f} s"
+def finished_message(steps: int, elapsed: float, paused: float, where: str = "") -> str:
+    """How long a finished run took (where: " on 2 processes", say), and how much of that it was paused."""
+    text = f"finished {plural(steps, 'step')} in {elapsed:.2f} s{where}"
     return text + (f" ({paused:.1f} s of it paused)" if paused > 0 else "")
 
 

@@ -375,7 +375,7 @@ def test_cli_prints_each_ranks_lines_and_parameters():
             f"\t[rank {rank} · cpu · gloo] In Model: "
             "input size torch.Size([100, 2]) output size torch.Size([100, 1])"
         )
-        assert out.count(line + "\n") == 2  # steps 1 and 101
+        assert out.count(line + "\n") == 3  # steps 1 and 101, and the last one, 200
     assert "Parameters per rank after the last step: identical on every rank" in out
     learned = next(line for line in out.splitlines() if line.startswith("Learned:"))
     assert [float(x) for x in re.findall(r"-?\d+\.\d+", learned)] == pytest.approx([5.2, 9.6, 3.4], abs=1e-2)

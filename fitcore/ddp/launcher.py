@@ -40,7 +40,8 @@ from fitcore.ddp.rank import (
 from fitcore.ddp.shards import Layout, epoch_shards, epoch_value, shards_value
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.events import Detail, Event, RunEnded, Status, run_started
-from fitcore.train import Control, describe_failure
+from fitcore.text import plural
+from fitcore.train import Control, describe_failure, finished_message
 
 HOST = "127.0.0.1"  # spawned ranks talk over loopback only
 START_TIMEOUT = 180.0  # seconds for every rank to import torch and join the process group
@@ -272,7 +273,7 @@ class _Launch:
         self.specs = ranks_specs(self.labels, cfg.n_features, itemsize)
         startup = self.clock() - started
         self.t0 = self.clock()  # like train(), time the training, not the seconds the ranks took to start
-        header = f"Using DistributedDataParallel: {k} process{'es' if k > 1 else ''}, backend {backend}" + (
+        header = f"Using DistributedDataParallel: {plural(k, 'process', 'processes')}, backend {backend}" + (
             " on the CPU." if backend == "gloo" else " with one GPU each."
         )
         self.on_event(run_started(cfg, self.labels, header, self.layout.steps_per_epoch, (lstsq_w, lstsq_b)))
@@ -356,9 +357,9 @@ class _Launch:
             return Status.DIVERGED, next(m.message for m in ordered if m.status == Status.DIVERGED)
         if Status.STOPPED in statuses or self.steps < self.cfg.epochs * self.layout.steps_per_epoch:
             return Status.STOPPED, self.control.stop_reason or "stopped"
-        return Status.FINISHED, (
-            f"finished {self.steps} steps in {self.clock() - self.t0:.2f} s on {self.k} processes "
-            f"(DistributedDataParallel)"
+        where = f" on {plural(self.k, 'process', 'processes')} (DistributedDataParallel)"
+        return Status.FINISHED, finished_message(
+            self.steps, self.clock() - self.t0, self.control.paused_seconds, where
         )
 
     def _shards_epoch_of(self, step: int) -> int:

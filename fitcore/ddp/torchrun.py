@@ -39,7 +39,8 @@ from fitcore.ddp.shards import Layout, first_epoch_value
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.errors import ConfigError
 from fitcore.events import Detail, Event, RunEnded, Status, run_started
-from fitcore.train import Control, describe_failure
+from fitcore.text import plural
+from fitcore.train import Control, describe_failure, finished_message
 
 
 class RankInfo(NamedTuple):
@@ -181,7 +182,7 @@ def train_torchrun(
             lstsq = least_squares(X, y)
             behind.specs = ranks_specs(labels, cfg.n_features, X.element_size())
             del X, y
-            header = f"Using DistributedDataParallel under torchrun: {k} ranks, backend {backend}."
+            header = f"Using DistributedDataParallel under torchrun: {plural(k, 'rank')}, backend {backend}."
             emit(run_started(cfg, labels, header, layout.steps_per_epoch, lstsq))
             group = group_value(
                 layout, backend, (env.master_addr, env.master_port), "launched by torchrun",
@@ -222,7 +223,8 @@ def train_torchrun(
         if state.status == Status.STOPPED:
             state.message = control.stop_reason or "stopped by another rank"
         elif state.status == Status.FINISHED:
-            state.message = f"finished {state.steps} steps in {clock() - t0:.2f} s on {k} ranks (torchrun)"
+            where = f" on {plural(k, 'rank')} (torchrun)"
+            state.message = finished_message(state.steps, clock() - t0, control.paused_seconds, where)
     except Exception as exc:  # noqa: BLE001 - a failed rank ends with its message; torchrun sees the exit status
         behind.release(None)  # the last step taken, whose times no rank will share now
         state.status, state.message = Status.FAILED, describe_failure(exc)
