@@ -64,12 +64,12 @@ def live_handler(get_pool: Callable[[], RunPool] = server_pool):
         pool = get_pool()
         try:
             run_id = run_id or pool.latest_run(owner)
-            snap = pool.snapshot(owner, run_id) if run_id else None
-        except RunNotFound:
-            snap = None
-        if snap is None:
+            if run_id is None:
+                raise RunNotFound("")
+            snap, number = pool.snapshot(owner, run_id), pool.run_number(owner, run_id)
+        except RunNotFound:  # not this owner's, or dropped meanwhile: the same answer either way
             return _error(404, "run", run_id or "", "one of this browser's runs")
-        body = live.payload(snap, since, pool.run_number(owner, run_id))
+        body = live.payload(snap, since, number)
         return Response(
             json.dumps(body, separators=(",", ":"), allow_nan=False),
             media_type="application/json",
