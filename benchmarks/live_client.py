@@ -32,6 +32,7 @@ LIVE_PATH, BYE_PATH = "/fitcore/live", "/fitcore/bye"
 POLL_S, QUIET_POLL_S = 0.4, 1.0  # app.py's POLL_MS and QUEUED_POLL_MS
 QUIET_STATUSES = ("queued", "paused")  # a run that changes little: the slower rate
 QUEUE_POSITION = re.compile(r"position (\d+) in the queue")
+MAX_ERRORS = 5  # messages kept of a view's failed requests (all are counted)
 REQUEST_TIMEOUT_S = 10.0  # a browser's fetch has none; an answer this late is recorded as an error
 
 
@@ -146,7 +147,13 @@ class LiveState:
     status_reruns: int = 0  # reruns asked for because the status changed
     reruns_done: int = 0  # of them, those whose script run has finished
     gone: bool = False  # the server answered 404: the run is not (or no longer) this owner's
-    errors: list[str] = field(default_factory=list)
+    failed: int = 0  # requests and reruns that failed
+    errors: list[str] = field(default_factory=list)  # the first MAX_ERRORS of their messages
+
+    def error(self, text: str) -> None:
+        self.failed += 1
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append(text)
 
 
 class LiveView:
@@ -175,12 +182,12 @@ class LiveView:
             try:
                 status, payload = await self.http.get_json(self._target())
             except (HttpError, ValueError) as exc:  # a failed fetch: the browser asks again next time
-                st.errors.append(str(exc))
+                st.error(str(exc))
                 await asyncio.sleep(POLL_S)
                 continue
             if status != 200:
                 st.gone = status == 404
-                st.errors.append(f"GET {self._target()}: status {status}")
+                st.error(f"GET {self._target()}: status {status}")
                 if st.gone:
                     self._rerun()  # the page says what happened to its run
                     return
@@ -236,7 +243,7 @@ class LiveView:
         try:
             await self.session.rerun_full([])
         except Exception as exc:  # recorded with the figures: the page missed a status change
-            self.state.errors.append(f"rerun after a status change: {exc!r}")
+            self.state.error(f"rerun after a status change: {exc!r}")
             return
         self.state.reruns_done += 1
 
@@ -268,7 +275,7 @@ class LiveView:
         try:
             status, _ = await self.http.request("POST", target)
         except HttpError as exc:
-            self.state.errors.append(str(exc))
+            self.state.error(str(exc))
             return 0
         return status
 
