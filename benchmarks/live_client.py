@@ -61,6 +61,9 @@ class Http:
                 fresh = self._streams is None
                 try:
                     return await asyncio.wait_for(self._exchange(method, target), self.timeout)
+                except asyncio.CancelledError:
+                    self._abandon()  # an answer may be half read: the connection cannot be reused
+                    raise
                 except (OSError, asyncio.IncompleteReadError, HttpError, TimeoutError) as exc:
                     await self._drop()
                     if fresh or attempt or isinstance(exc, TimeoutError):
@@ -107,6 +110,11 @@ class Http:
         if "content-length" in headers:
             return await reader.readexactly(int(headers["content-length"]))
         raise HttpError(f"an answer without a length (status {status}) on a kept-alive connection")
+
+    def _abandon(self) -> None:
+        streams, self._streams = self._streams, None
+        if streams is not None:
+            streams[1].close()
 
     async def _drop(self) -> None:
         streams, self._streams = self._streams, None
@@ -163,17 +171,23 @@ class LiveView:
         session: the page's Streamlit session (the same owner's); None for a view with no page behind it.
         http: the page's connection, with the browser's owner cookie.
         run_id: the run the page shows; None: the owner's latest run (what a reloaded page finds).
+        poll_s: seconds between an answer and the next request while the run trains (the page's POLL_S).
     """
 
-    def __init__(self, session: Session | None, http: Http, run_id: str | None = None):
+    def __init__(
+        self, session: Session | None, http: Http, run_id: str | None = None, poll_s: float = POLL_S
+    ):
         self.session = session
         self.http = http
+        self.poll_s = poll_s
         self.state = LiveState(run_id=run_id)
         self._task: asyncio.Task | None = None
         self._reruns: list[asyncio.Task] = []
 
     def start(self) -> None:
-        if self._task is None:
+        """Start polling (again, after stop(): from the latest step it has)."""
+        if self._task is None or self._task.done():
+            self.state.last_answer_at = 0.0  # the time it was stopped is no gap of the server's
             self._task = asyncio.create_task(self._poll(), name="live-view")
 
     async def _poll(self) -> None:
@@ -183,7 +197,7 @@ class LiveView:
                 status, payload = await self.http.get_json(self._target())
             except (HttpError, ValueError) as exc:  # a failed fetch: the browser asks again next time
                 st.error(str(exc))
-                await asyncio.sleep(POLL_S)
+                await asyncio.sleep(self.poll_s)
                 continue
             if status != 200:
                 st.gone = status == 404
@@ -191,12 +205,12 @@ class LiveView:
                 if st.gone:
                     self._rerun()  # the page says what happened to its run
                     return
-                await asyncio.sleep(POLL_S)
+                await asyncio.sleep(self.poll_s)
                 continue
             self._record(payload)
             if not st.active:
                 return  # the run has ended: nothing will change
-            await asyncio.sleep(QUIET_POLL_S if payload["run"]["status"] in QUIET_STATUSES else POLL_S)
+            await asyncio.sleep(QUIET_POLL_S if payload["run"]["status"] in QUIET_STATUSES else self.poll_s)
 
     def _target(self) -> str:
         query = {"since": str(self.state.since)}
@@ -206,7 +220,7 @@ class LiveView:
 
     def _record(self, payload: dict) -> None:
         st, run, now = self.state, payload["run"], time.monotonic()
-        if st.updates and st.active:
+        if st.last_answer_at and st.active:
             st.max_gap_s = max(st.max_gap_s, now - st.last_answer_at)
         if not st.updates:
             st.active_since = now
@@ -250,7 +264,7 @@ class LiveView:
     def longest_gap_s(self) -> float:
         """LiveState.max_gap_s, counting the wait still open now if the run was active at the last answer."""
         st = self.state
-        if st.updates and st.active and self._task is not None and not self._task.done():
+        if st.last_answer_at and st.active and self._task is not None and not self._task.done():
             return max(st.max_gap_s, time.monotonic() - st.last_answer_at)
         return st.max_gap_s
 

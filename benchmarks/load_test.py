@@ -514,6 +514,22 @@ class WebsocketClient:
         """Start the live view of a page that shows a run it did not start (a reloaded page)."""
         self._loop.call(tab.live.start)
 
+    def live_views(self, tabs: list[WebsocketTab], on: bool) -> None:
+        """Start or stop the live views of these pages (a browser tab shown again, or hidden)."""
+
+        async def switch() -> None:
+            for tab in tabs:
+                if on:
+                    tab.live.start()
+                else:
+                    await tab.live.stop()
+
+        self._loop.run(switch(), 30)
+
+    def set_poll(self, tab: WebsocketTab, seconds: float) -> None:
+        """The seconds between an answer and the next request of this page's live view, from now on."""
+        self._loop.call(setattr, tab.live, "poll_s", seconds)
+
     def release(self, tab: WebsocketTab, deadline: float) -> None:
         """Move the Pace select slider to "as fast as possible"; wait for the run that applied it."""
         self._gather([tab.session.select("Pace", pace_label("max"), _s_left(deadline))], deadline)
