@@ -9,47 +9,25 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from fitcore import ddp, report
-from fitcore.config import MAX_WORKERS, OPTIMIZERS, STRATEGIES, ConfigError, FitConfig
+from fitcore import api, figures, live, report, strategies
+from fitcore.config import MAX_WORKERS, OPTIMIZERS, ConfigError, FitConfig
 from fitcore.devices import MAX_VIRTUAL, cuda_gpus
+from fitcore.events import Status
 from fitcore.pool import RunNotFound, RunPool, server_pool
-from fitcore.runner import PAUSED, QUEUED, Snapshot
+from fitcore.runner import Snapshot
 
-REFRESH_SECONDS = 0.4  # live panels while a run trains or waits: 2.5 times a second
-# A paused or queued run changes little, so its page refreshes once a second: reading the snapshot still keeps
-# the run from being reaped, and 20 queued pages at 2.5 refreshes a second would crowd out the ones training.
-PAUSED_REFRESH_SECONDS = 1.0
+FRONTEND = Path(__file__).parent / "frontend"  # the live view's JavaScript and CSS
+# The live view asks the server for news this often (ms): a request costs the server well under a millisecond,
+# where a script rerun cost 9-25 ms. A queued run changes only its place in the queue.
+POLL_MS, QUEUED_POLL_MS = 400, 1000
 KEEP_RUNS = 5  # earlier runs of this session kept for the loss chart's overlay
-COLOURS = ("#1f6feb", "#d9480f", "#2f9e44", "#ae3ec9", "#e8590c", "#0c8599", "#c2255c", "#5c940d")
-RAW_COLOUR = "#9aa5b1"  # the unsmoothed loss, behind the smoothed one
-PLOT_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
-CHART_HEIGHT = 240  # px: the loss and the parameter charts, side by side
-# large, dark type in the page's own font: the page is projected in a classroom
-FONT = dict(family='"Source Sans", "Source Sans Pro", sans-serif', size=16, color="#111418")
-TICK_FONT = dict(size=15, color="#111418")
-AXIS = dict(showline=True, linecolor="#8a94a0", gridcolor="#e3e7ec", zeroline=False, tickfont=TICK_FONT)
-MAX_SHARD_PICTURE_ROWS = 2000  # dataset rows the shard picture draws one cell each; above, the table only
-TITLES = {
-    "dataparallel": "How DataParallel splits a batch",
-    "ddp": "How DistributedDataParallel shards the data",
-}
-STRATEGY_LABELS = {"dataparallel": "DataParallel", "ddp": "DistributedDataParallel"}
-CHARTS = ("split_chart", "shards_chart", "loss_chart", "params_chart")  # each drawn as a stack of two (_plot)
-# Static CSS, no user text in it: the two charts of a stack share one grid cell, the second on top.
-PAGE_CSS = (
-    "<style>"
-    + ", ".join(f".st-key-{key}_stack" for key in CHARTS)
-    + " { display: grid; grid-template-columns: minmax(0, 1fr); } "
-    + ", ".join(f".st-key-{key}_stack > *" for key in CHARTS)
-    + " { grid-area: 1 / 1; min-width: 0; }"
-    + "</style>"
-)
+PLOT_CONFIG = {"displaylogo": False, "displayModeBar": False}  # no toolbar over a picture on a projector
 # widgets that are not always drawn (a hidden widget's value is forgotten by Streamlit unless kept)
 KEPT_WIDGETS = ("virtual_devices", "gpus", "workers")
 
@@ -69,21 +47,39 @@ def get_gpus() -> dict:
 # Session state: the owner id, the current run, the last snapshot read, earlier runs, the controls.
 
 
+def browser_owner() -> str:
+    """This browser's owner id: the pool lets it touch its own runs only.
+
+    The live view keeps it in a cookie, so a reloaded or reopened page (same browser) is the same owner and
+    finds its runs again; a link opened in another browser has no cookie and gets an owner of its own.
+    """
+    return api.owner_of(st.context.cookies) or uuid.uuid4().hex
+
+
 def init_session(gpus: dict) -> None:
     ss = st.session_state
     if "owner" in ss:
         return
-    ss.owner = uuid.uuid4().hex  # the pool only lets this session touch its own runs
-    ss.run_id = None
+    ss.owner = browser_owner()
+    ss.run_id = get_pool().latest_run(ss.owner)  # a reloaded page shows its run again
     ss.snap = None  # the last snapshot read: kept when the run ends or the pool drops it
     ss.past = []  # (label, loss history) of this session's earlier runs
-    ss.charts = {}  # key -> ((back figure, front figure), which one the last draw changed): see _plot
     ss.start_error = None
     apply_values(report.defaults())
     ss.device_mode = "virtual"  # "virtual": on the CPU (emulated devices, or ddp's CPU ranks); "cuda"
     ss.pace = report.DEFAULT_PACE
     ss.smoothing = 0.0
-    ss.overlay = True
+    ss.overlay = False  # earlier runs only when asked: the current run is the lesson
+    if ss.run_id is not None:  # the run's own settings, so that the controls match what is shown
+        try:
+            snap = get_pool().snapshot(ss.owner, ss.run_id)
+        except RunNotFound:
+            ss.run_id = None
+        else:
+            apply_values(report.config_values(snap.config))
+            ss.pace = report.pace_choice(snap.pace)
+            ss.url_errors = []
+            return
     # a shared link sets the controls; its bad values are reported and replaced by the defaults
     values, pace, errors = report.from_query(st.query_params.to_dict(), list(gpus.values()))
     apply_values(values)
@@ -132,7 +128,7 @@ def devices_spec() -> str:
     ss = st.session_state
     if ss.device_mode == "cuda":
         return "cuda:" + ",".join(str(i) for i in sorted(ss.gpus))
-    if ss.strategy == "ddp":
+    if strategies.strategy(ss.strategy).processes:
         return "cpu"  # for ddp, `cpu` means `workers` processes on the CPU
     return f"virtual:{ss.virtual_devices}"
 
@@ -140,7 +136,7 @@ def devices_spec() -> str:
 def workers_value() -> int:
     """ddp's ranks: the workers control on the CPU; one per selected GPU with CUDA (what validate demands)."""
     ss = st.session_state
-    if ss.strategy == "ddp" and ss.device_mode == "cuda":
+    if strategies.strategy(ss.strategy).processes and ss.device_mode == "cuda":
         return len(ss.gpus)
     return int(ss.workers)
 
@@ -175,9 +171,8 @@ def refresh_snapshot() -> Snapshot | None:
     except RunNotFound:
         ss.run_id = None
         if ss.snap is not None and ss.snap.active:
-            ss.snap = dataclasses.replace(
-                ss.snap, status="stopped", message="the server dropped this run: the page did not read it"
-            )
+            message = "the server dropped this run: the page did not read it"
+            ss.snap = dataclasses.replace(ss.snap, status=Status.STOPPED, message=message)
     return ss.snap
 
 
@@ -186,7 +181,12 @@ def archive_current() -> None:
     ss = st.session_state
     snap = ss.snap
     if snap is not None and snap.loss_history:
-        ss.past = (ss.past + [(report.run_label(snap), snap.loss_history)])[-KEEP_RUNS:]
+        label = live.run_title(snap, ss.get("run_number"))
+        ss.past = (ss.past + [(label, snap.loss_history)])[-KEEP_RUNS:]
+
+
+def clear_overlay() -> None:
+    st.session_state.past = []
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -205,6 +205,7 @@ def start_run(gpus: dict) -> None:
         return
     archive_current()
     ss.run_id, ss.snap = snap.run_id, snap
+    ss.run_number = pool.run_number(ss.owner, snap.run_id)
 
 
 def _on_run(action: str) -> None:
@@ -296,9 +297,9 @@ def strategy_ui() -> None:
     st.subheader("Strategy")
     st.radio(
         "Strategy",
-        STRATEGIES,
+        strategies.NAMES,
         key="strategy",
-        format_func=STRATEGY_LABELS.get,
+        format_func=lambda name: strategies.strategy(name).label,
         label_visibility="collapsed",
         help="DataParallel: one process cuts every batch over the devices. DistributedDataParallel: one "
         "process (rank) per device, each with its own shard of the data.",
@@ -307,7 +308,7 @@ def strategy_ui() -> None:
 
 def devices_ui(gpus: dict) -> None:
     ss = st.session_state
-    ddp_run = ss.strategy == "ddp"
+    ddp_run = strategies.strategy(ss.strategy).processes
     st.subheader("Devices")
     if gpus:
         on_cpu = "CPU processes" if ddp_run else "Virtual devices"
@@ -347,9 +348,12 @@ def devices_ui(gpus: dict) -> None:
 
 
 def chart_controls_ui() -> None:
+    ss = st.session_state
     st.subheader("Charts")
     st.slider("Loss smoothing", 0.0, 0.95, step=0.05, key="smoothing", help="Exponential moving average.")
-    st.toggle("Overlay this session's earlier runs", key="overlay")
+    left, right = st.columns([3, 1], vertical_alignment="center")
+    left.toggle("Overlay my earlier runs", key="overlay", help=f"The last {KEEP_RUNS} runs of this page.")
+    right.button("Clear", key="clear_overlay", on_click=clear_overlay, disabled=not ss.past)
 
 
 def sidebar_ui(gpus: dict) -> None:
@@ -380,6 +384,10 @@ def messages_ui(values: dict, config_error: str | None) -> None:
         error_ui(config_error)
     elif ss.start_error:
         error_ui(ss.start_error)
+
+
+def lesson_ui(values: dict) -> None:
+    """What the chosen preset shows: below the live view, where it does not push the picture down."""
     match = report.matching_preset(values)
     if match is not None:
         st.info(f"**{match.name}.** {match.lesson}")
@@ -388,7 +396,8 @@ def messages_ui(values: dict, config_error: str | None) -> None:
 def run_controls_ui(gpus: dict, can_start: bool) -> None:
     snap: Snapshot | None = st.session_state.snap
     active = snap is not None and snap.active
-    cols = st.columns([1.5, 1, 1, 1, 3.2], vertical_alignment="bottom")
+    paused = active and snap.status == Status.PAUSED
+    cols = st.columns([1.6, 1.1, 0.9, 0.9, 0.9, 3.0], vertical_alignment="bottom")
     cols[0].button(
         "Start training",
         key="start",
@@ -398,36 +407,34 @@ def run_controls_ui(gpus: dict, can_start: bool) -> None:
         args=(gpus,),
         width="stretch",
     )
-    if active and snap.status == PAUSED:
+    if paused:
         cols[1].button("Resume", key="resume", on_click=_on_run, args=("resume",), width="stretch")
     else:
         cols[1].button(
             "Pause", key="pause", disabled=not active, on_click=_on_run, args=("pause",), width="stretch"
         )
-    cols[2].button("Stop", key="stop", disabled=not active, on_click=_on_run, args=("stop",), width="stretch")
-    cols[3].button("Reset", key="reset", disabled=snap is None, on_click=reset_run, width="stretch")
-    cols[4].select_slider(
+    cols[2].button(
+        "Step",
+        key="step",
+        disabled=not paused,
+        on_click=_on_run,
+        args=("step_once",),
+        width="stretch",
+        help="While paused: run exactly one step, then stay paused.",
+    )
+    cols[3].button("Stop", key="stop", disabled=not active, on_click=_on_run, args=("stop",), width="stretch")
+    cols[4].button("Reset", key="reset", disabled=snap is None, on_click=reset_run, width="stretch")
+    # a select box as tall as the buttons, its label inside: the live view starts one row higher
+    cols[5].selectbox(
         "Pace",
         report.PACE_CHOICES,
         key="pace",
-        format_func=report.pace_label,
+        format_func=lambda choice: f"Pace: {report.pace_label(choice)}",
         on_change=pace_changed,
-        help="Steps per second; takes effect at once, also during a run.",
+        label_visibility="collapsed",
+        help="Steps per second; takes effect at once, also during a run. At 5 or fewer, each step's "
+        "phases play in order in the picture.",
     )
-
-
-def status_ui(snap: Snapshot | None, cfg: FitConfig | None) -> None:
-    if snap is None:
-        total = f" · step 0 / {cfg.total_steps}" if cfg is not None else ""
-        st.info(f"Ready{total} · press **Start training**")
-        st.progress(0.0)
-        return
-    line = report.escape_markdown(report.status_line(snap))
-    getattr(st, report.status_kind(snap))(line)
-    st.progress(min(1.0, snap.progress))
-    if report.is_ddp(snap) and snap.active and snap.step == 0:
-        k = snap.config.workers
-        st.caption(f"Starting {k} process{'es' if k != 1 else ''}: each imports torch and joins the group.")
 
 
 def differences_ui(snap: Snapshot | None, values: dict) -> None:
@@ -443,183 +450,6 @@ def differences_ui(snap: Snapshot | None, values: dict) -> None:
         )
     else:
         st.caption(f"Shown: {snap.run_id}'s configuration. Changed since: " + "; ".join(diffs))
-
-
-def _layout(height: int, **more) -> dict:
-    """A figure's layout in the page's colours and type; drawn with theme=None so that these sizes hold.
-
-    Figures are written as plain dicts and built in one go.Figure(data, layout) call: building one call by
-    call (update_layout, add_scatter, add_hline) took ten times as long, 50 ms a chart, and the live panels
-    draw three charts 2.5 times a second in the process that trains.
-    """
-    layout = dict(
-        template="none",
-        height=height,
-        margin=dict(l=10, r=10, t=10, b=10),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
-        font=FONT,
-        paper_bgcolor="#ffffff",  # opaque: the front chart of a stack hides the one behind it
-        plot_bgcolor="#ffffff",
-    )
-    return layout | more
-
-
-def _hline(y: float, colour: str, dash: str) -> dict:
-    """A horizontal line across the whole plot at y: what plotly's add_hline draws."""
-    line = dict(color=colour, width=1.5, dash=dash)
-    return dict(type="line", xref="x domain", x0=0, x1=1, yref="y", y0=y, y1=y, line=line)
-
-
-def _plot(data: list[dict], layout: dict, key: str) -> None:
-    """Draw the figure (data, layout) so that no refresh of the live panels ever shows an empty chart.
-
-    Streamlit 1.67 derives a plotly chart's identity from its figure even when it has a key, so new data
-    mounts a new chart, which stays blank until plotly has drawn it (streamlit issue #8782): at 2.5
-    refreshes a second the chart flashes. So each chart is two charts stacked in one grid cell (PAGE_CSS):
-    during a run a refresh gives the new figure to one of them only, alternately, and the other one, whose
-    figure is unchanged and so stays mounted, shows through while the new one draws. The front one (the
-    second, on top) always holds the latest figure once the run has ended.
-    """
-    fig = go.Figure(data=data, layout=layout)  # validated: a wrong property name fails here, by name
-    ss = st.session_state
-    pair, turn = ss.charts.get(key, ((fig, fig), 0))
-    snap = ss.snap
-    if snap is not None and snap.active:
-        turn = 1 - turn
-    else:
-        turn = 1  # nothing will refresh: the front one must show fig
-    pair = (fig, pair[1]) if turn == 0 else (pair[0], fig)
-    ss.charts[key] = (pair, turn)
-    with st.container(key=f"{key}_stack", gap=None):
-        for i, figure in enumerate(pair):
-            st.plotly_chart(figure, theme=None, config=PLOT_CONFIG, key=f"{key}_{i}")
-
-
-def _line_layout(snap: Snapshot, y_title: str, legend: bool) -> dict:
-    """A chart over the run's steps, 0 to its total, with the page's sizes."""
-    return _layout(
-        CHART_HEIGHT,
-        margin=dict(l=10, r=24, t=34 if legend else 8, b=10),  # r: room for the last step's label
-        showlegend=legend,
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0, font=dict(size=15)),
-        hoverlabel=dict(font=dict(size=15)),
-        # no x title: the panel's heading says "per step", and a projector's 800 rows are precious
-        xaxis=AXIS | dict(range=[0, snap.total_steps], automargin=True),
-        yaxis=AXIS | dict(title=dict(text=y_title, standoff=6), automargin=True),
-    )
-
-
-def _positive(history) -> tuple[np.ndarray, np.ndarray]:
-    """(steps, values) of a series, without 0, negatives or inf: a log axis has no place for them."""
-    steps = np.array([s for s, _ in history], dtype=np.int64)
-    values = np.array([v for _, v in history], dtype=np.float64)
-    keep = np.isfinite(values) & (values > 0)
-    return steps[keep], values[keep]
-
-
-def _log_axis(axis: dict, values: list[float]) -> None:
-    ticks = report.log_ticks(values)
-    labels = [f"10<sup>{round(np.log10(t))}</sup>" for t in ticks]  # 10², 10⁻³: powers of ten
-    # plotly draws a <sup> at 70 %: a larger size keeps the exponent readable on a projector
-    axis.update(type="log", tickvals=ticks, ticktext=labels, tickfont=TICK_FONT | dict(size=17))
-
-
-def loss_ui(snap: Snapshot | None) -> None:
-    """Loss per step on a log axis, optionally smoothed, with this session's earlier runs behind it."""
-    ss = st.session_state
-    st.subheader("Loss per step")
-    if snap is None or not snap.loss_history:
-        st.caption("The loss of every batch appears here once a run starts.")
-        return
-    series = []  # (name, history, kind), drawn in this order: earlier runs, raw, this run on top
-    if ss.overlay:
-        series += [(label, history, "earlier run") for label, history in ss.past]
-    steps, losses = zip(*snap.loss_history)
-    if ss.smoothing > 0:
-        series.append((f"{snap.run_id} (raw)", snap.loss_history, "raw"))
-        losses = report.smooth(losses, ss.smoothing)
-    series.append((snap.run_id, tuple(zip(steps, losses)), "this run"))
-    layout = _line_layout(snap, "loss (MSE)", legend=True)  # the run's name; level with the parameters
-    data, drawn = [], []
-    for i, (name, history, kind) in enumerate(series):
-        x, y = _positive(history)
-        drawn += y.tolist()
-        if kind == "this run":
-            line = dict(color=COLOURS[0], width=3)
-        elif kind == "raw":
-            line = dict(color=RAW_COLOUR, width=1.5)
-        else:
-            line = dict(color=COLOURS[1 + i % (len(COLOURS) - 1)], width=2, dash="dash")
-        mode = "lines" if len(x) > 1 else "markers"  # a line of one point would not show
-        data.append(dict(
-            type="scatter", x=x, y=y, mode=mode, name=name, line=line,
-            marker=dict(color=line["color"], size=8), hovertemplate="step %{x}: %{y:.4g}",
-        ))  # fmt: skip
-    _log_axis(layout["yaxis"], drawn)
-    _plot(data, layout, "loss_chart")
-
-
-def params_ui(snap: Snapshot | None) -> None:
-    """Each learned weight and the bias per step, with the true and least-squares values as lines."""
-    st.subheader("Parameters per step")
-    if snap is None or not snap.param_history:
-        st.caption("Each learned weight and the bias appear here, with their true values.")
-        return
-    cfg = snap.config
-    names = report.parameter_names(cfg.n_features)
-    steps = np.array([s for s, _ in snap.param_history], dtype=np.int64)
-    values = np.array([v for _, v in snap.param_history], dtype=np.float64)  # (points, d + 1)
-    true = list(cfg.weights) + [cfg.bias]
-    lstsq = list(snap.lstsq_weights) + [snap.lstsq_bias] if snap.lstsq_weights is not None else None
-    layout = _line_layout(snap, "value", legend=True)
-    layout["yaxis"]["exponentformat"] = "e"  # a diverging run's values reach 1e30 and more
-    data, lines = [], []
-    for i, name in enumerate(names):
-        colour = COLOURS[i % len(COLOURS)]
-        data.append(dict(
-            type="scatter", x=steps, y=values[:, i], mode="lines", name=name,
-            line=dict(color=colour, width=3),
-            hovertemplate=f"{name} at step %{{x}}: %{{y:.4g}}<extra></extra>",
-        ))  # fmt: skip
-        lines.append(_hline(true[i], colour, "dash"))
-        if lstsq is not None and cfg.noise > 0:
-            lines.append(_hline(lstsq[i], colour, "dot"))
-    _plot(data, layout | dict(shapes=lines), "params_chart")
-    reference = "dashed: true value; dotted: least squares" if cfg.noise > 0 else "dashed: true value"
-    st.caption(f"{reference} (without noise the least-squares answer is the true one).")
-
-
-def _split_picture(blocks: list[tuple[str, int, int]], batch: int) -> None:
-    """The batch as one bar cut into a coloured block per device, labelled with its rows."""
-    data = []
-    for i, (device, start, stop) in enumerate(blocks):
-        short = device.split(" ")[0]
-        rows = stop - start
-        bar = dict(
-            type="bar",
-            y=[""],
-            x=[rows],
-            base=[start],
-            orientation="h",
-            name=short,
-            marker=dict(color=COLOURS[i % len(COLOURS)], line=dict(color="white", width=2)),
-            text=[f"{short}: {rows} row{'s' if rows != 1 else ''} ({start}–{stop - 1})"],
-            textposition="inside",
-            insidetextanchor="middle",
-            textfont=dict(color="white", size=15),
-            hovertemplate=f"{device}<br>rows {start}–{stop - 1} ({rows})<extra></extra>",
-        )
-        data.append(bar)
-    layout = _layout(
-        56,
-        barmode="overlay",
-        showlegend=False,
-        uniformtext=dict(minsize=10, mode="hide"),
-        margin=dict(l=10, r=10, t=0, b=0),
-        xaxis=dict(range=[0, batch], visible=False),
-        yaxis=dict(visible=False),
-    )
-    _plot(data, layout, "split_chart")
 
 
 def _split_source(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> tuple[str, list[dict]] | None:
@@ -659,40 +489,12 @@ def _shards_source(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> 
 
 def _shards_picture(value: dict, which: str) -> None:
     """A strip per rank over the dataset's rows: a cell where the rank got the row, pale for padding."""
-    n, k = value["data_size"], value["world_size"]
-    if ddp.row_owners(value, which) is None or n > MAX_SHARD_PICTURE_ROWS:
+    n = value["data_size"]
+    if report.row_owners(value, which) is None or n > figures.MAX_SHARD_PICTURE_ROWS:
         st.caption(f"{n} rows are too many to draw one by one; the table below counts them.")
         return
-    ranks = ddp.shard_table(value, which)
-    names = [f"rank {r['rank']} ({r['rows']} rows)" for r in ranks]
-    own = [[None] * n for _ in range(k)]  # (K, N): the rank's number where it got the row, else a gap
-    pad = [[None] * n for _ in range(k)]  # the same for the rows repeated to pad its shard
-    for r in ranks:
-        for i in r["indices"]:
-            own[r["rank"]][i] = r["rank"]
-        for i in r["padded"]:
-            own[r["rank"]][i], pad[r["rank"]][i] = None, r["rank"]
-    # one flat colour per rank: value r falls in the band [r / K, (r + 1) / K] of the colour scale
-    scale = [[(r + edge) / k, COLOURS[r % len(COLOURS)]] for r in range(k) for edge in (0, 1)]
-    text = [[str(i) for i in range(n)]] * k
-    data = []
-    for z, opacity, colour, what in ((own, 1.0, "white", "got"), (pad, 0.35, "#111418", "repeated to pad")):
-        data.append(dict(
-            type="heatmap",
-            x=list(range(n)), y=names, z=z, zmin=-0.5, zmax=k - 0.5, colorscale=scale, showscale=False,
-            opacity=opacity, xgap=1 if n <= 400 else 0, ygap=4, hoverongaps=False,
-            text=text, texttemplate="%{text}" if n <= 40 else None, textfont=dict(color=colour, size=15),
-            hovertemplate=f"dataset row %{{x}}: {what} by %{{y}}<extra></extra>",
-        ))  # fmt: skip
-    rows = AXIS | dict(range=[-0.5, n - 0.5], title=dict(text="dataset row", standoff=4), showgrid=False)
-    layout = _layout(
-        60 + 36 * k,
-        showlegend=False,
-        margin=dict(l=10, r=10, t=4, b=10),
-        xaxis=rows | dict(automargin=True, showline=False, ticks=""),
-        yaxis=AXIS | dict(autorange="reversed", showgrid=False, showline=False, automargin=True),
-    )
-    _plot(data, layout, "shards_chart")
+    figure = go.Figure(figures.shard_grid(report.shard_table(value, which), n))  # validated: names checked
+    st.plotly_chart(figure, theme=None, config=PLOT_CONFIG, key="shards_chart")
 
 
 def shards_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
@@ -708,28 +510,6 @@ def shards_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
             "Pale cells are padding: rows repeated from the start of the epoch's order, so that every rank "
             "has the same number of rows (DDP needs the same steps on every rank); they count twice."
         )
-
-
-def split_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
-    """The picture of the latest batch cut into one block per device (for ddp: each rank's shard)."""
-    if _shows_ddp(snap, cfg):
-        shards_ui(snap, cfg, gpus)
-        return
-    source = _split_source(snap, cfg, gpus)
-    if source is None:
-        st.subheader("The split")
-        st.caption("Fix the settings to see how a batch would be split.")
-        return
-    title, rows = source
-    st.markdown(f"**{title}**")
-    blocks, start = [], 0
-    for row in rows[:-1]:
-        blocks.append((row["Device"], start, start + row["Rows"]))
-        start += row["Rows"]
-    _split_picture(blocks, rows[-1]["Rows"])
-    idle = report.idle_devices(snap) if snap is not None else []
-    if idle:
-        st.caption(f"Idle on this step, no rows left for them: {', '.join(idle)}.")
 
 
 def rank_tables_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
@@ -836,62 +616,67 @@ def downloads_ui(snap: Snapshot | None) -> None:
     )
 
 
-def live_panels(was_active: bool, cfg: FitConfig | None, gpus: dict) -> None:
-    """Everything that changes while a run trains; a fragment that reruns on a timer only during a run."""
-    snap = refresh_snapshot()
-    if was_active and (snap is None or not snap.active):
-        st.rerun()  # the run has ended: a full rerun redraws the buttons and turns the timer off
-    values = control_values()
-    status_ui(snap, cfg)
+@st.cache_resource(show_spinner=False)
+def live_component():
+    """The live view's browser component, registered once per server (fitcore.live says what it reads)."""
+    return st.components.v2.component(
+        "fitcore_live",
+        html='<div class="fitcore-live"></div>',
+        css=(FRONTEND / "live.css").read_text(encoding="utf-8"),
+        js=(FRONTEND / "live.js").read_text(encoding="utf-8"),
+    )
+
+
+def live_data(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> dict:
+    """What the live view starts from: the run's whole payload, or before a run the planned first step."""
+    ss = st.session_state
+    if snap is not None:
+        body = live.payload(snap, 0, ss.get("run_number"))
+    elif cfg is not None:
+        body = live.planned_payload(cfg, list(gpus.values()))
+    else:
+        body = None
+    overlay = [{"label": label, "loss": [[s, v] for s, v in history]} for label, history in ss.past]
+    return {
+        "payload": body,
+        "owner": ss.owner,  # kept in a cookie, so that a reload finds this browser's runs again
+        "endpoint": api.LIVE_PATH,
+        "bye": api.BYE_PATH,
+        "poll_ms": POLL_MS,
+        "queued_poll_ms": QUEUED_POLL_MS,
+        "smoothing": float(ss.smoothing),
+        "overlay": live.json_safe(overlay) if ss.overlay else [],
+    }
+
+
+def live_view_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
+    """The status, the step picture and the charts: drawn and kept live in the browser.
+
+    While a run trains, the browser asks fitcore's /fitcore/live route for the steps since the last it
+    drew; the script reruns only when a control is used or the run's status changes (the component's
+    `status` trigger), so a live page costs the server a small JSON answer, not a rerun of this script.
+    """
+    live_component()(data=live_data(snap, cfg, gpus), key="live", on_status_change=lambda: None)
+
+
+def below_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict, values: dict) -> None:
+    """What is read rather than watched: the lesson, shards, shapes, console, results, downloads."""
+    lesson_ui(values)
     differences_ui(snap, values)
-    split_ui(snap, cfg, gpus)
-    left, right = st.columns(2)
-    with left:
-        loss_ui(snap)
-    with right:
-        params_ui(snap)
+    if _shows_ddp(snap, cfg):
+        shards_ui(snap, cfg, gpus)
     split_table_ui(snap, cfg, gpus)
     console_ui(snap)
     results_ui(snap)
     downloads_ui(snap)
 
 
-def live_ui(cfg: FitConfig | None, gpus: dict) -> None:
-    """Decide at each full rerun whether the live panels refresh on a timer: only while a run is active."""
-    snap = st.session_state.snap
-    every = None
-    if snap is not None and snap.active:
-        every = PAUSED_REFRESH_SECONDS if snap.status in (PAUSED, QUEUED) else REFRESH_SECONDS
-    st.fragment(run_every=every)(live_panels)(every is not None, cfg, gpus)
-
-
 def explain_ui(strategy: str) -> None:
     with st.expander("How DataParallel splits a batch", expanded=False):
-        st.markdown(
-            """
-`nn.DataParallel(model, device_ids=[0, 1, ...])` runs in one process. On every forward call it:
-
-1. **scatter** — cuts the batch along its first dimension with `tensor.chunk(len(device_ids))` and copies
-   chunk *i* to device *i*. Chunks have `ceil(B / K)` rows and the last one fewer, so 200 rows on 3 devices
-   are 67 / 67 / 66, and a small batch uses fewer devices than selected (5 rows on 8 devices: 5 chunks of 1).
-2. **replicate** — copies the module's current parameters from `device_ids[0]` to every device that got a
-   chunk, again on every step.
-3. **parallel_apply** — runs replica *i* on chunk *i*, one thread per replica, all at once. Each replica's
-   forward sees only its chunk: the tutorial's `In Model: input size torch.Size([100, 2])` lines.
-4. **gather** — concatenates the replicas' outputs on `device_ids[0]`: the `Outside` line shows the whole
-   batch again. The loss is computed there, and backward sums every replica's gradients into the one
-   original set of parameters, which the optimizer then updates once.
-
-**Virtual devices** do steps 1, 3 and 4 exactly on the CPU and make step 2 free (the replicas share the
-parameters), so the numbers are those of one device: the lesson is the split, not a speed-up.
-
-**`.to(device)`**: `tensor.to(device)` returns a *copy* on that device and leaves the original where it was,
-so write `x = x.to(device)`. `model.to(device)` moves the module's parameters *in place* (and returns the same
-module), so `model.to(device)` on its own is enough.
-"""
-        )
-    with st.expander("DataParallel versus DistributedDataParallel", expanded=strategy == "ddp"):
-        st.markdown(ddp.EXPLAIN_MARKDOWN)
+        st.markdown(strategies.STRATEGIES["dataparallel"].markdown)
+    ddp = strategies.STRATEGIES["ddp"]
+    with st.expander("DataParallel versus DistributedDataParallel", expanded=strategy == ddp.name):
+        st.markdown(ddp.markdown)
 
 
 def main() -> None:
@@ -901,7 +686,6 @@ def main() -> None:
     except ConfigError as exc:
         error_ui(f"The server's settings are wrong: {exc}")
         st.stop()
-    st.html(PAGE_CSS)  # only a <style>: Streamlit adds it to the page without drawing anything
     gpus = get_gpus()
     init_session(gpus)
     st.session_state.pool = pool  # tests reach the server's pool through the session
@@ -921,15 +705,21 @@ def main() -> None:
     if st.query_params.to_dict() != {**st.query_params.to_dict(), **want}:
         st.query_params.update(want)  # the link reproduces the setup
 
+    # one projector screen: a compact header, the buttons, then the live view; what is read comes below
     strategy = st.session_state.strategy
-    st.title(TITLES.get(strategy, TITLES["dataparallel"]))
+    st.header(strategies.strategy(strategy).title, anchor=False)
     messages_ui(values, config_error)
     run_controls_ui(gpus, can_start=cfg is not None)
-    live_ui(cfg, gpus)
+    snap = st.session_state.snap
+    live_view_ui(snap, cfg, gpus)
+    below_ui(snap, cfg, gpus, values)
     explain_ui(strategy)
 
 
-# Streamlit runs this file as __main__; a spawned DDP rank imports the same file as __mp_main__ (spawn
-# re-imports the parent's main module) and must not build a page.
+# Streamlit runs this file as __main__ for every page. `streamlit run app.py` first imports it as `app` to
+# find the st.App below: the server that serves the page and fitcore's two routes beside it. A spawned DDP
+# rank imports it as __mp_main__ (spawn re-imports the parent's main module) and builds neither.
 if __name__ == "__main__":
     main()
+elif __name__ == "app":
+    app = st.App(__file__, routes=api.routes())

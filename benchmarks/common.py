@@ -21,7 +21,8 @@ from typing import Callable
 import torch
 
 from fitcore.config import FitConfig, validate
-from fitcore.train import RunEnded, RunStarted, train, warm_up
+from fitcore.events import RunEnded, RunStarted
+from fitcore.train import train, warm_up
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository: `python -m benchmarks.x` runs from here
 clock = time.perf_counter

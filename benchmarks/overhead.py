@@ -19,9 +19,10 @@ import torch.nn.functional as F
 
 from benchmarks import common
 from fitcore.data import epoch_batches, make_data
+from fitcore.events import RunEnded, RunStarted
 from fitcore.parallel import LinearModel, init_parameters
 from fitcore.runner import Run
-from fitcore.train import RunEnded, RunStarted, _make_optimizer, clear_grads, train
+from fitcore.train import clear_grads, make_optimizer, train
 
 TARGET = 0.90
 
@@ -35,7 +36,7 @@ def bare_loop(cfg, X: torch.Tensor, y: torch.Tensor, marks: list[float] | None =
     init_parameters(raw, cfg.seed + 1)  # fitcore's initial values
     model = raw.fc.to(X.device)  # a plain nn.Linear(d, 1)
     params = list(model.parameters())
-    optimizer = _make_optimizer(cfg, params)  # the same optimizer, built the same way
+    optimizer = make_optimizer(cfg, params)  # the same optimizer, built the same way
     generator = torch.Generator().manual_seed(cfg.seed + 2)  # fitcore's permutation seed
     steps = 0
     t0 = common.clock()

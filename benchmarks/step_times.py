@@ -21,7 +21,8 @@ import torch
 from benchmarks import common
 from benchmarks.overhead import bare_loop
 from fitcore.data import make_data
-from fitcore.train import Step, train
+from fitcore.events import Step
+from fitcore.train import train
 
 FIGURES = ("min", "p10", "p50", "mean")  # µs a step
 

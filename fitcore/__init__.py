@@ -2,11 +2,12 @@
 
 from fitcore.config import ConfigError, FitConfig, Limits, validate
 from fitcore.devices import DevicePlan, cuda_gpus, parse_devices
+from fitcore.events import Replica, RunEnded, RunStarted, Status, Step
 from fitcore.parallel import chunk_sizes
 from fitcore.runner import Run, Snapshot
 
 # the training function is fitcore.train.train; re-exporting it here would hide the module fitcore.train
-from fitcore.train import Control, Replica, RunEnded, RunStarted, Step
+from fitcore.train import Control
 
 __all__ = [
     "ConfigError",
@@ -19,6 +20,7 @@ __all__ = [
     "RunEnded",
     "RunStarted",
     "Snapshot",
+    "Status",
     "Step",
     "chunk_sizes",
     "cuda_gpus",

@@ -9,10 +9,14 @@ import signal
 import sys
 from dataclasses import fields
 
+from fitcore import strategies
 from fitcore.config import ConfigError, FitConfig, validate
-from fitcore.console import step_lines, summary_lines
+from fitcore.console import summary_lines
+from fitcore.ddp.torchrun import config_for_torchrun, exit_rank, torchrun_env, train_torchrun
+from fitcore.events import Detail, RunStarted, Status, Step
+from fitcore.report import result_dict
 from fitcore.runner import trainer_for
-from fitcore.train import FINISHED, STOPPED, Control, Detail, RunEnded, RunStarted, Step
+from fitcore.train import Control
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="python -m fitcore",
         description="Fit y = X·W + b with a data-parallel linear model and show how each batch is split.",
+        epilog="python -m fitcore check: run every training path this machine can run and verify each one.",
     )
     # every value is taken as text and converted by FitConfig.from_mapping, so that the CLI and the
     # dashboard give the same message for the same bad value
@@ -44,7 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer", help=f"adam or sgd (default {d.optimizer})")
     p.add_argument("--no-shuffle", action="store_true", help="take the batches in order")
     p.add_argument("--seed", help=f"seed for data, initial parameters and shuffling (default {d.seed})")
-    p.add_argument("--devices", help=f"cpu, cuda, cuda:0,1 or virtual:K (default {d.devices})")
+    p.add_argument(
+        "--devices", help=f"cpu, cuda, cuda:0,1, virtual:K or virtual:K@cuda:0 (default {d.devices})"
+    )
     p.add_argument("--strategy", help=f"dataparallel or ddp (default {d.strategy})")
     p.add_argument("--workers", help=f"processes for --strategy ddp (default {d.workers})")
     p.add_argument("--print-every", type=int, default=1, help="print the lines of every Nth step (default 1)")
@@ -60,51 +67,10 @@ def config_from_args(args: argparse.Namespace) -> FitConfig:
     if args.no_shuffle:
         raw["shuffle"] = False
     cfg = FitConfig.from_mapping(raw)
-    if cfg.strategy == "ddp":
-        from fitcore import ddp  # torch.distributed only when asked for
-
-        env = ddp.torchrun_env()
-        if env is not None:  # one rank of a torchrun launch: the world size comes from torchrun
-            return ddp.config_for_torchrun(cfg, env, workers_given="workers" in raw)
+    env = torchrun_env() if strategies.strategy(cfg.strategy).processes else None
+    if env is not None:  # one rank of a torchrun launch: the world size comes from torchrun
+        return config_for_torchrun(cfg, env, workers_given="workers" in raw)
     return validate(cfg)
-
-
-def _replica_dict(r) -> dict:
-    return {
-        "device": r.device,
-        "rows": [r.start, r.stop],
-        "input_shape": list(r.input_shape),
-        "output_shape": list(r.output_shape),
-    }
-
-
-def result_dict(cfg: FitConfig, started: RunStarted | None, first: Step | None, ended: RunEnded) -> dict:
-    """The --json object."""
-    return {
-        "config": cfg.to_dict(),
-        "status": ended.status,
-        "message": ended.message,
-        "devices": list(started.devices) if started else [],
-        "emulated": started.emulated if started else None,
-        "data_parallel": started.data_parallel if started else None,
-        "steps": ended.steps,
-        "final_loss": ended.final_loss,
-        "weights": list(ended.weights),
-        "bias": ended.bias,
-        "true_weights": list(cfg.weights),
-        "true_bias": cfg.bias,
-        "lstsq_weights": list(started.lstsq_weights) if started else None,
-        "lstsq_bias": started.lstsq_bias if started else None,
-        "first_step": {
-            "input_shape": list(first.input_shape),
-            "output_shape": list(first.output_shape),
-            "replicas": [_replica_dict(r) for r in first.replicas],
-        }
-        if first
-        else None,
-        "elapsed": ended.elapsed,
-        "steps_per_second": ended.steps / ended.elapsed if ended.elapsed > 0 else 0.0,
-    }
 
 
 PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for a program whose reader went away
@@ -118,6 +84,11 @@ def _silence_stdout() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["check"]:  # the one subcommand; every other command line parses as it always has
+        from fitcore.check import main as check_main
+
+        return check_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         cfg = config_from_args(args)
@@ -130,12 +101,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    # ddp prints each rank's lines; under torchrun this process is one rank, and only rank 0 prints
-    torchrun, lines = None, step_lines
-    if cfg.strategy == "ddp":
-        from fitcore import ddp
-
-        torchrun, lines = ddp.torchrun_env(), ddp.step_lines
+    # under torchrun this process is one rank, and only rank 0 prints
+    strategy = strategies.strategy(cfg.strategy)
+    torchrun = torchrun_env() if strategy.processes else None
+    lines = strategy.step_lines
     lead = torchrun is None or torchrun.rank == 0
     verbose = lead and not (args.quiet or args.json)
     seen: dict = {}
@@ -158,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                 say(event.header)
         elif isinstance(event, Step):
             seen.setdefault("first", event)
+            seen["latest"] = event
             if verbose and (event.step - 1) % args.print_every == 0:
                 say("\n".join(lines(event)))
         elif isinstance(event, Detail):
@@ -169,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     control = Control()
     previous = signal.signal(signal.SIGINT, lambda *_: control.stop("interrupted (Ctrl-C)"))
     try:
-        trainer = ddp.train_torchrun if torchrun is not None else trainer_for(cfg)
+        trainer = train_torchrun if torchrun is not None else trainer_for(cfg)
         ended = trainer(cfg, on_event, control)
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -177,7 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     if not lead:
         pass  # rank 0 prints the summary
     elif args.json:
-        result = result_dict(cfg, started, seen.get("first"), ended)
+        rate = ended.steps / ended.elapsed if ended.elapsed > 0 else 0.0
+        outcome = (ended.steps, ended.final_loss, ended.weights, ended.bias)
+        result = result_dict(
+            cfg, ended.status, ended.message, started, seen.get("first"), seen.get("latest"), outcome,
+            ended.elapsed, rate,
+        )  # fmt: skip
         if "details" in seen:  # ddp: the process group, each rank's shards and final parameters
             result["details"] = seen["details"]
         say(json.dumps(result))
@@ -185,9 +160,9 @@ def main(argv: list[str] | None = None) -> int:
         rate = ended.steps / ended.elapsed if ended.elapsed > 0 else 0.0
         lstsq = (started.lstsq_weights, started.lstsq_bias) if started else (None, None)
         say("\n".join(summary_lines(ended, cfg.weights, cfg.bias, *lstsq, rate)))
-    code = 0 if ended.status == FINISHED else 130 if ended.status == STOPPED else 1
+    code = 0 if ended.status == Status.FINISHED else 130 if ended.status == Status.STOPPED else 1
     if "closed" in seen:
         code = PIPE_CLOSED
     if torchrun is not None:
-        ddp.exit_rank(code)  # never returns: see its docstring
+        exit_rank(code)  # never returns: see its docstring
     return code

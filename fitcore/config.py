@@ -8,9 +8,30 @@ import os
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
+from fitcore import strategies
+from fitcore.devices import parse_devices
+from fitcore.errors import ConfigError
+
+__all__ = [  # ConfigError lives in fitcore.errors; `from fitcore.config import ConfigError` keeps working
+    "GATHER_ROWS",
+    "MAX_FEATURES",
+    "MAX_LR",
+    "MAX_VALUE",
+    "MAX_WORKERS",
+    "OPTIMIZERS",
+    "STRATEGIES",
+    "ConfigError",
+    "FitConfig",
+    "Limits",
+    "available_memory_bytes",
+    "estimate_bytes",
+    "max_data_size",
+    "validate",
+]
+
 MAX_FEATURES = 16
 OPTIMIZERS = ("adam", "sgd")
-STRATEGIES = ("dataparallel", "ddp")
+STRATEGIES = strategies.NAMES  # "dataparallel", "ddp": fitcore.strategies describes each
 MAX_WORKERS = 8
 # |W|, |b| and the noise: larger values overflow float32's squared error (about 3.4e38) and would end
 # the run as "diverged", blaming the learning rate for what the data did
@@ -18,19 +39,10 @@ MAX_VALUE = 1_000_000
 # every fit diverges long before this; from about 3.4e37 (Adam's first step is lr / 0.1) float32 cannot hold
 # the step and torch raises instead, so the run would fail rather than diverge
 MAX_LR = 1e30
-# Rows gathered by one index_select (fitcore.data.epoch_batches). Rows taken in a random order cost a cache
-# miss each, and a small index_select pays its call besides: one over many batches' rows is cheaper per row
-# than one per batch (at batch 1000 over 1,000,000 rows, 75 µs a step down to about 40), while holding at
-# most this many rows more than the data itself.
+# Rows gathered by one index_select (fitcore.data.epoch_batches): one over many batches' rows is cheaper per
+# row than one per batch (docs/performance.md says by how much), while holding at most this many rows more
+# than the data itself.
 GATHER_ROWS = 65_536
-
-
-class ConfigError(ValueError):
-    """A bad setting. The message names the field, the value given and what is allowed."""
-
-    def __init__(self, field: str, value: Any, allowed: str):
-        self.field, self.value, self.allowed = field, value, allowed
-        super().__init__(f"{field}: got {value!r}; allowed: {allowed}")
 
 
 @dataclass(frozen=True)
@@ -57,12 +69,8 @@ class FitConfig:
 
     @property
     def batches_per_epoch(self) -> int:
-        if self.strategy == "ddp":
-            # DistributedSampler gives each of K ranks ceil(N / K) rows, and each rank takes ceil(B / K) of
-            # them per step (fitcore.ddp.Layout)
-            k = max(1, self.workers)
-            return math.ceil(math.ceil(self.data_size / k) / math.ceil(self.batch_size / k))
-        return math.ceil(self.data_size / self.batch_size)
+        """Optimizer steps per epoch, as the strategy cuts an epoch."""
+        return strategies.strategy(self.strategy).steps_per_epoch(self)
 
     @property
     def total_steps(self) -> int:
@@ -257,8 +265,6 @@ def validate(
         available: bytes of memory available; read from the machine when None.
         gpus: the CUDA GPUs to check `devices` against; discovered when None.
     """
-    from fitcore.devices import parse_devices  # devices imports this module
-
     # 1. the true parameters
     d = len(cfg.weights)
     if not 1 <= d <= limits.max_features:
@@ -298,7 +304,7 @@ def validate(
     plan = parse_devices(cfg.devices, gpus)
     if len(plan.labels) > cfg.data_size:
         raise ConfigError("devices", cfg.devices, f"at most as many devices as data rows ({cfg.data_size})")
-    if cfg.strategy == "ddp":
+    if strategies.strategy(cfg.strategy).processes:
         _check_int("workers", cfg.workers, 1, min(MAX_WORKERS, cfg.data_size), " (and at most the data size)")
         if plan.kind == "cuda" and cfg.workers != len(plan.device_ids):
             raise ConfigError(

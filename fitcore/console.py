@@ -1,8 +1,12 @@
-"""The tutorial's own printed lines, made from events. Shared by the command line and the dashboard."""
+"""Every line the user reads in a console, made from events: the command line prints them, so does the page.
+
+DataParallel's are the tutorial's `In Model:` / `Outside:` lines; DistributedDataParallel's say what each rank
+did, and describe the process group, the shards and every rank's final parameters (its Detail values).
+"""
 
 from __future__ import annotations
 
-from fitcore.train import Replica, RunEnded, Step
+from fitcore.events import Replica, RunEnded, Step
 
 
 def size(shape: tuple[int, ...]) -> str:
@@ -27,6 +31,7 @@ def outside_line(step: Step) -> str:
 
 
 def step_lines(step: Step) -> list[str]:
+    """A DataParallel step: one `In Model:` line per replica, then the `Outside:` line."""
     return [in_model_line(r) for r in step.replicas] + [outside_line(step)]
 
 
@@ -54,3 +59,69 @@ def summary_lines(
         f"Status: {ended.status} ({ended.message}); final loss {loss}; {steps_per_second:.0f} steps/s"
     )
     return lines
+
+
+# ---------------------------------------------------------------------------------------------------------
+# DistributedDataParallel: a line per rank and step, and the values of its Details.
+
+
+def rank_line(replica: Replica) -> str:
+    """The tutorial's `In Model:` line, as one rank prints it from inside its forward."""
+    return (
+        f"\t[{replica.device}] In Model: input size {size(replica.input_shape)} "
+        f"output size {size(replica.output_shape)}"
+    )
+
+
+def global_line(step: Step) -> str:
+    """What the step did over all ranks: there is no gathered output, only the all-reduced gradients."""
+    return (
+        f"All ranks: input size {size(step.input_shape)} over {len(step.replicas)} ranks, no gather; "
+        f"mean loss: {step.loss:.6g}, gradients all-reduced  (epoch {step.epoch}, step {step.step})"
+    )
+
+
+def rank_step_lines(step: Step) -> list[str]:
+    """A DDP step: one `In Model:` line per rank, then what the ranks did together."""
+    return [rank_line(r) for r in step.replicas] + [global_line(step)]
+
+
+def group_line(value: dict) -> str:
+    """Detail('ddp'): the process group and how each step is cut."""
+    return (
+        f"Process group: {value['world_size']} ranks, backend {value['backend']}, "
+        f"{value['master_addr']}:{value['master_port']} ({value['launcher']}); each rank takes "
+        f"{value['per_rank_batch']} of its {value['rows_per_rank']} rows per step, "
+        f"{value['steps_per_epoch']} step{'s' if value['steps_per_epoch'] != 1 else ''} per epoch, "
+        f"global batch {value['global_batch']}"
+    )
+
+
+def _preview(indices: list[int], most: int = 8) -> str:
+    head = ", ".join(map(str, indices[:most]))
+    return f"[{head}, ...]" if len(indices) > most else f"[{head}]"
+
+
+def shard_lines(value: dict, which: str = "first") -> list[str]:
+    """Detail('shards'): which dataset rows each rank got in the first (or latest) epoch."""
+    epoch = value[which]
+    lines = [
+        f"Epoch {epoch['epoch']} shards (DistributedSampler, set_epoch({epoch['set_epoch']}), "
+        f"shuffle={value['shuffle']}): {value['data_size']} rows, {value['rows_per_rank']} per rank"
+        + (f", {value['padding']} repeated to pad: {epoch['repeated']}" if value["padding"] else "")
+    ]
+    for r in epoch["ranks"]:
+        pad = f" (padded with {r['padded']})" if r["padded"] else ""
+        lines.append(f"\t[{r['device']}] rows {_preview(r['indices'])}{pad}")
+    return lines
+
+
+def final_lines(value: dict) -> list[str]:
+    """Detail('final'): every rank's parameters after the last step, and whether they are identical."""
+    lines = [f"\t[{r['device']}] W = {_vector(r['weights'])}  b = {r['bias']:.4f}" for r in value["ranks"]]
+    same = (
+        "identical on every rank"
+        if value["identical"]
+        else f"NOT identical (largest difference {value['max_abs_diff']:.3g})"
+    )
+    return ["Parameters per rank after the last step: " + same] + lines

@@ -46,18 +46,29 @@ def epoch_batches(
     shuffle: bool,
     generator: torch.Generator | None = None,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """One epoch's batches (xb, yb): exactly the rows batch_indices gives, from the same generator.
+    """One epoch's batches (xb, yb): exactly the rows batch_indices gives, from the same generator."""
+    return ordered_batches(X, y, batch_size, epoch_order(X.shape[0], shuffle, generator))
+
+
+def epoch_order(n: int, shuffle: bool, generator: torch.Generator | None = None) -> torch.Tensor | None:
+    """The epoch's order of the n rows: the very permutation batch_indices draws, or None for 0..n-1."""
+    return torch.randperm(n, generator=generator) if shuffle else None
+
+
+def ordered_batches(
+    X: torch.Tensor, y: torch.Tensor, batch_size: int, order: torch.Tensor | None
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """The batches (xb, yb) of the rows in `order` (epoch_order), batch_size rows each, the last one fewer.
 
     Shuffled rows are gathered many batches at a time (GATHER_ROWS) and then cut into batches, which are
     views of the gathered rows; unshuffled batches are views of X and y themselves.
     """
-    if not shuffle:
+    if order is None:
         for idx in batch_indices(X.shape[0], batch_size, False):
             yield X[idx], y[idx]
         return
-    perm = torch.randperm(X.shape[0], generator=generator)  # the very draw batch_indices makes
     group = max(1, GATHER_ROWS // batch_size) * batch_size  # whole batches only
-    for part in perm.split(group):
+    for part in order.split(group):
         Xg, yg = take(X, part), take(y, part)  # (G, d), (G, 1)
         yield from zip(Xg.split(batch_size), yg.split(batch_size))
 
@@ -65,8 +76,8 @@ def epoch_batches(
 def take(t: torch.Tensor, idx: slice | torch.Tensor) -> torch.Tensor:
     """The rows `idx` of t, exactly as t[idx] gives them: a view for a slice, a copy for an index tensor.
 
-    For one index tensor, index_select is t[idx] without the generic indexing machinery, which costs
-    about 10 µs a call: a tenth of a small step.
+    For one index tensor, index_select is t[idx] without the generic indexing machinery
+    (docs/performance.md, "Why the loop looks like this").
     """
     if isinstance(idx, slice):
         return t[idx]

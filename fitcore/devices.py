@@ -1,4 +1,4 @@
-"""Device discovery and the device spec: `cpu`, `cuda`, `cuda:0,1,...` or `virtual:K`."""
+"""Device discovery and the device spec: `cpu`, `cuda`, `cuda:0,1,...`, `virtual:K` or `virtual:K@cuda:i`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fitcore.config import ConfigError
+from fitcore.errors import ConfigError
 
 MAX_VIRTUAL = 8
 EMULATED = "emulated on CPU"
@@ -30,13 +30,16 @@ class DevicePlan:
     """Where a run's replicas live.
 
     kind is "cpu" (one device, no parallelism), "cuda" (1+ GPUs; 2+ use the real nn.DataParallel) or
-    "virtual" (K replicas on the CPU, split with DataParallel's rule: an emulation, labelled so).
+    "virtual" (K replicas split with DataParallel's rule: an emulation, labelled so). A virtual plan runs its
+    replicas on the CPU, or with `virtual:K@cuda:i` all of them on that one GPU (device_ids == (i,)), so
+    that a one-GPU machine shows the split on real CUDA kernels.
     """
 
     kind: str
     spec: str  # the spec as given, normalised
     labels: tuple[str, ...]  # one per device, as shown to the user
-    device_ids: tuple[int, ...] = ()  # CUDA indices, for nn.DataParallel(device_ids=...)
+    device_ids: tuple[int, ...] = ()  # CUDA indices, for nn.DataParallel(device_ids=...); a virtual
+    # plan's one GPU, if it has one
 
     @property
     def emulated(self) -> bool:
@@ -45,7 +48,12 @@ class DevicePlan:
     @property
     def first_device(self) -> torch.device:
         """Where the data, the master parameters and the gathered output live."""
-        return torch.device(f"cuda:{self.device_ids[0]}") if self.kind == "cuda" else torch.device("cpu")
+        return torch.device(f"cuda:{self.device_ids[0]}") if self.device_ids else torch.device("cpu")
+
+    @property
+    def host(self) -> str:
+        """Where a virtual plan's replicas run: "CPU" or "cuda:i"."""
+        return f"cuda:{self.device_ids[0]}" if self.device_ids else "CPU"
 
     @property
     def uses_data_parallel(self) -> bool:
@@ -56,6 +64,11 @@ class DevicePlan:
         """The first line of the tutorial's output, honest about emulation."""
         k = len(self.labels)
         if self.kind == "virtual":
+            if self.device_ids:
+                return (
+                    f"Emulating {k} device{'s' if k > 1 else ''} on {self.host} ({self.spec}): "
+                    f"the batch is split with DataParallel's rule, and every replica runs on {self.host}."
+                )
             return (
                 f"Emulating {k} device{'s' if k > 1 else ''} on the CPU ({self.spec}): "
                 "the batch is split with DataParallel's rule, but no GPU is used."
@@ -76,15 +89,17 @@ def cuda_gpus() -> list[GPU]:
     return gpus
 
 
-def virtual_label(i: int) -> str:
-    return f"virtual:{i} ({EMULATED})"
+def virtual_label(i: int, host: str = "") -> str:
+    """virtual:i's label; `host` ("cuda:0") names the GPU its replica runs on, "" the CPU."""
+    return f"virtual:{i} (emulated on {host})" if host else f"virtual:{i} ({EMULATED})"
 
 
 def parse_devices(spec: str, gpus: list[GPU] | None = None) -> DevicePlan:
     """Turn a device spec into a DevicePlan, or raise ConfigError naming what this machine allows.
 
     Args:
-        spec: "cpu", "cuda" (every GPU), "cuda:0,1" (those GPUs), or "virtual:K" with K from 1 to 8.
+        spec: "cpu", "cuda" (every GPU), "cuda:0,1" (those GPUs), "virtual:K" with K from 1 to 8, or
+            "virtual:K@cuda:i" (the K emulated replicas all on GPU i).
         gpus: the GPUs to check against; discovered when None (tests pass a list).
     """
     gpus = cuda_gpus() if gpus is None else gpus
@@ -95,6 +110,8 @@ def parse_devices(spec: str, gpus: list[GPU] | None = None) -> DevicePlan:
     )
     if text == "cpu":
         return DevicePlan("cpu", "cpu", ("cpu",))
+    if text.startswith("virtual:") and "@" in text:
+        return _virtual_on_gpu(spec, text, gpus, allowed)
     if text.startswith("virtual:"):
         k = text.split(":", 1)[1]
         if not k.isdigit() or not 1 <= int(k) <= MAX_VIRTUAL:
@@ -121,3 +138,18 @@ def parse_devices(spec: str, gpus: list[GPU] | None = None) -> DevicePlan:
             tuple(ids),
         )
     raise ConfigError("devices", spec, allowed)
+
+
+def _virtual_on_gpu(spec: str, text: str, gpus: list[GPU], allowed: str) -> DevicePlan:
+    """virtual:K@cuda:i: the emulation with its K replicas on GPU i; without GPUs, the general `allowed`."""
+    if gpus:
+        allowed = f"virtual:K@cuda:i with K from 1 to {MAX_VIRTUAL} and i from 0 to {len(gpus) - 1}"
+    k, _, host = text[len("virtual:") :].partition("@")
+    index = host[len("cuda:") :] if host.startswith("cuda:") else ""
+    if not gpus or not (k.isdigit() and 1 <= int(k) <= MAX_VIRTUAL):
+        raise ConfigError("devices", spec, allowed)
+    if not index.isdigit() or int(index) not in {g.index for g in gpus}:
+        raise ConfigError("devices", spec, allowed)
+    k, host = int(k), f"cuda:{int(index)}"
+    labels = tuple(virtual_label(i, host) for i in range(k))
+    return DevicePlan("virtual", f"virtual:{k}@{host}", labels, (int(index),))

@@ -28,6 +28,8 @@ class PoolSettings:
 
     max_active: int = 4  # runs training at once; the rest wait in a queue
     idle_timeout: float = 60.0  # seconds without a snapshot read before a run is stopped and freed
+    # seconds a run waits for a page to read it again after its page said goodbye (closed, or reloading)
+    closed_grace: float = 5.0
     limits: Limits = CLASSROOM_LIMITS
 
     @classmethod
@@ -59,6 +61,7 @@ class PoolSettings:
         return cls(
             max_active=number("FITCORE_MAX_ACTIVE_RUNS", base.max_active, int),
             idle_timeout=number("FITCORE_IDLE_TIMEOUT", base.idle_timeout, float),
+            closed_grace=number("FITCORE_CLOSED_GRACE", base.closed_grace, float),
             limits=limits,
         )
 
@@ -85,6 +88,10 @@ class RunPool:
         self._lock = threading.Lock()
         self._runs: dict[str, tuple[str, Run]] = {}  # run_id -> (owner, run)
         self._seen: dict[str, float] = {}  # run_id -> last read
+        self._closed_at: dict[str, float] = {}  # run_id -> when its page said goodbye, until read again
+        self._latest: dict[str, str] = {}  # owner -> its latest run's id: a reloaded page finds it again
+        self._numbers: dict[str, int] = {}  # run_id -> 1, 2, ...: each owner numbers its own runs
+        self._counts: dict[str, int] = {}  # owner -> runs it has submitted
         self._queue: deque[Run] = deque()
         self._active: set[str] = set()
         self.max_active_seen = 0
@@ -104,6 +111,8 @@ class RunPool:
             self._runs[run.run_id] = (owner, run)
             self._seen[run.run_id] = self.clock()
             self._queue.append(run)
+            self._latest[owner] = run.run_id
+            self._counts[owner] = self._numbers[run.run_id] = self._counts.get(owner, 0) + 1
         self._schedule()
         return self._read(run)  # not through _get: the reaper may already have dropped it
 
@@ -116,6 +125,7 @@ class RunPool:
         with self._lock:
             if run.run_id in self._runs:  # a run reaped meanwhile stays dropped
                 self._seen[run.run_id] = self.clock()
+                self._closed_at.pop(run.run_id, None)  # a page reads it again: the reload came back
             position = next((i for i, r in enumerate(self._queue, 1) if r is run), None)
         if position is not None:
             ahead = "1 run" if position == 1 else f"{position} runs"
@@ -123,11 +133,37 @@ class RunPool:
             return dataclasses.replace(snap, queue_position=position, message=message)
         return snap
 
+    def latest_run(self, owner: str) -> str | None:
+        """The id of the owner's latest run while the pool keeps it: a reloaded page shows it again."""
+        with self._lock:
+            run_id = self._latest.get(owner)
+            return run_id if run_id in self._runs else None
+
+    def run_number(self, owner: str, run_id: str) -> int:
+        """1 for the owner's first run, 2 for the next: each browser counts its own runs."""
+        self._get(owner, run_id)
+        with self._lock:
+            return self._numbers.get(run_id, 0)
+
+    def page_closed(self, owner: str, run_id: str) -> None:
+        """The run's page went away (closed or reloading): free the run unless a page reads it again soon.
+
+        A reload reads the run again within a second or two and so keeps it; a closed tab frees its slot
+        after `closed_grace` seconds instead of the idle timeout. A page that is merely slow never says
+        goodbye, so only the idle timeout applies to it.
+        """
+        self._get(owner, run_id)
+        with self._lock:
+            self._closed_at[run_id] = self.clock()
+
     def pause(self, owner: str, run_id: str) -> None:
         self._get(owner, run_id).pause()
 
     def resume(self, owner: str, run_id: str) -> None:
         self._get(owner, run_id).resume()
+
+    def step_once(self, owner: str, run_id: str) -> None:
+        self._get(owner, run_id).step_once()
 
     def set_pace(self, owner: str, run_id: str, pace: float | None) -> None:
         self._get(owner, run_id).set_pace(pace)
@@ -143,8 +179,7 @@ class RunPool:
         """Stop the run if needed and drop it (Reset)."""
         self.stop(owner, run_id, "reset by the user")
         with self._lock:
-            self._runs.pop(run_id, None)
-            self._seen.pop(run_id, None)
+            self._drop(run_id)
 
     # -- the server's view ------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
@@ -200,18 +235,34 @@ class RunPool:
 
     def reap(self) -> list[str]:
         """Stop runs nobody has read for idle_timeout, and drop them; return their ids."""
-        now = self.clock()
+        now, settings = self.clock(), self.settings
         with self._lock:
-            stale = [rid for rid, seen in self._seen.items() if now - seen > self.settings.idle_timeout]
-            entries = [self._runs.pop(rid) for rid in stale if rid in self._runs]
-            for rid in stale:
-                self._seen.pop(rid, None)
-            for _, run in entries:
-                if run in self._queue:
-                    self._queue.remove(run)
-        for _, run in entries:
-            run.stop(f"stopped: its page was closed (not read for {self.settings.idle_timeout:g} s)")
-        return stale
+            idle = [rid for rid, seen in self._seen.items() if now - seen > settings.idle_timeout]
+            closed = [
+                rid for rid, at in self._closed_at.items()
+                if now - at > settings.closed_grace and rid not in idle
+            ]  # fmt: skip
+            entries = [(rid, self._runs.get(rid)) for rid in idle + closed]
+            for rid, _ in entries:
+                self._drop(rid)
+        for rid, entry in entries:
+            if entry is None:
+                continue
+            run = entry[1]
+            if rid in closed:
+                run.stop(f"stopped: its page was closed (not read again for {settings.closed_grace:g} s)")
+            else:
+                run.stop(f"stopped: its page was closed (not read for {settings.idle_timeout:g} s)")
+        return idle + closed
+
+    def _drop(self, run_id: str) -> None:
+        """Forget a run (under the lock): its entry, its reads, its place in the queue, its number."""
+        entry = self._runs.pop(run_id, None)
+        self._seen.pop(run_id, None)
+        self._closed_at.pop(run_id, None)
+        self._numbers.pop(run_id, None)
+        if entry is not None and entry[1] in self._queue:
+            self._queue.remove(entry[1])
 
     def _reap_forever(self) -> None:
         while not self._closed.wait(self.reap_interval):

@@ -14,13 +14,13 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, Mapping, Sequence
 
-from fitcore import ddp
+from fitcore import ddp, strategies
 from fitcore.config import MAX_FEATURES, OPTIMIZERS, STRATEGIES, ConfigError, FitConfig, Limits, validate
-from fitcore.console import step_lines
+from fitcore.console import final_lines, group_line
 from fitcore.devices import MAX_VIRTUAL, parse_devices
+from fitcore.events import Replica, RunStarted, Status, Step
 from fitcore.parallel import chunk_sizes
 from fitcore.runner import Snapshot
-from fitcore.train import Replica, Step
 
 # The settings the page has a control for, in the order the URL lists them.
 CONTROL_FIELDS = (
@@ -147,8 +147,10 @@ def preset(name: str) -> Preset:
 
 
 def used_fields(strategy: Any) -> tuple[str, ...]:
-    """The controlled fields a run of this strategy uses: `workers` only matters to ddp."""
-    return CONTROL_FIELDS if strategy == "ddp" else tuple(f for f in CONTROL_FIELDS if f != "workers")
+    """The controlled fields a run of this strategy uses: `workers` only matters with one process each."""
+    if strategies.strategy(strategy).processes:
+        return CONTROL_FIELDS
+    return tuple(f for f in CONTROL_FIELDS if f != "workers")
 
 
 def matching_preset(values: Mapping[str, Any]) -> Preset | None:
@@ -166,6 +168,13 @@ def matching_preset(values: Mapping[str, Any]) -> Preset | None:
 def parse_pace(choice: str) -> float | None:
     """A pace choice as Run takes it: steps per second, or None for as fast as possible."""
     return None if choice == "max" else float(choice)
+
+
+def pace_choice(pace: float | None) -> str:
+    """The choice that parse_pace reads as `pace` (a reloaded page shows its run's pace); the default
+    where no choice matches."""
+    choice = "max" if pace is None else f"{pace:g}"
+    return choice if choice in PACE_CHOICES else DEFAULT_PACE
 
 
 def pace_label(choice: str) -> str:
@@ -227,7 +236,8 @@ def _check_url_value(name: str, raw: Any, value: Any, gpus: Any) -> Any:
 
 def _check_cpu_devices(values: dict[str, Any], raw: Any) -> None:
     """`cpu` is the devices of ddp on the CPU; for DataParallel the page offers virtual:K or cuda GPUs."""
-    if values.get("devices") == "cpu" and values.get("strategy", FitConfig.strategy) != "ddp":
+    processes = strategies.strategy(values.get("strategy", FitConfig.strategy)).processes
+    if values.get("devices") == "cpu" and not processes:
         del values["devices"]
         raise ConfigError(
             "devices", raw, f"virtual:K (K from 1 to {MAX_VIRTUAL}) or cuda:i,j,..., or cpu with strategy ddp"
@@ -279,8 +289,9 @@ def from_query(
 def config_differences(values: Mapping[str, Any], running: FitConfig) -> list[str]:
     """The controls that differ from a run's frozen config, as 'label: run value -> control value'."""
     out = []
-    both = {values.get("strategy"), running.strategy}
-    for name in used_fields("ddp" if "ddp" in both else running.strategy):
+    either = (values.get("strategy"), running.strategy)
+    workers = next((s for s in either if strategies.strategy(s).processes), running.strategy)
+    for name in used_fields(workers):
         ours, theirs = values.get(name), getattr(running, name)
         if name == "weights" and ours is not None:
             ours = tuple(float(w) for w in ours)
@@ -301,29 +312,40 @@ def _show(value: Any) -> str:
 # The status line.
 
 
-def status_line(snap: Snapshot) -> str:
-    """One line for the run: status, epoch, `step <n> / <total>`, speed, and the message where it helps.
+def status_line(snap: Snapshot | None, cfg: FitConfig | None = None) -> str:
+    """The status line: status, epoch, `step <n> / <total>`, speed, and the message where it helps.
 
-    Always contains `step <n> / <total>`, which tests and benchmarks parse.
+    Always contains `step <n> / <total>` once there is a run or a valid config (tests and benchmarks parse
+    it). Before any run (snap None) it is the Ready line, with cfg's steps when the controls are valid.
     """
-    parts = [snap.status.capitalize()]
-    if snap.status == "queued" and snap.queue_position is not None:
+    if snap is None:
+        total = f" · step 0 / {cfg.total_steps}" if cfg is not None else ""
+        return f"Ready{total} · press **Start training**"
+    status = snap.status
+    parts = [status.capitalize()]
+    if status == Status.QUEUED and snap.queue_position is not None:
         parts.append(f"position {snap.queue_position} in the queue")
     if snap.epoch:
         parts.append(f"epoch {snap.epoch} / {snap.config.epochs}")
     parts.append(f"step {snap.step} / {snap.total_steps}")
-    if snap.status in ("running", "finished") and snap.steps_per_second > 0:
+    if status in (Status.RUNNING, Status.FINISHED) and snap.steps_per_second > 0:
         parts.append(f"{snap.steps_per_second:.0f} steps/s")
-    if snap.status not in ("running", "paused"):
+    if status not in (Status.RUNNING, Status.PAUSED):
         parts.append(snap.message)
     return " · ".join(p for p in parts if p)
 
 
+_STATUS_KINDS = {
+    Status.FINISHED: "success",
+    Status.STOPPED: "warning",
+    Status.DIVERGED: "warning",
+    Status.FAILED: "error",
+}
+
+
 def status_kind(snap: Snapshot) -> str:
     """How the page colours the status: info, success, warning or error."""
-    return {"finished": "success", "stopped": "warning", "diverged": "warning", "failed": "error"}.get(
-        snap.status, "info"
-    )
+    return _STATUS_KINDS.get(snap.status, "info")
 
 
 def escape_markdown(text: str) -> str:
@@ -364,9 +386,14 @@ def split_table(step: Step) -> list[dict[str, Any]]:
     return rows
 
 
-def split_blocks(step: Step) -> list[tuple[str, int, int]]:
-    """(device, start, stop) of each replica's rows of the batch, for the picture."""
-    return [(r.device, r.start, r.stop) for r in step.replicas]
+def split_blocks(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, int, int]]:
+    """(device, start, stop) of each replica's rows of the batch, for the picture, from split_table's rows
+    (or planned_split's): every row but the last, `Outside`, in order."""
+    blocks, start = [], 0
+    for row in rows[:-1]:
+        blocks.append((row["Device"], start, start + row["Rows"]))
+        start += row["Rows"]
+    return blocks
 
 
 def idle_devices(snap: Snapshot) -> list[str]:
@@ -377,32 +404,21 @@ def idle_devices(snap: Snapshot) -> list[str]:
     return [d for d in snap.devices if d not in used]
 
 
-def planned_split(cfg: FitConfig, gpus: Any = None) -> list[dict[str, Any]]:
-    """The first batch's split before any run: DataParallel's chunking of batch_size over the devices."""
+def planned_dataparallel_step(cfg: FitConfig, gpus: Any = None) -> tuple[Step, tuple[str, ...]]:
+    """(the first step as DataParallel will split it, the devices) before any run: no loss, no times."""
     labels = parse_devices(cfg.devices, gpus).labels
     batch = min(cfg.batch_size, cfg.data_size)
-    rows, start = [], 0
+    replicas, start = [], 0
     for label, n in zip(labels, chunk_sizes(batch, len(labels))):
-        rows.append(
-            {
-                "Device": label,
-                "Rows": n,
-                "Batch rows": f"{start}–{start + n - 1}",
-                "Input shape": shape_text((n, cfg.n_features)),
-                "Output shape": shape_text((n, 1)),
-            }
-        )
+        replicas.append(Replica(label, start, start + n, (n, cfg.n_features), (n, 1)))
         start += n
-    rows.append(
-        {
-            "Device": "Outside (gathered)",
-            "Rows": batch,
-            "Batch rows": f"0–{batch - 1}",
-            "Input shape": shape_text((batch, cfg.n_features)),
-            "Output shape": shape_text((batch, 1)),
-        }
-    )
-    return rows
+    step = Step(1, 1, 1, math.nan, (batch, cfg.n_features), (batch, 1), tuple(replicas), (), 0.0, 0.0)
+    return step, labels
+
+
+def planned_split(cfg: FitConfig, gpus: Any = None) -> list[dict[str, Any]]:
+    """The first batch's split before any run: DataParallel's chunking of batch_size over the devices."""
+    return split_table(planned_dataparallel_step(cfg, gpus)[0])
 
 
 def console_text(snap: Snapshot, max_lines: int = 16) -> str:
@@ -412,13 +428,12 @@ def console_text(snap: Snapshot, max_lines: int = 16) -> str:
     line per step, and once it has ended every rank's final parameters.
     """
     lines = [snap.header] if snap.header else []
-    lines_of, tail = step_lines, []
+    lines_of, tail = strategies.of(snap).step_lines, []
     if is_ddp(snap):
-        lines_of = ddp.step_lines
         if "ddp" in snap.extra:
-            lines.append(ddp.group_line(snap.extra["ddp"]))
+            lines.append(group_line(snap.extra["ddp"]))
         if "final" in snap.extra and not snap.active:
-            tail = ddp.final_lines(snap.extra["final"])
+            tail = final_lines(snap.extra["final"])
     steps = list(snap.recent)
     per_step = len(steps[-1].replicas) + 1 if steps else 1
     keep = max(1, (max_lines - len(lines) - len(tail)) // per_step)
@@ -434,24 +449,66 @@ PREVIEW_INDICES = 12  # dataset indices listed per rank in the shard table; the 
 
 
 def is_ddp(source: Snapshot | FitConfig) -> bool:
-    cfg = source.config if isinstance(source, Snapshot) else source
-    return cfg.strategy == "ddp"
+    """Does the run (or the config) train with one process per rank, each on its own shard?"""
+    return strategies.of(source).processes
 
 
-@functools.lru_cache(maxsize=8)
-def _planned_shards(cfg: FitConfig, labels: tuple[str, ...]) -> dict:
-    layout = ddp.Layout.of(cfg)
-    shards = ddp.epoch_shards(cfg.data_size, cfg.workers, cfg.shuffle, cfg.seed, 1)
-    # the run's own Detail('shards') is built by the same function, so the plan is what the run reports
-    first = ddp._epoch_value(layout, labels, 1, shards)
-    return ddp.shards_value(cfg, layout, labels, first, first)
+# the run's own Detail('shards') is built by the same function, so the plan is what the run reports
+_planned_shards = functools.lru_cache(maxsize=8)(ddp.first_epoch_value)
 
 
 def planned_shards(cfg: FitConfig, gpus: Any = None) -> dict:
     """Detail('shards').value that a ddp run of cfg will report for its first epoch, before it starts."""
-    backend, devices = ddp.placement(cfg, parse_devices(cfg.devices, gpus))
-    labels = tuple(ddp.rank_label(r, d, backend) for r, d in enumerate(devices))
-    return _planned_shards(cfg, labels)
+    return _planned_shards(cfg, ddp.rank_labels(cfg, parse_devices(cfg.devices, gpus)))
+
+
+def shard_table(source: Any, which: str = "latest") -> list[dict]:
+    """Rank -> rows, for the split panel: one dict per rank with its count, first/last and padded indices.
+
+    Args:
+        source: a Snapshot, a Snapshot.extra dict, or Detail('shards').value.
+        which: "first" or "latest" epoch.
+    """
+    value = _shards_of(source)
+    if not value:
+        return []
+    epoch = value[which]
+    return [
+        {
+            "rank": r["rank"],
+            "device": r["device"],
+            "epoch": epoch["epoch"],
+            "rows": r["count"],
+            "first": r["first"],
+            "last": r["last"],
+            "padded": list(r["padded"]),
+            "indices": list(r["indices"]),
+            "truncated": r["truncated"],
+        }
+        for r in epoch["ranks"]
+    ]
+
+
+def row_owners(source: Any, which: str = "latest") -> list[tuple[int, ...]] | None:
+    """For each dataset row, the ranks that got it that epoch (two for a padded row); None if truncated."""
+    value = _shards_of(source)
+    if not value:
+        return None
+    epoch = value[which]
+    if any(r["truncated"] for r in epoch["ranks"]):
+        return None
+    owners: list[tuple[int, ...]] = [()] * value["data_size"]
+    for r in epoch["ranks"]:
+        for index in r["indices"]:
+            owners[index] = owners[index] + (r["rank"],)
+    return owners
+
+
+def _shards_of(source: Any) -> dict | None:
+    extra = getattr(source, "extra", source)
+    if isinstance(extra, Mapping) and "ranks" not in extra and "shards" in extra:
+        return extra["shards"]
+    return extra if isinstance(extra, Mapping) and "first" in extra else None
 
 
 def shards_title(value: dict, which: str = "latest") -> str:
@@ -485,7 +542,7 @@ def shard_rows(value: dict, which: str = "latest") -> list[dict[str, Any]]:
             "Rows, in the rank's order": _preview(r["indices"], r["rows"]),
             "Padded (repeated)": ", ".join(map(str, r["padded"])) or "none",
         }
-        for r in ddp.shard_table(value, which)
+        for r in shard_table(value, which)
     ]
 
 
@@ -527,8 +584,8 @@ def rank_table(step: Step) -> list[dict[str, Any]]:
     return rows + [total]
 
 
-def planned_rank_table(cfg: FitConfig, gpus: Any = None) -> list[dict[str, Any]]:
-    """rank_table of a ddp run's first step, before any run: ceil(batch / K) rows of each shard per rank."""
+def planned_ddp_step(cfg: FitConfig, gpus: Any = None) -> tuple[Step, tuple[str, ...]]:
+    """(a ddp run's first step before any run: ceil(batch / K) rows of each shard per rank, the ranks)."""
     value = planned_shards(cfg, gpus)
     rows = ddp.Layout.of(cfg).local_rows(1)
     replicas = [
@@ -537,7 +594,12 @@ def planned_rank_table(cfg: FitConfig, gpus: Any = None) -> list[dict[str, Any]]
     ]
     k = len(replicas)
     step = Step(1, 1, 1, math.nan, (k * rows, cfg.n_features), (k * rows, 1), tuple(replicas), (), 0.0, 0.0)
-    return rank_table(step)
+    return step, tuple(r.device for r in replicas)
+
+
+def planned_rank_table(cfg: FitConfig, gpus: Any = None) -> list[dict[str, Any]]:
+    """rank_table of a ddp run's first step, before any run: ceil(batch / K) rows of each shard per rank."""
+    return rank_table(planned_ddp_step(cfg, gpus)[0])
 
 
 def final_rows(snap: Snapshot) -> list[dict[str, Any]]:
@@ -600,53 +662,81 @@ def _finite_or_none(value: Any) -> Any:
     return value
 
 
-def result_dict(snap: Snapshot) -> dict[str, Any]:
-    """The run's outcome: config, status, learned / true / least-squares parameters, errors, latest split."""
-    cfg = snap.config
-    latest = snap.latest
-    return _finite_or_none(
-        {
-            "run_id": snap.run_id,
-            "config": cfg.to_dict(),
-            "status": snap.status,
-            "message": snap.message,
-            "devices": list(snap.devices),
-            "emulated": snap.emulated,
-            "data_parallel": snap.data_parallel,
-            "steps": snap.step,
-            "total_steps": snap.total_steps,
-            "final_loss": snap.final_loss,
-            "weights": list(snap.weights),
-            "bias": snap.bias,
-            "true_weights": list(cfg.weights),
-            "true_bias": cfg.bias,
-            "lstsq_weights": list(snap.lstsq_weights) if snap.lstsq_weights is not None else None,
-            "lstsq_bias": snap.lstsq_bias,
-            "parameters": results_table(snap),
-            "latest_step": {
-                "step": latest.step,
-                "input_shape": list(latest.input_shape),
-                "output_shape": list(latest.output_shape),
-                "replicas": [
-                    {
-                        "device": r.device,
-                        "rows": [r.start, r.stop],
-                        "input_shape": list(r.input_shape),
-                        "output_shape": list(r.output_shape),
-                    }
-                    for r in latest.replicas
-                ],
+def step_dict(step: Step | None) -> dict[str, Any] | None:
+    """A step's split as plain data: its batch's shapes and each replica's rows and shapes."""
+    if step is None:
+        return None
+    return {
+        "step": step.step,
+        "input_shape": list(step.input_shape),
+        "output_shape": list(step.output_shape),
+        "replicas": [
+            {
+                "device": r.device,
+                "rows": [r.start, r.stop],
+                "input_shape": list(r.input_shape),
+                "output_shape": list(r.output_shape),
             }
-            if latest
-            else None,
-            "elapsed": snap.elapsed,
-            "steps_per_second": snap.steps_per_second,
-        }
-    )
+            for r in step.replicas
+        ],
+    }
+
+
+def result_dict(
+    cfg: FitConfig,
+    status: str,
+    message: str,
+    started: RunStarted | None,
+    first: Step | None,
+    latest: Step | None,
+    outcome: tuple[int, float | None, tuple[float, ...], float | None],
+    elapsed: float,
+    steps_per_second: float,
+) -> dict[str, Any]:
+    """The run's outcome, for `--json` and the page's JSON download: config, status, learned / true /
+    least-squares parameters, the split of the first and of the latest step, and the speed.
+
+    Args:
+        started: the run's RunStarted (devices, emulation, the least-squares answer); None if it never came.
+        outcome: (steps, final loss, learned weights, learned bias).
+    """
+    steps, final_loss, weights, bias = outcome
+    return {
+        "config": cfg.to_dict(),
+        "status": status,
+        "message": message,
+        "devices": list(started.devices) if started else [],
+        "emulated": started.emulated if started else None,
+        "data_parallel": started.data_parallel if started else None,
+        "steps": steps,
+        "total_steps": cfg.total_steps,
+        "final_loss": final_loss,
+        "weights": list(weights),
+        "bias": bias,
+        "true_weights": list(cfg.weights),
+        "true_bias": cfg.bias,
+        "lstsq_weights": list(started.lstsq_weights) if started else None,
+        "lstsq_bias": started.lstsq_bias if started else None,
+        "first_step": step_dict(first),
+        "latest_step": step_dict(latest),
+        "elapsed": elapsed,
+        "steps_per_second": steps_per_second,
+    }
+
+
+def snapshot_result(snap: Snapshot) -> dict[str, Any]:
+    """result_dict of a run the page shows, with its id and the parameters' table."""
+    outcome = (snap.step, snap.final_loss, snap.weights, snap.bias)
+    result = result_dict(
+        snap.config, snap.status, snap.message, snap.started, snap.first, snap.latest, outcome,
+        snap.elapsed, snap.steps_per_second,
+    )  # fmt: skip
+    return {"run_id": snap.run_id, **result, "parameters": results_table(snap)}
 
 
 def result_json(snap: Snapshot) -> str:
-    return json.dumps(result_dict(snap), indent=2, allow_nan=False)
+    """snapshot_result as strict JSON: a diverged run's inf and NaN become null."""
+    return json.dumps(_finite_or_none(snapshot_result(snap)), indent=2, allow_nan=False)
 
 
 def history_rows(snap: Snapshot) -> list[dict[str, Any]]:
@@ -719,4 +809,4 @@ def run_label(snap: Snapshot) -> str:
 
 def defaults() -> dict[str, Any]:
     """The controls' values for a fresh page: FitConfig's defaults."""
-    return {f.name: f.default for f in fields(FitConfig) if f.name in CONTROL_FIELDS}
+    return {f.name: f.default for f in fields(FitConfig)}

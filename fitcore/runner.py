@@ -11,12 +11,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+from fitcore import strategies
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
-from fitcore.train import FAILED, Control, Detail, Event, RunEnded, RunStarted, Step, train
-
-QUEUED, RUNNING, PAUSED = "queued", "running", "paused"
-ACTIVE = (QUEUED, RUNNING, PAUSED)
+from fitcore.events import ACTIVE, Detail, Event, RunEnded, RunStarted, Status, Step
+from fitcore.train import Control
 
 _ids = itertools.count(1)
 
@@ -67,7 +66,7 @@ class Snapshot:
     """Everything a UI shows about one run, copied under the run's lock: safe to keep and to read."""
 
     run_id: str
-    status: str  # queued, running, paused, finished, stopped, diverged or failed
+    status: Status  # queued, running, paused, finished, stopped, diverged or failed
     message: str
     config: FitConfig
     pace: float | None = None  # steps per second, None for as fast as possible
@@ -82,7 +81,9 @@ class Snapshot:
     steps_per_second: float = 0.0
     loss_history: tuple[tuple[int, float], ...] = ()  # (step, loss)
     param_history: tuple[tuple[int, tuple[float, ...]], ...] = ()  # (step, (w1, ..., wd, b))
+    first: Step | None = None  # the first step's split
     latest: Step | None = None  # the latest split
+    latest_time: float | None = None  # time.time() when the latest step arrived: how late a page shows it
     recent: tuple[Step, ...] = ()  # the last few steps, for the console panel
     weights: tuple[float, ...] = ()  # learned so far
     bias: float | None = None
@@ -91,6 +92,7 @@ class Snapshot:
     lstsq_bias: float | None = None
     queue_position: int | None = None  # 1 = next to start; None when not queued
     extra: dict = field(default_factory=dict)  # strategy-specific details (DDP shards)
+    started: RunStarted | None = None  # the run's RunStarted, once it came
 
     @property
     def active(self) -> bool:
@@ -103,11 +105,7 @@ class Snapshot:
 
 def trainer_for(cfg: FitConfig) -> Callable[..., RunEnded]:
     """The training function for cfg.strategy; each emits the same events."""
-    if cfg.strategy == "ddp":
-        from fitcore.ddp import train_ddp  # torch.distributed is only imported when asked for
-
-        return train_ddp
-    return train
+    return strategies.strategy(cfg.strategy).train
 
 
 class Run:
@@ -144,9 +142,11 @@ class Run:
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
         # state below is written by the run's thread and read by snapshot(), both under the lock
-        self._status, self._message = QUEUED, "waiting to start"
+        self._status, self._message = Status.QUEUED, "waiting to start"
         self._started: RunStarted | None = None
+        self._first: Step | None = None
         self._latest: Step | None = None
+        self._latest_time: float | None = None
         self._recent: deque[Step] = deque(maxlen=recent_steps)
         self._ended: RunEnded | None = None
         self._loss = History(history_points)
@@ -157,9 +157,9 @@ class Run:
     # -- control ------------------------------------------------------------------------------------
     def start(self) -> "Run":
         with self._lock:
-            if self._thread is not None or self._status != QUEUED:
+            if self._thread is not None or self._status != Status.QUEUED:
                 return self
-            self._status, self._message = RUNNING, "starting"
+            self._status, self._message = Status.RUNNING, "starting"
             self._thread = threading.Thread(target=self._work, name=f"fitcore-{self.run_id}", daemon=True)
         self._thread.start()
         return self
@@ -170,6 +170,10 @@ class Run:
     def resume(self) -> None:
         self.control.resume()
 
+    def step_once(self) -> None:
+        """While paused, run exactly one step and stay paused."""
+        self.control.step_once()
+
     def set_pace(self, pace: float | None) -> None:
         self.control.pace = pace
 
@@ -177,9 +181,9 @@ class Run:
         """Ask the run to end after its current step; a run that never started ends at once."""
         self.control.stop(reason)
         with self._lock:
-            never_started = self._thread is None and self._status == QUEUED
+            never_started = self._thread is None and self._status == Status.QUEUED
             if never_started:
-                self._status, self._message = "stopped", f"{reason} before it started"
+                self._status, self._message = Status.STOPPED, f"{reason} before it started"
         if never_started:
             self._finish()
 
@@ -203,7 +207,7 @@ class Run:
         except BaseException as exc:  # noqa: BLE001 - even a broken consumer must not leave a silent UI
             with self._lock:
                 if self._ended is None:
-                    self._status, self._message = FAILED, f"{type(exc).__name__}: {exc}"
+                    self._status, self._message = Status.FAILED, f"{type(exc).__name__}: {exc}"
         finally:
             # no longer training, though this thread may still start the next queued run in _finish
             _name_os_thread("fitcore-ended")
@@ -217,11 +221,13 @@ class Run:
     def _on_event(self, event: Event) -> None:
         with self._lock:
             if isinstance(event, Step):
-                self._latest = event
+                self._first = self._first or event
+                self._latest, self._latest_time = event, time.time()
                 self._recent.append(event)
                 self._loss.add(event.step, (event.loss,))
                 self._params.add(event.step, event.weights + (event.bias,))
-                self._rate_window.append((self.clock(), event.step))  # the message is made in snapshot()
+                # running time only: a pause does not lower the speed shown after it
+                self._rate_window.append((self.clock() - self.control.paused_seconds, event.step))
             elif isinstance(event, RunStarted):
                 self._started = event
                 self._message = "training"
@@ -234,17 +240,18 @@ class Run:
     # -- reading ------------------------------------------------------------------------------------
     def _steps_per_second(self) -> float:
         if self._ended is not None:
-            return self._ended.steps / self._ended.elapsed if self._ended.elapsed > 0 else 0.0
+            running = self._ended.elapsed - self.control.paused_seconds
+            return self._ended.steps / running if running > 0 else 0.0
         if len(self._rate_window) < 2:
             return 0.0
         (t0, s0), (t1, s1) = self._rate_window[0], self._rate_window[-1]
         return (s1 - s0) / (t1 - t0) if t1 > t0 else 0.0
 
-    def _status_message(self, status: str, latest: Step | None) -> str:
-        """The line under the status; a running one names its step, written here rather than every step."""
-        if status == PAUSED:
+    def _status_message(self, status: Status, latest: Step | None) -> str:
+        """The message beside the status; a running run's names its latest step."""
+        if status == Status.PAUSED:
             return "paused between steps"
-        if status == RUNNING and latest is not None:
+        if status == Status.RUNNING and latest is not None:
             return f"epoch {latest.epoch}, step {latest.step}"
         return self._message
 
@@ -253,8 +260,8 @@ class Run:
         with self._lock:
             started, latest, ended = self._started, self._latest, self._ended
             status = self._status
-            if status == RUNNING and self.control.paused:
-                status = PAUSED
+            if status == Status.RUNNING and self.control.paused:
+                status = Status.PAUSED
             if ended is not None:
                 weights, bias, elapsed = ended.weights, ended.bias, ended.elapsed
             elif latest is not None:
@@ -278,7 +285,9 @@ class Run:
                 steps_per_second=self._steps_per_second(),
                 loss_history=tuple((s, v[0]) for s, v in self._loss.points()),
                 param_history=self._params.points(),
+                first=self._first,
                 latest=latest,
+                latest_time=self._latest_time,
                 recent=tuple(self._recent),
                 weights=weights,
                 bias=bias,
@@ -286,4 +295,5 @@ class Run:
                 lstsq_weights=started.lstsq_weights if started else None,
                 lstsq_bias=started.lstsq_bias if started else None,
                 extra=dict(self._extra),
+                started=started,
             )

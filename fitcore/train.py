@@ -7,92 +7,25 @@ import threading
 import time
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
 from fitcore.config import FitConfig
-from fitcore.data import epoch_batches, least_squares, make_data
+from fitcore.data import epoch_order, least_squares, make_data, ordered_batches
 from fitcore.devices import DevicePlan, parse_devices
-from fitcore.parallel import EmulatedDataParallel, LinearModel, ShapeRecorder, init_parameters, wrap
-
-FINISHED, STOPPED, DIVERGED, FAILED = "finished", "stopped", "diverged", "failed"
-
-
-class Replica(NamedTuple):
-    """One replica's share of a batch: the rows [start, stop) of the batch, and the shapes it saw.
-
-    Replica and Step are NamedTuples, immutable like the other events: they are made on every step, and a
-    NamedTuple is built in a quarter of a frozen dataclass's time (0.3 against 1.1 µs for ten fields).
-    """
-
-    device: str
-    start: int
-    stop: int
-    input_shape: tuple[int, ...]
-    output_shape: tuple[int, ...]
-    loss: float | None = None  # the replica's own loss where it computes one (a DDP rank); DataParallel's
-    # replicas only run forward, and the loss is computed once, on the gathered output
-
-    @property
-    def rows(self) -> int:
-        return self.stop - self.start
-
-
-@dataclass(frozen=True)
-class RunStarted:
-    """Emitted once, after the data, the reference and the model exist."""
-
-    config: FitConfig
-    devices: tuple[str, ...]  # labels; emulated ones say so
-    emulated: bool
-    data_parallel: bool  # True when the real torch.nn.DataParallel is in use
-    header: str  # "Let's use 2 GPUs!" or the emulation line
-    total_steps: int
-    batches_per_epoch: int
-    lstsq_weights: tuple[float, ...]
-    lstsq_bias: float
-
-
-class Step(NamedTuple):
-    """Emitted after every optimizer step, with plain Python numbers only (a NamedTuple: see Replica)."""
-
-    step: int  # 1-based, over the whole run
-    epoch: int  # 1-based
-    batch: int  # 1-based within the epoch
-    loss: float  # MSE of this batch, before the step
-    input_shape: tuple[int, ...]  # the batch: the tutorial's `Outside: input size`
-    output_shape: tuple[int, ...]  # the gathered output
-    replicas: tuple[Replica, ...]
-    weights: tuple[float, ...]  # after the step
-    bias: float
-    elapsed: float  # seconds since the run started
-
-
-@dataclass(frozen=True)
-class RunEnded:
-    """Emitted once, last: how the run ended and what it learned."""
-
-    status: str  # finished, stopped, diverged or failed
-    message: str
-    steps: int  # steps completed
-    weights: tuple[float, ...]
-    bias: float
-    final_loss: float | None
-    elapsed: float
-
-
-@dataclass(frozen=True)
-class Detail:
-    """Strategy-specific information (DDP's shards, say): kept in Snapshot.extra[key], printed by the CLI."""
-
-    key: str
-    value: object  # plain Python data
-    text: str = ""  # a line for the console; empty prints nothing
-
-
-Event = RunStarted | Step | RunEnded | Detail
+from fitcore.events import Event, Replica, RunEnded, Status, Step, run_started
+from fitcore.parallel import (
+    EmulatedDataParallel,
+    LinearModel,
+    ShapeRecorder,
+    init_parameters,
+    phase_recorder,
+    replica_ids,
+    wrap,
+)
+from fitcore.phases import BACKWARD_END, LOSS_END, OPTIMIZER_END
 
 
 class Control:
@@ -109,9 +42,11 @@ class Control:
         self.max_seconds = max_seconds
         self.clock = clock
         self.stop_reason = ""
+        self.paused_seconds = 0.0  # time spent paused so far: a run's speed counts running time only
         self._stop = threading.Event()
         self._running = threading.Event()
         self._running.set()
+        self._one_step = threading.Event()  # Step while paused: let exactly one step through
         self._started = None
         self._next = None
 
@@ -119,7 +54,13 @@ class Control:
         self._running.clear()
 
     def resume(self) -> None:
+        self._one_step.clear()
         self._running.set()
+
+    def step_once(self) -> None:
+        """While paused, let exactly one more step run, then stay paused (the page's Step button)."""
+        if self.paused:
+            self._one_step.set()
 
     def stop(self, reason: str = "stopped by the user") -> None:
         if not self._stop.is_set():
@@ -139,9 +80,9 @@ class Control:
         """Block while paused or until the pace allows the next step; False means end the run now."""
         if self._started is None:
             self._started = self.clock()
-        if not self._running.is_set():  # a plain flag read: the wait below costs a lock every step
-            while not self._running.wait(0.05) and not self._out_of_time():
-                pass  # paused: the time limit still runs, so a forgotten paused run frees its slot
+        if not self._running.is_set():  # checked first: waiting on a set Event takes its lock every step
+            if self._wait_paused():
+                return not self._stop.is_set()  # one step, at once: Step ignores the pace
         if self.pace and not self._stop.is_set():
             now = self.clock()
             # one step every 1/pace seconds; a late step is not made up for with a burst
@@ -152,10 +93,38 @@ class Control:
             self._out_of_time()
         return not self._stop.is_set()
 
+    def _wait_paused(self) -> bool:
+        """Block while paused; True when a single step (step_once) was let through.
+
+        The time limit still runs while paused, so a forgotten paused run frees its slot.
+        """
+        since = self.clock()
+        stepped = False
+        while not self._running.wait(0.05) and not self._out_of_time():
+            if self._one_step.is_set():
+                self._one_step.clear()
+                stepped = True
+                break
+        now = self.clock()
+        self.paused_seconds += now - since
+        self._next = now  # the pace starts afresh after a pause: no burst to catch up
+        return stepped
+
     def _out_of_time(self) -> bool:
         if self.max_seconds is not None and self.clock() - self._started > self.max_seconds:
             self.stop(f"stopped at the time limit of {self.max_seconds:g} s")
         return self._stop.is_set()
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """ "1 step", "2 steps": a count with its noun."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def finished_message(steps: int, elapsed: float, paused: float) -> str:
+    """How long a finished run took, and how much of that it was paused."""
+    text = f"finished {plural(steps, 'step')} in {elapsed:.2f} s"
+    return text + (f" ({paused:.1f} s of it paused)" if paused > 0 else "")
 
 
 def warm_up() -> None:
@@ -182,17 +151,17 @@ def _replicas(records, plan: DevicePlan) -> tuple[Replica, ...]:
 def _readable(p: torch.Tensor):
     """What the loop reads p's values from after each step: p, or on the CPU a NumPy view of its memory.
 
-    Both have the same tolist() and item(); the view skips two torch calls, ~2.5 µs of a 170 µs step. It
-    stays current because optimizers update parameters in place.
+    Both have the same tolist() and item(), and the view stays current because optimizers update the
+    parameters in place (docs/performance.md says why the loop reads a view).
     """
     return p.detach().numpy() if p.is_cpu else p
 
 
-def _make_optimizer(cfg: FitConfig, params):
+def make_optimizer(cfg: FitConfig, params):
     """SGD, or Adam in one fused kernel where torch has one for the parameters' device.
 
-    Fused Adam is the same update as the default one (to rounding) in one call instead of a dozen small ops
-    per parameter: about 90 µs a step less on the CPU, a quarter of a step at batch 1000.
+    Fused Adam is the same update as the default one (to rounding), in one call instead of a dozen small
+    ops per parameter.
     """
     params = list(params)
     if cfg.optimizer == "sgd":
@@ -204,12 +173,12 @@ def _make_optimizer(cfg: FitConfig, params):
 
 
 def clear_grads(params) -> None:
-    """optimizer.zero_grad(set_to_none=True) without its profiler scaffolding, about 30 µs a step."""
+    """optimizer.zero_grad(set_to_none=True), without the profiler scaffolding around it."""
     for p in params:
         p.grad = None
 
 
-def _describe_failure(exc: BaseException) -> str:
+def describe_failure(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".strip()
     if isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in str(exc).lower():
         return f"out of memory: {text}. Try a smaller data size or batch size."
@@ -235,7 +204,7 @@ def train(
     try:
         status, message = _run(cfg, on_event, control, plan, state, clock, t0)
     except Exception as exc:  # noqa: BLE001 - a failed run must end with its message, never a dead thread
-        status, message = FAILED, _describe_failure(exc)
+        status, message = Status.FAILED, describe_failure(exc)
     finally:
         if isinstance(state.model, EmulatedDataParallel):
             state.model.close()
@@ -257,7 +226,7 @@ class _Progress:
     model: torch.nn.Module | None = None
 
 
-def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[str, str]:
+def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, str]:
     """Run the loop; return (status, message)."""
     # 1. data, reference and model, on the first device
     plan = plan or parse_devices(cfg.devices)
@@ -268,50 +237,58 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[str, str]:
     init_parameters(raw, cfg.seed + 1)
     model = state.model = wrap(raw, plan)
     params = list(raw.parameters())
-    optimizer = _make_optimizer(cfg, params)
+    optimizer = make_optimizer(cfg, params)
     perm_gen = torch.Generator().manual_seed(cfg.seed + 2)
     on_event(
-        RunStarted(
-            cfg,
-            plan.labels,
-            plan.emulated,
-            plan.uses_data_parallel,
-            plan.describe(),
-            cfg.total_steps,
-            cfg.batches_per_epoch,
-            lstsq_w,
-            lstsq_b,
+        run_started(
+            cfg, plan.labels, plan.describe(), cfg.batches_per_epoch, (lstsq_w, lstsq_b),
+            emulated=plan.emulated, data_parallel=plan.uses_data_parallel,
         )
-    )
+    )  # fmt: skip
 
     # 2. each batch is scattered, run on every replica and gathered; the loss is computed on the
     # gathered output, outside the wrapped module (DataParallel warns about scalar outputs).
-    # At batch 200 a step is about 170 µs, and what the loop adds to it shows: what each step reads is
-    # looked up once, here, and a split like the step before's (nearly every one) reuses its Replicas
-    # and shapes.
-    weight, bias, take = _readable(raw.fc.weight), _readable(raw.fc.bias), recorder.take
-    records, replicas, in_shape, out_shape = None, (), (), ()
+    # The wrapper times its own phases (scatter ... gather); the loop marks the end of the loss, of
+    # backward and of the optimizer step. A split like the step before's reuses its row ranges and shapes.
+    weight, bias = _readable(raw.fc.weight), _readable(raw.fc.bias)
+    phases = phase_recorder(model)  # None for a single device: no DataParallel, no phases
+    records, ranges, spans, in_shape, out_shape = None, (), (), (), ()
     for epoch in range(1, cfg.epochs + 1):
-        batches = epoch_batches(X, y, cfg.batch_size, cfg.shuffle, perm_gen)  # (B, d), (B, 1) each
-        for batch, (xb, yb) in enumerate(batches, 1):
+        order = epoch_order(X.shape[0], cfg.shuffle, perm_gen)  # this epoch's row order (None: 0..N-1)
+        ids_of = order.numpy() if order is not None else None  # slices of a NumPy view are cheapest
+        offset = 0  # the batch's first position in the order
+        for batch, (xb, yb) in enumerate(ordered_batches(X, y, cfg.batch_size, order), 1):  # (B, d), (B, 1)
             if not control.wait():
-                return STOPPED, control.stop_reason
+                return Status.STOPPED, control.stop_reason
             out = model(xb)  # (B, 1), gathered on the first device
             loss = F.mse_loss(out, yb)
             value = loss.item()
             if not math.isfinite(value):
-                return DIVERGED, (
+                return Status.DIVERGED, (
                     f"the loss became {value} at step {state.step + 1} (epoch {epoch}); "
                     f"the learning rate {cfg.lr:g} is too high for this data"
                 )
-            clear_grads(params)
-            loss.backward()
+            if phases:
+                phases.mark(LOSS_END)
+            clear_grads(params)  # optimizer.zero_grad(set_to_none=True)
+            loss.backward()  # the replicas' gradients are summed here, onto the one set of parameters
+            if phases:
+                phases.mark(BACKWARD_END)
             optimizer.step()
+            if phases:
+                phases.mark(OPTIMIZER_END)
             state.step, state.loss = state.step + 1, value
-            seen = take()
+            seen = recorder.take()
             if seen != records:  # a new split: the batch, and so its shapes, changed too
-                records, replicas = seen, _replicas(seen, plan)
+                records, ranges = seen, _replicas(seen, plan)
+                spans = [(r.start, r.stop) for r in ranges]
                 in_shape, out_shape = tuple(xb.shape), tuple(out.shape)
+            ids = replica_ids(ids_of, offset, spans)  # where this step's rows came from in the dataset
+            replicas = tuple(
+                Replica(r.device, r.start, r.stop, r.input_shape, r.output_shape, None, i)
+                for r, i in zip(ranges, ids)
+            )
+            offset += xb.shape[0]
             on_event(
                 Step(
                     state.step,
@@ -324,6 +301,7 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[str, str]:
                     tuple(weight.tolist()[0]),  # (1, d) -> d numbers
                     bias.item(),
                     clock() - t0,
+                    phases.take() if phases else None,
                 )
             )
-    return FINISHED, f"finished {state.step} steps in {clock() - t0:.2f} s"
+    return Status.FINISHED, finished_message(state.step, clock() - t0, control.paused_seconds)

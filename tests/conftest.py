@@ -1,4 +1,8 @@
-"""Generic fixtures: a clock that moves only when told to; a check that no fitcore thread outlives a test."""
+"""Generic fixtures: a clock that moves only when told to; a check that no fitcore thread outlives a test.
+
+The clock and `wait_for` live in tests/helpers.py, which test modules import (a conftest is not importable
+by name in every pytest import mode).
+"""
 
 from __future__ import annotations
 
@@ -6,18 +10,7 @@ import threading
 
 import pytest
 
-
-class FakeClock:
-    """A monotonic clock for Control, Run and RunPool: `clock()` reads it, `clock.advance(s)` moves it."""
-
-    def __init__(self, start: float = 1000.0):
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from tests.helpers import FakeClock
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import json
 import multiprocessing
 import os
 import re
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ from fitcore import report
 from fitcore.config import FitConfig
 from fitcore.data import make_data
 from fitcore.pool import RunNotFound, close_server_pool
+from tests.helpers import wait_for
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 STEP = re.compile(r"step (\d+) / (\d+)")
@@ -71,19 +71,16 @@ def _pool(at: AppTest):
     return at.session_state["pool"], at.session_state["owner"]
 
 
-def wait_for(at: AppTest, done, timeout: float = 30.0) -> AppTest:
+def wait_for_run(at: AppTest, done, timeout: float = 30.0) -> AppTest:
     """Poll the run's snapshot through the pool until done(snapshot), then rerun the page."""
     pool, owner = _pool(at)
     run_id = at.session_state["run_id"]
-    deadline = time.monotonic() + timeout
-    while not done(pool.snapshot(owner, run_id)):
-        assert time.monotonic() < deadline, "the run did not get there in time"
-        time.sleep(0.02)
+    wait_for(lambda: done(pool.snapshot(owner, run_id)), timeout, interval=0.02, what="the run to get there")
     return at.run()
 
 
 def wait_until_ended(at: AppTest) -> AppTest:
-    return wait_for(at, lambda snap: not snap.active)
+    return wait_for_run(at, lambda snap: not snap.active)
 
 
 def status_text(at: AppTest) -> str:
@@ -220,7 +217,7 @@ def test_an_edited_app_py_keeps_the_one_server_pool(page, tmp_path):
 def test_start_trains_and_shows_the_split_and_the_results(page):
     at = page()
     at.slider(key="virtual_devices").set_value(3)
-    at.select_slider(key="pace").set_value("max")
+    at.selectbox(key="pace").set_value("max")
     at.run()
     assert at.selectbox(key="preset").value == "Uneven split"
     at.button(key="start").click()
@@ -313,14 +310,14 @@ def test_a_live_chart_redraws_one_of_its_two_copies_per_refresh(page):
     unchanged stays drawn and shows through.
     """
     at = page()
-    at.select_slider(key="pace").set_value("20")
+    at.selectbox(key="pace").set_value("20")
     at.run()
     at.button(key="start").click()
     at.run()
     copies = []
     for _ in range(4):
         step = at.session_state["snap"].step
-        wait_for(at, lambda snap, step=step: snap.step > step)  # new points for the chart, then a refresh
+        wait_for_run(at, lambda snap, step=step: snap.step > step)  # new points for the chart, then a refresh
         copies.append(_copies(at, "loss_chart"))
     changed = [[a[i] != b[i] for i in (0, 1)] for a, b in zip(copies, copies[1:])]
     assert changed in (
@@ -337,12 +334,12 @@ def test_a_live_chart_redraws_one_of_its_two_copies_per_refresh(page):
 
 def test_pause_resume_stop_and_reset(page):
     at = page()
-    at.select_slider(key="pace").set_value("1")  # slow motion: one step a second
+    at.selectbox(key="pace").set_value("1")  # slow motion: one step a second
     at.run()
     at.button(key="start").click()
     at.run()
     run_id = at.session_state["run_id"]
-    wait_for(at, lambda snap: snap.step >= 1)
+    wait_for_run(at, lambda snap: snap.step >= 1)
     assert status_text(at).startswith("Running · epoch ")
     assert not at.button(key="stop").disabled and at.button(key="start").disabled
 
@@ -382,7 +379,7 @@ def test_the_live_panels_refresh_only_while_a_run_is_active(page, monkeypatch):
     monkeypatch.setattr(st, "fragment", spy)
     at = page()
     assert intervals == [None]
-    at.select_slider(key="pace").set_value("1")
+    at.selectbox(key="pace").set_value("1")
     at.run()
     at.button(key="start").click()
     at.run()
@@ -400,7 +397,7 @@ def test_the_live_panels_refresh_only_while_a_run_is_active(page, monkeypatch):
 
 def test_changing_controls_during_a_run_does_not_alter_it(page):
     at = page()
-    at.select_slider(key="pace").set_value("1")
+    at.selectbox(key="pace").set_value("1")
     at.run()
     at.button(key="start").click()
     at.run()
@@ -418,14 +415,14 @@ def test_changing_controls_during_a_run_does_not_alter_it(page):
 
 def test_pace_changes_live(page):
     at = page()
-    at.select_slider(key="pace").set_value("1")
+    at.selectbox(key="pace").set_value("1")
     at.run()
     at.button(key="start").click()
     at.run()
     pool, owner = _pool(at)
     run_id = at.session_state["run_id"]
     assert pool.snapshot(owner, run_id).pace == 1.0
-    at.select_slider(key="pace").set_value("max")
+    at.selectbox(key="pace").set_value("max")
     at.run()
     assert pool.snapshot(owner, run_id).pace is None
     wait_until_ended(at)
@@ -434,7 +431,7 @@ def test_pace_changes_live(page):
 
 def test_a_dropped_run_keeps_what_the_page_last_read(page):
     at = page()
-    at.select_slider(key="pace").set_value("max")
+    at.selectbox(key="pace").set_value("max")
     at.run()
     at.button(key="start").click()
     at.run()
@@ -447,7 +444,7 @@ def test_a_dropped_run_keeps_what_the_page_last_read(page):
     assert list(table(at, "Parameter")["Parameter"]) == ["w1", "w2", "b"]
 
     # an active run dropped by the server: the page says so instead of showing it running forever
-    at.select_slider(key="pace").set_value("1")
+    at.selectbox(key="pace").set_value("1")
     at.run()
     at.button(key="start").click()
     at.run()
@@ -523,7 +520,7 @@ def test_the_link_sets_the_controls_and_follows_them(page):
         "strategy": "dataparallel",
         "workers": 2,
     }
-    assert at.select_slider(key="pace").value == "5"
+    assert at.selectbox(key="pace").value == "5"
     assert at.query_params == query  # already in the page's own spelling
     # a control changed on the page is written to the link ...
     at.number_input(key="seed").set_value(7)
@@ -533,7 +530,7 @@ def test_the_link_sets_the_controls_and_follows_them(page):
     # ... and the link reproduces the setup in a new session
     again = page(dict(at.query_params))
     assert control_values(again) == control_values(at)
-    assert again.select_slider(key="pace").value == "5"
+    assert again.selectbox(key="pace").value == "5"
 
 
 def test_a_value_written_as_markdown_shows_as_written_not_as_a_link(page):
@@ -644,6 +641,7 @@ def test_bad_worker_count_shows_its_error_and_starts_nothing(page, changes, mess
     assert at.session_state["run_id"] is None and pool.counts()["kept"] == 0
 
 
+@pytest.mark.slow  # spawns ranks
 def test_a_two_rank_ddp_run_shows_each_ranks_rows_and_identical_parameters(page):
     at = page()
     at.radio(key="strategy").set_value("ddp")
@@ -651,11 +649,11 @@ def test_a_two_rank_ddp_run_shows_each_ranks_rows_and_identical_parameters(page)
     for key, value in dict(data_size=40, batch_size=20, epochs=30, lr=0.5).items():
         at.number_input(key=key).set_value(value)
     at.selectbox(key="optimizer").set_value("sgd")
-    at.select_slider(key="pace").set_value("max")
+    at.selectbox(key="pace").set_value("max")
     at.run()
     at.button(key="start").click()
     at.run()
-    wait_for(at, lambda snap: not snap.active, timeout=120)  # each rank's process imports torch first
+    wait_for_run(at, lambda snap: not snap.active, timeout=120)  # each rank's process imports torch first
     assert not at.exception
     # 40 rows on 2 ranks: 20 each; each takes 10 per step, so 2 steps per epoch
     assert status_text(at).startswith("Finished · epoch 30 / 30 · step 60 / 60 · ")

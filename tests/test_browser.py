@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, streamlit_app
+from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts"
@@ -28,7 +29,7 @@ LOSS_LINE_SHOWN_JS = """() => {
             (line.getAttribute('d') || '').length > 20 && getComputedStyle(line).visibility === 'visible'));
 }"""
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def _require_browser() -> None:
@@ -81,16 +82,6 @@ def _step(page) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-def _wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
 def test_a_run_updates_by_itself_splits_67_67_66_and_stops(server, page):
     page.goto(server + "/?pace=5")  # 5 steps/s: the run is still going when the test presses Stop
     start = page.get_by_role("button", name="Start training")
@@ -105,12 +96,16 @@ def test_a_run_updates_by_itself_splits_67_67_66_and_stops(server, page):
 
     start.click()
     # the live panels refresh on their own: two readings, no click in between
-    first, total = _wait_for(lambda: _step(page)[0] >= 2 and _step(page), 20, "the first steps")
+    first, total = wait_for(
+        lambda: _step(page)[0] >= 2 and _step(page), 20, interval=0.2, what="the first steps"
+    )
     assert total == 200
     page.locator("[data-testid=stPlotlyChart]").first.wait_for()
-    _wait_for(lambda: page.evaluate(LOSS_LINE_SHOWN_JS), 10, "the loss line to be drawn")
+    wait_for(lambda: page.evaluate(LOSS_LINE_SHOWN_JS), 10, interval=0.2, what="the loss line to be drawn")
     page.screenshot(path=str(ARTIFACTS / "browser-running.png"))
-    second, _ = _wait_for(lambda: _step(page)[0] > first and _step(page), 10, "the step count to grow")
+    second, _ = wait_for(
+        lambda: _step(page)[0] > first and _step(page), 10, interval=0.2, what="the step count to grow"
+    )
     assert first < second < 200
     # once the run is under way the chart updates without going blank: sampled between and across
     # refreshes (2.5 a second), the line is always on screen
@@ -129,17 +124,20 @@ def test_a_run_updates_by_itself_splits_67_67_66_and_stops(server, page):
         assert text in shapes
 
     page.get_by_role("button", name="Stop").click()
-    stopped = _wait_for(
+    stopped = wait_for(
         lambda: re.search(r"Stopped · .*step (\d+) / 200 · stopped by the user", page.inner_text("body")),
         15,
-        "the status to say stopped",
+        interval=0.2,
+        what="the status to say stopped",
     )
     at_stop = int(stopped.group(1))
     assert second <= at_stop < 200
     page.get_by_role("button", name="Start training").wait_for()
     assert page.get_by_role("button", name="Stop").is_disabled()
     page.screenshot(path=str(ARTIFACTS / "browser-stopped.png"))
-    time.sleep(1.5)
+    # the page offers no event for "nothing changed": watch it for 1 s, in which the live panels' 0.4 s
+    # timer (app.REFRESH_SECONDS) would have redrawn them twice had it stayed on
+    time.sleep(1.0)
     assert _step(page) == (at_stop, 200)  # nothing moves once the run has ended
     page.set_viewport_size({"width": 1280, "height": 2000})
     page.screenshot(path=str(ARTIFACTS / "browser-stopped-full.png"))

@@ -14,7 +14,7 @@ import pytest
 from fitcore.cli import main
 from fitcore.config import FitConfig
 from fitcore.devices import parse_devices
-from fitcore.train import Step
+from fitcore.events import Step
 
 cli_mod = importlib.import_module("fitcore.cli")
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +52,7 @@ def test_tutorial_output_for_three_emulated_devices(capsys):
     )
     assert out[4].endswith("(epoch 1, step 1)")
     assert [line.split(":")[0] for line in out[5:]] == ["Learned", "True", "Least squares", "Status"]
-    assert out[8].startswith("Status: finished (finished 1 steps in ")
+    assert out[8].startswith("Status: finished (finished 1 step in ")
 
 
 def test_default_run_prints_every_step_and_learns_the_parameters(capsys):
@@ -112,7 +112,9 @@ def test_json_for_the_default_run(capsys):
     assert (result["true_weights"], result["true_bias"]) == ([5.2, 9.6], 3.4)
     assert 0 <= result["final_loss"] < 1e-4
     assert result["steps_per_second"] > 0
+    assert (result["total_steps"], result["latest_step"]["step"]) == (200, 200)
     assert result["first_step"] == {
+        "step": 1,
         "input_shape": [200, 2],
         "output_shape": [200, 1],
         "replicas": [

@@ -15,7 +15,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,22 +27,23 @@ from fitcore import cli
 from fitcore.config import MAX_WORKERS, ConfigError, FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.ddp import (
-    EXPLAIN_MARKDOWN,
     Layout,
     TorchrunEnv,
-    _epoch_value,
     config_for_torchrun,
     epoch_shards,
-    row_owners,
-    shard_table,
+    epoch_value,
     shards_value,
     torchrun_env,
     train_ddp,
 )
 from fitcore.devices import GPU
+from fitcore.events import Detail, RunEnded, RunStarted, Step
+from fitcore.explain import DDP_MARKDOWN as EXPLAIN_MARKDOWN
 from fitcore.parallel import LinearModel, init_parameters
+from fitcore.report import row_owners, shard_table
 from fitcore.runner import Run
-from fitcore.train import Detail, RunEnded, RunStarted, Step, _make_optimizer
+from fitcore.train import make_optimizer
+from tests.helpers import PauseWatch, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,7 +59,7 @@ def reference(cfg: FitConfig) -> tuple[list[float], tuple[float, ...], float]:
     X, y = make_data(cfg)
     model = LinearModel(cfg.n_features)
     init_parameters(model, cfg.seed + 1)
-    optimizer = _make_optimizer(cfg, model.parameters())
+    optimizer = make_optimizer(cfg, model.parameters())
     b = math.ceil(cfg.batch_size / cfg.workers)
     losses = []
     for epoch in range(cfg.epochs):
@@ -108,13 +108,6 @@ def assert_all_gone(details: dict) -> None:
         s.bind(("127.0.0.1", port))
 
 
-def wait_for(predicate, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Arithmetic, shards and validation: no processes.
 
@@ -143,7 +136,7 @@ def test_layout_rows_and_steps(n, batch, k, per_rank, steps):
 def test_ten_rows_on_three_ranks_pad_from_the_start():
     shards = epoch_shards(10, 3, shuffle=False, seed=0, epoch=1)
     assert shards == [[0, 3, 6, 9], [1, 4, 7, 0], [2, 5, 8, 1]]  # 12 slots: rows 0 and 1 twice
-    value = _epoch_value(Layout(10, 3, 3), ("a", "b", "c"), 1, shards)
+    value = epoch_value(Layout(10, 3, 3), ("a", "b", "c"), 1, shards)
     assert [r["count"] for r in value["ranks"]] == [4, 4, 4]
     assert [r["padded"] for r in value["ranks"]] == [[], [0], [1]]
     assert value["repeated"] == [0, 1]
@@ -162,7 +155,7 @@ def test_shards_follow_the_sampler_rule(n, k, shuffle):
     shards = epoch_shards(n, k, shuffle, seed, epoch)
     assert shards == expected
     layout = Layout(n, k, n)
-    value = _epoch_value(layout, tuple(f"rank {r}" for r in range(k)), epoch, shards)
+    value = epoch_value(layout, tuple(f"rank {r}" for r in range(k)), epoch, shards)
     assert value["repeated"] == order[: layout.padding]
     assert sorted(i for r in value["ranks"] for i in r["padded"]) == sorted(order[: layout.padding])
     owners = row_owners(shards_value(FitConfig(data_size=n), layout, ["x"] * k, value, value))
@@ -172,7 +165,7 @@ def test_shards_follow_the_sampler_rule(n, k, shuffle):
 def test_shard_table_reads_a_snapshots_extra():
     layout = Layout(10, 3, 3)
     labels = tuple(f"rank {r} · cpu · gloo" for r in range(3))
-    first = _epoch_value(layout, labels, 1, epoch_shards(10, 3, False, 0, 1))
+    first = epoch_value(layout, labels, 1, epoch_shards(10, 3, False, 0, 1))
     extra = {"shards": shards_value(FitConfig(data_size=10, shuffle=False), layout, labels, first, first)}
     table = shard_table(extra, "first")
     assert [(t["rank"], t["rows"], t["first"], t["last"], t["padded"]) for t in table] == [
@@ -246,6 +239,7 @@ def test_torchrun_environment_and_its_config():
 # Spawned ranks.
 
 
+@pytest.mark.slow  # spawns ranks
 def test_two_ranks_match_one_process_and_each_other():
     cfg = validate(SMALL)
     events = []
@@ -298,18 +292,21 @@ def test_two_ranks_match_one_process_and_each_other():
     assert_all_gone(details)
 
 
+@pytest.mark.slow  # spawns ranks
 def test_pause_resume_and_stop_through_run(no_leftover_threads):
     cfg = validate(replace(SMALL, epochs=10_000))
     run = Run(cfg, pace=25).start()
     try:
-        wait_for(lambda: run.snapshot().step >= 2)
+        wait_for(lambda: run.snapshot().step >= 2, timeout=90, interval=0.02)
+        watch = PauseWatch(run.control)
         run.pause()
-        time.sleep(0.3)  # the step already allowed may still finish
+        # the step already allowed may still finish: once the granter polls the pause, it has been reported
+        assert watch.held(1), "the paused run did not poll its pause"
         paused = run.snapshot()
-        time.sleep(0.6)
+        assert watch.held(2)  # two more polls (0.1 s) without a step
         assert run.snapshot().step == paused.step and paused.status == "paused"
         run.resume()
-        wait_for(lambda: run.snapshot().step > paused.step + 2, timeout=30)
+        wait_for(lambda: run.snapshot().step > paused.step + 2, timeout=30, interval=0.02)
     finally:
         run.stop()
         assert run.wait(30)
@@ -323,10 +320,11 @@ def test_pause_resume_and_stop_through_run(no_leftover_threads):
     assert_all_gone(snap.extra)
 
 
+@pytest.mark.slow  # spawns ranks
 def test_a_killed_rank_fails_the_run_without_hanging(no_leftover_threads):
     run = Run(validate(replace(SMALL, epochs=10_000)), pace=25).start()
     try:
-        wait_for(lambda: run.snapshot().step >= 1)
+        wait_for(lambda: run.snapshot().step >= 1, timeout=90, interval=0.02)
         victim = run.snapshot().extra["ddp"]["pids"][1]
         os.kill(victim, signal.SIGKILL)
         assert run.wait(30), "the run did not notice its dead rank"
@@ -339,6 +337,7 @@ def test_a_killed_rank_fails_the_run_without_hanging(no_leftover_threads):
     assert_all_gone(snap.extra)
 
 
+@pytest.mark.slow  # spawns ranks
 def test_divergence_ends_every_rank_as_diverged():
     cfg = validate(replace(SMALL, optimizer="sgd", lr=1000.0, epochs=50))
     events = []
@@ -364,6 +363,7 @@ def _env() -> dict:
     return env
 
 
+@pytest.mark.slow  # spawns ranks
 def test_cli_prints_each_ranks_lines_and_parameters():
     # the tutorial's defaults: 200 rows, batch 200, so 100 rows per rank
     cmd = [sys.executable, "-m", "fitcore", "--strategy", "ddp", "--workers", "2", "--print-every", "100"]
@@ -381,6 +381,7 @@ def test_cli_prints_each_ranks_lines_and_parameters():
     assert [float(x) for x in re.findall(r"-?\d+\.\d+", learned)] == pytest.approx([5.2, 9.6, 3.4], abs=1e-2)
 
 
+@pytest.mark.slow  # spawns ranks
 def test_torchrun_single_machine_matches_one_process():
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
@@ -415,6 +416,7 @@ def test_reference_is_least_squares_at_convergence():
     assert weights == pytest.approx(lw, abs=1e-3) and bias == pytest.approx(lb, abs=1e-3)
 
 
+@pytest.mark.slow  # spawns ranks
 def test_a_rank_that_raises_fails_the_run_with_its_message():
     """A plan naming a GPU this machine lacks: the rank raises, and its message ends the run."""
     from fitcore.devices import DevicePlan

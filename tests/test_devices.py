@@ -138,3 +138,57 @@ def test_parse_devices_discovers_gpus_when_not_given(monkeypatch):
     monkeypatch.setattr(devices, "cuda_gpus", lambda: [])
     with pytest.raises(ConfigError, match="this machine has 0 CUDA GPUs"):
         parse_devices("cuda")
+
+
+# virtual:K@cuda:i: the emulation with its K replicas on one real GPU
+ON_GPU_ALLOWED = "virtual:K@cuda:i with K from 1 to 8 and i from 0 to 1"
+
+
+@pytest.mark.parametrize(
+    "spec, normal, k, index",
+    [
+        ("virtual:3@cuda:0", "virtual:3@cuda:0", 3, 0),
+        (" Virtual:1 @ CUDA:1 ", "virtual:1@cuda:1", 1, 1),
+        ("virtual:8@cuda:1", "virtual:8@cuda:1", 8, 1),
+    ],
+)
+def test_parse_virtual_on_gpu(spec, normal, k, index):
+    plan = parse_devices(spec, gpus=GPUS)
+    assert (plan.kind, plan.spec, plan.device_ids) == ("virtual", normal, (index,))
+    assert plan.labels == tuple(f"virtual:{i} (emulated on cuda:{index})" for i in range(k))
+    assert plan.emulated and not plan.uses_data_parallel
+    assert plan.first_device == torch.device(f"cuda:{index}")
+    assert plan.describe() == (
+        f"Emulating {k} device{'s' if k > 1 else ''} on cuda:{index} ({normal}): the batch is split with "
+        f"DataParallel's rule, and every replica runs on cuda:{index}."
+    )
+
+
+@pytest.mark.parametrize(
+    "spec, gpus, allowed",
+    [
+        ("virtual:3@cuda:2", GPUS, ON_GPU_ALLOWED),
+        ("virtual:0@cuda:0", GPUS, ON_GPU_ALLOWED),
+        ("virtual:9@cuda:0", GPUS, ON_GPU_ALLOWED),
+        ("virtual:@cuda:0", GPUS, ON_GPU_ALLOWED),
+        ("virtual:3@", GPUS, ON_GPU_ALLOWED),
+        ("virtual:3@cuda", GPUS, ON_GPU_ALLOWED),
+        ("virtual:3@cuda:0,1", GPUS, ON_GPU_ALLOWED),
+        ("virtual:3@cpu", GPUS, ON_GPU_ALLOWED),
+        ("virtual:3@cuda:0", [], ALLOWED_WITHOUT),
+        ("virtual:3@cuda:1", GPUS[:1], "virtual:K@cuda:i with K from 1 to 8 and i from 0 to 0"),
+    ],
+)
+def test_parse_virtual_on_gpu_rejects(spec, gpus, allowed):
+    with pytest.raises(ConfigError) as info:
+        parse_devices(spec, gpus=gpus)
+    assert (info.value.field, info.value.value, info.value.allowed) == ("devices", spec, allowed)
+
+
+def test_cli_rejects_virtual_on_gpu_without_one(capsys, monkeypatch):
+    from fitcore.cli import main
+
+    monkeypatch.setattr(devices, "cuda_gpus", lambda: [])  # the same answer on a machine with GPUs
+    assert main(["--devices", "virtual:3@cuda:0", "--epochs", "1", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"fitcore: error: devices: got 'virtual:3@cuda:0'; allowed: {ALLOWED_WITHOUT}"]

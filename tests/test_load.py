@@ -47,7 +47,7 @@ SETTINGS = LoadSettings(
     timeout=200.0,
 )
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 @pytest.fixture(scope="module")

@@ -4,22 +4,30 @@ from __future__ import annotations
 
 import importlib
 import threading
+import time
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fitcore import phases
 from fitcore.devices import GPU, parse_devices
 from fitcore.parallel import (
     EmulatedDataParallel,
     LinearModel,
     ShapeRecorder,
+    TimedDataParallel,
+    _cuda_bounds,
+    _cuda_slot_devices,
     chunk_sizes,
     init_parameters,
+    phase_recorder,
+    replica_ids,
     unwrap,
     wrap,
 )
+from fitcore.phases import CudaClock, step_bytes
 
 GPUS = [GPU(0, "A", 16 << 30), GPU(1, "B", 16 << 30)]
 
@@ -196,7 +204,7 @@ def test_wrap_two_gpus_uses_real_data_parallel(fake_cuda):
     model = model_on_fake_gpu(2)
     plan = parse_devices("cuda:0,1", gpus=GPUS)
     wrapped = wrap(model, plan)
-    assert type(wrapped) is nn.DataParallel
+    assert type(wrapped) is TimedDataParallel and isinstance(wrapped, nn.DataParallel)
     assert wrapped.device_ids == [0, 1]
     assert wrapped.output_device == 0
     assert wrapped.module is model and unwrap(wrapped) is model
@@ -207,7 +215,7 @@ def test_wrap_reversed_gpus_gathers_on_the_first_listed(fake_cuda):
     model_on_fake_gpu, moved = fake_cuda
     model = model_on_fake_gpu(2)
     wrapped = wrap(model, parse_devices("cuda:1,0", gpus=GPUS))
-    assert type(wrapped) is nn.DataParallel
+    assert type(wrapped) is TimedDataParallel and isinstance(wrapped, nn.DataParallel)
     assert wrapped.device_ids == [1, 0] and wrapped.output_device == 1
     assert moved == [torch.device("cuda:1")]
 
@@ -227,3 +235,172 @@ def test_init_parameters_depends_on_the_seed_only():
     assert not torch.equal(a.fc.weight, c.fc.weight)
     bound = 1 / 4**0.5
     assert a.fc.weight.abs().max().item() <= bound and a.fc.bias.abs().max().item() <= bound
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The phases of a step.
+
+PER_DEVICE = ("scatter", "replicate", "parallel_apply", "gather", "reduce")
+
+
+def train_step(wrapped, x, y):
+    """One step as the training loop takes it, with the loop's three marks; returns (output, StepPhases)."""
+    recorder = phase_recorder(wrapped)
+    out = wrapped(x)
+    loss = F.mse_loss(out, y)
+    loss.item()
+    recorder.mark(phases.LOSS_END)
+    loss.backward()
+    recorder.mark(phases.BACKWARD_END)
+    recorder.mark(phases.OPTIMIZER_END)  # no optimizer: the test only needs the mark
+    return out, recorder.take()
+
+
+def check_step_phases(taken, labels, sizes, d, itemsize):
+    """The checks every DataParallel step's phases pass, emulated or timed."""
+    got = taken.phases()
+    busy = list(labels[: len(sizes)])
+    # 1. the order of the step, and exactly one record per busy device for each per-device phase
+    names = [p.name for p in got]
+    assert names == sorted(names, key=phases.DATAPARALLEL_PHASES.index)
+    for name in PER_DEVICE:
+        assert [p.device for p in got if p.name == name] == busy
+    assert [p.device for p in got if p.name not in PER_DEVICE] == [labels[0]] * 3
+    # 2. bytes: the formulas for these shapes and this dtype
+    first = [True] + [False] * (len(sizes) - 1)
+    bytes_of = {name: [p.bytes for p in got if p.name == name] for name in phases.DATAPARALLEL_PHASES}
+    assert bytes_of["scatter"] == [0 if f else r * d * itemsize for r, f in zip(sizes, first)]
+    assert bytes_of["replicate"] == [0 if f else (d + 1) * itemsize for f in first]
+    assert bytes_of["gather"] == [0 if f else r * itemsize for r, f in zip(sizes, first)]
+    assert bytes_of["backward"] == [sum(sizes[1:]) * itemsize]
+    assert bytes_of["reduce"] == [0 if f else (d + 1) * itemsize for f in first]
+    assert bytes_of["parallel_apply"] == [0] * len(sizes)
+    assert bytes_of["loss"] == bytes_of["optimizer"] == [0]
+    assert taken.bytes == step_bytes(sum(sizes), len(labels), d, itemsize)["dataparallel"]
+    # 3. times: present, non-negative, and each phase starts no earlier than every start of the one before
+    assert got[0].start == 0.0
+    assert all(p.start >= 0 and p.duration >= 0 for p in got)
+    starts = {name: [p.start for p in got if p.name == name] for name in phases.DATAPARALLEL_PHASES}
+    for before, after in zip(phases.DATAPARALLEL_PHASES, phases.DATAPARALLEL_PHASES[1:]):
+        assert max(starts[before]) <= min(starts[after]), (before, after)
+    return got
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n, k", [(200, 2), (200, 3), (5, 8), (1, 3), (64, 1)])
+def test_emulated_step_records_its_phases(n, k, dtype):
+    d = 3
+    model, _ = make_model(d)
+    model.to(dtype)
+    plan = parse_devices(f"virtual:{k}", gpus=[])
+    wrapped = wrap(model, plan)
+    try:
+        g = torch.Generator().manual_seed(n + k)
+        x, y = torch.randn(n, d, generator=g, dtype=dtype), torch.randn(n, 1, generator=g, dtype=dtype)
+        out, taken = train_step(wrapped, x, y)
+        got = check_step_phases(taken, plan.labels, chunk_sizes(n, k), d, x.element_size())
+        assert all(
+            p.duration == 0 for p in got if p.name in ("replicate", "reduce")
+        )  # free, or inside backward
+        assert sum(p.name == "scatter" for p in got) == min(n, k)  # 5 rows on 8 devices: 5, 3 idle
+        torch.testing.assert_close(out, model(x), atol=1e-6, rtol=0)  # the emulation's output is unchanged
+    finally:
+        wrapped.close()
+
+
+def test_emulated_phases_reuse_the_specs_while_the_split_repeats():
+    model, _ = make_model(2)
+    wrapped = wrap(model, parse_devices("virtual:3", gpus=[]))
+    try:
+        x, y = torch.randn(10, 2), torch.randn(10, 1)
+        _, a = train_step(wrapped, x, y)
+        _, b = train_step(wrapped, x, y)
+        _, c = train_step(wrapped, x[:7], y[:7])  # the epoch's smaller last batch: 3/3/1
+        assert a.specs is b.specs and a.times != b.times
+        assert c.specs is not a.specs
+        assert [p.bytes for p in c.phases() if p.name == "scatter"] == [0, 3 * 2 * 4, 1 * 2 * 4]
+        assert phase_recorder(wrapped).take() is None  # each step is taken once
+    finally:
+        wrapped.close()
+
+
+def test_plain_model_has_no_phase_recorder():
+    model, _ = make_model(2)
+    assert phase_recorder(wrap(model, parse_devices("cpu", gpus=[]))) is None
+
+
+class ClockEvent:
+    """torch.cuda.Event's four calls on the host's clock; remembers the stream (here, a device index)."""
+
+    def record(self, stream):
+        self.t, self.stream = time.perf_counter(), stream
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, end):
+        return (end.t - self.t) * 1000.0  # milliseconds, as CUDA gives them
+
+
+@pytest.mark.parametrize("spec, n", [("cuda:0,1", 200), ("cuda:1,0", 9), ("cuda:0,1", 1)])
+def test_timed_data_parallel_marks_each_phase_on_its_device(fake_cuda, monkeypatch, spec, n):
+    """TimedDataParallel.forward on the CPU: torch's phases replaced by their CPU equivalents, fake events."""
+    model_on_fake_gpu, _ = fake_cuda
+    d = 2
+    model = model_on_fake_gpu(d)
+    plan = parse_devices(spec, gpus=GPUS)
+    ids = list(plan.device_ids)
+    clock = CudaClock(_cuda_slot_devices(ids), event=ClockEvent, stream=lambda device: device)
+    wrapped = TimedDataParallel(model, ids, plan.labels, clock=clock)
+    wrapped.src_device_obj = torch.device("cpu")  # the fake GPU's parameters stay on the CPU
+    calls = []
+
+    def scatter(inputs, kwargs, device_ids):
+        calls.append("scatter")
+        chunks = inputs[0].chunk(len(device_ids))
+        return tuple((c,) for c in chunks), tuple({} for _ in chunks)
+
+    monkeypatch.setattr(wrapped, "scatter", scatter)
+    monkeypatch.setattr(wrapped, "replicate", lambda m, devs: calls.append("replicate") or [m] * len(devs))
+    monkeypatch.setattr(
+        wrapped,
+        "parallel_apply",
+        lambda rs, ins, kws: calls.append("apply") or [r(*i) for r, i in zip(rs, ins)],
+    )
+    monkeypatch.setattr(wrapped, "gather", lambda outs, dev: calls.append("gather") or torch.cat(outs))
+    x, y = torch.randn(n, d), torch.randn(n, 1)
+    out, taken = train_step(wrapped, x, y)
+    assert calls == ["scatter", "replicate", "apply", "gather"]
+    torch.testing.assert_close(out, model(x), atol=1e-6, rtol=0)
+    sizes = chunk_sizes(n, len(ids))
+    check_step_phases(taken, plan.labels, sizes, d, 4)
+    # each device's slots were marked on that device's stream
+    events = clock._events
+    for i, index in enumerate(ids[: len(sizes)]):
+        start, scattered, replicated, _, applied, _ = _cuda_bounds(i)
+        assert [events[s].stream for s in (start, scattered, replicated, applied)] == [index] * 4
+    assert events[phases.LOSS_END].stream == ids[0]
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_replica_ids_are_the_first_rows_of_each_chunk(shuffle):
+    n, batch, k = 50, 20, 3
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(1)) if shuffle else torch.arange(n)
+    offset = 20  # the epoch's second batch
+    sizes = chunk_sizes(batch, k)  # 7/7/6
+    stops = [sum(sizes[: i + 1]) for i in range(k)]
+    ranges = list(zip([0] + stops[:-1], stops))
+    batch_ids = perm[offset : offset + batch]
+    expected = tuple(tuple(batch_ids[a:b][:4].tolist()) for a, b in ranges)
+    assert replica_ids(perm, offset, ranges, most=4) == expected
+    assert replica_ids(perm.numpy(), offset, ranges, most=4) == expected
+    assert replica_ids(batch_ids, 0, ranges, most=4) == expected
+    if not shuffle:
+        assert (
+            replica_ids(None, offset, ranges, most=4)
+            == expected
+            == ((20, 21, 22, 23), (27, 28, 29, 30), (34, 35, 36, 37))
+        )
+    everything = replica_ids(perm, offset, ranges)  # up to 8: a chunk of 6 gives its 6
+    assert [len(ids) for ids in everything] == [7, 7, 6]
+    assert all(type(i) is int for ids in everything for i in ids)

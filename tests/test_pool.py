@@ -3,25 +3,17 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
 import fitcore.pool as pool_mod
 from fitcore.config import ConfigError, FitConfig, Limits
+from fitcore.events import RunEnded
 from fitcore.pool import CLASSROOM_LIMITS, PoolSettings, RunNotFound, RunPool
 from fitcore.runner import Run
-from fitcore.train import RunEnded
+from tests.helpers import wait_for
 
 FAR = 3600.0  # a reaper interval or idle timeout that never comes during a test
-
-
-def wait_for(predicate, timeout: float = 30.0) -> None:
-    """Poll until predicate() is true; a generous bound, not a timing assertion."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
 
 
 @pytest.fixture

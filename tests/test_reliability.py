@@ -19,9 +19,12 @@ import torch
 
 import fitcore.cli as cli
 from fitcore.config import ConfigError, FitConfig, validate
+from fitcore.events import RunEnded, Status
 from fitcore.pool import CLASSROOM_LIMITS, PoolSettings, RunNotFound, RunPool
 from fitcore.runner import Run
-from fitcore.train import FAILED, FINISHED, STOPPED, RunEnded
+from tests.helpers import PauseWatch, wait_for
+
+FAILED, FINISHED, STOPPED = Status.FAILED, Status.FINISHED, Status.STOPPED
 
 ROOT = Path(__file__).resolve().parents[1]
 # the module, not the function that fitcore/__init__.py exports under the same name
@@ -39,16 +42,6 @@ def tiny(**kw) -> FitConfig:
 def long_run(**kw) -> FitConfig:
     """A run that only ends when it is stopped (or hits a limit)."""
     return tiny(epochs=10_000, **kw)
-
-
-def wait_for(predicate, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def child_pids() -> set[int]:
@@ -92,21 +85,6 @@ def make_pool():
     yield make
     for pool in pools:
         pool.shutdown()
-
-
-class FakeClock:
-    """The pool's clock, moved by the test; safe to read and move from many threads."""
-
-    def __init__(self):
-        self._t, self._lock = 1000.0, threading.Lock()
-
-    def __call__(self) -> float:
-        with self._lock:
-            return self._t
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self._t += seconds
 
 
 class Gauge:
@@ -160,9 +138,9 @@ def wait_ended(pool: RunPool, owner: str, run_id: str, timeout: float = 20.0):
 
 
 # -- 1. concurrency ---------------------------------------------------------------------------------
-def test_many_threads_racing_never_train_beyond_the_cap(make_pool):
+def test_many_threads_racing_never_train_beyond_the_cap(make_pool, fake_clock):
     """12 sessions race submit / read / pause / resume / stop / reset / reap while the reaper runs."""
-    cap, gauge, clock, made = 3, Gauge(), FakeClock(), []
+    cap, gauge, clock, made = 3, Gauge(), fake_clock, []
     lock = threading.Lock()
 
     def factory(cfg, **kw):
@@ -256,8 +234,8 @@ def test_one_session_cannot_see_or_touch_another_sessions_run(make_pool):
     assert wait_ended(pool, "alice", mine).status == STOPPED
 
 
-def test_reaping_frees_what_nobody_reads_and_keeps_what_is_read(make_pool):
-    clock, gauge = FakeClock(), Gauge()
+def test_reaping_frees_what_nobody_reads_and_keeps_what_is_read(make_pool, fake_clock):
+    clock, gauge = fake_clock, Gauge()
     pool = make_pool(
         settings=PoolSettings(max_active=1, idle_timeout=60.0),
         clock=clock,
@@ -267,7 +245,7 @@ def test_reaping_frees_what_nobody_reads_and_keeps_what_is_read(make_pool):
     a = pool.submit("alice", tiny()).run_id  # trains
     b = pool.submit("bob", tiny()).run_id  # waits behind it
     run_a = run_of(pool, "alice", a)
-    wait_for(lambda: gauge.now == 1, what="alice's run to train")
+    wait_for(lambda: gauge.now == 1, timeout=10, what="alice's run to train")
 
     clock.advance(30)
     assert pool.reap() == []
@@ -294,11 +272,12 @@ def test_the_reaper_thread_stops_a_closed_tab_within_its_timeout(make_pool):
     closed = pool.submit("closed-tab", long_run(), pace=100).run_id
     run_closed = run_of(pool, "closed-tab", closed)
     open_tab = pool.submit("open-tab", long_run(), pace=100).run_id
-    deadline = time.monotonic() + 10
-    while not run_closed.done and time.monotonic() < deadline:
+
+    def closed_tab_reaped() -> bool:
         assert pool.snapshot("open-tab", open_tab).active  # read every 50 ms: kept alive
-        time.sleep(0.05)
-    assert run_closed.done
+        return run_closed.done
+
+    wait_for(closed_tab_reaped, timeout=10, interval=0.05, what="the closed tab's run to be stopped")
     assert "its page was closed (not read for 0.3 s)" in run_closed.snapshot().message
     assert pool.snapshot("open-tab", open_tab).status == "running"
     assert pool.counts()["kept"] == 1
@@ -423,6 +402,7 @@ def test_faults_end_their_runs_and_the_pool_keeps_serving_others(make_pool, faul
     no_ram = pool.submit("no-ram", tiny(weights=(1.0, 2.0, 3.0, 4.0))).run_id
     diverging = pool.submit("diverging", tiny(lr=1e4, optimizer="sgd", batch_size=16)).run_id
     paused = pool.submit("paused", long_run(), pace=50).run_id
+    watch = PauseWatch(run_of(pool, "paused", paused).control)
     pool.pause("paused", paused)
 
     snap = wait_ended(pool, "broken", broken)
@@ -442,9 +422,10 @@ def test_faults_end_their_runs_and_the_pool_keeps_serving_others(make_pool, faul
     assert snap.status == "diverged" and snap.step < snap.total_steps
     assert "the learning rate 10000 is too high" in snap.message
 
-    wait_for(lambda: pool.snapshot("paused", paused).status == "paused", what="the pause")
+    wait_for(lambda: pool.snapshot("paused", paused).status == "paused", timeout=10, what="the pause")
+    assert watch.held(1), "the paused run did not poll its pause"  # every step it was allowed is in
     held = pool.snapshot("paused", paused).step
-    time.sleep(0.1)
+    assert watch.held(2)  # two more polls (0.1 s) without a step
     assert pool.snapshot("paused", paused).step == held
     pool.stop("paused", paused)
     snap = wait_ended(pool, "paused", paused)

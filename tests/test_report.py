@@ -16,9 +16,10 @@ import torch
 from fitcore import ddp, report
 from fitcore.config import ConfigError, FitConfig, validate
 from fitcore.data import make_data
+from fitcore.events import Step
 from fitcore.parallel import chunk_sizes
 from fitcore.runner import Run, Snapshot
-from fitcore.train import Step, train
+from fitcore.train import train
 
 
 def _run(cfg: FitConfig) -> Snapshot:
@@ -306,7 +307,7 @@ def test_split_table_of_a_real_step():
     assert [r["Input shape"] for r in rows] == ["[67, 2]", "[67, 2]", "[66, 2]", "[200, 2]"]
     assert [r["Output shape"] for r in rows] == ["[67, 1]", "[67, 1]", "[66, 1]", "[200, 1]"]
     devices = [r["Device"] for r in rows[:3]]
-    assert report.split_blocks(step) == list(zip(devices, (0, 67, 134), (67, 134, 200)))
+    assert report.split_blocks(rows) == list(zip(devices, (0, 67, 134), (67, 134, 200)))
 
 
 @pytest.mark.parametrize(

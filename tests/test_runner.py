@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import threading
-import time
 
 import pytest
 
 from fitcore.config import FitConfig, validate
+from fitcore.events import RunEnded, RunStarted, Step
 from fitcore.runner import History, Run, Snapshot
-from fitcore.train import RunEnded, RunStarted, Step, train
+from fitcore.train import train
+from tests.helpers import PauseWatch, wait_for
 
 train_mod = importlib.import_module("fitcore.train")  # the module, not the function fitcore re-exports
 
@@ -21,14 +22,6 @@ pytestmark = pytest.mark.usefixtures("no_leftover_threads")
 def make_run(**kwargs) -> Run:
     cfg = validate(FitConfig(**kwargs.pop("cfg", {})), gpus=[])
     return Run(cfg, **kwargs)
-
-
-def wait_for(predicate, timeout: float = 30.0) -> None:
-    """Poll until predicate() is true; a generous bound, not a timing assertion."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
 
 
 def finish(run: Run) -> Snapshot:
@@ -195,28 +188,32 @@ def test_a_real_run_of_3000_steps_keeps_at_most_history_points():
 
 
 def pausing_at(n: int):
-    """The real trainer, paused from inside the event of step n, so that no step is in flight after it."""
-    reached = threading.Event()
+    """The real trainer, paused from inside the event of step n, so that no step is in flight after it.
+
+    `reached` is set once it has paused; `watches` then holds the PauseWatch on its Control.
+    """
+    reached, watches = threading.Event(), []
 
     def trainer(cfg, on_event, control, plan=None):
         def on_step(event):
             on_event(event)
             if isinstance(event, Step) and event.step == n:
+                watches.append(PauseWatch(control))
                 control.pause()
                 reached.set()
 
         return train(cfg, on_step, control, plan=plan)
 
-    return trainer, reached
+    return trainer, reached, watches
 
 
 def test_pause_holds_the_step_and_resume_finishes():
-    trainer, reached = pausing_at(5)
+    trainer, reached, watches = pausing_at(5)
     run = make_run(cfg={"epochs": 60, "devices": "virtual:2"}, trainer=trainer).start()
     assert reached.wait(30)
     snap = run.snapshot()
     assert (snap.status, snap.message, snap.step) == ("paused", "paused between steps", 5) and snap.active
-    time.sleep(0.3)
+    assert watches[0].held(3), "the paused run did not poll its pause"  # held for 3 polls (0.15 s)
     assert run.snapshot().step == 5 and run.thread.is_alive()
     run.resume()
     snap = finish(run)
@@ -224,7 +221,7 @@ def test_pause_holds_the_step_and_resume_finishes():
 
 
 def test_stop_while_paused():
-    trainer, reached = pausing_at(2)
+    trainer, reached, _ = pausing_at(2)
     run = make_run(cfg={"epochs": 1000, "devices": "virtual:2"}, trainer=trainer).start()
     assert reached.wait(30)
     run.stop()
@@ -288,7 +285,7 @@ def test_a_failure_inside_train_fails_the_run(monkeypatch):
 
 
 def test_a_failure_mid_run_keeps_the_steps(monkeypatch):
-    real = train_mod._make_optimizer
+    real = train_mod.make_optimizer
 
     def make_optimizer(cfg, params):
         optimizer = real(cfg, params)
@@ -303,7 +300,7 @@ def test_a_failure_mid_run_keeps_the_steps(monkeypatch):
         optimizer.step = failing_step
         return optimizer
 
-    monkeypatch.setattr(train_mod, "_make_optimizer", make_optimizer)
+    monkeypatch.setattr(train_mod, "make_optimizer", make_optimizer)
     snap = finish(make_run(cfg={"epochs": 10}).start())
     assert (snap.status, snap.message, snap.step) == ("failed", "ValueError: bad step", 3)
     assert snap.weights == snap.latest.weights and snap.final_loss == snap.latest.loss

@@ -14,8 +14,10 @@ import torch
 from fitcore.config import FitConfig, validate
 from fitcore.data import epoch_batches, make_data
 from fitcore.devices import parse_devices
+from fitcore.events import RunEnded, RunStarted, Step
 from fitcore.parallel import LinearModel, chunk_sizes, init_parameters
-from fitcore.train import Control, RunEnded, RunStarted, Step, train
+from fitcore.train import Control, finished_message, train
+from tests.helpers import wait_for
 
 # the module: `import fitcore.train` names the function that fitcore/__init__.py re-exports
 train_mod = importlib.import_module("fitcore.train")
@@ -154,7 +156,7 @@ def test_every_step_reports_the_parameters_after_it(optimizer):
     model = LinearModel(cfg.n_features)
     init_parameters(model, cfg.seed + 1)
     params_ = list(model.parameters())
-    optimizer_ = train_mod._make_optimizer(cfg, params_)
+    optimizer_ = train_mod.make_optimizer(cfg, params_)
     generator = torch.Generator().manual_seed(cfg.seed + 2)
     replay = []
     for _ in range(cfg.epochs):
@@ -446,7 +448,7 @@ def test_adam_is_fused_where_torch_has_it_and_steps_like_the_default_adam():
     cfg = validate(FitConfig(lr=0.05), gpus=[])
     X, y = make_data(cfg)
     ends = []
-    for make in (train_mod._make_optimizer, lambda cfg, p: torch.optim.Adam(p, lr=cfg.lr)):
+    for make in (train_mod.make_optimizer, lambda cfg, p: torch.optim.Adam(p, lr=cfg.lr)):
         torch.manual_seed(0)
         fc = torch.nn.Linear(2, 1)
         params = list(fc.parameters())
@@ -462,3 +464,63 @@ def test_adam_is_fused_where_torch_has_it_and_steps_like_the_default_adam():
             assert optimizer.defaults["fused"] is True
     torch.testing.assert_close(ends[0], ends[1], atol=1e-5, rtol=1e-5)
     assert not torch.equal(ends[0], torch.zeros(3))
+
+
+def test_step_once_runs_exactly_one_step_while_paused():
+    control = Control()
+    steps = []
+    paused_at = threading.Event()
+    stepped = threading.Event()
+
+    def on_event(event):
+        if isinstance(event, Step):
+            steps.append(event.step)
+            if event.step == 2:
+                control.pause()
+                paused_at.set()
+            elif event.step > 2:
+                stepped.set()
+
+    cfg = validate(FitConfig(epochs=20, devices="virtual:2"), gpus=[])
+    worker = threading.Thread(target=lambda: train(cfg, on_event, control))
+    worker.start()
+    assert paused_at.wait(30)
+    control.step_once()
+    assert stepped.wait(30)
+    worker.join(0.3)  # still paused after the one step
+    assert worker.is_alive() and steps == [1, 2, 3] and control.paused
+    control.step_once()
+    control.step_once()  # a second press before the step ran still lets one step through
+    wait_for(lambda: len(steps) == 4)
+    worker.join(0.3)
+    assert steps == [1, 2, 3, 4]
+    control.resume()
+    worker.join(30)
+    assert not worker.is_alive() and steps == list(range(1, 21))
+
+
+def test_step_once_does_nothing_while_running(fake_clock):
+    control = Control(clock=fake_clock)
+    control.step_once()
+    control.pause()
+    control.resume()
+    assert control.wait() and not control._one_step.is_set()
+
+
+def test_paused_time_is_counted_apart(fake_clock):
+    control = Control(clock=fake_clock)
+    assert control.wait()
+    control.pause()
+    waiter = threading.Thread(target=control.wait)
+    waiter.start()
+    wait_for(lambda: waiter.is_alive())
+    fake_clock.advance(7.5)
+    control.resume()
+    waiter.join(10)
+    assert control.paused_seconds == pytest.approx(7.5)
+
+
+def test_finished_message_says_how_long_it_ran_and_was_paused():
+    assert finished_message(1, 0.5, 0.0) == "finished 1 step in 0.50 s"
+    assert finished_message(200, 12.345, 4.0) == "finished 200 steps in 12.35 s (4.0 s of it paused)"
+

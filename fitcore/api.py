@@ -1,0 +1,108 @@
+"""The server's two small HTTP routes beside the page: the live view's updates, and a closing page's goodbye.
+
+Both act for the browser's owner id (the `fitcore_owner` cookie the page sets), through the same owner rule as
+every other call on the pool: a run of another owner answers 404, exactly like a run that does not exist.
+They are Starlette handlers (what Streamlit's own server is built on); fitcore itself never imports
+streamlit.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Callable
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from fitcore import live
+from fitcore.pool import RunNotFound, RunPool, server_pool
+
+OWNER_COOKIE = "fitcore_owner"
+OWNER_PATTERN = re.compile(r"[0-9a-f]{32}")  # what the page makes: uuid4().hex
+RUN_PATTERN = re.compile(r"run-[0-9]{1,12}")
+MAX_SINCE = 10**12
+LIVE_PATH, BYE_PATH = "/fitcore/live", "/fitcore/bye"
+
+
+def owner_of(cookies: dict) -> str | None:
+    """The owner id in the cookies, or None where it is missing or not one the page could have made."""
+    owner = cookies.get(OWNER_COOKIE, "")
+    return owner if OWNER_PATTERN.fullmatch(owner) else None
+
+
+def _error(status: int, field: str, value: str, allowed: str) -> JSONResponse:
+    # the same shape of message as everywhere: the field, the value given, what is allowed
+    text = f"{field}: got {value[:40]!r}; allowed: {allowed}"
+    return JSONResponse({"error": text}, status_code=status, headers={"Cache-Control": "no-store"})
+
+
+def _request_args(request: Request) -> tuple[str, str | None, int] | JSONResponse:
+    """(owner, run id or None for the owner's latest run, since), or the 4xx answer for bad ones."""
+    owner = owner_of(request.cookies)
+    if owner is None:
+        return _error(403, OWNER_COOKIE, request.cookies.get(OWNER_COOKIE, ""), "the cookie the page sets")
+    query = request.query_params
+    run_id = query.get("run")
+    if run_id is not None and not RUN_PATTERN.fullmatch(run_id):
+        return _error(400, "run", run_id, "a run id such as run-12")
+    since_text = query.get("since", "0")
+    if not since_text.isdigit() or int(since_text) > MAX_SINCE:
+        return _error(400, "since", since_text, f"a step number from 0 to {MAX_SINCE}")
+    return owner, run_id, int(since_text)
+
+
+def live_handler(get_pool: Callable[[], RunPool] = server_pool):
+    """GET /fitcore/live?run=<id>&since=<step>: the run's payload after step `since` (fitcore.live)."""
+
+    async def handle(request: Request) -> Response:
+        args = _request_args(request)
+        if isinstance(args, Response):
+            return args
+        owner, run_id, since = args
+        pool = get_pool()
+        try:
+            run_id = run_id or pool.latest_run(owner)
+            snap = pool.snapshot(owner, run_id) if run_id else None
+        except RunNotFound:
+            snap = None
+        if snap is None:
+            return _error(404, "run", run_id or "", "one of this browser's runs")
+        body = live.payload(snap, since, pool.run_number(owner, run_id))
+        return Response(
+            json.dumps(body, separators=(",", ":"), allow_nan=False),
+            media_type="application/json",
+            headers={"Cache-Control": "no-store"},
+        )
+
+    return handle
+
+
+def bye_handler(get_pool: Callable[[], RunPool] = server_pool):
+    """POST /fitcore/bye?run=<id>: the page is closing; free the run soon unless a page reads it again."""
+
+    async def handle(request: Request) -> Response:
+        args = _request_args(request)
+        if isinstance(args, Response):
+            return args
+        owner, run_id, _ = args
+        if run_id is None:
+            return _error(400, "run", "", "a run id such as run-12")
+        try:
+            get_pool().page_closed(owner, run_id)
+        except RunNotFound:
+            return _error(404, "run", run_id, "one of this browser's runs")
+        return Response(status_code=204)
+
+    return handle
+
+
+def routes(get_pool: Callable[[], RunPool] = server_pool) -> list[Route]:
+    """The routes to mount beside the page (st.App(..., routes=routes()))."""
+    # async handlers run on the event loop itself: each takes a run's lock only to copy its state, for
+    # microseconds, and a thread-pool hop would cost more than the answer
+    return [
+        Route(LIVE_PATH, live_handler(get_pool), methods=["GET"]),
+        Route(BYE_PATH, bye_handler(get_pool), methods=["POST"]),
+    ]

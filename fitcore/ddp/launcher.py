@@ -1,0 +1,515 @@
+"""The spawned ranks of `train_ddp`: the parent's TCP store on loopback, K processes, the gate between steps.
+
+The parent serves the store, starts K ranks with torch.multiprocessing (spawn), allows each step as Control
+permits (pause, pace, time limit), and turns the ranks' reports, typed messages on one queue, into events.
+"""
+
+from __future__ import annotations
+
+import os
+import queue as queue_module
+import signal
+import socket
+import threading
+import time
+from datetime import timedelta
+from typing import Callable, NamedTuple
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from fitcore.config import FitConfig
+from fitcore.console import final_lines, group_line, shard_lines
+from fitcore.data import least_squares, make_data
+from fitcore.ddp.rank import (
+    COLLECTIVE_TIMEOUT,
+    RankParams,
+    final_value,
+    group_value,
+    placement,
+    rank_label,
+    rank_params,
+    rank_step,
+    train_rank,
+)
+from fitcore.ddp.shards import Layout, epoch_shards, epoch_value, shards_value
+from fitcore.devices import DevicePlan, parse_devices
+from fitcore.events import Detail, Event, RunEnded, Status, run_started
+from fitcore.train import Control, describe_failure
+
+HOST = "127.0.0.1"  # spawned ranks talk over loopback only
+START_TIMEOUT = 180.0  # seconds for every rank to import torch and join the process group
+JOIN_TIMEOUT = 10.0  # seconds ranks get to end by themselves before they are terminated
+SHARDS_EVERY = 1.0  # seconds between updates of the latest epoch's shards
+AHEAD = 1  # steps allowed before the previous one is reported: 1 is lockstep, so pause acts after one step
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What a rank tells the parent, on the queue.
+
+
+class Ready(NamedTuple):
+    """The rank has joined the process group and built its model: it waits for its first step."""
+
+    rank: int
+    label: str
+    pid: int
+
+
+class StepReport(NamedTuple):
+    """The rank has taken a step."""
+
+    rank: int
+    step: int  # 1-based, over the whole run
+    epoch: int
+    batch: int
+    input_shape: tuple[int, int]  # (b, d): this rank's rows
+    output_shape: tuple[int, int]  # (b, 1)
+    loss: float  # this rank's own loss
+    weights: tuple[float, ...] | None  # rank 0's parameters after the step; None from the other ranks
+    bias: float | None
+
+
+class Final(NamedTuple):
+    """The rank's loop has ended: how, and its parameters."""
+
+    rank: int
+    status: Status
+    message: str
+    steps: int
+    params: RankParams
+
+
+class Failed(NamedTuple):
+    """The rank raised; it exits next."""
+
+    rank: int
+    message: str
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The rank's side.
+
+
+class _Gate:
+    """The steps the parent allows: one permit per rank and step, and a stop flag.
+
+    A rank takes a step when it gets a permit, even if stop came after; it ends when it finds stop set and
+    no permit. The parent sets stop only after its last permits, so every rank takes the same steps.
+    Semaphores, not a multiprocessing Condition: notifying a Condition waits for every sleeper to wake,
+    and a killed rank never does.
+    """
+
+    def __init__(self, ctx, world_size: int):
+        self._permits = [ctx.Semaphore(0) for _ in range(world_size)]
+        self._stopped = ctx.Value("b", 0, lock=False)
+
+    def allow(self) -> None:
+        """Allow every rank one more step."""
+        for permit in self._permits:
+            permit.release()
+
+    def stop(self) -> None:
+        self._stopped.value = 1
+
+    def wait_for(self, rank: int, parent_pid: int) -> bool:
+        """Block until this rank may take its next step (True) or must end (False)."""
+        permit = self._permits[rank]
+        while not permit.acquire(timeout=0.25):
+            if self._stopped.value:
+                return permit.acquire(block=False)  # a step allowed before the stop is still taken
+            if os.getppid() != parent_pid:  # the parent is gone: end rather than linger
+                return False
+        return True
+
+
+def _loopback_interface() -> str | None:
+    names = {name for _, name in socket.if_nameindex()}
+    return next((n for n in ("lo", "lo0") if n in names), None)
+
+
+def _worker(rank, cfg, world_size, backend, devices, port, out, gate, parent_pid) -> None:
+    """One spawned rank: join the process group through the parent's store, train, report, leave."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops every rank
+    try:
+        from torch.multiprocessing import _prctl_pr_set_pdeathsig
+
+        _prctl_pr_set_pdeathsig(signal.SIGTERM)  # end with the parent, even if it is killed
+    except (ImportError, AttributeError):
+        pass
+    lo = _loopback_interface()
+    if lo:  # the ranks' own connections stay on loopback too
+        os.environ["GLOO_SOCKET_IFNAME"] = os.environ["NCCL_SOCKET_IFNAME"] = lo
+    try:
+        device = torch.device(devices[rank])
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        else:
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
+        label = rank_label(rank, devices[rank], backend)
+        store = dist.TCPStore(HOST, port, is_master=False, timeout=timedelta(seconds=START_TIMEOUT))
+        dist.init_process_group(
+            backend, store=store, rank=rank, world_size=world_size, timeout=COLLECTIVE_TIMEOUT
+        )
+
+        def report(step, epoch, batch, table, value, raw):
+            rows, cols, out_rows, out_cols = table[rank, 1:5].long().tolist()
+            weights, bias = rank_params(raw) if rank == 0 else (None, None)
+            shapes = (rows, cols), (out_rows, out_cols)
+            out.put(StepReport(rank, step, epoch, batch, *shapes, value, weights, bias))
+
+        state, raw = train_rank(
+            cfg,
+            rank,
+            world_size,
+            device,
+            label,
+            lambda step: gate.wait_for(rank, parent_pid),
+            lambda: False,
+            report,
+            lambda: out.put(Ready(rank, label, os.getpid())),
+        )
+        out.put(Final(rank, state.status, state.message, state.steps, RankParams(label, *rank_params(raw))))
+    except Exception as exc:
+        out.put(Failed(rank, describe_failure(exc)))
+        raise  # start_processes records the traceback and the exit status
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The parent's side.
+
+
+def _loopback_store() -> tuple[dist.TCPStore, int]:
+    """The process group's TCPStore, served by the parent on a free port of 127.0.0.1 only.
+
+    TCPStore binds every interface when given a port; handing it a socket already bound to loopback keeps
+    it there, and picking the port with that socket leaves no race for it. The store closes the socket.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((HOST, 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    fd = sock.detach()
+    try:
+        store = dist.TCPStore(
+            HOST, port, None, True, timedelta(seconds=START_TIMEOUT), wait_for_workers=False,
+            master_listen_fd=fd,
+        )  # fmt: skip
+    except Exception:
+        os.close(fd)
+        raise
+    return store, port
+
+
+class _RankFailed(Exception):
+    """A rank raised or died; the message says which and why."""
+
+
+class _Launch:
+    """The parent's side of a spawned run: the store, the ranks, the gate and the events."""
+
+    def __init__(self, cfg, on_event, control, clock, t0):
+        self.cfg, self.on_event, self.control, self.clock, self.t0 = cfg, on_event, control, clock, t0
+        self.layout = Layout.of(cfg)
+        self.k = cfg.workers
+        self.store = self.procs = self.queue = self.gate = self.granter = None
+        self.port: int | None = None
+        self.steps, self.loss = 0, None
+        self.weights, self.bias = (), float("nan")
+        self.labels: tuple[str, ...] = ()
+        self.pids: list[int] = []
+        self._progress = threading.Condition()
+        self._completed = 0  # steps every rank has reported
+        self._closing = False
+        self._errors: dict[int, str] = {}  # rank -> its own failure message
+        self._shards_first: dict | None = None
+        self._shards_epoch, self._shards_at = 0, 0.0
+
+    # -- the run ------------------------------------------------------------------------------------
+    def run(self, plan: DevicePlan) -> tuple[str, str]:
+        cfg, k = self.cfg, self.k
+        # 1. the reference and the placement, in the parent
+        backend, devices = placement(cfg, plan)
+        X, y = make_data(cfg)  # (N, d), (N, 1)
+        lstsq_w, lstsq_b = least_squares(X, y)
+        del X, y
+
+        # 2. the store on a loopback port, then K ranks (spawn: each imports torch afresh)
+        self.store, self.port = _loopback_store()
+        ctx = mp.get_context("spawn")
+        self.queue, self.gate = ctx.Queue(), _Gate(ctx, k)
+        args = (cfg, k, backend, devices, self.port, self.queue, self.gate, os.getpid())
+        self.procs = mp.start_processes(
+            _worker, args, nprocs=k, join=False, daemon=True, start_method="spawn"
+        )
+        self.pids = self.procs.pids()
+        started = self.clock()
+
+        # 3. every rank in the process group
+        labels = [None] * k
+        while None in labels:
+            if self.control.stopped:
+                return Status.STOPPED, self.control.stop_reason + " while the ranks were starting"
+            if self.clock() - started > START_TIMEOUT:
+                raise _RankFailed(f"the ranks did not join the process group within {START_TIMEOUT:g} s")
+            msg = self._receive()
+            if isinstance(msg, Ready):
+                labels[msg.rank] = msg.label
+        self.labels = tuple(labels)
+        startup = self.clock() - started
+        self.t0 = self.clock()  # like train(), time the training, not the seconds the ranks took to start
+        header = f"Using DistributedDataParallel: {k} process{'es' if k > 1 else ''}, backend {backend}" + (
+            " on the CPU." if backend == "gloo" else " with one GPU each."
+        )
+        self.on_event(run_started(cfg, self.labels, header, self.layout.steps_per_epoch, (lstsq_w, lstsq_b)))
+        self._emit_group(backend, devices, startup)
+        self._update_shards(1)
+
+        # 4. steps: the granter thread allows them as Control permits; this thread turns reports into events
+        self.granter = threading.Thread(target=self._grant, name="fitcore-ddp-gate", daemon=True)
+        self.granter.start()
+        return self._collect()
+
+    def _emit_group(self, backend: str, devices, startup: float) -> None:
+        value = group_value(
+            self.layout, backend, (HOST, self.port), "spawned with torch.multiprocessing", devices,
+            self.labels, {"pids": list(self.pids)}, startup_seconds=startup,
+        )  # fmt: skip
+        self.on_event(Detail("ddp", value, group_line(value)))
+
+    def _update_shards(self, epoch: int, force: bool = False) -> None:
+        """Detail('shards'): the first epoch once, the latest at most every SHARDS_EVERY seconds."""
+        now = self.clock()
+        if epoch == self._shards_epoch or (
+            not force and self._shards_first and now - self._shards_at < SHARDS_EVERY
+        ):
+            return
+        cfg = self.cfg
+        shards = epoch_shards(cfg.data_size, self.k, cfg.shuffle, cfg.seed, epoch)
+        latest = epoch_value(self.layout, self.labels, epoch, shards)
+        text = ""
+        if self._shards_first is None:
+            self._shards_first = latest
+        value = shards_value(cfg, self.layout, self.labels, self._shards_first, latest)
+        if epoch == 1:
+            text = "\n".join(shard_lines(value, "first"))
+        self._shards_epoch, self._shards_at = epoch, now
+        self.on_event(Detail("shards", value, text))
+
+    def _grant(self) -> None:
+        """Allow step s once step s - 1 is reported and Control lets it run (pause, pace, time limit)."""
+        total = self.cfg.epochs * self.layout.steps_per_epoch
+        for step in range(1, total + 1):
+            with self._progress:
+                while self._completed < step - AHEAD and not self._closing:
+                    self._progress.wait(0.1)
+            if self._closing:
+                return
+            if not self.control.wait():
+                self.gate.stop()
+                return
+            if self._closing:
+                return
+            self.gate.allow()
+
+    def _collect(self) -> tuple[str, str]:
+        """Turn the ranks' reports into Step events until every rank has sent its final parameters."""
+        pending: dict[int, dict[int, StepReport]] = {}  # step -> rank -> its report
+        finals: dict[int, Final] = {}
+        while len(finals) < self.k:
+            msg = self._receive()
+            if msg is None:
+                if self._exited():
+                    missing = sorted(set(range(self.k)) - set(finals))
+                    raise _RankFailed(f"ranks {missing} exited without reporting their parameters")
+                continue
+            if isinstance(msg, StepReport):
+                pending.setdefault(msg.step, {})[msg.rank] = msg
+                while len(pending.get(self.steps + 1, ())) == self.k:
+                    self._emit_step(pending.pop(self.steps + 1))
+            elif isinstance(msg, Final):
+                finals[msg.rank] = msg
+        # every rank has ended its loop: let them leave the process group and exit
+        self._join(JOIN_TIMEOUT)
+        if self.steps:
+            self._update_shards(self._shards_epoch_of(self.steps), force=True)
+        ordered = [finals[r] for r in range(self.k)]
+        value = final_value([m.params for m in ordered])
+        self.on_event(Detail("final", value, "\n".join(final_lines(value))))
+        self.weights, self.bias = tuple(ordered[0].params.weights), ordered[0].params.bias
+        statuses = {m.status for m in ordered}
+        if Status.DIVERGED in statuses:
+            return Status.DIVERGED, next(m.message for m in ordered if m.status == Status.DIVERGED)
+        if Status.STOPPED in statuses or self.steps < self.cfg.epochs * self.layout.steps_per_epoch:
+            return Status.STOPPED, self.control.stop_reason or "stopped"
+        return Status.FINISHED, (
+            f"finished {self.steps} steps in {self.clock() - self.t0:.2f} s on {self.k} processes "
+            f"(DistributedDataParallel)"
+        )
+
+    def _shards_epoch_of(self, step: int) -> int:
+        return (step - 1) // self.layout.steps_per_epoch + 1
+
+    def _emit_step(self, reports: dict[int, StepReport]) -> None:
+        msgs = [reports[r] for r in range(self.k)]
+        first = msgs[0]
+        if first.epoch != self._shards_epoch:
+            self._update_shards(first.epoch)
+        event = rank_step(
+            first.step, first.epoch, first.batch, self.labels,
+            [(m.input_shape, m.output_shape) for m in msgs], [m.loss for m in msgs],
+            tuple(first.weights), first.bias, self.clock() - self.t0,
+        )  # fmt: skip
+        self.steps, self.loss = event.step, event.loss
+        self.weights, self.bias = event.weights, event.bias
+        self.on_event(event)
+        with self._progress:
+            self._completed = event.step
+            self._progress.notify_all()
+
+    # -- the ranks as processes ---------------------------------------------------------------------
+    def _receive(self, timeout: float = 0.05):
+        """The next report, or None; raises _RankFailed as soon as a rank reports an error or dies."""
+        try:
+            msg = self.queue.get(timeout=timeout)
+        except queue_module.Empty:
+            self._exited()
+            return None
+        if isinstance(msg, Failed):
+            self._errors[msg.rank] = msg.message
+            raise _RankFailed(self._root_cause(msg.rank))
+        return msg
+
+    def _exited(self) -> bool:
+        """True once every rank has exited; raises _RankFailed if one exited badly."""
+        try:
+            return self.procs.join(timeout=0, grace_period=2)  # ends the other ranks after a failure
+        except (mp.ProcessRaisedException, mp.ProcessExitedException) as exc:
+            self._read_errors()
+            raise _RankFailed(self._describe(exc.error_index)) from None
+
+    def _root_cause(self, rank: int) -> str:
+        """A rank whose peer died fails too, with a connection error: name the peer that died first."""
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            dead = [
+                i for i, p in enumerate(self.procs.processes) if i != rank and p.exitcode not in (None, 0)
+            ]
+            if dead:
+                self._read_errors()
+                return f"{self._describe(dead[0])} (then {self._describe(rank)})"
+            time.sleep(0.05)
+        return self._describe(rank)
+
+    def _read_errors(self) -> None:
+        try:
+            while True:
+                msg = self.queue.get_nowait()
+                if isinstance(msg, Failed):
+                    self._errors[msg.rank] = msg.message
+        except (queue_module.Empty, OSError, ValueError):
+            pass
+
+    def _describe(self, rank: int) -> str:
+        """The rank's own error message if it sent one, else how its process ended."""
+        if rank in self._errors:
+            return f"rank {rank} failed: {self._errors[rank]}"
+        process = self.procs.processes[rank]
+        code = process.exitcode
+        if code is not None and code < 0:
+            try:
+                why = f"signal {signal.Signals(-code).name}"
+            except ValueError:
+                why = f"signal {-code}"
+        else:
+            why = f"exit code {code}"
+        return f"rank {rank} (pid {process.pid}) ended with {why}"
+
+    def _join(self, timeout: float) -> None:
+        """Wait for the ranks to exit, reading the queue so none blocks on a full pipe; end stragglers."""
+        if self.procs is None:
+            return
+        deadline = time.monotonic() + timeout
+        processes = self.procs.processes
+        while any(p.is_alive() for p in processes) and time.monotonic() < deadline:
+            self._drain()
+            for p in processes:
+                p.join(0.05)
+        for p in processes:
+            if p.is_alive():
+                p.terminate()
+        for p in processes:
+            p.join(2)
+            if p.is_alive():
+                p.kill()
+                p.join()
+
+    def _drain(self) -> None:
+        try:
+            while True:
+                self.queue.get_nowait()
+        except (queue_module.Empty, OSError, ValueError):
+            pass
+
+    def close(self) -> None:
+        """End everything this run started: the gate thread, the ranks, the queue and the store's port."""
+        with self._progress:
+            self._closing = True
+            self._progress.notify_all()
+        if self.granter is not None:  # first, so that no step is allowed after the stop below
+            self.granter.join(0.5)
+            if self.granter.is_alive():  # paused or pacing inside Control.wait: the run is over
+                self.control.stop("the run has ended")
+                self.granter.join(2)
+        if self.gate is not None:
+            self.gate.stop()
+        if self.procs is not None:
+            self._join(JOIN_TIMEOUT)
+            for path in self.procs.error_files:
+                if path and os.path.exists(path):
+                    os.unlink(path)
+        if self.queue is not None:
+            self.queue.close()
+            self.queue.join_thread()
+        self.store = None  # the store's server closes its socket, freeing the port
+
+
+def train_ddp(
+    cfg: FitConfig,
+    on_event: Callable[[Event], None] = lambda event: None,
+    control: Control | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    plan: DevicePlan | None = None,
+) -> RunEnded:
+    """Fit y = X·W + b with DistributedDataParallel on cfg.workers spawned ranks; emit train()'s events.
+
+    Emits RunStarted, Detail('ddp') (the process group), Detail('shards') (each rank's dataset rows, for
+    the first and the latest epoch), one Step per global step (a Replica per rank, the mean of the ranks'
+    losses, rank 0's parameters), Detail('final') (every rank's parameters) and RunEnded, which is also
+    returned. The config must already be validated.
+
+    .. warning::
+        Starting the ranks takes seconds: each spawned process imports torch. Control is honoured between
+        steps, for every rank at once; a rank that raises or dies ends the run as failed, and every rank
+        has exited, and the store's port is closed, before RunEnded is emitted.
+    """
+    control = control or Control()
+    t0 = clock()
+    launch = _Launch(cfg, on_event, control, clock, t0)
+    try:
+        status, message = launch.run(plan or parse_devices(cfg.devices))
+    except _RankFailed as exc:
+        status, message = Status.FAILED, str(exc)
+    except Exception as exc:  # noqa: BLE001 - a failed run must end with its message
+        status, message = Status.FAILED, describe_failure(exc)
+    finally:
+        launch.close()
+    ended = RunEnded(
+        status, message, launch.steps, launch.weights, launch.bias, launch.loss, clock() - launch.t0
+    )
+    on_event(ended)
+    return ended

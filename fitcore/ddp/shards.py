@@ -1,0 +1,116 @@
+"""How DDP cuts an epoch: each rank's shard from DistributedSampler, rows per step, and the shards as data."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from torch.utils.data import DistributedSampler
+
+from fitcore.config import FitConfig
+
+MAX_SHARD_INDICES = 5000  # dataset indices kept per rank and epoch in Detail('shards'); counts stay exact
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How DDP cuts an epoch of `data_size` rows over `world_size` ranks with a global `batch_size`."""
+
+    data_size: int
+    world_size: int
+    batch_size: int  # the configured global batch
+
+    @property
+    def rows_per_rank(self) -> int:
+        """DistributedSampler's num_samples with drop_last=False: every shard has this many rows."""
+        return math.ceil(self.data_size / self.world_size)
+
+    @property
+    def padding(self) -> int:
+        """Rows repeated each epoch so that every shard is rows_per_rank long."""
+        return self.rows_per_rank * self.world_size - self.data_size
+
+    @property
+    def per_rank_batch(self) -> int:
+        """Rows each rank takes per step: K of them come as close to batch_size as equal parts allow."""
+        return math.ceil(self.batch_size / self.world_size)
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return math.ceil(self.rows_per_rank / self.per_rank_batch)
+
+    def local_rows(self, batch: int) -> int:
+        """Rows each rank takes at the 1-based `batch` of an epoch (the last one may be smaller)."""
+        return min(self.per_rank_batch, self.rows_per_rank - (batch - 1) * self.per_rank_batch)
+
+    @classmethod
+    def of(cls, cfg: FitConfig) -> "Layout":
+        return cls(cfg.data_size, cfg.workers, cfg.batch_size)
+
+
+def epoch_shards(data_size: int, world_size: int, shuffle: bool, seed: int, epoch: int) -> list[list[int]]:
+    """Each rank's dataset indices for the 1-based `epoch`, from DistributedSampler itself."""
+    shards = []
+    for rank in range(world_size):
+        sampler = DistributedSampler(
+            range(data_size), num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed, drop_last=False
+        )
+        sampler.set_epoch(epoch - 1)
+        shards.append(list(sampler))
+    return shards
+
+
+def epoch_value(layout: Layout, labels, epoch: int, shards: list[list[int]]) -> dict:
+    """One epoch's shards as plain data; entry i of a shard is position rank + i * K of the padded order."""
+    k, n = layout.world_size, layout.data_size
+    ranks, repeated = [], []
+    for rank, shard in enumerate(shards):
+        padded = [index for i, index in enumerate(shard) if rank + i * k >= n]
+        repeated += [(rank + i * k, index) for i, index in enumerate(shard) if rank + i * k >= n]
+        ranks.append(
+            {
+                "rank": rank,
+                "device": labels[rank],
+                "count": len(shard),
+                "first": shard[0],
+                "last": shard[-1],
+                "indices": shard[:MAX_SHARD_INDICES],
+                "truncated": len(shard) > MAX_SHARD_INDICES,
+                "padded": padded,
+            }
+        )
+    return {
+        "epoch": epoch,
+        "set_epoch": epoch - 1,
+        "ranks": ranks,
+        "repeated": [index for _, index in sorted(repeated)],  # the padding, in the order it was appended
+    }
+
+
+def shards_value(cfg: FitConfig, layout: Layout, labels, first: dict, latest: dict) -> dict:
+    """Detail('shards').value: the sampler's rule, and the first and the latest epoch's shards."""
+    return {
+        "data_size": layout.data_size,
+        "world_size": layout.world_size,
+        "rows_per_rank": layout.rows_per_rank,
+        "total_size": layout.rows_per_rank * layout.world_size,
+        "padding": layout.padding,
+        "shuffle": cfg.shuffle,
+        "seed": cfg.seed,
+        "drop_last": False,
+        "per_rank_batch": layout.per_rank_batch,
+        "steps_per_epoch": layout.steps_per_epoch,
+        "first": first,
+        "latest": latest,
+    }
+
+
+def first_epoch_value(cfg: FitConfig, labels) -> dict:
+    """Detail('shards').value of a ddp run of cfg before its second epoch: epoch 1's shards, first and latest.
+
+    The run reports this very value; the page shows it before the run starts.
+    """
+    layout = Layout(cfg.data_size, len(labels), cfg.batch_size)
+    shards = epoch_shards(cfg.data_size, len(labels), cfg.shuffle, cfg.seed, 1)
+    first = epoch_value(layout, labels, 1, shards)
+    return shards_value(cfg, layout, labels, first, first)

@@ -1,0 +1,197 @@
+"""One rank of a run that torchrun launched (`torchrun ... -m fitcore --strategy ddp`), on 1+ machines.
+
+torchrun sets each rank's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT; the rank joins the process group
+from them and runs the same loop as the spawned ranks (fitcore.ddp.rank); rank 0 emits the events.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping, NamedTuple
+
+import torch
+import torch.distributed as dist
+
+from fitcore.config import MAX_WORKERS, FitConfig, validate
+from fitcore.console import final_lines, group_line, shard_lines
+from fitcore.data import least_squares, make_data
+from fitcore.ddp.rank import (
+    COLLECTIVE_TIMEOUT,
+    RankParams,
+    RankState,
+    final_value,
+    group_value,
+    rank_label,
+    rank_params,
+    rank_step,
+    train_rank,
+)
+from fitcore.ddp.shards import Layout, first_epoch_value
+from fitcore.devices import DevicePlan, parse_devices
+from fitcore.errors import ConfigError
+from fitcore.events import Detail, Event, RunEnded, Status, run_started
+from fitcore.train import Control, describe_failure
+
+
+class RankInfo(NamedTuple):
+    """Who one rank is, as the ranks share it once at the start."""
+
+    label: str
+    device: str
+    host: str
+    pid: int
+
+
+@dataclass(frozen=True)
+class TorchrunEnv:
+    """What torchrun tells each rank through its environment."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    master_addr: str
+    master_port: int
+
+
+def torchrun_env(environ: Mapping[str, str] | None = None) -> TorchrunEnv | None:
+    """The torchrun environment (RANK, WORLD_SIZE, MASTER_ADDR, ...), or None outside torchrun."""
+    env = os.environ if environ is None else environ
+    if not all(env.get(name) for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
+        return None
+    try:
+        world = int(env["WORLD_SIZE"])
+        return TorchrunEnv(
+            int(env["RANK"]),
+            world,
+            int(env.get("LOCAL_RANK", env["RANK"])),
+            int(env.get("LOCAL_WORLD_SIZE", world)),
+            env["MASTER_ADDR"],
+            int(env["MASTER_PORT"]),
+        )
+    except ValueError:
+        given = {name: env.get(name) for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+        raise ConfigError("torchrun environment", given, "integers") from None
+
+
+def config_for_torchrun(cfg: FitConfig, env: TorchrunEnv, workers_given: bool = False) -> FitConfig:
+    """Validate cfg for one rank of a torchrun launch; return it with workers = the world size.
+
+    The devices are checked per machine (one GPU per local rank for cuda); the world size, which torchrun
+    sets, must be at most the data size.
+    """
+    if workers_given and cfg.workers != env.world_size:
+        raise ConfigError(
+            "workers", cfg.workers, f"{env.world_size} (torchrun's WORLD_SIZE), or leave --workers out"
+        )
+    local = replace(cfg, workers=min(env.local_world_size, MAX_WORKERS))
+    validate(local)
+    if env.world_size > cfg.data_size:
+        raise ConfigError("workers", env.world_size, f"at most the data size ({cfg.data_size}) ranks")
+    return replace(cfg, workers=env.world_size)
+
+
+def exit_rank(code: int) -> None:
+    """End a torchrun rank the way torch.multiprocessing ends its workers: flush, then os._exit.
+
+    .. warning::
+        Letting the interpreter tear itself down after gloo was used sometimes aborts the process
+        ("terminate called without an active exception", SIGABRT, about one run in ten here), and torchrun
+        then reports the whole run as failed. Everything this process owes is printed by now.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def train_torchrun(
+    cfg: FitConfig,
+    on_event: Callable[[Event], None] = lambda event: None,
+    control: Control | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    plan: DevicePlan | None = None,
+    env: TorchrunEnv | None = None,
+) -> RunEnded:
+    """Be one rank of a run torchrun launched: init_process_group from the environment and train.
+
+    Rank 0 emits the events (with every rank's shapes and losses, which the ranks share each step);
+    the other ranks emit nothing. Every rank returns its RunEnded. cfg.workers must be the world size
+    (config_for_torchrun).
+    """
+    control = control or Control()
+    env = env or torchrun_env()
+    if env is None:
+        raise RuntimeError("train_torchrun needs torchrun's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT")
+    plan = plan or parse_devices(cfg.devices)
+    lead = env.rank == 0
+    emit = on_event if lead else (lambda event: None)
+    t0 = clock()  # reset once the model and optimizer exist: time the training, as train() does
+    k, layout = env.world_size, Layout(cfg.data_size, env.world_size, cfg.batch_size)
+    backend = "nccl" if plan.kind == "cuda" else "gloo"
+    device = f"cuda:{plan.device_ids[env.local_rank]}" if backend == "nccl" else "cpu"
+    state, raw = RankState(status=Status.FAILED), None
+    weights, bias = (), float("nan")
+    try:
+        if backend == "nccl":
+            torch.cuda.set_device(torch.device(device))
+        dist.init_process_group(
+            backend, init_method="env://", rank=env.rank, world_size=k, timeout=COLLECTIVE_TIMEOUT
+        )
+        # 1. who is where: every rank's label, device, host and pid, once
+        me = RankInfo(rank_label(env.rank, device, backend), device, socket.gethostname(), os.getpid())
+        everyone: list[RankInfo] = [None] * k
+        dist.all_gather_object(everyone, me)
+        labels = tuple(e.label for e in everyone)
+        if lead:
+            X, y = make_data(cfg)
+            lstsq = least_squares(X, y)
+            del X, y
+            header = f"Using DistributedDataParallel under torchrun: {k} ranks, backend {backend}."
+            emit(run_started(cfg, labels, header, layout.steps_per_epoch, lstsq))
+            group = group_value(
+                layout, backend, (env.master_addr, env.master_port), "launched by torchrun",
+                [e.device for e in everyone], labels,
+                {"hosts": [e.host for e in everyone], "pids": [e.pid for e in everyone]},
+            )  # fmt: skip
+            emit(Detail("ddp", group, group_line(group)))
+            shards = first_epoch_value(cfg, labels)
+            emit(Detail("shards", shards, "\n".join(shard_lines(shards, "first"))))
+
+        def ready():
+            nonlocal t0
+            t0 = clock()
+
+        def report(step, epoch, batch, table, value, model):
+            if not lead:
+                return
+            shapes = [((n, d), (n_out, d_out)) for n, d, n_out, d_out in table[:, 1:5].long().tolist()]
+            w, b = rank_params(model)
+            emit(rank_step(step, epoch, batch, labels, shapes, table[:, 0].tolist(), w, b, clock() - t0))
+
+        state, raw = train_rank(
+            cfg, env.rank, k, torch.device(device), labels[env.rank], lambda step: True,
+            lambda: not control.wait(), report, ready,
+        )  # fmt: skip
+        # 2. every rank's parameters, to show that they are identical
+        weights, bias = rank_params(raw)
+        finals: list[RankParams] = [None] * k
+        dist.all_gather_object(finals, RankParams(labels[env.rank], weights, bias))
+        if lead:
+            value = final_value(finals)
+            emit(Detail("final", value, "\n".join(final_lines(value))))
+        if state.status == Status.STOPPED:
+            state.message = control.stop_reason or "stopped by another rank"
+        elif state.status == Status.FINISHED:
+            state.message = f"finished {state.steps} steps in {clock() - t0:.2f} s on {k} ranks (torchrun)"
+    except Exception as exc:  # noqa: BLE001 - a failed rank ends with its message; torchrun sees the exit status
+        state.status, state.message = Status.FAILED, describe_failure(exc)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    ended = RunEnded(state.status, state.message, state.steps, weights, bias, state.loss, clock() - t0)
+    emit(ended)
+    return ended

@@ -1,0 +1,163 @@
+"""What a live page reads while a run trains: one JSON payload, sent whole at first and then as increments.
+
+The page's live view (the step picture, the loss and the parameter charts) runs in the browser and asks for
+`payload(snap, since)` every few hundred milliseconds, so the server never reruns a page's script to move a
+chart. The payload holds plain JSON types only; NaN and infinities become null (JSON has neither).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from bisect import bisect_right
+from typing import Any, Sequence
+
+from fitcore import report, strategies
+from fitcore.config import FitConfig
+from fitcore.events import Step
+from fitcore.phases import step_bytes
+from fitcore.runner import Snapshot
+
+MAX_POINTS = 4000  # points of each series in one answer; the history itself keeps fewer
+MAX_IDS = 8  # dataset row ids shown per device
+ITEMSIZE = 4  # bytes of a float32: X, y and the parameters (fitcore.data)
+
+
+def _number(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _after(points: Sequence[tuple[int, Any]], since: int) -> Sequence[tuple[int, Any]]:
+    """The points whose step is after `since`, the latest MAX_POINTS of them (a history is sorted by step)."""
+    i = bisect_right(points, since, key=lambda p: p[0])
+    return points[max(i, len(points) - MAX_POINTS) :]
+
+
+def json_safe(value: Any) -> Any:
+    """value with every NaN and infinity replaced by None, through lists, tuples and dicts."""
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    return value
+
+
+def run_title(snap: Snapshot, number: int | None = None) -> str:
+    """ "Run 2 · DataParallel · virtual:3": how the page names a run, in its legend and overlay too."""
+    name = f"Run {number}" if number else snap.run_id
+    return f"{name} · {strategies.of(snap).label} · {snap.config.devices}"
+
+
+def _status_line(snap: Snapshot) -> str:
+    line = report.status_line(snap)
+    if strategies.of(snap).processes and snap.active and snap.step == 0:
+        k = snap.config.workers
+        line += f" · starting {k} process{'es' if k != 1 else ''}: each imports torch and joins the group"
+    return line
+
+
+def run_part(snap: Snapshot, number: int | None = None) -> dict[str, Any]:
+    """The run's status, for the line above the picture."""
+    return {
+        "id": snap.run_id,
+        "label": run_title(snap, number),
+        "strategy": snap.config.strategy,
+        "status": str(snap.status),
+        "active": snap.active,
+        "status_line": _status_line(snap),
+        "kind": report.status_kind(snap),
+        "step": snap.step,
+        "total_steps": snap.total_steps,
+        "pace": snap.pace,
+        "server_time": time.time(),
+    }
+
+
+def picture(snap: Snapshot) -> dict[str, Any] | None:
+    """The latest step as the step picture draws it (None before the first step)."""
+    if snap.latest is None:
+        return None
+    return _picture(snap.config, snap.latest, snap.devices, snap.emulated, snap.latest_time)
+
+
+def short_label(label: str) -> str:
+    """"virtual:0" for "virtual:0 (emulated on CPU)": the picture says once, beneath, that it is emulated."""
+    return label.split(" (emulated", 1)[0]
+
+
+def _picture(cfg: FitConfig, step: Step, labels: Sequence[str], emulated: bool, when: float | None) -> dict:
+    """Every selected device, busy or idle, with its rows, shapes and first dataset ids; the step's phases."""
+    by_device = {r.device: r for r in step.replicas}
+    devices = []
+    for label in labels:
+        r = by_device.get(label)
+        if r is None:
+            devices.append({"label": short_label(label), "busy": False, "rows": 0})
+            continue
+        devices.append({
+            "label": short_label(label), "busy": True, "start": r.start, "stop": r.stop, "rows": r.rows,
+            "input_shape": list(r.input_shape), "output_shape": list(r.output_shape),
+            "ids": list(r.ids[:MAX_IDS]), "loss": _number(r.loss),
+        })  # fmt: skip
+    busy = [r.rows for r in step.replicas]
+    return {
+        "strategy": cfg.strategy,
+        "step": step.step,
+        "epoch": step.epoch,
+        "batch": step.batch,
+        "loss": _number(step.loss),
+        "time": when,
+        "batch_rows": step.input_shape[0],
+        "input_shape": list(step.input_shape),
+        "output_shape": list(step.output_shape),
+        "first_device": short_label(labels[0]) if labels else "",
+        "emulated": emulated,
+        "devices": devices,
+        "phases": [
+            {"name": p.name, "device": short_label(p.device), "start": p.start, "duration": p.duration,
+             "bytes": p.bytes}
+            for p in (step.phases.phases() if step.phases else ())
+        ],
+        "bytes": step_bytes(sum(busy), len(labels), cfg.n_features, ITEMSIZE),
+    }
+
+
+def payload(snap: Snapshot, since: int = 0, number: int | None = None) -> dict[str, Any]:
+    """Everything the live view needs after step `since`: since=0 gives the whole of it."""
+    cfg = snap.config
+    loss = [[s, _number(v)] for s, v in _after(snap.loss_history, since)]
+    params = [[s, [_number(v) for v in values]] for s, values in _after(snap.param_history, since)]
+    lstsq = None
+    if snap.lstsq_weights is not None:
+        lstsq = [_number(v) for v in snap.lstsq_weights] + [_number(snap.lstsq_bias)]
+    return {
+        "run": run_part(snap, number),
+        "names": report.parameter_names(cfg.n_features),
+        "true": list(cfg.weights) + [cfg.bias],
+        "lstsq": lstsq,
+        "loss": loss,
+        "params": params,
+        "picture": picture(snap),
+    }
+
+
+def planned_payload(cfg: FitConfig, gpus: Any = None) -> dict[str, Any]:
+    """Before a run: the first step as it will be split, with no times yet (nothing has run)."""
+    step, labels = strategies.of(cfg).planned_step(cfg, gpus)
+    return {
+        "run": {
+            "id": None, "label": f"{strategies.of(cfg).label} · {cfg.devices}", "strategy": cfg.strategy,
+            "status": "ready", "active": False, "kind": "info",
+            "status_line": f"Ready · step 0 / {cfg.total_steps} · press Start training",
+            "step": 0, "total_steps": cfg.total_steps, "pace": None, "server_time": time.time(),
+        },
+        "names": report.parameter_names(cfg.n_features),
+        "true": list(cfg.weights) + [cfg.bias],
+        "lstsq": None,
+        "loss": [],
+        "params": [],
+        "picture": _picture(cfg, step, labels, emulated=labels[0].startswith("virtual"), when=None)
+        | {"planned": True},
+    }

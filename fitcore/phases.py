@@ -1,0 +1,317 @@
+"""What happens in one training step: its phases, their times per device and the bytes each one moves.
+
+One vocabulary for both strategies (docs: the live view's payload):
+  DataParallel: scatter, replicate, parallel_apply, gather, loss, backward, reduce, optimizer;
+  DDP: load, forward, loss, backward, allreduce, optimizer.
+
+Recording is split in two so that a step costs little: the static part of a step's phases (names, devices,
+bytes, and which time slots they start and stop at) is a tuple of PhaseSpecs built once per split of the
+batch, and each step only writes times into a flat list of slots. `StepPhases.phases()` joins the two into
+Phase tuples when a consumer wants them.
+
+Who marks which slot: the wrapper (fitcore.parallel) marks START and the other slots of its forward; the
+training loop marks LOSS_END, BACKWARD_END and OPTIMIZER_END after its own calls, then takes the step with
+PhaseRecorder.take().
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable, NamedTuple, Sequence
+
+# DataParallel's phases, in the order of a step
+SCATTER, REPLICATE, PARALLEL_APPLY, GATHER = "scatter", "replicate", "parallel_apply", "gather"
+LOSS, BACKWARD, REDUCE, OPTIMIZER = "loss", "backward", "reduce", "optimizer"
+DATAPARALLEL_PHASES = (SCATTER, REPLICATE, PARALLEL_APPLY, GATHER, LOSS, BACKWARD, REDUCE, OPTIMIZER)
+# DDP's phases (loss, backward and optimizer are the same words), in the order of a step
+LOAD, FORWARD, ALLREDUCE = "load", "forward", "allreduce"
+DDP_PHASES = (LOAD, FORWARD, LOSS, BACKWARD, ALLREDUCE, OPTIMIZER)
+
+# Time slots every layout has: the step's start, and the three the training loop marks after its own calls
+START, LOSS_END, BACKWARD_END, OPTIMIZER_END = 0, 1, 2, 3
+# DDP's other slots, marked by the rank's loop; the all-reduce's two from DDP's communication hook
+LOADED, FORWARD_END, ALLREDUCE_START, ALLREDUCE_END = 4, 5, 6, 7
+DDP_SLOTS = 8
+
+
+class Phase(NamedTuple):
+    """One phase of one step on one device."""
+
+    name: str
+    device: str  # a device label; "" when the phase is not device-specific
+    start: float  # seconds from the step's start
+    duration: float  # seconds
+    bytes: int  # moved between devices by this phase on this device
+
+
+class PhaseSpec(NamedTuple):
+    """The part of a Phase that repeats while the batch's split does: all but the two times."""
+
+    name: str
+    device: str
+    bytes: int
+    start: int  # the time slot the phase starts at
+    stop: int  # the time slot it ends at
+
+
+class StepPhases(NamedTuple):
+    """One step's phases as recorded: the shared specs and the step's times (seconds, any origin)."""
+
+    specs: tuple[PhaseSpec, ...]
+    times: tuple[float, ...]  # slot -> time; times[START] is the step's start
+
+    def phases(self) -> tuple[Phase, ...]:
+        """The Phases, with start times from the step's start."""
+        return assemble(self.specs, self.times)
+
+    @property
+    def bytes(self) -> int:
+        """Everything this step moved between devices (or would move, for the emulation)."""
+        return sum(spec.bytes for spec in self.specs)
+
+
+def assemble(specs: Sequence[PhaseSpec], times: Sequence[float]) -> tuple[Phase, ...]:
+    """Join static specs and one step's slot times into Phases; times count from times[START]."""
+    t0 = times[START]
+    return tuple(
+        Phase(s.name, s.device, times[s.start] - t0, times[s.stop] - times[s.start], s.bytes) for s in specs
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Bytes moved between devices. d features, so a row of X is d numbers, an output 1, the parameters d + 1.
+
+
+def chunk_sizes(n: int, k: int) -> tuple[int, ...]:
+    """Rows per replica when DataParallel scatters n rows over k devices.
+
+    `tensor.chunk(k)` gives chunks of ceil(n / k) rows and a smaller last one, so a batch can use fewer
+    than k devices: 9 rows on 4 devices is 3/3/3, and 5 rows on 8 devices is five chunks of 1.
+    """
+    if n < 1 or k < 1:
+        raise ValueError(f"chunk_sizes needs n >= 1 and k >= 1, got n={n}, k={k}")
+    size = math.ceil(n / k)
+    full, rest = divmod(n, size)
+    return (size,) * full + ((rest,) if rest else ())
+
+
+def scatter_bytes(rows: int, d: int, itemsize: int, first: bool) -> int:
+    """A busy device's chunk of X, (rows, d), copied from the first device, which keeps its own."""
+    return 0 if first else rows * d * itemsize
+
+
+def replicate_bytes(d: int, itemsize: int, first: bool) -> int:
+    """W and b, d + 1 numbers, broadcast from the first device to each other busy device."""
+    return 0 if first else (d + 1) * itemsize
+
+
+def gather_bytes(rows: int, itemsize: int, first: bool) -> int:
+    """A busy device's output, (rows, 1), copied to the first device."""
+    return 0 if first else rows * itemsize
+
+
+def backward_bytes(sizes: Sequence[int], itemsize: int) -> int:
+    """The output gradients scattered back from the first device: (rows, 1) to each other busy device."""
+    return sum(sizes[1:]) * itemsize
+
+
+def reduce_bytes(d: int, itemsize: int, first: bool) -> int:
+    """A replica's gradients of W and b, d + 1 numbers, summed onto the first device."""
+    return 0 if first else (d + 1) * itemsize
+
+
+def load_bytes() -> int:
+    """A DDP rank reads its own shard on its own device: nothing moves between devices."""
+    return 0
+
+
+def allreduce_bytes(k: int, d: int, itemsize: int) -> int:
+    """What one of k ranks sends in a ring all-reduce of the d + 1 gradients: 2(k-1)/k of them.
+
+    Rounded to whole bytes where k does not divide 2(k-1)(d+1)·itemsize; 0 for a single rank.
+    """
+    return round(2 * (k - 1) * (d + 1) * itemsize / k)
+
+
+def dataparallel_bytes(sizes: Sequence[int], d: int, itemsize: int) -> int:
+    """A whole DataParallel step's bytes, for the busy devices' chunk sizes."""
+    per_device = sum(
+        scatter_bytes(rows, d, itemsize, i == 0)
+        + replicate_bytes(d, itemsize, i == 0)
+        + gather_bytes(rows, itemsize, i == 0)
+        + reduce_bytes(d, itemsize, i == 0)
+        for i, rows in enumerate(sizes)
+    )
+    return per_device + backward_bytes(sizes, itemsize)
+
+
+def ddp_bytes(k: int, d: int, itemsize: int) -> int:
+    """A whole DDP step's bytes: every one of the k ranks takes part in the all-reduce."""
+    return k * (load_bytes() + allreduce_bytes(k, d, itemsize))
+
+
+def step_bytes(rows: int, k: int, d: int, itemsize: int) -> dict[str, int]:
+    """One step's bytes under each strategy, side by side: batch `rows` on k devices, d features.
+
+    DataParallel uses only the devices its scatter gives rows to; every DDP rank all-reduces.
+    """
+    dataparallel = dataparallel_bytes(chunk_sizes(rows, k), d, itemsize)
+    return {"dataparallel": dataparallel, "ddp": ddp_bytes(k, d, itemsize)}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Layouts: the specs of a step, and which slots they read.
+
+# Slots of one busy device i in a DataParallel step:
+# (start, scattered, replicated, apply_start, applied, gather_start); GATHERED is the gathered output's.
+Bounds = Callable[[int], tuple[int, int, int, int, int, int]]
+
+
+def dataparallel_specs(
+    labels: Sequence[str], sizes: Sequence[int], d: int, itemsize: int, bounds: Bounds, gathered: int
+) -> tuple[PhaseSpec, ...]:
+    """A DataParallel step's specs for the busy devices (labels[:len(sizes)]), in the order of the step.
+
+    Args:
+        sizes: rows per busy device (chunk_sizes).
+        bounds: the slots of busy device i's per-device phases (the emulation shares some of them).
+        gathered: the slot of the end of gather, where the loss starts.
+    """
+    scatter, replicate, apply, gather, reduce = [], [], [], [], []
+    for i, rows in enumerate(sizes):
+        dev, first = labels[i], i == 0
+        start, scattered, replicated, apply_start, applied, gather_start = bounds(i)
+        scatter.append(PhaseSpec(SCATTER, dev, scatter_bytes(rows, d, itemsize, first), start, scattered))
+        replicate.append(
+            PhaseSpec(REPLICATE, dev, replicate_bytes(d, itemsize, first), scattered, replicated)
+        )
+        apply.append(PhaseSpec(PARALLEL_APPLY, dev, 0, apply_start, applied))
+        gather.append(PhaseSpec(GATHER, dev, gather_bytes(rows, itemsize, first), gather_start, gathered))
+        # autograd sums the replicas' gradients at the end of backward: its time is inside backward's
+        reduce.append(PhaseSpec(REDUCE, dev, reduce_bytes(d, itemsize, first), BACKWARD_END, BACKWARD_END))
+    return (
+        *scatter,
+        *replicate,
+        *apply,
+        *gather,
+        PhaseSpec(LOSS, labels[0], 0, gathered, LOSS_END),
+        PhaseSpec(BACKWARD, labels[0], backward_bytes(sizes, itemsize), LOSS_END, BACKWARD_END),
+        *reduce,
+        PhaseSpec(OPTIMIZER, labels[0], 0, BACKWARD_END, OPTIMIZER_END),
+    )
+
+
+def ddp_specs(label: str, k: int, d: int, itemsize: int) -> tuple[PhaseSpec, ...]:
+    """One DDP rank's step specs, over the DDP slots (START ... OPTIMIZER_END, LOADED ... ALLREDUCE_END).
+
+    DDP all-reduces during backward, so allreduce lies inside backward's time, not after it.
+    """
+    return (
+        PhaseSpec(LOAD, label, load_bytes(), START, LOADED),
+        PhaseSpec(FORWARD, label, 0, LOADED, FORWARD_END),
+        PhaseSpec(LOSS, label, 0, FORWARD_END, LOSS_END),
+        PhaseSpec(BACKWARD, label, 0, LOSS_END, BACKWARD_END),
+        PhaseSpec(ALLREDUCE, label, allreduce_bytes(k, d, itemsize), ALLREDUCE_START, ALLREDUCE_END),
+        PhaseSpec(OPTIMIZER, label, 0, BACKWARD_END, OPTIMIZER_END),
+    )
+
+
+def used_slots(specs: Sequence[PhaseSpec]) -> tuple[int, ...]:
+    """The slots the specs read, START first."""
+    return tuple(sorted({START} | {s.start for s in specs} | {s.stop for s in specs}))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Clocks: the same two calls, mark(slot) during the step and resolve(slots) once after it.
+
+
+class HostClock:
+    """time.perf_counter marks: on the CPU the work is done when the call that does it returns.
+
+    Marks from several threads are safe: each writes its own slot of the list.
+    """
+
+    def __init__(self, slots: int):
+        self.times = [0.0] * slots
+
+    def mark(self, slot: int) -> None:
+        self.times[slot] = time.perf_counter()
+
+    def resolve(self, slots: Sequence[int]) -> tuple[float, ...]:
+        return tuple(self.times)
+
+
+class CudaClock:
+    """CUDA events, one per slot, recorded on the current stream of the slot's device; read after the step.
+
+    A GPU runs the work the host queued later than the host queues it, so the host's clock would time the
+    queueing. Events time the work itself. Two events on different devices cannot be compared, so each
+    device's times count from its own first slot (its step start), all of which are taken as the step's start.
+
+    Args:
+        devices: the CUDA device index of each slot; None for a slot nothing marks.
+        event: makes one timing event (torch.cuda.Event(enable_timing=True)); an input so tests can fake it.
+        stream: the current stream of a device index (torch.cuda.current_stream).
+    """
+
+    def __init__(
+        self, devices: Sequence[int | None], event: Callable | None = None, stream: Callable | None = None
+    ):
+        import torch  # only where the GPU path is taken
+
+        self._devices = tuple(devices)
+        self._event = event or (lambda: torch.cuda.Event(enable_timing=True))
+        self._stream = stream or torch.cuda.current_stream
+        self._events: list = [None] * len(self._devices)  # made at first use: no CUDA is needed before
+        anchors: dict[int, int] = {}
+        for slot, device in enumerate(self._devices):
+            if device is not None:
+                anchors.setdefault(device, slot)
+        self._anchor = tuple(anchors.get(device, START) for device in self._devices)
+
+    def mark(self, slot: int) -> None:
+        event = self._events[slot]
+        if event is None:
+            event = self._events[slot] = self._event()
+        event.record(self._stream(self._devices[slot]))
+
+    def resolve(self, slots: Sequence[int]) -> tuple[float, ...]:
+        """Wait for the step's events, once, and give each used slot its seconds from its device's start."""
+        events = self._events
+        for slot in slots:
+            events[slot].synchronize()
+        times = [0.0] * len(events)
+        for slot in slots:
+            times[slot] = events[self._anchor[slot]].elapsed_time(events[slot]) / 1000  # ms -> s
+        return tuple(times)
+
+
+class PhaseRecorder:
+    """The phases of the step under way: the specs of the batch's split and the clock its slots are marked on.
+
+    The wrapper picks the specs in its forward (`use`); the wrapper and the training loop call `mark`;
+    the loop calls `take` once the step is done. Specs are built once per split and reused.
+    """
+
+    def __init__(self, clock: HostClock | CudaClock):
+        self._clock = clock
+        self.mark = clock.mark  # bound once: the loop calls it three times a step
+        self._built: dict = {}  # split key -> (specs, used slots)
+        self._current: tuple | None = None
+
+    def use(self, key, build: Callable[..., tuple[PhaseSpec, ...]], *args) -> None:
+        """Make the specs for `key` (built by `build(*args)` the first time it is seen) this step's."""
+        current = self._built.get(key)
+        if current is None:
+            specs = build(*args)
+            current = self._built[key] = (specs, used_slots(specs))
+        self._current = current
+
+    def take(self) -> StepPhases | None:
+        """This step's phases; None if no forward picked specs since the last take."""
+        current, self._current = self._current, None
+        if current is None:
+            return None
+        specs, slots = current
+        return StepPhases(specs, self._clock.resolve(slots))

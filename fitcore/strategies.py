@@ -1,0 +1,110 @@
+"""The training strategies, one object each: what every part of fitcore asks about a strategy.
+
+A new strategy (FSDP, say) is its own module with a train function that emits fitcore.events, plus one
+entry here. The registry sits below fitcore.config, which checks `strategy` and counts steps with it, so an
+entry names its train function and console lines as "module:function" and they are imported when first
+used.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from fitcore.config import FitConfig
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One way of training on several devices."""
+
+    name: str  # the value of FitConfig.strategy
+    label: str  # what the page and the messages call it
+    title: str  # the page's title while it is chosen
+    devices_help: str  # what `devices` means for it
+    processes: bool  # one process per worker: `workers` applies, `cpu` means workers CPU processes
+    steps_per_epoch: Callable[[FitConfig], int]  # optimizer steps per epoch (pure arithmetic)
+    trainer: str  # "module:function" of its train(cfg, on_event, control, plan=...) -> RunEnded
+    lines: str  # "module:function" of its console lines for one Step
+    explanation: str  # "module:NAME" of its Markdown for the page
+    planner: str  # "module:function" of planned(cfg, gpus) -> (its first Step before a run, device labels)
+
+    @property
+    def train(self) -> Callable[..., Any]:
+        return _load(self.trainer)
+
+    @property
+    def step_lines(self) -> Callable[..., list[str]]:
+        return _load(self.lines)
+
+    @property
+    def markdown(self) -> str:
+        return _load(self.explanation)
+
+    @property
+    def planned_step(self) -> Callable[..., Any]:
+        return _load(self.planner)
+
+
+def _load(ref: str) -> Any:
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _batches(cfg: FitConfig) -> int:
+    return math.ceil(cfg.data_size / cfg.batch_size)
+
+
+def _ddp_steps(cfg: FitConfig) -> int:
+    # DistributedSampler gives each of K ranks ceil(N / K) rows, and each rank takes ceil(B / K) of them per
+    # step (fitcore.ddp.shards.Layout, which tests check against this)
+    k = max(1, cfg.workers)
+    return math.ceil(math.ceil(cfg.data_size / k) / math.ceil(cfg.batch_size / k))
+
+
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        Strategy(
+            name="dataparallel",
+            label="DataParallel",
+            title="How DataParallel splits a batch",
+            devices_help="the devices one process cuts every batch over: virtual:K (emulated) or cuda GPUs",
+            processes=False,
+            steps_per_epoch=_batches,
+            trainer="fitcore.train:train",
+            lines="fitcore.console:step_lines",
+            explanation="fitcore.explain:DATAPARALLEL_MARKDOWN",
+            planner="fitcore.report:planned_dataparallel_step",
+        ),
+        Strategy(
+            name="ddp",
+            label="DistributedDataParallel",
+            title="How DistributedDataParallel shards the data",
+            devices_help="cpu (workers CPU processes, gloo) or one cuda GPU per worker (nccl)",
+            processes=True,
+            steps_per_epoch=_ddp_steps,
+            trainer="fitcore.ddp:train_ddp",
+            lines="fitcore.console:rank_step_lines",
+            explanation="fitcore.explain:DDP_MARKDOWN",
+            planner="fitcore.report:planned_ddp_step",
+        ),
+    )
+}
+NAMES = tuple(STRATEGIES)
+DEFAULT = "dataparallel"
+
+
+def strategy(name: Any) -> Strategy:
+    """The strategy called `name`, or DataParallel's for a name that is not one (the config check refuses
+    it with its own message)."""
+    return STRATEGIES.get(name, STRATEGIES[DEFAULT])
+
+
+def of(source: Any) -> Strategy:
+    """The strategy of a FitConfig, or of anything with a `.config` (a Snapshot, a RunStarted)."""
+    cfg = getattr(source, "config", source)
+    return strategy(cfg.strategy)

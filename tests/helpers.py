@@ -1,0 +1,85 @@
+"""What several test modules share: a clock that moves only when told to, a bounded wait for a condition,
+and a watch on a paused Control that says when it has held its run through some polls."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+
+class FakeClock:
+    """A monotonic clock for Control, Run and RunPool: `clock()` reads it, `clock.advance(s)` moves it.
+
+    Safe to read and move from many threads (the pool's reaper reads it while sessions move it).
+    """
+
+    def __init__(self, start: float = 1000.0):
+        self._now, self._lock = start, threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._now += seconds
+
+
+def wait_for(
+    predicate: Callable[[], T], timeout: float = 30.0, interval: float = 0.01, what: str = "condition"
+) -> T:
+    """Call predicate() every `interval` seconds until it returns something true, and return that.
+
+    `timeout` is a generous bound against hanging, not a timing assertion: past it the test fails.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(interval)
+
+
+class _CountingEvent(threading.Event):
+    """A threading.Event that counts its timed waits that ran out, and lets a test wait for more of them."""
+
+    def __init__(self, is_set: bool):
+        super().__init__()
+        if is_set:
+            self.set()
+        self._timeouts = 0
+        self._counted = threading.Condition()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        flag = super().wait(timeout)
+        if not flag:
+            with self._counted:
+                self._timeouts += 1
+                self._counted.notify_all()
+        return flag
+
+    def wait_timeouts(self, n: int, timeout: float) -> bool:
+        with self._counted:
+            target = self._timeouts + n
+            return self._counted.wait_for(lambda: self._timeouts >= target, timeout)
+
+
+class PauseWatch:
+    """Says when a paused Control has held its run through `n` more of its polls (one every 0.05 s).
+
+    A paused Control.wait loops on `_running.wait(0.05)`, and only there do those waits run out; a
+    trainer (or ddp's granter) calls Control.wait before each step, so while it polls every step it was
+    allowed has already been reported. Watch before pausing: `watch = PauseWatch(run.control)`.
+    """
+
+    def __init__(self, control):
+        self._event = _CountingEvent(control._running.is_set())
+        control._running = self._event  # before pause(): nothing else sets or clears it meanwhile
+
+    def held(self, n: int = 2, timeout: float = 30.0) -> bool:
+        """Block until the paused run has gone through n more polls without a step; False past timeout."""
+        return self._event.wait_timeouts(n, timeout)

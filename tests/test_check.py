@@ -1,0 +1,271 @@
+"""`python -m fitcore check`: the CPU rows really run, the GPU rows are planned from a (fake) machine."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+import fitcore.check as check
+from fitcore.check import CheckFailed, Machine, Row, Verified, plan_rows, probe, run_row
+from fitcore.cli import main as cli_main
+from fitcore.devices import GPU
+
+ROOT = Path(__file__).resolve().parents[1]
+NO_GPU = Machine("3.11", "2.13.0+cpu", None, None, (), nccl=False, gloo=True)
+ONE_GPU = replace(NO_GPU, cuda_runtime="12.8", driver="570.1", gpus=(GPU(0, "H200", 141 << 30),), nccl=True)
+TWO_GPUS = replace(ONE_GPU, gpus=(GPU(0, "H200", 141 << 30), GPU(1, "H200", 141 << 30)))
+CPU_ROWS = ["dataparallel cpu", "dataparallel virtual:2", "dataparallel virtual:3", "dataparallel virtual:8"]
+
+
+def names(rows) -> list[str]:
+    return [r.name for r in rows]
+
+
+def skips(rows) -> dict[str, str]:
+    return {r.name: r.skip for r in rows if r.run is None}
+
+
+@pytest.fixture(scope="module")
+def cpu_results() -> dict:
+    """The real CPU rows, run once: name -> Result."""
+    rows = [r for r in plan_rows(NO_GPU) if r.name in CPU_ROWS]
+    return {r.name: run_row(r) for r in rows}
+
+
+@pytest.mark.parametrize(
+    "name, split",
+    [
+        ("dataparallel cpu", [200]),
+        ("dataparallel virtual:2", [100, 100]),
+        ("dataparallel virtual:3", [67, 67, 66]),
+        ("dataparallel virtual:8", [25] * 8),
+    ],
+)
+def test_cpu_rows_pass_with_their_figures(cpu_results, name, split):
+    result = cpu_results[name]
+    assert (result.status, result.reason) == ("passed", "")
+    assert result.figures["split"] == split
+    assert split == [len(c) for c in torch.arange(200).chunk(len(split))]
+    assert result.figures["steps"] == 40
+    assert result.figures["lstsq_diff"] <= 1e-4 and result.figures["lstsq_tol"] == 1e-4
+    assert f"split {'/'.join(map(str, split))} = tensor.chunk on all 40 steps" in result.verified
+    assert result.seconds > 0
+
+
+@pytest.mark.parametrize("name", CPU_ROWS[1:])
+def test_virtual_rows_match_one_device(cpu_results, name):
+    figures = cpu_results[name].figures
+    assert figures["reference_diff"] <= 1e-5 and figures["reference_tol"] == 1e-5
+    assert "|W - W_1dev| = " in cpu_results[name].verified
+    assert "reference_diff" not in cpu_results["dataparallel cpu"].figures  # the reference itself
+
+
+def test_a_figure_out_of_tolerance_fails_the_row(monkeypatch):
+    monkeypatch.setattr(check, "LSTSQ_TOL", 1e-12)  # float32 training ends about 1e-7 from lstsq
+    result = run_row(Row("dataparallel virtual:3", lambda: check.check_dataparallel("virtual:3")))
+    assert result.status == "failed" and result.verified == ""
+    assert result.reason.startswith("|W - W_lstsq| = ") and result.reason.endswith(" is not <= 1e-12")
+
+
+def test_environment_row_reports_this_machine():
+    result = run_row(plan_rows(probe(gpus=[]))[0])
+    assert (result.name, result.status) == ("environment", "passed")
+    assert result.figures["torch"] == torch.__version__ and result.figures["gpus"] == []
+    assert result.figures["gloo"] == torch.distributed.is_gloo_available()
+    assert f"torch {torch.__version__}; " in result.verified and "no CUDA GPU" in result.verified
+
+
+def test_a_machine_that_cannot_be_read_fails_the_environment_row_only(monkeypatch):
+    def broken():
+        raise RuntimeError("CUDA driver initialization failed")
+
+    monkeypatch.setattr(check, "cuda_gpus", broken)
+    machine = check.safe_probe()
+    assert machine.gpus == () and machine.error == "RuntimeError: CUDA driver initialization failed"
+    result = run_row(plan_rows(machine)[0])
+    assert result.result == (
+        "failed: reading the machine raised RuntimeError: CUDA driver initialization failed; "
+        "the CUDA rows are skipped"
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Planning from the GPUs the machine reports (nothing below runs a CUDA row).
+
+BASE_NAMES = ["environment", *CPU_ROWS, "dataparallel cuda:0", "dataparallel virtual:3@cuda:0"]
+
+
+def test_without_gpus_the_cuda_rows_are_skipped_with_their_reasons():
+    rows = plan_rows(NO_GPU)
+    assert names(rows) == BASE_NAMES + [
+        "dataparallel cuda (2 GPUs, nn.DataParallel)",
+        "ddp gloo 2 ranks (CPU)",
+        "ddp nccl 2 ranks (1 per GPU)",
+    ]
+    assert skips(rows) == {
+        "dataparallel cuda:0": "no CUDA GPU",
+        "dataparallel virtual:3@cuda:0": "no CUDA GPU",
+        "dataparallel cuda (2 GPUs, nn.DataParallel)": "needs 2 GPUs",
+        "ddp nccl 2 ranks (1 per GPU)": "nccl not available",
+    }
+    assert run_row(rows[-1]).result == "skipped: nccl not available"
+
+
+def test_without_gloo_the_gloo_row_is_skipped():
+    assert skips(plan_rows(replace(NO_GPU, gloo=False)))["ddp gloo 2 ranks (CPU)"] == "gloo not available"
+
+
+def test_one_gpu_plans_the_single_gpu_rows():
+    rows = plan_rows(ONE_GPU)
+    assert names(rows)[:7] == BASE_NAMES
+    assert skips(rows) == {
+        "dataparallel cuda (2 GPUs, nn.DataParallel)": "needs 2 GPUs",
+        "ddp nccl 2 ranks (1 per GPU)": "needs 2 GPUs",
+    }
+
+
+def test_two_gpus_plan_every_row():
+    rows = plan_rows(TWO_GPUS)
+    assert names(rows)[7:] == [
+        "dataparallel cuda (2 GPUs, nn.DataParallel)",
+        "ddp gloo 2 ranks (CPU)",
+        "ddp nccl 2 ranks (1 per GPU)",
+    ]
+    assert skips(rows) == {}
+    assert skips(plan_rows(replace(TWO_GPUS, nccl=False))) == {
+        "ddp nccl 2 ranks (1 per GPU)": "nccl not available"
+    }
+
+
+def test_cuda_rows_call_the_cpu_rows_comparisons_with_a_cuda_spec(monkeypatch):
+    calls = []
+    monkeypatch.setattr(
+        check, "check_dataparallel", lambda spec, gpus, **kw: calls.append(("dp", spec, gpus))
+    )
+    monkeypatch.setattr(check, "check_ddp", lambda spec, k, gpus=(): calls.append(("ddp", spec, k, gpus)))
+    for row in plan_rows(TWO_GPUS)[5:]:
+        row.run()
+    gpus = TWO_GPUS.gpus
+    assert calls == [
+        ("dp", "cuda:0", gpus),
+        ("dp", "virtual:3@cuda:0", gpus),
+        ("dp", "cuda", gpus),
+        ("ddp", "cpu", 2, ()),
+        ("ddp", "cuda", 2, gpus),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The command: table, JSON, exit status.
+
+
+def passing() -> Verified:
+    return Verified("split 1/1 = tensor.chunk", {"split": [1, 1]})
+
+
+def raising() -> Verified:
+    raise ValueError("boom")
+
+
+def out_of_tolerance() -> Verified:
+    raise CheckFailed("|W - W_1dev| = 0.1 is not <= 1e-05")
+
+
+def fake_rows(*rows: Row):
+    return lambda machine: list(rows)
+
+
+def cells(line: str) -> list[str]:
+    """A table line's columns: they are separated by two spaces or more."""
+    return re.split(r"\s{2,}", line.strip())
+
+
+def run_check(capsys, monkeypatch, rows, *argv: str):
+    monkeypatch.setattr(check, "plan_rows", fake_rows(*rows))
+    try:
+        code = cli_main(["check", *argv])
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err.splitlines()
+
+
+def test_all_passed_or_skipped_exits_0(capsys, monkeypatch):
+    rows = (Row("a", passing), Row("b", None, "no CUDA GPU"))
+    code, out, err = run_check(capsys, monkeypatch, rows)
+    assert code == 0 and err == []
+    assert out[0].split() == ["path", "result", "verified", "time"]
+    assert cells(out[2])[:3] == ["a", "passed", "split 1/1 = tensor.chunk"] and cells(out[2])[3].endswith(
+        " s"
+    )
+    assert cells(out[3]) == ["b", "skipped: no CUDA GPU", "-", "-"]
+    assert out[-1] == "check: OK (1 passed, 0 failed, 1 skipped)"
+
+
+def test_a_failed_row_exits_1_and_is_named_last(capsys, monkeypatch):
+    rows = (Row("a", passing), Row("broken", raising), Row("off", out_of_tolerance))
+    code, out, err = run_check(capsys, monkeypatch, rows)
+    assert code == 1 and err == []
+    assert "failed: ValueError: boom" in out[3] and "Traceback" not in "\n".join(out)
+    assert "failed: |W - W_1dev| = 0.1 is not <= 1e-05" in out[4]
+    assert out[-1] == "check: FAILED: broken, off (1 passed, 2 failed, 0 skipped)"
+
+
+def test_json_has_one_object_per_row(capsys, monkeypatch):
+    real = [r for r in plan_rows(NO_GPU) if r.name in ("environment", "dataparallel virtual:3")]
+    rows = (*real, Row("skipped", None, "needs 2 GPUs"), Row("broken", raising))
+    code, out, err = run_check(capsys, monkeypatch, rows, "--json")
+    assert code == 1 and err == [] and len(out) == 1
+    doc = json.loads(out[0])
+    assert [r["name"] for r in doc["rows"]] == ["environment", "dataparallel virtual:3", "skipped", "broken"]
+    assert [r["result"] for r in doc["rows"]] == [
+        "passed",
+        "passed",
+        "skipped: needs 2 GPUs",
+        "failed: ValueError: boom",
+    ]
+    assert doc["rows"][1]["figures"]["split"] == [67, 67, 66]
+    assert doc["exit_code"] == 1 and doc["summary"] == "check: FAILED: broken (2 passed, 1 failed, 1 skipped)"
+
+
+@pytest.mark.parametrize("argv", [["--bogus"], ["--json", "extra"], ["--epochs", "3"]])
+def test_bad_arguments_exit_2_with_one_line(capsys, monkeypatch, argv):
+    code, out, err = run_check(capsys, monkeypatch, (Row("a", raising),), *argv)
+    assert code == 2 and out == [] and len(err) == 1
+    assert err[0].startswith("fitcore check: error: ") and err[0].endswith(
+        "(see python -m fitcore check --help)"
+    )
+
+
+def test_help_exits_0(capsys, monkeypatch):
+    code, out, _ = run_check(capsys, monkeypatch, (), "--help")
+    assert code == 0 and out[0] == "usage: python -m fitcore check [-h] [--json]"
+
+
+@pytest.mark.slow
+def test_the_real_check_passes_every_row_this_machine_runs():
+    """`python -m fitcore check --json`, as a user runs it: the ddp gloo row spawns its two ranks."""
+    done = subprocess.run(
+        [sys.executable, "-m", "fitcore", "check", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = {r["name"]: r for r in json.loads(done.stdout)["rows"]}
+    assert list(rows) == names(plan_rows(probe()))
+    assert {r["status"] for r in rows.values()} <= {"passed", "skipped"}
+    gloo = rows["ddp gloo 2 ranks (CPU)"]
+    assert gloo["status"] == "passed" and gloo["figures"]["split"] == [100, 100]
+    assert gloo["figures"]["ranks_identical"] and gloo["figures"]["reference_diff"] <= 1e-5
+    assert gloo["figures"]["lstsq_diff"] <= 1e-4
+    if not torch.cuda.is_available():
+        assert rows["dataparallel cuda:0"]["result"] == "skipped: no CUDA GPU"
