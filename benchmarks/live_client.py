@@ -1,13 +1,13 @@
 """The page's live view without a browser: what the fitcore_live component asks the server, and when.
 
 In the browser the live view (status line, step picture, loss and parameter charts) polls the server's
-`GET /fitcore/live?run=<id>&since=<step>` every 0.4 s while the run trains, and every second while it is
-queued or paused; when the run's status changes it asks the page's script for one rerun, and when the page
-closes it says `POST /fitcore/bye?run=<id>`. Every request carries the browser's `fitcore_owner` cookie.
-`LiveView` does the same over one keep-alive HTTP/1.1 connection (asyncio streams, as a browser keeps one
-for a page's requests), beside a benchmarks.session_client.Session with the same owner, and records what a
-load test asks about: the answers, the longest wait between two of them while the run was active, every
-status and queue position shown, and the latest parameters.
+`GET /fitcore/live?run=<id>&since=<step>` every 0.4 s while the run is active, and every second while it is
+queued; when the run's status changes it asks the page's script for one rerun, and when the page closes
+while its run is active it says `POST /fitcore/bye?run=<id>` (frontend/live.js). Every request carries the
+browser's `fitcore_owner` cookie. `LiveView` does the same over one keep-alive HTTP/1.1 connection (asyncio
+streams, as a browser keeps one for a page's requests), beside a benchmarks.session_client.Session with the
+same owner, and records what a load test asks about: the answers, the longest wait between two of them while
+the run was active, every status and queue position shown, and the latest parameters.
 
     live = LiveView(session, Http(url, owner))
     await session.click("Start training")
@@ -30,7 +30,7 @@ from benchmarks.session_client import Session, owner_headers
 
 LIVE_PATH, BYE_PATH = "/fitcore/live", "/fitcore/bye"
 POLL_S, QUIET_POLL_S = 0.4, 1.0  # app.py's POLL_MS and QUEUED_POLL_MS
-QUIET_STATUSES = ("queued", "paused")  # a run that changes little: the slower rate
+QUIET_STATUSES = ("queued",)  # a run that changes only its place in the queue: the slower rate
 QUEUE_POSITION = re.compile(r"position (\d+) in the queue")
 MAX_ERRORS = 5  # messages kept of a view's failed requests (all are counted)
 REQUEST_TIMEOUT_S = 10.0  # a browser's fetch has none; an answer this late is recorded as an error
@@ -294,8 +294,11 @@ class LiveView:
         return status
 
     async def close(self, goodbye: bool = False) -> int | None:
-        """Stop; say goodbye first if asked (the status of that answer); close the connection."""
+        """Stop; say goodbye first if asked and the run is active, as the page does; close the connection.
+
+        The goodbye's answer status, or None where none was sent.
+        """
         await self.stop()
-        status = await self.goodbye() if goodbye else None
+        status = await self.goodbye() if goodbye and self.state.active else None
         await self.http.close()
         return status
