@@ -531,8 +531,16 @@ class WebsocketClient:
         self._loop.call(setattr, tab.live, "poll_s", seconds)
 
     def release(self, tab: WebsocketTab, deadline: float) -> None:
-        """Move the Pace select slider to "as fast as possible"; wait for the run that applied it."""
-        self._gather([tab.session.select("Pace", pace_label("max"), _s_left(deadline))], deadline)
+        """Choose "as fast as possible" in the Pace control; wait for the run that applied it."""
+
+        async def release() -> None:
+            session = tab.session
+            await session.wait_for(lambda: session.options("Pace"), _s_left(deadline))
+            # the select box shows "Pace: as fast as possible", a select slider "as fast as possible"
+            option = next(o for o in session.options("Pace") if o.endswith(pace_label("max")))
+            await session.select("Pace", option, _s_left(deadline))
+
+        self._gather([release()], deadline)
 
     def state(self, tab: WebsocketTab) -> dict:
         """What the live view has shown (benchmarks.live_client.LiveState), with its longest gap until now."""

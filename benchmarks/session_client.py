@@ -222,15 +222,31 @@ class Session:
         await self.rerun_full([WidgetState(id=button.id, trigger_value=True)], timeout)
 
     async def select(self, label: str, option: str, timeout: float = 30.0) -> None:
-        """Move the select slider labelled `label` to the option shown as `option`; wait for the run."""
-        await self.wait_for(lambda: self._enabled(self.find("slider", label)), timeout)
-        slider = self.find("slider", label).slider
-        if option not in slider.options:
-            raise ValueError(f"slider {label!r} has no option {option!r}; it has {list(slider.options)}")
-        state = WidgetState(id=slider.id)
-        state.string_array_value.data.append(option)  # a select slider's value: its options' labels
-        self._values[slider.id] = state
+        """Choose the option shown as `option` in the select slider or select box labelled `label`.
+
+        Waits for the widget to be drawn and enabled, and then for the run that applies the choice.
+        """
+        await self.wait_for(lambda: self._enabled(self._chooser(label)), timeout)
+        element = self._chooser(label)
+        kind = element.WhichOneof("type")
+        widget = getattr(element, kind)
+        if option not in widget.options:
+            raise ValueError(f"{kind} {label!r} has no option {option!r}; it has {list(widget.options)}")
+        state = WidgetState(id=widget.id)
+        if kind == "slider":
+            state.string_array_value.data.append(option)  # a select slider's value: its options' labels
+        else:
+            state.string_value = option  # a select box's value: its option as shown
+        self._values[widget.id] = state
         await self.rerun_full([], timeout)
+
+    def options(self, label: str) -> list[str]:
+        """The options, as shown, of the select slider or select box labelled `label` ([] if not drawn)."""
+        element = self._chooser(label)
+        return [] if element is None else list(getattr(element, element.WhichOneof("type")).options)
+
+    def _chooser(self, label: str) -> Element | None:
+        return self.find("selectbox", label) or self.find("slider", label)
 
     @staticmethod
     def _enabled(element: Element | None) -> bool:
