@@ -14,7 +14,8 @@ threads, /proc/<pid>/stat) is read over WINDOW_S seconds twice:
   held to the same target.
 
 With the most pages, one more window has one projected page polling every 0.1 s beside the others at 0.4 s;
-its own polling is the others' share plus what that window added to the server's CPU.
+its own polling is its share of that window's answers times the window's polling CPU (the window less the
+quiet one).
 
 The CPU time is counted in clock ticks (10 ms): a short window (--quick) gives coarse figures.
 
@@ -68,8 +69,10 @@ class Pages:
     def set_poll(self, index: int, seconds: float) -> None:
         self.client.set_poll(self.tabs[index], seconds)
 
-    def answers(self) -> int:
-        return sum(self.client.state(t)["updates"] for t in self.tabs)
+    def answers(self, index: int | None = None) -> int:
+        """Answers received so far by every page's live view, or by page `index`'s."""
+        tabs = self.tabs if index is None else self.tabs[index : index + 1]
+        return sum(self.client.state(t)["updates"] for t in tabs)
 
     def failed(self) -> int:
         return sum(self.client.state(t)["failed"] for t in self.tabs)
@@ -87,7 +90,7 @@ class Pages:
 def window(pid: int, pages: Pages, seconds: float) -> dict:
     """Server CPU over `seconds`, with what the pages got and what this process spent meanwhile."""
     time.sleep(SETTLE_S)
-    answers0, own0 = pages.answers(), time.process_time()
+    answers0, first0, own0 = pages.answers(), pages.answers(0), time.process_time()
     t0, cpu0 = common.clock(), cpu_seconds(pid)
     time.sleep(seconds)
     t1, cpu1 = common.clock(), cpu_seconds(pid)
@@ -100,6 +103,7 @@ def window(pid: int, pages: Pages, seconds: float) -> dict:
         "server_percent": 100 * cpu / elapsed,
         "per_page_percent": 100 * cpu / elapsed / n,
         "answers_per_s": (pages.answers() - answers0) / elapsed,
+        "first_page_answers_per_s": (pages.answers(0) - first0) / elapsed,
         "client_percent": 100 * (time.process_time() - own0) / elapsed,
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
@@ -125,6 +129,8 @@ def measure(counts: list[int], seconds: float, pace: str = PACE) -> dict:
             variant = window(srv.pid, pages, seconds)
             variant["fast_pages"] = 1
             variant["fast_page_percent"] = fast_page(variant, rows[-1])
+            polling = variant["server_percent"] - rows[-1]["quiet"]["server_percent"]
+            variant["ms_per_answer"] = 10 * polling / max(1e-9, variant["answers_per_s"])
             failed = pages.failed()
             client.close(pages.tabs, goodbye=True)
     return {"rows": rows, "fast_variant": variant, "failed_requests": failed}
@@ -139,6 +145,10 @@ def row(live: dict, quiet: dict) -> dict:
         "live": live,
         "quiet": quiet,
         "polling_per_page_percent": polling,
+        # the server's CPU per answer, from the same two windows
+        "ms_per_answer": 10
+        * (live["server_percent"] - quiet["server_percent"])
+        / max(1e-9, live["answers_per_s"]),
         "per_page": at_most(live["per_page_percent"]),
         "polling_per_page": at_most(polling),
     }
@@ -149,8 +159,13 @@ def at_most(value: float) -> dict:
 
 
 def fast_page(variant: dict, last: dict) -> float:
-    """The projected page's own polling, % of one core: the others' share plus what the window added."""
-    return last["polling_per_page_percent"] + variant["server_percent"] - last["live"]["server_percent"]
+    """The projected page's own polling, % of one core: its share of the answers of the variant window.
+
+    The polling's CPU in that window is the server's less the same pages' quiet window (their runs and
+    sessions); each answer costs about the same, so the page's share is its share of the answers.
+    """
+    polling = variant["server_percent"] - last["quiet"]["server_percent"]
+    return polling * variant["first_page_answers_per_s"] / max(1e-9, variant["answers_per_s"])
 
 
 def table(result: dict) -> str:
@@ -160,18 +175,21 @@ def table(result: dict) -> str:
         rows.append([
             r["pages"], f"{POLL_S:g}", f"{live['server_percent']:.1f}", f"{live['per_page_percent']:.2f}",
             f"{quiet['per_page_percent']:.2f}", f"{r['polling_per_page_percent']:.2f}",
-            f"{live['answers_per_s']:.1f}", _load(live), r["per_page"]["met"], r["polling_per_page"]["met"],
+            f"{live['answers_per_s']:.1f}", f"{r['ms_per_answer']:.2f}", _load(live), r["per_page"]["met"],
+            r["polling_per_page"]["met"],
         ])  # fmt: skip
     v = result["fast_variant"]
     if v is not None:
         rows.append([
             f"{v['pages']} (1 at {FAST_POLL_S:g} s)", f"{POLL_S:g} / {FAST_POLL_S:g}",
             f"{v['server_percent']:.1f}", f"{v['per_page_percent']:.2f}", "-",
-            f"{v['fast_page_percent']:.2f} (the 0.1 s page)", f"{v['answers_per_s']:.1f}", _load(v),
+            f"{v['fast_page_percent']:.2f} (the 0.1 s page)",
+            f"{v['answers_per_s']:.1f} ({v['first_page_answers_per_s']:.1f} to the 0.1 s page)",
+            f"{v['ms_per_answer']:.2f}", _load(v),
             v["per_page_percent"] <= TARGET_PERCENT, v["fast_page_percent"] <= TARGET_PERCENT,
         ])  # fmt: skip
     headers = ["pages", "poll s", "server % of a core", "per page %", "quiet per page %"]
-    headers += ["polling per page %", "answers/s", "load (1 min)"]
+    headers += ["polling per page %", "answers/s", "ms per answer", "load (1 min)"]
     headers += [f"per page <= {TARGET_PERCENT:g} %", f"polling <= {TARGET_PERCENT:g} %"]
     return common.table(headers, rows)
 
