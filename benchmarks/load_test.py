@@ -407,18 +407,19 @@ class BrowserClient:
         return pressed
 
     def release(self, page, deadline: float, tries: int = 5) -> None:
-        """Move the page's Pace slider to its last stop, "as fast as possible", from the keyboard.
+        """Choose "as fast as possible" in the page's Pace box (its option reads "Pace: as fast as possible").
 
-        A full rerun may redraw the slider between the focus and the key, so the key is pressed again until
-        the slider shows the new pace.
+        A full rerun may redraw the box between the click and the choice, so it is chosen again until the box
+        shows the new pace.
         """
-        thumb = page.get_by_test_id("stSlider").filter(has_text="Pace").get_by_role("slider")
+        shown = f"Pace: {pace_label('max')}"
+        box = page.locator('[data-testid="stSelectbox"] input[aria-label="Pace"]')  # its label is hidden
         for _ in range(tries):
-            thumb.focus(timeout=_ms_left(deadline))
-            thumb.press("End")
-            if wait_until(lambda: thumb.get_attribute("aria-valuetext") == pace_label("max"), 5):
+            box.click(timeout=_ms_left(deadline))
+            page.get_by_role("option", name=shown, exact=True).click(timeout=_ms_left(deadline))
+            if wait_until(lambda: box.input_value() == shown, 5):
                 return
-        raise RuntimeError(f"the Pace slider did not move to {pace_label('max')!r}")
+        raise RuntimeError(f"the Pace box did not show {shown!r}")
 
     def watch(self, page) -> None:
         pass  # the page's own live view asks for news
@@ -440,8 +441,13 @@ class BrowserClient:
         return fetch_status(url, owner, target)
 
     def close(self, pages: list, goodbye: bool = False) -> list[int | None]:
-        """Close the pages' contexts; a page's own goodbye is not awaited, so none is reported."""
+        """Close the pages' contexts; with `goodbye` each page is closed first with its unload handlers run.
+
+        The page's own goodbye (a beacon) is not awaited, so no status of it is reported.
+        """
         for page in pages:
+            if goodbye:
+                page.close(run_before_unload=True)
             page.context.close()
         return [None] * len(pages)
 
