@@ -20,7 +20,7 @@ are reaped within seconds.
    the previous answer, the latest parameters; every status change reruns the page once. With `hold` (the
    default), the first `cap` sessions start at 1 step/s and so hold every slot; the others press Start only
    once those train, so each of them must show a queue position. When all of them do, the holders move
-   their Pace slider to "as fast as possible" and the queue drains: a queue is seen by construction, not by
+   their Pace to "as fast as possible" and the queue drains: a queue is seen by construction, not by
    the luck of timing.
 3. Each session's run must end "Finished" with the learned parameters of its results table (drawn by the
    rerun that the end of the run asked for) and of its live view's last answer within TOLERANCE of
@@ -628,7 +628,7 @@ def press_holding(
     """Press Start in every session; with holders, fill the slots first and the queue after; the press times.
 
     The holders' runs crawl at HOLD_PACE until every other session has shown its place in the queue; then
-    each holder's Pace slider is moved to its last stop ("as fast as possible") and the queue drains.
+    each holder's Pace is set to "as fast as possible" and the queue drains.
     """
     k = holders(settings)
     if k == 0:
