@@ -99,8 +99,8 @@ def test_every_live_view_was_answered_all_through_its_run(load):
 
 def test_the_page_reruns_only_when_its_run_changes(load):
     # no rerun on a timer: the page's script ran to open it, to start the run, once per status change its
-    # live view saw (Queued > Running > Finished: 2, Running > Finished: 1) and, for a holder, to move the
-    # Pace; the server may merge two reruns asked for at once, never add one
+    # live view saw (Queued > Running > Finished: 2, Running > Finished: 1) and, for a holder, to change
+    # the pace; the server may merge two reruns asked for at once, never add one
     for i, s in enumerate(load["per_session"]):
         changes = len(s["statuses"]) - 1
         assert s["status_reruns"] == changes, (s["session"], s["statuses"])
