@@ -1,33 +1,45 @@
 """Many students on one server: sessions press Start training on `streamlit run app.py`.
 
 Each session is a client of its own: with `--client websocket` (the default) a client of Streamlit's own
-websocket protocol (benchmarks/session_client.py: what the browser's frontend sends and applies, rerunning
-the live panels' fragment whenever the server asks, without drawing anything), so that 20 sessions fit on 2
-cores beside the server; with `--client browser` a headless Chromium page (one browser context each), which
-also renders every chart: 20 of them on 2 cores starve the server and one another (docs/reliability.md).
+websocket protocol (benchmarks/session_client.py: what the browser's frontend sends and applies, without
+drawing anything) with the page's live view beside it (benchmarks/live_client.py: what the fitcore_live
+component asks the server: `GET /fitcore/live` every 0.4 s while the run trains, every second while it is
+queued or paused, one script rerun when the run's status changes), each with its own `fitcore_owner` cookie,
+so that 30 sessions fit on 2 cores beside the server; with `--client browser` a headless Chromium page (one
+browser context each), which also draws every chart: 20 of them on 2 cores starve the server and one another
+(docs/reliability.md).
 
-The server runs on a free loopback port with a small cap on runs training at once (FITCORE_MAX_ACTIVE_RUNS)
-and a short idle timeout (FITCORE_IDLE_TIMEOUT), so that closed sessions are reaped within seconds.
+The server runs on a free loopback port with a cap on runs training at once (FITCORE_MAX_ACTIVE_RUNS), a
+short idle timeout (FITCORE_IDLE_TIMEOUT) and goodbye grace (FITCORE_CLOSED_GRACE), so that closed sessions
+are reaped within seconds.
 
 1. One session loads the app and closes: the server has imported torch and built its pool (RSS "start").
 2. `sessions` sessions open their own link: the tutorial (200 rows, one batch, 200 epochs of Adam) with W
    and b shifted by 0.1 per session, so that every session must show its own answer. Each presses Start
-   training, and every status line its page shows is recorded, with any queue position. With `hold` (the
+   training, and every answer of its live view is recorded: its status, any queue position, the time since
+   the previous answer, the latest parameters; every status change reruns the page once. With `hold` (the
    default), the first `cap` sessions start at 1 step/s and so hold every slot; the others press Start only
    once those train, so each of them must show a queue position. When all of them do, the holders move
-   their Pace slider to "as fast as possible" and the queue drains: a queue is seen by construction, not by
+   their Pace to "as fast as possible" and the queue drains: a queue is seen by construction, not by
    the luck of timing.
-3. Each session's run must end "Finished" with the learned parameters of its results table within
-   TOLERANCE of torch.linalg.lstsq on that session's data. Then the sessions close.
-4. `abandoned` more sessions start a long, slow run and are closed while it trains: the pool must stop and
-   free those runs once nobody has read them for the idle timeout.
-5. After the idle timeout and `settle` seconds: no training thread is left, and RSS is read again ("end").
+3. Each session's run must end "Finished" with the learned parameters of its results table (drawn by the
+   rerun that the end of the run asked for) and of its live view's last answer within TOLERANCE of
+   torch.linalg.lstsq on that session's data, its live view never more than MAX_GAP_S without an answer
+   while the run was active. Then the sessions close, each saying goodbye as a closing page does.
+4. `abandoned` more sessions start a long, slow run and are closed while it trains, without a goodbye (a
+   browser that crashed or lost its network): the pool must stop and free those runs once nobody has read
+   them for the idle timeout.
+5. A reload, and a goodbye: a session starts a long, slow run, says goodbye and closes, and a new session
+   with the same owner cookie opens at once and finds that run through `GET /fitcore/live` without a run
+   id (a session with another cookie gets 404); the run must still train after the goodbye grace. Then that
+   session says goodbye and closes too: the run must be gone within the grace and GOODBYE_SLACK_S.
+6. After the idle timeout and `settle` seconds: no training thread is left, and RSS is read again ("end").
 
 Throughout, /_stcore/health is timed every 100 ms and the server's training threads (named fitcore-run-N
 at OS level) and resident memory are sampled from /proc every 100 ms.
 
     python -m benchmarks.load_test [--quick] [--client websocket|browser] [--sessions 20] [--cap 4]
-        [--idle-timeout 10] [--wave 0]
+        [--idle-timeout 10] [--closed-grace 5] [--wave 0] [--no-hold] [--pace max]
 """
 
 from __future__ import annotations
@@ -42,6 +54,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from contextlib import contextmanager
@@ -51,6 +64,8 @@ from typing import Iterator
 
 from benchmarks import common
 from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, App, streamlit_app
+from benchmarks.live_client import LIVE_PATH, POLL_S
+from benchmarks.session_client import OWNER_COOKIE
 from fitcore.report import pace_label
 
 CLIENTS = ("websocket", "browser")
@@ -62,10 +77,7 @@ PAGE_ARGS = [
     "--disable-renderer-backgrounding",
     "--disable-backgrounding-occluded-windows",
 ]
-STEP = re.compile(r"step (\d+) / (\d+)")
-RUN_SECONDS = re.compile(r"finished \d+ steps in ([\d.]+) s")  # the end of a finished run's status line
-QUEUE_POSITION = re.compile(r"position (\d+) in the queue")
-MARKDOWN_ESCAPE = re.compile(r"\\(.)")  # fitcore.report.escape_markdown's backslashes, which a page hides
+RUN_SECONDS = re.compile(r"finished \d+ steps in ([\d.]+) s")  # in a finished run's status line
 TOLERANCE = 5e-3  # learned vs lstsq; the page shows 4 decimals and 200 Adam steps get within 3e-4
 SAMPLE_EVERY = 0.1  # seconds between health requests, and between /proc readings
 TRAINING_PREFIX = "fitcore-run-"  # the OS name of a run's thread (fitcore/runner.py), "fitcore-ended" after
@@ -75,38 +87,50 @@ ABANDONED_FIELDS = {"epochs": "10000"}
 ABANDONED_PACE = "1"
 ABANDON_START_S = 60.0  # the most the abandoned sessions may take to open and start their runs
 HOLD_PACE = "1"  # the holders' pace until the queue is full: 200 steps would take minutes
-DROPPED = "the server dropped this run"  # app.py's message for a run the pool reaped under an open page
+# The longest a live view may go without an answer while its run is active: the page's picture is that stale.
+MAX_GAP_S = 2.0
+# What one answer may take, on average, for the least number of answers a run of known length must get:
+# a running run is asked about every POLL_S (benchmarks/live_client.py), so a run of t s gets at least
+# floor(t / (POLL_S + ANSWER_ALLOWANCE_S)) answers while it runs.
+ANSWER_ALLOWANCE_S = 0.6
+# A run whose page said goodbye must be gone within the grace and this: the reaper looks once a second, and
+# a stopped run's thread ends at its next step.
+GOODBYE_SLACK_S = 3.0
+HEALTH_P95_MS = 500.0  # /_stcore/health during the runs: a page's own requests answer this fast
 MIB = 2**20
 # The server's RSS after every session has gone may exceed its start by this much: the allocator and Streamlit
 # keep 27 to 40 MiB after 20 sessions (docs/reliability.md); a run or a session kept alive would add more.
 RSS_GROWTH_MIB = 100
 
-# Installed in every page before Streamlit's own scripts: every 100 ms, the status line (the alert holding
-# `step n / total`) is read and its status word, step and any queue position are kept in window.__fitcore.
+# Installed in every page before Streamlit's own scripts: every answer the page's live view gets from
+# /fitcore/live is read as it arrives (window.fetch wrapped) and kept in window.__fitcore, in the shape of
+# benchmarks.live_client.LiveState: what the websocket client records of its own answers.
 RECORDER_JS = r"""
 (() => {
-  const seen = {statuses: [], maxQueue: 0, status: "", step: 0, total: 0, text: "", maxGap: 0};
-  let changed = 0;  // when the status line last changed, while the run was training
+  const seen = {statuses: [], max_queue: 0, status: "", active: false, step: 0, total: 0, text: "",
+                max_gap_s: 0, updates: 0, learned: [], learned_step: 0, run_id: null};
+  let last = 0;  // performance.now() of the latest answer
   window.__fitcore = seen;
-  setInterval(() => {
-    for (const el of document.querySelectorAll('[data-testid="stAlert"]')) {
-      const text = el.textContent || "";
-      const m = text.match(/step (\d+) \/ (\d+)/);
-      if (!m) continue;
-      const status = text.split("\u00b7")[0].trim();
-      if (!seen.statuses.includes(status)) seen.statuses.push(status);
-      const q = text.match(/position (\d+) in the queue/);
-      if (q) seen.maxQueue = Math.max(seen.maxQueue, Number(q[1]));
-      const now = performance.now();
-      if (text !== seen.text) {
-        // the longest the page showed one Running line: how stale its snapshot got (a step a second or more)
-        if (seen.status === "Running" && changed) seen.maxGap = Math.max(seen.maxGap, (now - changed) / 1000);
-        changed = now;
-      }
-      Object.assign(seen, {status: status, step: Number(m[1]), total: Number(m[2]), text: text});
-      break;
-    }
-  }, 100);
+  const record = (body) => {
+    const run = body.run, now = performance.now();
+    if (seen.updates && seen.active) seen.max_gap_s = Math.max(seen.max_gap_s, (now - last) / 1000);
+    seen.updates += 1;
+    last = now;
+    const status = run.status_line.split("\u00b7")[0].trim();
+    if (!seen.statuses.includes(status)) seen.statuses.push(status);
+    const q = run.status_line.match(/position (\d+) in the queue/);
+    if (q) seen.max_queue = Math.max(seen.max_queue, Number(q[1]));
+    Object.assign(seen, {status: status, active: run.active, step: run.step, total: run.total_steps,
+                         text: run.status_line, run_id: run.id});
+    if (body.params.length) [seen.learned_step, seen.learned] = body.params[body.params.length - 1];
+  };
+  const fetch = window.fetch;
+  window.fetch = async (...args) => {
+    const response = await fetch(...args);
+    if (String(args[0].url || args[0]).includes("/fitcore/live") && response.ok)
+      response.clone().json().then(record, () => {});
+    return response;
+  };
 })();
 """
 
@@ -133,8 +157,10 @@ class LoadSettings:
     sessions: int = 20  # sessions that each train one run to its end
     cap: int = 4  # FITCORE_MAX_ACTIVE_RUNS: runs training at once
     # FITCORE_IDLE_TIMEOUT: seconds unread before a run is stopped and dropped. An open page reads its run
-    # 2.5 times a second, but on 2 loaded cores gaps of over 5 s were seen, and 5 s reaped an open page's run
+    # 2.5 times a second; when every page reran a script to read it, gaps of over 5 s were seen on 2 loaded
+    # cores, and 5 s reaped an open page's run
     idle_timeout: float = 10.0
+    closed_grace: float = 5.0  # FITCORE_CLOSED_GRACE: seconds a run outlives its page's goodbye
     abandoned: int = 2  # more sessions that start a long run and are closed while it trains
     wave: int = 0  # sessions loading at once (0: all of them)
     hold: bool = True  # the first `cap` sessions hold every slot until all others show a queue position
@@ -159,7 +185,11 @@ def health_seconds(url: str, timeout: float = 10.0) -> float | None:
 @contextmanager
 def server(settings: LoadSettings, log_dir: Path, deadline: float) -> Iterator[App]:
     """`streamlit run app.py` with the settings' cap and idle timeout, healthy by the deadline."""
-    env = {"FITCORE_MAX_ACTIVE_RUNS": str(settings.cap), "FITCORE_IDLE_TIMEOUT": f"{settings.idle_timeout:g}"}
+    env = {
+        "FITCORE_MAX_ACTIVE_RUNS": str(settings.cap),
+        "FITCORE_IDLE_TIMEOUT": f"{settings.idle_timeout:g}",
+        "FITCORE_CLOSED_GRACE": f"{settings.closed_grace:g}",
+    }
     with streamlit_app(log_dir / "server.log", env, timeout=deadline - common.clock()) as app:
         yield app
 
@@ -344,14 +374,21 @@ class BrowserClient:
         finally:
             self._pw.stop()
 
-    def open(self, links: list[str], wave: int, deadline: float) -> list:
-        """One context and page per link, `wave` loading at once; each waits for its Start button."""
+    def open(self, links: list[str], wave: int, deadline: float, owners: list[str] | None = None) -> list:
+        """One context and page per link, `wave` loading at once; each waits for its Start button.
+
+        A context with an owner id from `owners` starts with that `fitcore_owner` cookie; without, the page
+        makes one.
+        """
         pages = []
         size = wave or len(links)
+        owners = owners or [None] * len(links)
         for first in range(0, len(links), size):
             opened = []
-            for address in links[first : first + size]:
+            for address, owner in zip(links[first : first + size], owners[first : first + size]):
                 context = self._browser.new_context(viewport={"width": 1280, "height": 800})
+                if owner is not None:
+                    context.add_cookies([{"name": OWNER_COOKIE, "value": owner, "url": address}])
                 context.add_init_script(RECORDER_JS)
                 page = context.new_page()
                 page.goto(address, wait_until="commit", timeout=_ms_left(deadline))
@@ -370,21 +407,29 @@ class BrowserClient:
         return pressed
 
     def release(self, page, deadline: float, tries: int = 5) -> None:
-        """Move the page's Pace slider to its last stop, "as fast as possible", from the keyboard.
+        """Choose "as fast as possible" in the page's Pace box (its option reads "Pace: as fast as possible").
 
-        A full rerun may redraw the slider between the focus and the key, so the key is pressed again until
-        the slider shows the new pace.
+        A full rerun may redraw the box between the click and the choice, so it is chosen again until the box
+        shows the new pace.
         """
-        thumb = page.get_by_test_id("stSlider").filter(has_text="Pace").get_by_role("slider")
+        shown = f"Pace: {pace_label('max')}"
+        box = page.locator('[data-testid="stSelectbox"] input[aria-label="Pace"]')  # its label is hidden
         for _ in range(tries):
-            thumb.focus(timeout=_ms_left(deadline))
-            thumb.press("End")
-            if wait_until(lambda: thumb.get_attribute("aria-valuetext") == pace_label("max"), 5):
+            box.click(timeout=_ms_left(deadline))
+            page.get_by_role("option", name=shown, exact=True).click(timeout=_ms_left(deadline))
+            if wait_until(lambda: box.input_value() == shown, 5):
                 return
-        raise RuntimeError(f"the Pace slider did not move to {pace_label('max')!r}")
+        raise RuntimeError(f"the Pace box did not show {shown!r}")
+
+    def watch(self, page) -> None:
+        pass  # the page's own live view asks for news
 
     def state(self, page) -> dict:
         return page.evaluate("() => window.__fitcore")
+
+    def settled(self, page) -> bool:
+        seen = self.state(page)
+        return seen["updates"] > 0 and not seen["active"]
 
     def runs(self, page) -> dict:
         return {}  # a page's script runs are not counted
@@ -392,67 +437,30 @@ class BrowserClient:
     def results(self, page) -> list[dict] | None:
         return page.evaluate(RESULTS_JS)
 
-    def close(self, pages: list) -> None:
+    def fetch(self, url: str, owner: str, target: str) -> int:
+        return fetch_status(url, owner, target)
+
+    def close(self, pages: list, goodbye: bool = False) -> list[int | None]:
+        """Close the pages' contexts; with `goodbye` each page is closed first with its unload handlers run.
+
+        The page's own goodbye (a beacon) is not awaited, so no status of it is reported.
+        """
         for page in pages:
+            if goodbye:
+                page.close(run_before_unload=True)
             page.context.close()
-
-
-class StatusRecorder:
-    """RECORDER_JS for a websocket session: every status line a delta draws, kept as the page script keeps it.
-
-    Called on the session's event loop with each element as it arrives; state() may be called from any
-    thread.
-    """
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._seen = {
-            "statuses": [],
-            "maxQueue": 0,
-            "status": "",
-            "step": 0,
-            "total": 0,
-            "text": "",
-            "maxGap": 0,
-        }
-        self._changed = 0.0  # when the status line last changed
-
-    def __call__(self, element) -> None:
-        if element.WhichOneof("type") != "alert":
-            return
-        text = MARKDOWN_ESCAPE.sub(r"\1", element.alert.body)  # as the page shows it: fitcore escapes it
-        step = STEP.search(text)
-        if not step:
-            return
-        status = text.split("\u00b7")[0].strip()
-        queue = QUEUE_POSITION.search(text)
-        now = common.clock()
-        with self._lock:
-            seen = self._seen
-            if status not in seen["statuses"]:
-                seen["statuses"].append(status)
-            if queue:
-                seen["maxQueue"] = max(seen["maxQueue"], int(queue.group(1)))
-            if text != seen["text"]:
-                # the longest the session showed one Running line: how stale its snapshot got
-                if seen["status"] == "Running" and self._changed:
-                    seen["maxGap"] = max(seen["maxGap"], now - self._changed)
-                self._changed = now
-            seen.update(status=status, step=int(step.group(1)), total=int(step.group(2)), text=text)
-
-    def state(self) -> dict:
-        with self._lock:
-            return {**self._seen, "statuses": list(self._seen["statuses"])}
+        return [None] * len(pages)
 
 
 @dataclass(frozen=True)
 class WebsocketTab:
     session: object  # benchmarks.session_client.Session
-    recorder: StatusRecorder
+    live: object  # benchmarks.live_client.LiveView: the page's live view, with the same owner cookie
+    owner: str
 
 
 class WebsocketClient:
-    """Sessions of Streamlit's websocket protocol, all on one event loop in a thread of this process."""
+    """Sessions of Streamlit's websocket protocol and their live views, all on one event loop in a thread."""
 
     def __enter__(self) -> "WebsocketClient":
         from benchmarks.session_client import LoopThread
@@ -467,60 +475,129 @@ class WebsocketClient:
         finally:
             self._loop.__exit__(*exc)
 
-    def open(self, links: list[str], wave: int, deadline: float) -> list[WebsocketTab]:
-        """One session per link, `wave` connecting at once; each returns once its first run has finished."""
-        from benchmarks.session_client import Session
+    def open(
+        self, links: list[str], wave: int, deadline: float, owners: list[str] | None = None
+    ) -> list[WebsocketTab]:
+        """One session per link, `wave` connecting at once; each returns once its first run has finished.
 
+        Each session is a browser of its own (a new owner cookie) unless `owners` gives its owner id.
+        """
+        from benchmarks.live_client import Http, LiveView
+        from benchmarks.session_client import Session, new_owner
+
+        owners = owners or [new_owner() for _ in links]
         tabs = []
         size = wave or len(links)
         for first in range(0, len(links), size):
             opened = []
-            for address in links[first : first + size]:
+            for address, owner in zip(links[first : first + size], owners[first : first + size]):
                 parts = urllib.parse.urlsplit(address)
-                recorder = StatusRecorder()
-                session = Session(f"{parts.scheme}://{parts.netloc}", parts.query, on_element=recorder)
-                opened.append(WebsocketTab(session, recorder))
+                url = f"{parts.scheme}://{parts.netloc}"
+                session = Session(url, parts.query, owner=owner)
+                opened.append(WebsocketTab(session, LiveView(session, Http(url, owner)), owner))
             self._open += opened
             self._gather([tab.session.open(_s_left(deadline)) for tab in opened], deadline)
             tabs += opened
         return tabs
 
     def press(self, tabs: list[WebsocketTab], deadline: float) -> list[float]:
-        """Press Start training in every session at once; the time each press's run had finished."""
+        """Press Start training in every session at once; the time each press's run had finished.
+
+        The live view starts asking for news once the page shows the run, as the component does once the
+        rerun that started it has drawn it.
+        """
         pressed: dict[int, float] = {}
 
         async def press(i: int, tab: WebsocketTab) -> None:
             await tab.session.click("Start training", _s_left(deadline))
+            tab.live.start()
             pressed[i] = common.clock()
 
         self._gather([press(i, tab) for i, tab in enumerate(tabs)], deadline)
         return [pressed[i] for i in range(len(tabs))]
 
+    def watch(self, tab: WebsocketTab) -> None:
+        """Start the live view of a page that shows a run it did not start (a reloaded page)."""
+        self._loop.call(tab.live.start)
+
+    def live_views(self, tabs: list[WebsocketTab], on: bool) -> None:
+        """Start or stop the live views of these pages (a browser tab shown again, or hidden)."""
+
+        async def switch() -> None:
+            for tab in tabs:
+                if on:
+                    tab.live.start()
+                else:
+                    await tab.live.stop()
+
+        self._loop.run(switch(), 30)
+
+    def set_poll(self, tab: WebsocketTab, seconds: float) -> None:
+        """The seconds between an answer and the next request of this page's live view, from now on."""
+        self._loop.call(setattr, tab.live, "poll_s", seconds)
+
     def release(self, tab: WebsocketTab, deadline: float) -> None:
-        """Move the Pace select slider to "as fast as possible"; wait for the run that applied it."""
-        self._gather([tab.session.select("Pace", pace_label("max"), _s_left(deadline))], deadline)
+        """Choose "as fast as possible" in the Pace control; wait for the run that applied it."""
+
+        async def release() -> None:
+            session = tab.session
+            await session.wait_for(lambda: session.options("Pace"), _s_left(deadline))
+            # the select box shows "Pace: as fast as possible", a select slider "as fast as possible"
+            option = next(o for o in session.options("Pace") if o.endswith(pace_label("max")))
+            await session.select("Pace", option, _s_left(deadline))
+
+        self._gather([release()], deadline)
 
     def state(self, tab: WebsocketTab) -> dict:
-        return tab.recorder.state()
+        """What the live view has shown (benchmarks.live_client.LiveState), with its longest gap until now."""
+        return self._loop.call(
+            lambda: dataclasses.asdict(tab.live.state) | {"max_gap_s": tab.live.longest_gap_s()}
+        )
+
+    def settled(self, tab: WebsocketTab) -> bool:
+        """The run has ended and the page's rerun for it has finished."""
+        return self._loop.call(lambda: tab.live.settled)
 
     def runs(self, tab: WebsocketTab) -> dict:
-        """The session's script runs: full and fragment runs finished, auto-reruns sent, the longest gap."""
-        return self._loop.call(
-            lambda: dataclasses.asdict(tab.session.runs) | {"max_gap_s": tab.session.longest_gap_s()}
-        )
+        """The session's script runs, as its ForwardMsgs reported them."""
+        return self._loop.call(lambda: dataclasses.asdict(tab.session.runs))
 
     def results(self, tab: WebsocketTab) -> list[dict] | None:
         return self._loop.call(_results_rows, tab.session)
 
-    def close(self, tabs: list[WebsocketTab]) -> None:
-        self._gather([tab.session.close() for tab in tabs], None)
+    def fetch(self, url: str, owner: str, target: str) -> int:
+        """The status of one GET of `target` by a browser with this owner cookie (no page behind it)."""
+        return fetch_status(url, owner, target)
+
+    def close(self, tabs: list[WebsocketTab], goodbye: bool = False) -> list[int | None]:
+        """Close the sessions; with `goodbye` each first says POST /fitcore/bye: the answers' statuses."""
+        statuses: dict[int, int | None] = {}
+
+        async def close(i: int, tab: WebsocketTab) -> None:
+            statuses[i] = await tab.live.close(goodbye)
+            await tab.session.close()
+
+        self._gather([close(i, tab) for i, tab in enumerate(tabs)], None)
         self._open = [tab for tab in self._open if tab not in tabs]
+        return [statuses[i] for i in range(len(tabs))]
 
     def _gather(self, coroutines: list, deadline: float | None) -> None:
         async def every():
             await asyncio.gather(*coroutines)
 
         self._loop.run(every(), None if deadline is None else _s_left(deadline) + 5)
+
+
+def fetch_status(url: str, owner: str, target: str) -> int:
+    """The status of one GET of url + target with this `fitcore_owner` cookie."""
+    from benchmarks.session_client import owner_headers
+
+    request = urllib.request.Request(url + target, headers=owner_headers(owner))
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
 
 
 def _results_rows(session) -> list[dict] | None:
@@ -551,7 +628,7 @@ def press_holding(
     """Press Start in every session; with holders, fill the slots first and the queue after; the press times.
 
     The holders' runs crawl at HOLD_PACE until every other session has shown its place in the queue; then
-    each holder's Pace slider is moved to its last stop ("as fast as possible") and the queue drains.
+    each holder's Pace is set to "as fast as possible" and the queue drains.
     """
     k = holders(settings)
     if k == 0:
@@ -562,7 +639,7 @@ def press_holding(
     wait_until(settled, min(120.0, _s_left(deadline)))
     held = all(s == "Running" for s in statuses())  # if not, one was dropped: the others may not queue
     pressed += client.press(tabs[k:], deadline)
-    all_queued = lambda: all(client.state(t)["maxQueue"] > 0 for t in tabs[k:])
+    all_queued = lambda: all(client.state(t)["max_queue"] > 0 for t in tabs[k:])
     queued = wait_until(all_queued, min(60.0, _s_left(deadline)))
     hold = {
         "holders": k,
@@ -588,18 +665,19 @@ def read_learned(rows: list[dict]) -> tuple[tuple[float, ...], tuple[float, ...]
 
 
 def wait_for_ends(client, tabs: list, pressed: list[float], deadline: float) -> list[dict]:
-    """Poll every session until its run has ended and its results table is drawn, or the deadline passes."""
+    """Poll every session until its run has ended, the page has rerun for it and drawn its results table.
+
+    Or until the deadline passes.
+    """
     outcomes: dict[int, dict] = {}
     while len(outcomes) < len(tabs) and common.clock() < deadline:
         for i, tab in enumerate(tabs):
-            if i in outcomes:
+            if i in outcomes or not client.settled(tab):
                 continue
             seen = client.state(tab)
-            if seen["status"] not in END_STATUSES:
-                continue
             rows = client.results(tab)
             if rows is None and seen["status"] == "Finished":
-                continue  # the full rerun that draws the results has not arrived yet
+                continue  # the rerun that draws the results has not arrived yet
             seconds = common.clock() - pressed[i]
             outcomes[i] = {"seen": seen, "rows": rows or [], "seconds": seconds, "runs": client.runs(tab)}
         time.sleep(0.25)
@@ -609,33 +687,50 @@ def wait_for_ends(client, tabs: list, pressed: list[float], deadline: float) -> 
     return [outcomes[i] for i in range(len(tabs))]
 
 
+def least_updates(run_s: float | None) -> int:
+    """The fewest answers a live view must have got from a run that trained `run_s` seconds (at least 1)."""
+    return max(1, math.floor((run_s or 0.0) / (POLL_S + ANSWER_ALLOWANCE_S)))
+
+
 def judge(i: int, fields: dict[str, str], want: tuple[float, ...], outcome: dict) -> dict:
     """One session's record: what its page showed, and whether it is `want`, the lstsq answer."""
-    seen = outcome["seen"]
+    seen, runs = outcome["seen"], outcome["runs"]
     learned, page_lstsq = read_learned(outcome["rows"]) if outcome["rows"] else ((), ())
+    live = tuple(seen["learned"])  # the live view's last parameters point
     error = max((abs(a - b) for a, b in zip(learned, want)), default=math.inf)
+    live_error = max((abs(a - b) for a, b in zip(live, want)), default=math.inf)
     finished = seen["status"] == "Finished" and seen["step"] == seen["total"] > 0
+    run_s = float(match.group(1)) if (match := RUN_SECONDS.search(seen["text"])) else None
     return {
         "session": i,
         "fields": fields,
         "statuses": seen["statuses"],
-        "max_queue_position": seen["maxQueue"],
-        "max_stale_s": seen["maxGap"],
-        # websocket sessions: the fragment runs the client's auto-rerun timer asked for, and the longest
-        # time without a finished run while the timer was on (the pool reaps a run unread for idle_timeout)
-        "fragment_runs": outcome["runs"].get("fragment_finished"),
-        "auto_reruns_sent": outcome["runs"].get("auto_reruns_sent"),
-        "max_read_gap_s": outcome["runs"].get("max_gap_s"),
+        "max_queue_position": seen["max_queue"],
+        # the live view: answers received, the longest wait between two while the run was active
+        "updates": seen["updates"],
+        "least_updates": least_updates(run_s),
+        "max_gap_s": seen["max_gap_s"],
+        "gone": bool(seen.get("gone")),  # the server answered 404 for an open page's run
+        "failed_requests": seen.get("failed", 0),
+        "errors": seen.get("errors", []),
+        # websocket sessions: every script run, and the reruns asked for because the run's status changed
+        "script_runs": runs.get("full_started", 0) + runs.get("fragment_started", 0) if runs else None,
+        "status_reruns": seen.get("status_reruns"),
         "status": seen["status"],
         "step": seen["step"],
         "total": seen["total"],
         "learned": learned,
         "page_lstsq": page_lstsq,
+        "live_learned": live,
+        "live_learned_step": seen["learned_step"],
         "lstsq": want,
-        "max_error": error,
-        "ok": finished and len(learned) == len(want) and error <= TOLERANCE,
+        "max_error": max(error, live_error),
+        "ok": finished
+        and len(learned) == len(live) == len(want)
+        and max(error, live_error) <= TOLERANCE
+        and seen["learned_step"] == seen["total"],
         "seconds": outcome["seconds"],
-        "run_s": float(match.group(1)) if (match := RUN_SECONDS.search(seen["text"])) else None,
+        "run_s": run_s,
         "status_text": seen["text"],
     }
 
@@ -690,6 +785,55 @@ def abandon_tabs(client, srv: App, settings: LoadSettings, sampler: Sampler, dea
     }
 
 
+def run_trains(pid: int, run_id: str) -> bool:
+    """Whether the run's own thread still carries its name (fitcore-run-N, cut to Linux's 15 bytes)."""
+    return f"fitcore-{run_id}"[:15] in training_names(pid).values()
+
+
+def reload_and_goodbye(client, srv: App, settings: LoadSettings, deadline: float) -> dict:
+    """A page reloaded, then closed: the run survives the reload's goodbye, and goes after the last one.
+
+    1. A session starts a long, slow run; once its live view shows it training, the page says goodbye and
+       closes, and a session with the same owner cookie opens at once (a reload): its live view asks for
+       the owner's latest run without a run id and must get that run, still training.
+    2. A browser with another cookie asks the same: 404, with or without the run id.
+    3. The reloaded page keeps reading the run past the goodbye grace: the run must still train.
+    4. The reloaded page says goodbye and closes: the run must be gone within the grace + GOODBYE_SLACK_S.
+    """
+    from benchmarks.session_client import new_owner
+
+    owner, address = new_owner(), link(srv.url, ABANDONED_FIELDS, ABANDONED_PACE)
+    out: dict = {"measured": True}
+    try:
+        first = client.open([address], 1, deadline, owners=[owner])
+        client.press(first, deadline)
+        running = wait_until(lambda: client.state(first[0])["status"] == "Running", 30)
+        run_id = client.state(first[0])["run_id"]
+        out |= {"run_id": run_id, "trained_before_reload": bool(running)}
+        out["reload_bye_status"] = client.close(first, goodbye=True)[0]
+        bye_at = common.clock()
+        second = client.open([address], 1, deadline, owners=[owner])
+        client.watch(second[0])
+        wait_until(lambda: client.state(second[0])["updates"] > 0, 10)
+        found = client.state(second[0])
+        out |= {"reload_found": found["run_id"], "reload_status": found["status"]}
+        stranger = new_owner()
+        out["stranger_statuses"] = [
+            client.fetch(srv.url, stranger, f"{LIVE_PATH}?since=0"),
+            client.fetch(srv.url, stranger, f"{LIVE_PATH}?since=0&run={run_id}"),
+        ]
+        time.sleep(max(0.0, bye_at + settings.closed_grace + GOODBYE_SLACK_S - common.clock()))
+        out["trains_after_grace"] = run_trains(srv.pid, run_id) and not client.state(second[0]).get("gone")
+        out["bye_status"] = client.close(second, goodbye=True)[0]
+        closed = common.clock()
+        bound = settings.closed_grace + GOODBYE_SLACK_S
+        gone = wait_until(lambda: not run_trains(srv.pid, run_id), bound + 30)
+        out["gone_after_s"] = common.clock() - closed if gone else None
+    except (TimeoutError, RuntimeError) as exc:  # reported with the figures, not as a crash
+        out["error"] = str(exc)
+    return out
+
+
 def _not_started(settings: LoadSettings, exc: TimeoutError) -> dict:
     """abandon_tabs' figures when its sessions could not be opened or started in time."""
     return {"tabs": settings.abandoned, "training_when_closed": 0, "gone_after_s": None, "error": str(exc)}
@@ -700,7 +844,8 @@ def run_load(settings: LoadSettings) -> dict:
     """Run the load test; every figure and every session's record, as one dict."""
     t0 = common.clock()
     deadline = t0 + settings.timeout
-    reserve = settings.idle_timeout + settings.settle + 45  # kept back for the abandoned tabs and the end
+    # kept back for the abandoned tabs, the reload and the end
+    reserve = settings.idle_timeout + settings.closed_grace + settings.settle + 60
     fields = [session_fields(i) for i in range(settings.sessions)]
     wants = [reference(f) for f in fields]  # before the server starts: torch's import is not part of the load
     with tempfile.TemporaryDirectory(prefix="fitcore-load-") as tmp:
@@ -719,9 +864,10 @@ def run_load(settings: LoadSettings) -> dict:
                 outcomes = wait_for_ends(client, tabs, pressed, deadline - reserve)
                 t_ended, cpu1, own1 = common.clock(), cpu_seconds(srv.pid), time.process_time()
                 sessions = [judge(i, *row) for i, row in enumerate(zip(fields, wants, outcomes))]
-                client.close(tabs)
+                client.close(tabs, goodbye=True)
                 t_closed = common.clock()
                 abandoned = abandon_tabs(client, srv, settings, sampler, deadline)
+                reloaded = reload_and_goodbye(client, srv, settings, deadline)
             time.sleep(max(0.0, t_closed + settings.idle_timeout + 1.5 - common.clock()))  # one reap after
             wait_until(lambda: sampler.now()[:2] == (0, 0), max(0.0, deadline - common.clock()))
             time.sleep(settings.settle)
@@ -739,11 +885,16 @@ def run_load(settings: LoadSettings) -> dict:
         "runs": settings.sessions + settings.abandoned,
         "finished_right": sum(s["ok"] for s in sessions),
         "sessions_queued": sum(s["max_queue_position"] > 0 for s in sessions),
-        # runs the pool dropped while their session was still open: it had not read them for the idle timeout
-        "dropped_while_open": sum(DROPPED in s["status_text"] for s in sessions),
+        # runs the pool dropped while their session was still open: their live view got 404
+        "dropped_while_open": sum(s["gone"] for s in sessions),
         "max_queue_position": max((s["max_queue_position"] for s in sessions), default=0),
-        "max_stale_s": max((s["max_stale_s"] for s in sessions), default=0.0),
-        "max_read_gap_s": max((s["max_read_gap_s"] for s in sessions if s["max_read_gap_s"]), default=None),
+        "max_gap_s": max((s["max_gap_s"] for s in sessions), default=0.0),
+        "updates": {
+            "min": min((s["updates"] for s in sessions), default=0),
+            "total": sum(s["updates"] for s in sessions),
+            "below_least": [s["session"] for s in sessions if s["updates"] < s["least_updates"]],
+        },
+        "failed_requests": sum(s["failed_requests"] for s in sessions),
         "max_concurrent_runs": max((s[1] for s in samples), default=0),
         "max_training_os_threads": max((s[2] for s in samples), default=0),
         "end_training_runs": end_runs,
@@ -768,6 +919,7 @@ def run_load(settings: LoadSettings) -> dict:
         "tolerance": TOLERANCE,
         "hold": hold,
         "abandoned": abandoned,
+        "reload": reloaded,
         "server_log_problems": log_tail,
         "per_session": sessions,
     }
@@ -803,6 +955,32 @@ def problems(result: dict) -> list[str]:
         out.append(f"the server's RSS ended {grown:.0f} MiB above its start (bound {RSS_GROWTH_MIB} MiB)")
     if result["abandoned"]["tabs"] and result["abandoned"].get("gone_after_s") is None:
         out.append(f"the abandoned sessions' runs were not reaped {result['abandoned'].get('error', '')}")
+    if result["max_gap_s"] >= MAX_GAP_S:
+        out.append(f"a live view went {result['max_gap_s']:.1f} s without an answer (bound {MAX_GAP_S:g} s)")
+    if result["updates"]["below_least"]:
+        below = result["updates"]["below_least"]
+        out.append(f"sessions {below} got fewer live answers than their runs' length asks for")
+    p95 = result["health_during_runs"].get("p95_ms", math.inf)
+    if p95 >= HEALTH_P95_MS:
+        out.append(f"/_stcore/health p95 during the runs was {p95:.0f} ms (bound {HEALTH_P95_MS:g} ms)")
+    out += reload_problems(result["reload"], result["settings"]["closed_grace"])
+    return out
+
+
+def reload_problems(reload: dict, grace: float) -> list[str]:
+    """What the reload and goodbye case promises and did not see."""
+    if "error" in reload:
+        return [f"the reload case did not run through: {reload['error']}"]
+    out = []
+    if reload["reload_found"] != reload["run_id"]:
+        out.append(f"a reload with the same cookie found {reload['reload_found']}, not {reload['run_id']}")
+    if reload["stranger_statuses"] != [404, 404]:
+        out.append(f"another cookie got {reload['stranger_statuses']} for that run, not 404")
+    if not reload["trains_after_grace"]:
+        out.append("the reloaded run did not outlive its first page's goodbye")
+    gone, bound = reload["gone_after_s"], grace + GOODBYE_SLACK_S
+    if gone is None or gone > bound:
+        out.append(f"a run was gone {_num(gone)} s after its page's goodbye (bound {bound:g} s)")
     return out
 
 
@@ -829,11 +1007,17 @@ def summary(result: dict) -> str:
             " / ".join(f"{h.get(k, math.nan):.1f}" for k in ("p50_ms", "p95_ms", "max_ms")),
         ],
         ["runs dropped under an open session", result["dropped_while_open"]],
-        ["longest a session showed one Running line (s)", f"{result['max_stale_s']:.1f}"],
-        ["longest a session went without a script run (s)", _num(result["max_read_gap_s"])],
+        ["longest a live view went without an answer (s)", f"{result['max_gap_s']:.2f} (< {MAX_GAP_S:g})"],
+        [
+            "live answers: fewest in a session / all / failed requests",
+            f"{result['updates']['min']} / {result['updates']['total']} / {result['failed_requests']}",
+        ],
         ["health requests (failed)", f"{h['requests']} ({h['failed']})"],
         ["abandoned sessions: training when closed", f"{ab.get('training_when_closed', 0)} of {ab['tabs']}"],
         ["abandoned runs gone after close (s)", _num(ab.get("gone_after_s"))],
+        ["reload: same cookie finds the run / another cookie gets", _reload_found(result["reload"])],
+        ["reload: still training after the goodbye grace", _yes(result["reload"].get("trains_after_grace"))],
+        ["run gone after its page's goodbye (s)", _num(result["reload"].get("gone_after_s"))],
         [
             "training runs / threads at the end",
             f"{result['end_training_runs']} / {result['end_training_os_threads']}",
@@ -862,9 +1046,9 @@ def session_table(result: dict) -> str:
             s["status"],
             " > ".join(s["statuses"]),
             s["max_queue_position"],
-            f"{s['max_stale_s']:.1f}",
-            "-" if s["fragment_runs"] is None else s["fragment_runs"],
-            _num(s["max_read_gap_s"]),
+            f"{s['updates']} (>= {s['least_updates']})",
+            f"{s['max_gap_s']:.2f}",
+            "-" if s["script_runs"] is None else f"{s['script_runs']} ({s['status_reruns']})",
             ", ".join(f"{v:.4f}" for v in s["learned"]),
             f"{s['max_error']:.1e}",
             _num(s["seconds"]),
@@ -872,7 +1056,7 @@ def session_table(result: dict) -> str:
         ]
         for s in result["per_session"]
     ]
-    headers = ["session", "status", "statuses seen", "queue", "stale s", "fragment runs", "gap s"]
+    headers = ["session", "status", "statuses seen", "queue", "answers", "gap s", "script runs (status)"]
     headers += ["learned w1, w2, b", "max |err|"]
     headers += ["s", "ok"]
     return common.table(headers, rows)
@@ -886,6 +1070,13 @@ def _num(value) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def _reload_found(reload: dict) -> str:
+    if "error" in reload:
+        return f"error: {reload['error']}"
+    same = "yes" if reload["reload_found"] == reload["run_id"] else f"NO ({reload['reload_found']})"
+    return f"{same} / {reload['stranger_statuses']}"
+
+
 def main() -> None:
     p = common.parser(__doc__.splitlines()[0])
     p.add_argument(
@@ -897,6 +1088,9 @@ def main() -> None:
     p.add_argument("--sessions", type=int, default=None, help="sessions that each train a run (20; quick: 6)")
     p.add_argument("--cap", type=int, default=None, help="FITCORE_MAX_ACTIVE_RUNS (4; quick: 2)")
     p.add_argument("--idle-timeout", type=float, default=10.0, help="FITCORE_IDLE_TIMEOUT in seconds")
+    p.add_argument(
+        "--closed-grace", type=float, default=5.0, help="FITCORE_CLOSED_GRACE: seconds after a goodbye"
+    )
     p.add_argument("--abandoned", type=int, default=2, help="sessions closed while their run trains")
     p.add_argument("--wave", type=int, default=0, help="sessions loading at once (0: all)")
     p.add_argument("--no-hold", action="store_true", help="press every Start at once, no slot holders")
@@ -907,6 +1101,7 @@ def main() -> None:
         sessions=args.sessions or (6 if args.quick else 20),
         cap=args.cap or (2 if args.quick else 4),
         idle_timeout=args.idle_timeout,
+        closed_grace=args.closed_grace,
         abandoned=args.abandoned,
         wave=args.wave,
         hold=not args.no_hold,

@@ -26,6 +26,7 @@ BENCHMARKS = (
     "scaling",
     "dashboard",
     "contention",
+    "page_cost",
 )
 HERE = Path(__file__).resolve().parent
 

@@ -5,7 +5,9 @@ and its frontend bundle):
 
 - the handshake offers the subprotocol "streamlit". The frontend repurposes Sec-WebSocket-Protocol to carry
   an XSRF token and, on a reconnect, the old session id as its 2nd and 3rd entries; a fresh session without
-  cookies and without an Origin header has neither, and the server only checks the token for auth cookies;
+  auth cookies and without an Origin header has neither, and the server only checks the token for auth
+  cookies. It sends the browser's one cookie the app reads, the owner id `fitcore_owner`, which the page
+  finds in st.context.cookies: two sessions with the same owner are one browser's two tabs (or a reload);
 - it asks for every script run with a BackMsg `rerun_script` (a ClientState: the query string, the widget
   states, the page, the fragment to rerun);
 - it applies the ForwardMsgs as the frontend does: `new_session` starts a run (a full run cancels every
@@ -22,11 +24,13 @@ change. It does not send the widgets it never set (the server keeps their values
 cached message hashes (so the server sends every message in full, never a `ref_hash`), heartbeats or
 reconnects.
 
-    session = Session("http://127.0.0.1:8501", "weights=5.2,9.6&pace=max")
+    session = Session("http://127.0.0.1:8501", "weights=5.2,9.6&pace=max", owner=new_owner())
     await session.open()
     await session.click("Start training")
-    await session.wait_for(lambda: "Finished" in session.text(), timeout=60)
     await session.close()
+
+What the page's live view does in the browser (asking the server for news while the run trains, and for one
+rerun when the run's status changes) is benchmarks/live_client.py.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Coroutine, Iterator
 
@@ -50,6 +54,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
 STREAM_PATH = "/_stcore/stream"
+OWNER_COOKIE = "fitcore_owner"  # the browser's owner id, which the page reads from st.context.cookies
 SUBPROTOCOL = Subprotocol("streamlit")
 ROOT_CONTAINERS = 4  # delta_path[0]: main, sidebar, event, bottom
 MAX_MESSAGE_BYTES = 64 * 2**20  # a ForwardMsg with a chart's figure; the browser takes any size
@@ -61,6 +66,16 @@ TEXT_FIELDS = {  # the text an element shows, by its type: what text() reads
     "code": "code_text",
     "button": "label",
 }
+
+
+def new_owner() -> str:
+    """An owner id as the page makes one (uuid4().hex: 32 lowercase hex characters)."""
+    return uuid.uuid4().hex
+
+
+def owner_headers(owner: str | None) -> dict[str, str]:
+    """The Cookie header a browser with this owner id sends to the server (none without an owner)."""
+    return {"Cookie": f"{OWNER_COOKIE}={owner}"} if owner else {}
 
 
 class SessionClosed(RuntimeError):
@@ -96,12 +111,7 @@ class Runs:
     fragment_started: int = 0  # new_session messages of fragment runs
     fragment_finished: int = 0  # fragment runs that finished successfully
     finished_early: int = 0  # runs that ended early because another run was asked for (full or fragment)
-    auto_reruns_sent: int = 0
     messages: int = 0
-    # the longest time between two finished runs while an auto-rerun timer was on: how long the app went
-    # without running its fragment for this session (an app that reads state in it reads it that often)
-    max_gap_s: float = 0.0
-    last_finished_at: float = 0.0  # time.monotonic() of the last finished run
     fragment_ids: tuple[str, ...] = field(default_factory=tuple)  # of the run in progress
 
 
@@ -112,10 +122,18 @@ class Session:
         url: the server, "http://host:port".
         query: the page's query string without "?", as a link sets it.
         on_element: called with every element a delta draws, in the order they arrive (on the event loop).
+        owner: the browser's owner id, sent as the `fitcore_owner` cookie on the handshake (None: no cookie).
     """
 
-    def __init__(self, url: str, query: str = "", on_element: Callable[[Element], None] | None = None):
+    def __init__(
+        self,
+        url: str,
+        query: str = "",
+        on_element: Callable[[Element], None] | None = None,
+        owner: str | None = None,
+    ):
         self.url = url
+        self.owner = owner
         self.query_string = query
         self.on_element = on_element
         self.runs = Runs()
@@ -134,7 +152,11 @@ class Session:
         """Connect and run the page once, as loading its link does; return when that run has finished."""
         address = "ws" + self.url.removeprefix("http") + STREAM_PATH
         self._ws = await connect(
-            address, subprotocols=[SUBPROTOCOL], max_size=MAX_MESSAGE_BYTES, open_timeout=timeout
+            address,
+            subprotocols=[SUBPROTOCOL],
+            max_size=MAX_MESSAGE_BYTES,
+            open_timeout=timeout,
+            additional_headers=owner_headers(self.owner),  # the page reads st.context.cookies from it
         )
         if self._ws.subprotocol != SUBPROTOCOL:
             raise RuntimeError(f"the server chose subprotocol {self._ws.subprotocol!r}, not {SUBPROTOCOL!r}")
@@ -200,15 +222,31 @@ class Session:
         await self.rerun_full([WidgetState(id=button.id, trigger_value=True)], timeout)
 
     async def select(self, label: str, option: str, timeout: float = 30.0) -> None:
-        """Move the select slider labelled `label` to the option shown as `option`; wait for the run."""
-        await self.wait_for(lambda: self._enabled(self.find("slider", label)), timeout)
-        slider = self.find("slider", label).slider
-        if option not in slider.options:
-            raise ValueError(f"slider {label!r} has no option {option!r}; it has {list(slider.options)}")
-        state = WidgetState(id=slider.id)
-        state.string_array_value.data.append(option)  # a select slider's value: its options' labels
-        self._values[slider.id] = state
+        """Choose the option shown as `option` in the select slider or select box labelled `label`.
+
+        Waits for the widget to be drawn and enabled, and then for the run that applies the choice.
+        """
+        await self.wait_for(lambda: self._enabled(self._chooser(label)), timeout)
+        element = self._chooser(label)
+        kind = element.WhichOneof("type")
+        widget = getattr(element, kind)
+        if option not in widget.options:
+            raise ValueError(f"{kind} {label!r} has no option {option!r}; it has {list(widget.options)}")
+        state = WidgetState(id=widget.id)
+        if kind == "slider":
+            state.string_array_value.data.append(option)  # a select slider's value: its options' labels
+        else:
+            state.string_value = option  # a select box's value: its option as shown
+        self._values[widget.id] = state
         await self.rerun_full([], timeout)
+
+    def options(self, label: str) -> list[str]:
+        """The options, as shown, of the select slider or select box labelled `label` ([] if not drawn)."""
+        element = self._chooser(label)
+        return [] if element is None else list(getattr(element, element.WhichOneof("type")).options)
+
+    def _chooser(self, label: str) -> Element | None:
+        return self.find("selectbox", label) or self.find("slider", label)
 
     @staticmethod
     def _enabled(element: Element | None) -> bool:
@@ -225,7 +263,6 @@ class Session:
                 await self._send_rerun([], fragment_id, auto=True)
             except (SessionClosed, ConnectionClosed):
                 return
-            self.runs.auto_reruns_sent += 1
 
     # -- what the server sends --------------------------------------------------------------------
     def _handle(self, msg: ForwardMsg) -> None:
@@ -256,10 +293,6 @@ class Session:
             self.runs.finished_early += 1
             return  # the frontend keeps the page as it is until the next run ends
         self._clear_stale(fragment_ids)
-        now = time.monotonic()
-        if self._timers and self.runs.last_finished_at:
-            self.runs.max_gap_s = max(self.runs.max_gap_s, now - self.runs.last_finished_at)
-        self.runs.last_finished_at = now
         if fragment_ids:
             self.runs.fragment_finished += 1
         else:
@@ -286,13 +319,6 @@ class Session:
             timer = self._timers.pop(fragment_id, None)
             if timer is not None:
                 timer.task.cancel()
-
-    def longest_gap_s(self) -> float:
-        """Runs.max_gap_s, counting the gap still open now if an auto-rerun timer is on."""
-        gap = self.runs.max_gap_s
-        if self._timers and self.runs.last_finished_at:
-            gap = max(gap, time.monotonic() - self.runs.last_finished_at)
-        return gap
 
     # -- the page: a tree of blocks and elements by delta path ------------------------------------
     def _apply(self, path: list[int], delta) -> None:

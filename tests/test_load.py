@@ -1,18 +1,28 @@
 """The classroom load test in CI: 20 sessions on `streamlit run app.py`, 4 runs training at once.
 
 The same code as `python -m benchmarks.load_test`, run once for the module and then checked fact by fact.
-Each session is a client of Streamlit's own websocket protocol (benchmarks/session_client.py), which reruns
-the live panels' fragment whenever the server asks, as a browser does, so that 20 sessions fit on 2 cores
-beside the server. The first 4 sessions hold every slot at 1 step/s until the other 16 show their place in
-the queue, so the cap is reached and a queue is seen by construction. Nothing here is skipped: without
-websockets or pyarrow (both Streamlit's own dependencies) the module fails.
+Each session is a client of Streamlit's own websocket protocol (benchmarks/session_client.py) with its own
+owner cookie, beside the page's live view (benchmarks/live_client.py), which asks GET /fitcore/live for
+news every 0.4 s while the run trains (every second while it waits) and reruns the page once when the run's
+status changes, as the browser's component does, so that 20 sessions fit on 2 cores beside the server. The
+first 4 sessions hold every slot at 1 step/s until the other 16 show their place in the queue, so the cap is
+reached and a queue is seen by construction; the 16 then train at 20 steps/s, 10 s a run, so that every
+live view is asked about a run that lasts. Nothing here is skipped: without websockets or pyarrow (both
+Streamlit's own dependencies) the module fails.
 """
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
+from benchmarks.live_client import POLL_S
 from benchmarks.load_test import (
+    ANSWER_ALLOWANCE_S,
+    GOODBYE_SLACK_S,
+    HEALTH_P95_MS,
+    MAX_GAP_S,
     RSS_GROWTH_MIB,
     TOLERANCE,
     LoadSettings,
@@ -23,10 +33,19 @@ from benchmarks.load_test import (
     summary,
 )
 
-SESSIONS, CAP = 20, 4
-# idle timeout 15 s: a closed session's run is reaped 15 s after its last read, twice in the test (the
-# abandoned sessions, then the end); an open session's longest gap between reads is printed in the summary
-SETTINGS = LoadSettings(sessions=SESSIONS, cap=CAP, idle_timeout=15.0, abandoned=2, timeout=200.0)
+SESSIONS, CAP, PACE = 20, 4, 20
+STEPS = 200  # the tutorial: 200 rows, one batch, 200 epochs
+# idle timeout 15 s: a closed session's run is reaped 15 s after its last read (the abandoned sessions);
+# goodbye grace 5 s: a run whose page said goodbye is freed 5 s later unless a page reads it again
+SETTINGS = LoadSettings(
+    sessions=SESSIONS,
+    cap=CAP,
+    idle_timeout=15.0,
+    closed_grace=5.0,
+    abandoned=2,
+    pace=str(PACE),
+    timeout=200.0,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -47,11 +66,13 @@ def test_every_session_finishes_with_the_lstsq_parameters(load):
     assert load["finished_right"] == SESSIONS, wrong
     for i, s in enumerate(load["per_session"]):
         assert s["status"] == "Finished", s["status_text"]
-        assert s["step"] == s["total"] == 200  # the tutorial: 200 rows, one batch, 200 epochs
+        assert s["step"] == s["total"] == STEPS
         want = reference(session_fields(i))  # lstsq on the session's own data, computed in the test
         assert len(s["learned"]) == 3
-        assert s["learned"] == pytest.approx(want, abs=TOLERANCE)
+        assert s["learned"] == pytest.approx(want, abs=TOLERANCE)  # the results table
         assert s["page_lstsq"] == pytest.approx(want, abs=1e-4)  # the page shows 4 decimals
+        assert s["live_learned_step"] == STEPS  # the live view's last answer holds the final step
+        assert s["live_learned"] == pytest.approx(want, abs=TOLERANCE)
 
 
 def test_the_sessions_answers_differ(load):
@@ -60,12 +81,33 @@ def test_the_sessions_answers_differ(load):
     assert len(set(learned)) == SESSIONS
 
 
-def test_the_live_panels_were_rerun_by_the_clients_timer(load):
-    # the status line moves only when the fragment reruns: every session got there through auto-reruns
-    for s in load["per_session"]:
-        assert s["auto_reruns_sent"] >= 1, s["session"]
-        assert s["fragment_runs"] >= 1, s["session"]
-    assert load["dropped_while_open"] == 0  # no open session went unread for the idle timeout
+def test_every_live_view_was_answered_all_through_its_run(load):
+    # a run of 200 steps at 20 steps/s trains 10 s; asked every POLL_S, and allowing each answer
+    # ANSWER_ALLOWANCE_S, its live view gets at least floor(10 / (0.4 + 0.6)) = 10 answers while it trains
+    least = math.floor(STEPS / PACE / (POLL_S + ANSWER_ALLOWANCE_S))
+    assert least == 10
+    for s in load["per_session"][CAP:]:
+        assert s["run_s"] >= STEPS / PACE - 0.2, s["status_text"]  # the pace is the most it steps
+        assert s["updates"] >= least, (s["session"], s["updates"])
+    for s in load["per_session"]:  # the holders too, by their own runs' length
+        assert s["updates"] >= s["least_updates"] >= 1, (s["session"], s["updates"], s["run_s"])
+        assert s["max_gap_s"] < MAX_GAP_S, (s["session"], s["max_gap_s"])  # never 2 s without news
+        assert s["failed_requests"] == 0, s["errors"]
+    assert load["max_gap_s"] < MAX_GAP_S
+    assert load["dropped_while_open"] == 0  # no open session's run was reaped under it
+
+
+def test_the_page_reruns_only_when_its_run_changes(load):
+    # no rerun on a timer: the page's script ran to open it, to start the run, once per status change its
+    # live view saw (Queued > Running > Finished: 2, Running > Finished: 1) and, for a holder, to change
+    # the pace; the server may merge two reruns asked for at once, never add one
+    for i, s in enumerate(load["per_session"]):
+        changes = len(s["statuses"]) - 1
+        assert s["status_reruns"] == changes, (s["session"], s["statuses"])
+        assert s["script_runs"] <= 2 + changes + (1 if i < CAP else 0), (s["session"], s["script_runs"])
+    holders, behind = load["per_session"][:CAP], load["per_session"][CAP:]
+    assert all(s["statuses"] == ["Running", "Finished"] for s in holders)
+    assert all(s["statuses"] == ["Queued", "Running", "Finished"] for s in behind)
 
 
 def test_the_cap_is_reached_and_never_passed(load):
@@ -99,7 +141,22 @@ def test_closed_sessions_are_reaped_and_nothing_trains_at_the_end(load):
     assert rss["end"] - rss["start"] < RSS_GROWTH_MIB, rss  # memory back near its start
 
 
+def test_a_reload_finds_its_run_and_a_goodbye_frees_it(load):
+    reload = load["reload"]
+    assert "error" not in reload, reload.get("error")
+    assert reload["trained_before_reload"]
+    assert reload["reload_bye_status"] == 204  # the first page's goodbye was taken
+    assert reload["reload_found"] == reload["run_id"]  # same cookie, no run id: the owner's latest run
+    assert reload["reload_status"] == "Running"
+    assert reload["stranger_statuses"] == [404, 404]  # another cookie, with or without the run id
+    assert reload["trains_after_grace"]  # the reloaded page read it within the grace: it was kept
+    assert reload["bye_status"] == 204
+    assert reload["gone_after_s"] is not None
+    assert reload["gone_after_s"] <= SETTINGS.closed_grace + GOODBYE_SLACK_S
+
+
 def test_the_server_kept_answering(load):
     assert load["health_all"]["requests"] > 0
     assert load["health_all"]["failed"] == 0  # no /_stcore/health request failed or took over 10 s
+    assert load["health_during_runs"]["p95_ms"] < HEALTH_P95_MS
     assert load["server_log_problems"] == ""
