@@ -27,6 +27,8 @@ FRONTEND = Path(__file__).parent / "frontend"  # the live view's JavaScript and 
 # The live view asks the server for news this often (ms): a request costs the server well under a millisecond,
 # where a script rerun cost 9-25 ms. A queued run changes only its place in the queue.
 POLL_MS, QUEUED_POLL_MS = 400, 1000
+# the projected page may ask ten times a second: each answer costs the server about a millisecond
+REFRESH_CHOICES = {400: "2.5 times a second", 100: "10 times a second (a projected page)"}
 KEEP_RUNS = 5  # earlier runs of this session kept for the loss chart's overlay
 PLOT_CONFIG = {"displaylogo": False, "displayModeBar": False}  # no toolbar over a picture on a projector
 # widgets that are not always drawn (a hidden widget's value is forgotten by Streamlit unless kept)
@@ -71,6 +73,7 @@ def init_session(gpus: dict) -> None:
     ss.pace = report.DEFAULT_PACE
     ss.smoothing = 0.0
     ss.overlay = False  # earlier runs only when asked: the current run is the lesson
+    ss.refresh_ms = POLL_MS
     if ss.run_id is not None:
         try:
             snap = get_pool().snapshot(ss.owner, ss.run_id)
@@ -358,6 +361,13 @@ def chart_controls_ui() -> None:
     ss = st.session_state
     st.subheader("Charts")
     st.slider("Loss smoothing", 0.0, 0.95, step=0.05, key="smoothing", help="Exponential moving average.")
+    st.selectbox(
+        "Live refresh",
+        list(REFRESH_CHOICES),
+        key="refresh_ms",
+        format_func=REFRESH_CHOICES.get,
+        help="How often this page asks the server for new steps while a run trains.",
+    )
     left, right = st.columns([3, 1], vertical_alignment="center")
     left.toggle("Overlay my earlier runs", key="overlay", help=f"The last {KEEP_RUNS} runs of this page.")
     right.button("Clear", key="clear_overlay", on_click=clear_overlay, disabled=not ss.past)
@@ -636,7 +646,7 @@ def live_data(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> dict:
         "owner": ss.owner,  # kept in a cookie, so that a reload finds this browser's runs again
         "endpoint": api.LIVE_PATH,
         "bye": api.BYE_PATH,
-        "poll_ms": POLL_MS,
+        "poll_ms": int(ss.refresh_ms),
         "queued_poll_ms": QUEUED_POLL_MS,
         "smoothing": float(ss.smoothing),
         "overlay": live.json_safe(overlay) if ss.overlay else [],

@@ -325,6 +325,9 @@ def test_the_page_never_reruns_on_a_timer_the_browser_polls_instead(page, monkey
     data = live_view(at)
     assert (data["endpoint"], data["bye"]) == ("/fitcore/live", "/fitcore/bye")
     assert (data["poll_ms"], data["queued_poll_ms"]) == (400, 1000)
+    at.selectbox(key="refresh_ms").set_value(100)  # a projected page: ten answers a second
+    at.run()
+    assert live_view(at)["poll_ms"] == 100
     assert data["owner"] == at.session_state["owner"] and re.fullmatch("[0-9a-f]{32}", data["owner"])
     assert data["payload"]["run"]["id"] == at.session_state["run_id"]
     assert data["payload"]["run"]["active"] is True
