@@ -526,6 +526,11 @@ function applyStatusDefaults(state, before, after) {
 }
 
 function onNewStep(state) {
+  if (state.run && state.run.status === "paused" && !state.stepper.playing) {
+    // a step taken with Step while paused: hold it at its first phase, for ◀ / ▶ to walk through
+    state.stepper.held = state.picture;
+    state.stepper.phase = 0;
+  }
   state.stepper.stepShownAt = performance.now();
   state.dirty.picture = true;
   state.dirty.timeline = true;
