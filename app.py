@@ -31,6 +31,17 @@ POLL_MS, QUEUED_POLL_MS = 400, 1000
 REFRESH_CHOICES = {400: "2.5 times a second", 100: "10 times a second (a projected page)"}
 KEEP_RUNS = 5  # earlier runs of this session kept for the loss chart's overlay
 PLOT_CONFIG = {"displaylogo": False, "displayModeBar": False}  # no toolbar over a picture on a projector
+# Static CSS, no user text in it. One projector screen holds the header, the buttons and the live view with
+# the sidebar open or collapsed: the page starts 1.5 rem from the top (Streamlit leaves 6 rem once the sidebar
+# is collapsed) under a see-through header, and the element that carries this style takes no room of its own.
+PAGE_CSS = (
+    "<style data-fitcore>"
+    "[data-testid='stMainBlockContainer'] { padding-top: 1.5rem; }"
+    "[data-testid='stHeader'] { background: transparent; pointer-events: none; }"
+    "[data-testid='stHeader'] * { pointer-events: auto; }"
+    "[data-testid='stElementContainer']:has(style[data-fitcore]) { display: none; }"
+    "</style>"
+)
 # widgets that are not always drawn (a hidden widget's value is forgotten by Streamlit unless kept)
 KEPT_WIDGETS = ("virtual_devices", "gpus", "workers", "emulate_on")
 
@@ -690,6 +701,7 @@ def main() -> None:
     except ConfigError as exc:
         error_ui(f"The server's settings are wrong: {exc}")
         st.stop()
+    st.html(PAGE_CSS)  # only a <style>: Streamlit adds it to the page without drawing anything
     gpus = get_gpus()
     init_session(gpus)
     st.session_state.pool = pool  # tests reach the server's pool through the session

@@ -760,8 +760,8 @@ function pictureLayout(pic, width) {
   const boxH = narrow ? 129 : 112;
   const barY = 2;
   const barH = 26;
-  const boxY = barY + barH + 28;
-  const outY = boxY + boxH + 26;
+  const boxY = barY + barH + 24;
+  const outY = boxY + boxH + 22;
   const outH = 26;
   const footY = outY + outH + 19;
   const boxes = devices.map((device, i) => ({

@@ -127,6 +127,16 @@ def test_one_projector_screen_holds_the_step_the_loss_and_the_parameters(server,
         )}  # fmt: skip
         assert all(b["inside"] for b in boxes.values()), (width, height, boxes)
         page.screenshot(path=str(ARTIFACTS / f"screenshot-{width}x{height}.png"))
+    # the sidebar collapsed, at the projector's size: still one screen
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.locator("[data-testid=stSidebar]").hover()
+    page.get_by_label("Collapse sidebar").click(force=True)  # shown on hover only
+    time.sleep(0.8)
+    boxes = {name: inside(page, sel) for name, sel in (
+        ("picture", ".fl-picture"), ("loss", ".fl-chart >> nth=0"), ("params", ".fl-chart >> nth=1"),
+    )}  # fmt: skip
+    assert all(b["inside"] for b in boxes.values()), ("sidebar collapsed", boxes)
+    page.screenshot(path=str(ARTIFACTS / "screenshot-1280x720-collapsed.png"))
     # the picture names the phases and its devices; the timeline measured them
     text = page.locator(".fl-picture").inner_text()
     for word in (
