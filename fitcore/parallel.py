@@ -139,7 +139,11 @@ class EmulatedDataParallel(nn.Module):
             replica.device_label = label
             self._replicas.append(replica)
         self._pool = ThreadPoolExecutor(len(labels) - 1, "fitcore-replica") if len(labels) > 1 else None
-        self.phases = PhaseRecorder(HostClock(_E_APPLY + 2 * len(labels)))
+        slots = _E_APPLY + 2 * len(labels)
+        device = next(module.parameters()).device
+        # on a GPU (virtual:K@cuda:i) the work runs after the host queues it: CUDA events time the work itself
+        clock = CudaClock([device.index] * slots) if device.type == "cuda" else HostClock(slots)
+        self.phases = PhaseRecorder(clock)
 
     def _specs(self, chunks: tuple[torch.Tensor, ...]) -> tuple[PhaseSpec, ...]:
         x = chunks[0]  # (rows, d)
