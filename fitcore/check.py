@@ -30,6 +30,7 @@ import torch.distributed as dist
 from fitcore.config import FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.devices import GPU, cuda_gpus, parse_devices
+from fitcore.phases import dataparallel_bytes
 
 # The tutorial's 200 rows in one batch of 200, with SGD at lr 0.3: full-batch gradient descent on standard
 # normal X converges to the least-squares answer within about 20 steps, so 40 steps leave it at float32's
@@ -252,9 +253,36 @@ def check_dataparallel(spec: str, gpus: tuple[GPU, ...] = (), reference: bool = 
         parts.append(_within("W_cpu" if plan.device_ids else "W_1dev", diff, tol))
         figures.update(reference_diff=diff, reference_tol=tol)
     parts.append(_lstsq(cfg, learned, figures))
-    # 3. phase timings present: once each Step carries per-phase timings (CUDA events on a GPU), verify
-    # here that every step of `steps` has them for every phase. Not verified yet, so no row claims it.
+    # 3. the phases the step picture draws: on every step, for each busy device, measured and in order
+    if len(plan.labels) > 1:
+        parts.append(_phases_checked(steps, figures))
     return Verified("; ".join(parts), figures)
+
+
+def _phases_checked(steps: list, figures: dict) -> str:
+    """Every step's phases (perf_counter on the CPU, CUDA events on a GPU): one per busy device for each
+    per-device phase, none negative, the bytes of DataParallel's formulas."""
+    for step in steps:
+        if step.phases is None:
+            raise CheckFailed(f"step {step.step} recorded no phases")
+        got = step.phases.phases()
+        busy = len(step.replicas)
+        for name in ("scatter", "replicate", "parallel_apply", "gather", "reduce"):
+            count = sum(p.name == name for p in got)
+            if count != busy:
+                raise CheckFailed(f"step {step.step}: {count} {name} records for {busy} busy devices")
+        if any(p.start < 0 or p.duration < 0 for p in got):
+            raise CheckFailed(f"step {step.step}: a phase with a negative time")
+        sizes = [r.stop - r.start for r in step.replicas]
+        d = step.input_shape[1]
+        if step.phases.bytes != dataparallel_bytes(sizes, d, 4):
+            raise CheckFailed(
+                f"step {step.step}: {step.phases.bytes} B; the formula gives "
+                f"{dataparallel_bytes(sizes, d, 4)} B"
+            )
+    total = sum(p.duration for p in steps[-1].phases.phases() if p.device == steps[-1].replicas[0].device)
+    figures.update(phases_bytes=steps[-1].phases.bytes, phases_seconds_first_device=total)
+    return f"phases on all {len(steps)} steps, {steps[-1].phases.bytes} B a step"
 
 
 def _lstsq(cfg: FitConfig, learned: tuple[float, ...], figures: dict) -> str:

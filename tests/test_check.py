@@ -67,6 +67,27 @@ def test_virtual_rows_match_one_device(cpu_results, name):
     assert "reference_diff" not in cpu_results["dataparallel cpu"].figures  # the reference itself
 
 
+@pytest.mark.parametrize(
+    "name, busy", [("dataparallel virtual:2", [100, 100]), ("dataparallel virtual:3", [67, 67, 66])]
+)
+def test_virtual_rows_verify_the_phases_the_picture_draws(cpu_results, name, busy):
+    # float32, 2 features: each other busy device gets its chunk of X (rows * 2 * 4 B) and W, b (3 * 4 B),
+    # sends back its output (rows * 4 B), gets its output gradient (rows * 4 B) and sends its gradients
+    others = busy[1:]
+    want = sum(rows * 2 * 4 + 12 + rows * 4 + rows * 4 + 12 for rows in others)
+    assert cpu_results[name].figures["phases_bytes"] == want  # 1,624 B and 2,176 B
+    assert f"phases on all 40 steps, {want} B a step" in cpu_results[name].verified
+    assert cpu_results[name].figures["phases_seconds_first_device"] > 0
+    assert "phases" not in cpu_results["dataparallel cpu"].verified  # one device: no DataParallel
+
+
+def test_a_step_without_phases_fails_the_row(monkeypatch):
+    real = check._steps
+    monkeypatch.setattr(check, "_steps", lambda events: [s._replace(phases=None) for s in real(events)])
+    result = run_row(Row("dataparallel virtual:2", lambda: check.check_dataparallel("virtual:2")))
+    assert (result.status, result.reason) == ("failed", "step 1 recorded no phases")
+
+
 def test_a_figure_out_of_tolerance_fails_the_row(monkeypatch):
     monkeypatch.setattr(check, "LSTSQ_TOL", 1e-12)  # float32 training ends about 1e-7 from lstsq
     result = run_row(Row("dataparallel virtual:3", lambda: check.check_dataparallel("virtual:3")))
