@@ -386,18 +386,34 @@ def run_row(row: Row, clock: Callable[[], float] = time.perf_counter) -> Result:
 # ---------------------------------------------------------------------------------------------------------
 # Output.
 
-HEADERS = ("path", "result", "verified", "time")
+HEADERS = ("path", "result", "time")
+WIDTH = 100  # a terminal's width for what a row verified, on the lines under it
 
 
 def _time(seconds: float) -> str:
     return f"{seconds:.2f} s" if seconds else "-"
 
 
+def _wrapped(verified: str) -> list[str]:
+    """What a row verified, indented, a figure never cut: its "; "-separated parts packed into lines."""
+    lines = [""]
+    for part in verified.split("; "):
+        if lines[-1] and len(lines[-1]) + 2 + len(part) > WIDTH - 4:
+            lines.append("")
+        lines[-1] += ("; " if lines[-1] else "") + part
+    return ["    " + line for line in lines]
+
+
 def table_lines(results: list[Result]) -> list[str]:
-    """An aligned text table, one line per row."""
-    cells = [HEADERS] + [(r.name, r.result, r.verified or "-", _time(r.seconds)) for r in results]
-    w = [max(len(c[i]) for c in cells) for i in range(4)]
-    lines = [f"{c[0]:<{w[0]}}  {c[1]:<{w[1]}}  {c[2]:<{w[2]}}  {c[3]:>{w[3]}}" for c in cells]
+    """An aligned text table: a line per row (path, result, time), and what it verified indented beneath,
+    wrapped to a terminal's width."""
+    cells = [HEADERS] + [(r.name, r.result, _time(r.seconds)) for r in results]
+    w = [max(len(c[i]) for c in cells) for i in range(3)]
+    lines = []
+    for i, c in enumerate(cells):
+        lines.append(f"{c[0]:<{w[0]}}  {c[1]:<{w[1]}}  {c[2]:>{w[2]}}")
+        if i and results[i - 1].verified:
+            lines += _wrapped(results[i - 1].verified)
     lines.insert(1, "-" * max(len(line) for line in lines))
     return lines
 

@@ -222,20 +222,20 @@ def test_all_passed_or_skipped_exits_0(capsys, monkeypatch):
     rows = (Row("a", passing), Row("b", None, "no CUDA GPU"))
     code, out, err = run_check(capsys, monkeypatch, rows)
     assert code == 0 and err == []
-    assert out[0].split() == ["path", "result", "verified", "time"]
-    assert cells(out[2])[:3] == ["a", "passed", "split 1/1 = tensor.chunk"] and cells(out[2])[3].endswith(
-        " s"
-    )
-    assert cells(out[3]) == ["b", "skipped: no CUDA GPU", "-", "-"]
+    assert out[0].split() == ["path", "result", "time"]
+    assert cells(out[2])[:2] == ["a", "passed"] and cells(out[2])[2].endswith(" s")
+    assert out[3] == "    split 1/1 = tensor.chunk"  # what it verified, under it
+    assert cells(out[4]) == ["b", "skipped: no CUDA GPU", "-"]
     assert out[-1] == "check: OK (1 passed, 0 failed, 1 skipped)"
+    assert max(len(line) for line in out) <= 104
 
 
 def test_a_failed_row_exits_1_and_is_named_last(capsys, monkeypatch):
     rows = (Row("a", passing), Row("broken", raising), Row("off", out_of_tolerance))
     code, out, err = run_check(capsys, monkeypatch, rows)
     assert code == 1 and err == []
-    assert "failed: ValueError: boom" in out[3] and "Traceback" not in "\n".join(out)
-    assert "failed: |W - W_1dev| = 0.1 is not <= 1e-05" in out[4]
+    assert "failed: ValueError: boom" in out[4] and "Traceback" not in "\n".join(out)
+    assert "failed: |W - W_1dev| = 0.1 is not <= 1e-05" in out[5]
     assert out[-1] == "check: FAILED: broken, off (1 passed, 2 failed, 0 skipped)"
 
 
