@@ -136,8 +136,7 @@ class RunPool:
     def latest_run(self, owner: str) -> str | None:
         """The id of the owner's latest run while the pool keeps it: a reloaded page shows it again."""
         with self._lock:
-            run_id = self._latest.get(owner)
-            return run_id if run_id in self._runs else None
+            return self._latest.get(owner)
 
     def run_number(self, owner: str, run_id: str) -> int:
         """1 for the owner's first run, 2 for the next: each browser counts its own runs."""
@@ -261,8 +260,13 @@ class RunPool:
         self._seen.pop(run_id, None)
         self._closed_at.pop(run_id, None)
         self._numbers.pop(run_id, None)
-        if entry is not None and entry[1] in self._queue:
-            self._queue.remove(entry[1])
+        if entry is None:
+            return
+        owner, run = entry
+        if self._latest.get(owner) == run_id:
+            del self._latest[owner]  # nothing to find again: the map holds only runs the pool keeps
+        if run in self._queue:
+            self._queue.remove(run)
 
     def _reap_forever(self) -> None:
         while not self._closed.wait(self.reap_interval):
