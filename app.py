@@ -651,7 +651,9 @@ def live_data(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> dict:
         body = live.planned_payload(cfg, list(gpus.values()))
     else:
         body = None
-    overlay = [{"label": label, "loss": [[s, v] for s, v in history]} for label, history in ss.past]
+    overlay = []  # earlier runs' losses, copied only when they are shown: up to five whole histories
+    if ss.overlay:
+        overlay = [{"label": label, "loss": [[s, v] for s, v in history]} for label, history in ss.past]
     return {
         "payload": body,
         "owner": ss.owner,  # kept in a cookie, so that a reload finds this browser's runs again
@@ -660,7 +662,7 @@ def live_data(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> dict:
         "poll_ms": int(ss.refresh_ms),
         "queued_poll_ms": QUEUED_POLL_MS,
         "smoothing": float(ss.smoothing),
-        "overlay": live.json_safe(overlay) if ss.overlay else [],
+        "overlay": live.json_safe(overlay),
     }
 
 
