@@ -102,6 +102,7 @@ def _picture(cfg: FitConfig, step: Step, labels: Sequence[str], emulated: bool, 
     busy = [r.rows for r in step.replicas]
     return {
         "strategy": cfg.strategy,
+        "drawer": strategies.of(cfg).drawer,  # which of frontend/'s drawers draws this picture
         "step": step.step,
         "epoch": step.epoch,
         "batch": step.batch,

@@ -31,6 +31,8 @@ class Strategy:
     lines: str  # "module:function" of its console lines for one Step
     explanation: str  # "module:NAME" of its Markdown for the page
     planner: str  # "module:function" of planned(cfg, gpus) -> (its first Step before a run, device labels)
+    view: str  # the module of its page parts (planned step, tables), in fitcore.view
+    drawer: str  # the key of its step picture's drawer in the browser (frontend/), sent with every picture
 
     @property
     def train(self) -> Callable[..., Any]:
@@ -79,6 +81,8 @@ STRATEGIES: dict[str, Strategy] = {
             lines="fitcore.console:step_lines",
             explanation="fitcore.explain:DATAPARALLEL_MARKDOWN",
             planner="fitcore.report:planned_dataparallel_step",
+            view="fitcore.report",
+            drawer="dataparallel",
         ),
         Strategy(
             name="ddp",
@@ -91,6 +95,8 @@ STRATEGIES: dict[str, Strategy] = {
             lines="fitcore.console:rank_step_lines",
             explanation="fitcore.explain:DDP_MARKDOWN",
             planner="fitcore.report:planned_ddp_step",
+            view="fitcore.report",
+            drawer="ddp",
         ),
     )
 }
