@@ -66,7 +66,7 @@ from benchmarks import common
 from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, App, streamlit_app
 from benchmarks.live_client import LIVE_PATH, POLL_S
 from benchmarks.session_client import OWNER_COOKIE
-from fitcore.report import pace_label
+from fitcore.view.controls import pace_label
 
 CLIENTS = ("websocket", "browser")
 
