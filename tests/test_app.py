@@ -20,10 +20,10 @@ import torch
 from streamlit.testing.v1 import AppTest
 from torch.utils.data import DistributedSampler
 
-from fitcore.view import controls
 from fitcore.config import FitConfig
 from fitcore.data import make_data
 from fitcore.pool import RunNotFound, close_server_pool
+from fitcore.view import controls
 from tests.helpers import wait_for
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
