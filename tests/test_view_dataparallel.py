@@ -6,7 +6,9 @@ import dataclasses
 
 import pytest
 
+from fitcore import strategies
 from fitcore.config import FitConfig
+from fitcore.phases import step_bytes
 from fitcore.view import dataparallel
 from tests.view_helpers import trained_steps
 
@@ -39,3 +41,27 @@ def test_split_table_of_a_real_step():
 def test_planned_split_is_what_the_trainer_records(cfg):
     first = trained_steps(dataclasses.replace(cfg, epochs=1))[0]
     assert dataparallel.planned_split(cfg) == dataparallel.split_table(first)
+
+
+VIEW_NAMES = ("planned_step", "sections", "parallelism", "console_frame", "CONSOLE_HINT")
+
+
+@pytest.mark.parametrize("name", strategies.NAMES)
+def test_every_strategys_view_module_exposes_the_same_names(name):
+    """A strategy is a plug-in: the page and the live view reach its parts only through these names."""
+    entry = strategies.strategy(name)
+    view = entry.view_module
+    assert view.__name__ == entry.view and view.__name__.startswith("fitcore.view.")
+    assert [n for n in VIEW_NAMES if not hasattr(view, n)] == []
+    assert entry.planned_step is view.planned_step
+    assert view.sections(None, None) == []  # no run and no valid controls: no panel
+    # each entry's own bytes of a step, side by side under the strategies' names
+    assert step_bytes(200, 2, 2, 4)[name] == entry.bytes_of_step(200, 2, 2, 4)
+
+
+def test_dataparallels_panel_is_the_planned_split_before_a_run():
+    cfg = FitConfig(devices="virtual:3")
+    (section,) = dataparallel.sections(None, cfg)
+    assert section.title == "Shapes inside and outside the model"
+    assert section.tables == (dataparallel.planned_split(cfg),)
+    assert [r["Rows"] for r in section.tables[0]] == [67, 67, 66, 200]

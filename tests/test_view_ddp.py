@@ -162,3 +162,22 @@ def test_shard_grid_of_many_rows_keeps_the_axis_instead_of_numbers():
     assert fig["data"][0]["texttemplate"] is None
     assert fig["layout"]["xaxis"]["showticklabels"] is True
     assert fig["layout"]["xaxis"]["title"]["text"] == "dataset row"
+
+
+def test_ddps_panels_before_a_run_plan_the_first_epochs_shards():
+    cfg = controls.preset("Uneven shards").config
+    shards, ranks = ddp.sections(None, cfg)
+    value = ddp.planned_shards(cfg)
+    assert shards.heading == "The shards each rank will get. " + ddp.shards_title(value, "first")
+    assert shards.figure == ddp.shard_grid(ddp.shard_table(value, "first"), 10)
+    assert len(shards.notes) == 1 and shards.notes[0].startswith("Pale cells are padding")  # 2 rows repeated
+    assert ranks.tables == (ddp.shard_rows(value, "first"), ddp.planned_rank_table(cfg))
+    assert ranks.text_columns == ("Rank",)
+
+
+def test_ddps_shard_grid_gives_way_to_the_table_above_its_row_limit():
+    n = ddp.MAX_SHARD_PICTURE_ROWS + 2
+    cfg = FitConfig(strategy="ddp", workers=2, devices="cpu", data_size=n, batch_size=n)
+    shards, _ = ddp.sections(None, cfg)
+    assert shards.figure is None
+    assert shards.notes == (f"{n} rows are too many to draw one by one; the table below counts them.",)
