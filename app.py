@@ -15,13 +15,15 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from fitcore import api, figures, live, report, strategies
+from fitcore import api, live, strategies
 from fitcore.config import MAX_WORKERS, OPTIMIZERS, ConfigError, FitConfig
 from fitcore.devices import MAX_VIRTUAL, cuda_gpus
 from fitcore.events import Status
 from fitcore.pool import RunNotFound, RunPool, server_pool
 from fitcore.runner import Snapshot
 from fitcore.text import plural
+from fitcore.view import controls, results, status
+from fitcore.view.common import Section, escape_markdown, parameter_names
 
 FRONTEND = Path(__file__).parent / "frontend"  # the live view's JavaScript and CSS
 # The live view asks the server for news this often (ms): a request costs the server well under a millisecond,
@@ -79,9 +81,9 @@ def init_session(gpus: dict) -> None:
     ss.snap = None  # the last snapshot read: kept when the run ends or the pool drops it
     ss.past = []  # (label, loss history) of this session's earlier runs
     ss.start_error = None
-    apply_values(report.defaults())
-    ss.device_mode = "virtual"  # "virtual": on the CPU (emulated devices, or ddp's CPU ranks); "cuda"
-    ss.pace = report.DEFAULT_PACE
+    apply_values(controls.defaults(), gpus)
+    ss.device_mode = "virtual"  # "virtual": on the CPU (emulated devices, or CPU processes); "cuda"
+    ss.pace = controls.DEFAULT_PACE
     ss.smoothing = 0.0
     ss.overlay = False  # earlier runs only when asked: the current run is the lesson
     ss.refresh_ms = POLL_MS
@@ -92,37 +94,20 @@ def init_session(gpus: dict) -> None:
             ss.run_id = None
         else:  # without a link, the controls are the run's own, so that they match what is shown
             ss.run_number = get_pool().run_number(ss.owner, ss.run_id)
-            apply_values(report.config_values(snap.config))
-            ss.pace = report.pace_choice(snap.pace)
+            apply_values(controls.config_values(snap.config), gpus)
+            ss.pace = controls.pace_choice(snap.pace)
     # a link sets the controls (a reload's link is the run's own); bad values are reported, the defaults kept
-    values, pace, errors = report.from_query(st.query_params.to_dict(), list(gpus.values()))
-    apply_values(values)
+    values, pace, errors = controls.from_query(st.query_params.to_dict(), list(gpus.values()))
+    apply_values(values, gpus)
     if pace is not None:
         ss.pace = pace
-    ss.url_errors = [report.error_text(e) for e in errors]
+    ss.url_errors = [controls.error_text(e) for e in errors]
 
 
-def apply_values(values: dict) -> None:
-    """Set the controls' widgets from typed config values (a preset, a link, the defaults)."""
-    ss = st.session_state
-    for name, value in values.items():
-        if name == "weights":
-            ss.n_features = len(value)
-            for i, w in enumerate(value):
-                ss[f"weight_{i}"] = float(w)
-        elif name == "devices":
-            kind, _, rest = value.partition(":")
-            if kind == "virtual":  # virtual:K, or virtual:K@cuda:i with the replicas on that GPU
-                k, _, on = rest.partition("@")
-                ss.device_mode, ss.virtual_devices, ss.emulate_on = "virtual", int(k), on or "cpu"
-            elif kind == "cpu":  # ddp's ranks on the CPU; their number is `workers`
-                ss.device_mode = "virtual"
-            else:
-                ss.device_mode, ss.gpus = "cuda", [int(i) for i in rest.split(",")]
-        elif name in ("bias", "noise", "lr"):
-            ss[name] = float(value)
-        else:
-            ss[name] = value
+def apply_values(values: dict, gpus: dict) -> None:
+    """Set the controls' widgets from typed config values (a preset, a link, the defaults, a run's)."""
+    for key, value in controls.widget_values(values, list(gpus.values())).items():
+        st.session_state[key] = value
 
 
 def keep_widget_defaults(gpus: dict) -> None:
@@ -140,42 +125,9 @@ def keep_widget_defaults(gpus: dict) -> None:
         ss.device_mode, ss.emulate_on = "virtual", "cpu"
 
 
-def devices_spec() -> str:
-    ss = st.session_state
-    if ss.device_mode == "cuda":
-        return "cuda:" + ",".join(str(i) for i in sorted(ss.gpus))
-    if strategies.strategy(ss.strategy).processes:
-        return "cpu"  # for ddp, `cpu` means `workers` processes on the CPU
-    on = f"@{ss.emulate_on}" if ss.emulate_on != "cpu" else ""  # the emulation's replicas on one GPU
-    return f"virtual:{ss.virtual_devices}{on}"
-
-
-def workers_value() -> int:
-    """ddp's ranks: the workers control on the CPU; one per selected GPU with CUDA (what validate demands)."""
-    ss = st.session_state
-    if strategies.strategy(ss.strategy).processes and ss.device_mode == "cuda":
-        return len(ss.gpus)
-    return int(ss.workers)
-
-
 def control_values() -> dict:
     """The controls' current values, typed like FitConfig's fields (not yet validated)."""
-    ss = st.session_state
-    return {
-        "weights": tuple(float(ss.get(f"weight_{i}", 1.0)) for i in range(ss.n_features)),
-        "bias": float(ss.bias),
-        "noise": float(ss.noise),
-        "data_size": int(ss.data_size),
-        "batch_size": int(ss.batch_size),
-        "epochs": int(ss.epochs),
-        "lr": float(ss.lr),
-        "optimizer": ss.optimizer,
-        "shuffle": bool(ss.shuffle),
-        "seed": int(ss.seed),
-        "devices": devices_spec(),
-        "strategy": ss.strategy,
-        "workers": workers_value(),
-    }
+    return controls.control_values(st.session_state)
 
 
 def refresh_snapshot() -> Snapshot | None:
@@ -215,10 +167,10 @@ def start_run(gpus: dict) -> None:
     pool = get_pool()
     ss.start_error, ss.url_errors = None, []
     try:
-        cfg = report.config_from_controls(control_values(), pool.settings.limits, list(gpus.values()))
-        snap = pool.submit(ss.owner, cfg, report.parse_pace(ss.pace))
+        cfg = controls.config_from_controls(control_values(), pool.settings.limits, list(gpus.values()))
+        snap = pool.submit(ss.owner, cfg, controls.parse_pace(ss.pace))
     except ConfigError as exc:
-        ss.start_error = report.error_text(exc)
+        ss.start_error = controls.error_text(exc)
         return
     archive_current()
     ss.run_id, ss.snap = snap.run_id, snap
@@ -247,7 +199,7 @@ def pace_changed() -> None:
     ss = st.session_state
     if ss.run_id is not None:
         try:
-            get_pool().set_pace(ss.owner, ss.run_id, report.parse_pace(ss.pace))
+            get_pool().set_pace(ss.owner, ss.run_id, controls.parse_pace(ss.pace))
         except RunNotFound:
             ss.run_id = None
 
@@ -255,7 +207,7 @@ def pace_changed() -> None:
 def preset_chosen() -> None:
     ss = st.session_state
     if ss.preset != "Custom":
-        apply_values(report.config_values(report.preset(ss.preset).config))
+        apply_values(controls.config_values(controls.preset(ss.preset).config), get_gpus())
         ss.url_errors = []
 
 
@@ -265,11 +217,11 @@ def preset_chosen() -> None:
 
 def presets_ui() -> None:
     ss = st.session_state
-    match = report.matching_preset(control_values())
+    match = controls.matching_preset(control_values())
     ss.preset = match.name if match else "Custom"  # the selectbox follows the controls
     st.selectbox(
         "Preset",
-        ["Custom"] + [p.name for p in report.PRESETS],
+        ["Custom"] + [p.name for p in controls.PRESETS],
         key="preset",
         on_change=preset_chosen,
         help="Sets the controls to a setup that shows one thing.",
@@ -281,7 +233,7 @@ def data_controls_ui() -> None:
     st.number_input(
         "Number of features",
         min_value=1,
-        max_value=report.MAX_FEATURE_CONTROL,
+        max_value=controls.MAX_FEATURE_CONTROL,
         step=1,
         key="n_features",
         help="Columns of X, one true weight each (a run may use 1 to 16).",
@@ -325,10 +277,10 @@ def strategy_ui() -> None:
 
 def devices_ui(gpus: dict) -> None:
     ss = st.session_state
-    ddp_run = strategies.strategy(ss.strategy).processes
+    processes = strategies.strategy(ss.strategy).processes  # workers on the CPU, one per GPU with CUDA
     st.subheader("Devices")
     if gpus:
-        on_cpu = "CPU processes" if ddp_run else "Virtual devices"
+        on_cpu = "CPU processes" if processes else "Virtual devices"
         st.radio(
             "Run on",
             ["cuda", "virtual"],
@@ -340,12 +292,12 @@ def devices_ui(gpus: dict) -> None:
         st.caption("No CUDA GPU on this server.")
     if ss.device_mode == "cuda":
         st.multiselect("GPUs", sorted(gpus), key="gpus", format_func=lambda i: gpus[i].label)
-        if ddp_run:
+        if processes:
             n = len(ss.gpus)
             st.caption(f"One rank per selected GPU, backend nccl: {plural(n, 'rank')}.")
         else:
             st.caption("Two or more GPUs run the real nn.DataParallel; one GPU runs the model alone.")
-    elif ddp_run:
+    elif processes:
         st.number_input(
             "Workers (ranks)",
             step=1,
@@ -401,7 +353,7 @@ def sidebar_ui(gpus: dict) -> None:
 def error_ui(text: str) -> None:
     """An error exactly as written: it quotes what the user typed or linked, which must not become Markdown
     (a value like [click me](http://example.com) would otherwise show as a link inside the red box)."""
-    st.error(report.escape_markdown(text))
+    st.error(escape_markdown(text))
 
 
 def messages_ui(values: dict, config_error: str | None) -> None:
@@ -416,7 +368,7 @@ def messages_ui(values: dict, config_error: str | None) -> None:
 
 def lesson_ui(values: dict) -> None:
     """What the chosen preset shows: below the live view, where it does not push the picture down."""
-    match = report.matching_preset(values)
+    match = controls.matching_preset(values)
     if match is not None:
         st.info(f"**{match.name}.** {match.lesson}")
 
@@ -455,9 +407,9 @@ def run_controls_ui(gpus: dict, can_start: bool) -> None:
     # a select box as tall as the buttons, its label inside: the live view starts one row higher
     cols[5].selectbox(
         "Pace",
-        report.PACE_CHOICES,
+        controls.PACE_CHOICES,
         key="pace",
-        format_func=lambda choice: f"Pace: {report.pace_label(choice)}",
+        format_func=lambda choice: f"Pace: {controls.pace_label(choice)}",
         on_change=pace_changed,
         label_visibility="collapsed",
         help="Steps per second; takes effect at once, also during a run. At 5 or fewer, each step's "
@@ -468,111 +420,53 @@ def run_controls_ui(gpus: dict, can_start: bool) -> None:
 def differences_ui(snap: Snapshot | None, values: dict) -> None:
     if snap is None:
         return
-    diffs = report.config_differences(values, snap.config)
+    diffs = status.config_differences(values, snap.config)
     if not diffs:
         return
     if snap.active:
         st.warning(
             f"The controls differ from {snap.run_id}'s configuration; the run keeps its own, and the "
-            "controls apply to the next run. " + report.escape_markdown("; ".join(diffs))
+            "controls apply to the next run. " + escape_markdown("; ".join(diffs))
         )
     else:
         st.caption(f"Shown: {snap.run_id}'s configuration. Changed since: " + "; ".join(diffs))
 
 
-def _shows_ddp(snap: Snapshot | None, cfg: FitConfig | None) -> bool:
-    """The split panels show the run's strategy, or before any run the controls' one."""
-    if snap is not None:
-        return report.is_ddp(snap)
-    return cfg is not None and report.is_ddp(cfg)
+def section_ui(section: Section) -> None:
+    """One of the strategy's panels below the live view, as its view module gives it."""
+    if section.title:
+        st.subheader(section.title)
+    if section.heading:
+        st.markdown(f"**{escape_markdown(section.heading)}**")
+    if section.figure is not None:  # a figure dict of plotly's names, built in fitcore.view
+        st.plotly_chart(
+            go.Figure(section.figure), theme=None, config=PLOT_CONFIG, key=f"{section.name}_chart"
+        )
+    for rows in section.tables:
+        table = pd.DataFrame(rows)
+        text = {c: str for c in section.text_columns if c in table}
+        st.table(table.astype(text), hide_index=True)
+    for note in section.notes:
+        st.caption(note)
 
 
-def _shards_source(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> tuple[str, dict, str] | None:
-    """(title, Detail('shards') value, which epoch): the run's latest shards, or epoch 1's before them."""
-    if snap is not None and snap.extra.get("shards"):
-        value = snap.extra["shards"]
-        return "Each rank's shard of the dataset. " + report.shards_title(value, "latest"), value, "latest"
-    config = snap.config if snap is not None else cfg
-    if config is None:
-        return None
-    value = report.planned_shards(config, list(gpus.values()))
-    return "The shards each rank will get. " + report.shards_title(value, "first"), value, "first"
-
-
-def _shards_picture(value: dict, which: str) -> None:
-    """A strip per rank over the dataset's rows: a cell where the rank got the row, pale for padding."""
-    n = value["data_size"]
-    if report.row_owners(value, which) is None or n > figures.MAX_SHARD_PICTURE_ROWS:
-        st.caption(f"{n} rows are too many to draw one by one; the table below counts them.")
-        return
-    figure = go.Figure(figures.shard_grid(report.shard_table(value, which), n))  # validated: names checked
-    st.plotly_chart(figure, theme=None, config=PLOT_CONFIG, key="shards_chart")
-
-
-def shards_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
-    """DDP's split: which dataset rows each rank got from the sampler this epoch, padding marked."""
-    source = _shards_source(snap, cfg, gpus)
+def sections_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
+    """The strategy's own panels: the run's, or before any run the controls' strategy's."""
+    source = snap if snap is not None else cfg
     if source is None:
         return
-    title, value, which = source
-    st.markdown(f"**{report.escape_markdown(title)}**")
-    _shards_picture(value, which)
-    if value["padding"]:
-        st.caption(
-            "Pale cells are padding: rows repeated from the start of the epoch's order, so that every rank "
-            "has the same number of rows (DDP needs the same steps on every rank); they count twice."
-        )
-
-
-def rank_tables_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
-    """DDP: each rank's dataset rows this epoch, and each rank's shapes in the latest step."""
-    source = _shards_source(snap, cfg, gpus)
-    if source is None:
-        return
-    _, value, which = source
-    st.subheader("Each rank's rows and shapes")
-    st.table(pd.DataFrame(report.shard_rows(value, which)).astype({"Rank": str}), hide_index=True)
-    if snap is not None and snap.latest is not None:
-        step = snap.latest
-        rows = report.rank_table(step)
-        caption = (
-            f"Step {step.step}: each rank runs forward on its own rows and computes its own loss; the loss "
-            f"charted is their mean ({step.loss:.6g}). Nothing is gathered: DDP all-reduces the gradients."
-        )
-    else:
-        rows = report.planned_rank_table(snap.config if snap is not None else cfg, list(gpus.values()))
-        caption = "Step 1, planned: each rank takes ceil(batch size / ranks) rows of its shard per step."
-    st.table(pd.DataFrame(rows).astype({"Rank": str}), hide_index=True)
-    st.caption(caption)
-
-
-def split_table_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
-    """Each replica's input and output shape, and the gathered `Outside` shape (for ddp: each rank's)."""
-    if _shows_ddp(snap, cfg):
-        rank_tables_ui(snap, cfg, gpus)
-        return
-    if snap is not None and snap.latest is not None:
-        rows = report.split_table(snap.latest)  # the latest step's
-    elif cfg is not None:
-        rows = report.planned_split(cfg, list(gpus.values()))  # the first step's, before a run
-    else:
-        return
-    st.subheader("Shapes inside and outside the model")
-    st.table(pd.DataFrame(rows), hide_index=True)
+    for section in strategies.of(source).view_module.sections(snap, cfg, list(gpus.values())):
+        section_ui(section)
 
 
 def console_ui(snap: Snapshot | None) -> None:
     st.subheader("Console")
     if snap is None or not snap.recent:
-        lines = (
-            "each rank's In Model lines"
-            if snap is not None and report.is_ddp(snap)
-            else ("the tutorial's In Model / Outside lines")
-        )
-        st.caption(f"The console shows {lines} for the latest steps.")
+        hint = strategies.of(snap if snap is not None else FitConfig()).view_module.CONSOLE_HINT
+        st.caption(f"The console shows {hint} for the latest steps.")
         return
     # a tab as 4 spaces keeps the tutorial's lines on one line at the page's width
-    st.code(report.console_text(snap).expandtabs(4), language="text", wrap_lines=True)
+    st.code(status.console_text(snap).expandtabs(4), language="text", wrap_lines=True)
 
 
 def results_ui(snap: Snapshot | None) -> None:
@@ -580,7 +474,7 @@ def results_ui(snap: Snapshot | None) -> None:
         return
     title = "Results" if not snap.active else f"Parameters so far (step {snap.step})"
     st.subheader(title)
-    rows = report.results_table(snap)
+    rows = results.results_table(snap)
     table = pd.DataFrame(rows)
     for column in ("Learned", "True", "Least squares"):
         table[column] = table[column].map(lambda v: "" if v is None else f"{v:.4f}")
@@ -589,23 +483,23 @@ def results_ui(snap: Snapshot | None) -> None:
     st.table(table, hide_index=True)
     if snap.final_loss is not None:
         st.caption(f"Loss of the last batch: {snap.final_loss:.6g}")
-    if report.is_ddp(snap):
+    if strategies.of(snap).processes:  # each process ends with its own copy of the parameters
         ranks_results_ui(snap)
 
 
 def ranks_results_ui(snap: Snapshot) -> None:
-    """DDP: every rank's own parameters after the last step, which the all-reduce keeps identical."""
-    rows = report.final_rows(snap)
+    """Every rank's own parameters after the last step, which DDP's all-reduce keeps identical."""
+    rows = results.final_rows(snap)
     if not rows:
         if not snap.active:
             st.caption("The ranks did not report their final parameters.")
         return
     st.markdown("**Every rank's parameters after the last step**")
     table = pd.DataFrame(rows)
-    for name in report.parameter_names(snap.config.n_features):
+    for name in parameter_names(snap.config.n_features):
         table[name] = table[name].map(lambda v: f"{v:.6f}")
     st.table(table.astype({"Rank": str}), hide_index=True)
-    agreement = report.final_agreement(snap)
+    agreement = results.final_agreement(snap)
     (st.success if snap.extra["final"]["identical"] else st.warning)(agreement)
 
 
@@ -615,7 +509,7 @@ def downloads_ui(snap: Snapshot | None) -> None:
     left, right, _ = st.columns([1, 1, 2])
     left.download_button(
         "Download history (CSV)",
-        report.history_csv(snap),
+        results.history_csv(snap),
         file_name=f"fitcore-{snap.run_id}-history.csv",
         mime="text/csv",
         key="download_csv",
@@ -623,7 +517,7 @@ def downloads_ui(snap: Snapshot | None) -> None:
     )
     right.download_button(
         "Download result (JSON)",
-        report.result_json(snap),
+        results.result_json(snap),
         file_name=f"fitcore-{snap.run_id}-result.json",
         mime="application/json",
         key="download_json",
@@ -680,20 +574,18 @@ def below_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict, values: d
     """What is read rather than watched: the lesson, shards, shapes, console, results, downloads."""
     lesson_ui(values)
     differences_ui(snap, values)
-    if _shows_ddp(snap, cfg):
-        shards_ui(snap, cfg, gpus)
-    split_table_ui(snap, cfg, gpus)
+    sections_ui(snap, cfg, gpus)
     console_ui(snap)
     results_ui(snap)
     downloads_ui(snap)
 
 
 def explain_ui(strategy: str) -> None:
-    with st.expander("How DataParallel splits a batch", expanded=False):
-        st.markdown(strategies.STRATEGIES["dataparallel"].markdown)
-    ddp = strategies.STRATEGIES["ddp"]
-    with st.expander("DataParallel versus DistributedDataParallel", expanded=strategy == ddp.name):
-        st.markdown(ddp.markdown)
+    """Every strategy's explanation; a chosen strategy other than the default opens its own (the default's
+    is the page's title and first screen)."""
+    for s in strategies.STRATEGIES.values():
+        with st.expander(s.explanation_title, expanded=s.name == strategy != strategies.DEFAULT):
+            st.markdown(s.markdown)
 
 
 def main() -> None:
@@ -714,12 +606,12 @@ def main() -> None:
     values = control_values()
     try:
         cfg, config_error = (
-            report.config_from_controls(values, pool.settings.limits, list(gpus.values())),
+            controls.config_from_controls(values, pool.settings.limits, list(gpus.values())),
             None,
         )
     except ConfigError as exc:
-        cfg, config_error = None, report.error_text(exc)
-    want = report.to_query(values, st.session_state.pace)
+        cfg, config_error = None, controls.error_text(exc)
+    want = controls.to_query(values, st.session_state.pace)
     if st.query_params.to_dict() != {**st.query_params.to_dict(), **want}:
         st.query_params.update(want)  # the link reproduces the setup
 

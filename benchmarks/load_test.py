@@ -66,7 +66,7 @@ from benchmarks import common
 from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, App, streamlit_app
 from benchmarks.live_client import LIVE_PATH, POLL_S
 from benchmarks.session_client import OWNER_COOKIE
-from fitcore.report import pace_label
+from fitcore.view.controls import pace_label
 
 CLIENTS = ("websocket", "browser")
 
@@ -164,7 +164,7 @@ class LoadSettings:
     abandoned: int = 2  # more sessions that start a long run and are closed while it trains
     wave: int = 0  # sessions loading at once (0: all of them)
     hold: bool = True  # the first `cap` sessions hold every slot until all others show a queue position
-    pace: str = "max"  # the sessions' pace, one of fitcore.report.PACE_CHOICES
+    pace: str = "max"  # the sessions' pace, one of fitcore.view.controls.PACE_CHOICES
     timeout: float = 600.0  # the whole test, from `streamlit run` to the last reading
     settle: float = 3.0  # seconds after the last run has gone before the closing RSS reading
     client: str = "websocket"  # one of CLIENTS: Streamlit's websocket protocol, or Chromium pages

@@ -34,7 +34,7 @@ from benchmarks import common
 from benchmarks.browser import streamlit_app
 from benchmarks.live_client import POLL_S
 from benchmarks.load_test import ABANDONED_FIELDS, WebsocketClient, cpu_seconds, link
-from fitcore.report import PACE_CHOICES
+from fitcore.view.controls import PACE_CHOICES
 
 PACE = "5"  # steps per second of every page's run by default: slow, so that the runs' training stays small
 FAST_POLL_S = 0.1  # the projected page's variant

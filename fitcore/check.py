@@ -27,9 +27,11 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
+from fitcore import strategies
 from fitcore.config import FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.devices import GPU, cuda_gpus, parse_devices
+from fitcore.events import Detail, Step
 from fitcore.phases import dataparallel_bytes
 
 # The tutorial's 200 rows in one batch of 200, with SGD at lr 0.3: full-batch gradient descent on standard
@@ -165,22 +167,17 @@ def check_environment(machine: Machine) -> Verified:
 
 
 def _train(cfg: FitConfig, gpus: tuple[GPU, ...]):
-    """Run cfg with its strategy; return (its Step events, its RunEnded)."""
-    from fitcore.train import train  # the trainers are imported when a row runs, not when rows are planned
-
+    """Run cfg with its strategy's trainer (imported when a row runs, not when rows are planned); return
+    (its events, its RunEnded)."""
     events: list = []
-    if cfg.strategy == "ddp":
-        from fitcore.ddp import train_ddp
-
-        ended = train_ddp(cfg, events.append)
-    else:
-        ended = train(cfg, events.append, plan=parse_devices(cfg.devices, list(gpus)))
+    train = strategies.of(cfg).train
+    ended = train(cfg, events.append, plan=parse_devices(cfg.devices, list(gpus)))
     return events, ended
 
 
-def _steps(events: list) -> list:
-    """The Step events (each has replicas), without naming the class: only the public trainers are used."""
-    return [e for e in events if hasattr(e, "replicas")]
+def _steps(events: list) -> list[Step]:
+    """The Step events, one per optimizer step."""
+    return [e for e in events if isinstance(e, Step)]
 
 
 def _params(ended) -> tuple[float, ...]:
@@ -196,7 +193,7 @@ def _max_diff(a, b) -> float:
 @functools.lru_cache(maxsize=8)
 def _cpu_reference(cfg: FitConfig) -> tuple[float, ...]:
     """The parameters one process on one CPU device learns with cfg (the reference every other row meets)."""
-    cfg = replace(cfg, strategy="dataparallel", devices="cpu")
+    cfg = replace(cfg, strategy=strategies.DEFAULT, devices="cpu")
     _, ended = _train(cfg, ())
     _require_finished(cfg, ended)
     return _params(ended)
@@ -317,7 +314,7 @@ def check_ddp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
             raise CheckFailed(
                 f"step {step.step}: ranks got {_sizes(split)} rows, expected {_sizes(expected)}"
             )
-    finals = [e.value for e in events if getattr(e, "key", None) == "final"]
+    finals = [e.value for e in events if isinstance(e, Detail) and e.key == "final"]
     if not finals or not finals[0]["identical"]:
         diff = finals[0]["max_abs_diff"] if finals else "none reported"
         raise CheckFailed(f"the ranks' final parameters differ: {diff}")

@@ -14,9 +14,9 @@ from fitcore.config import ConfigError, FitConfig, validate
 from fitcore.console import summary_lines
 from fitcore.ddp.torchrun import config_for_torchrun, exit_rank, torchrun_env, train_torchrun
 from fitcore.events import Detail, RunStarted, Status, Step
-from fitcore.report import result_dict
 from fitcore.runner import trainer_for
 from fitcore.train import Control
+from fitcore.view.results import result_dict
 
 
 class _Parser(argparse.ArgumentParser):

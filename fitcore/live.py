@@ -12,11 +12,13 @@ import time
 from bisect import bisect_right
 from typing import Any, Sequence
 
-from fitcore import report, strategies
+from fitcore import strategies
 from fitcore.config import FitConfig
 from fitcore.events import Step
 from fitcore.phases import step_bytes
 from fitcore.runner import Snapshot
+from fitcore.view.common import parameter_names
+from fitcore.view.status import status_kind, status_line
 
 MAX_POINTS = 4000  # points of each series in one answer; the history itself keeps fewer
 MAX_IDS = 8  # dataset row ids shown per device
@@ -58,8 +60,8 @@ def run_part(snap: Snapshot, number: int | None = None) -> dict[str, Any]:
         "strategy": snap.config.strategy,
         "status": str(snap.status),
         "active": snap.active,
-        "status_line": report.status_line(snap),
-        "kind": report.status_kind(snap),
+        "status_line": status_line(snap),
+        "kind": status_kind(snap),
         "step": snap.step,
         "total_steps": snap.total_steps,
         "pace": snap.pace,
@@ -144,7 +146,7 @@ def payload(snap: Snapshot, since: int = 0, number: int | None = None) -> dict[s
 
 def _parameters(cfg: FitConfig) -> dict[str, list]:
     """The parameters' names (w1 ... wd, b) and their true values: the parameter chart's lines."""
-    return {"names": report.parameter_names(cfg.n_features), "true": list(cfg.weights) + [cfg.bias]}
+    return {"names": parameter_names(cfg.n_features), "true": list(cfg.weights) + [cfg.bias]}
 
 
 def planned_payload(cfg: FitConfig, gpus: Any = None) -> dict[str, Any]:
@@ -154,7 +156,7 @@ def planned_payload(cfg: FitConfig, gpus: Any = None) -> dict[str, Any]:
         "run": {
             "id": None, "label": f"{strategies.of(cfg).label} · {cfg.devices}", "strategy": cfg.strategy,
             "status": "ready", "active": False, "kind": "info",
-            "status_line": report.status_line(None, cfg),
+            "status_line": status_line(None, cfg),
             "step": 0, "total_steps": cfg.total_steps, "pace": None, "server_time": time.time(),
         },
         **_parameters(cfg),

@@ -1,9 +1,10 @@
 """The training strategies, one object each: what every part of fitcore asks about a strategy.
 
-A new strategy (FSDP, say) is its own module with a train function that emits fitcore.events, plus one
-entry here. The registry sits below fitcore.config, which checks `strategy` and counts steps with it, so an
-entry names its train function and console lines as "module:function" and they are imported when first
-used.
+A new strategy (FSDP, say) is a whole plug-in: its trainer module (a train function that emits
+fitcore.events), its view module in fitcore.view (the names fitcore.view.dataparallel lists), its drawer in
+frontend/, and one entry here. The registry sits below fitcore.config, which checks `strategy` and counts
+steps with it, so an entry names its functions as "module:function" and its view as a module, imported when
+first used.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import importlib
 import math
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
@@ -30,8 +32,9 @@ class Strategy:
     trainer: str  # "module:function" of its train(cfg, on_event, control, plan=...) -> RunEnded
     lines: str  # "module:function" of its console lines for one Step
     explanation: str  # "module:NAME" of its Markdown for the page
-    planner: str  # "module:function" of planned(cfg, gpus) -> (its first Step before a run, device labels)
-    view: str  # the module of its page parts (planned step, tables), in fitcore.view
+    explanation_title: str  # the title of the page's expander that holds it
+    step_bytes: str  # "module:function" of bytes(rows, k, d, itemsize): one step's bytes on k devices
+    view: str  # its module in fitcore.view: planned step, the page's panels, parallelism, console frame
     drawer: str  # the key of its step picture's drawer in the browser (frontend/), sent with every picture
 
     @property
@@ -47,8 +50,17 @@ class Strategy:
         return _load(self.explanation)
 
     @property
+    def bytes_of_step(self) -> Callable[[int, int, int, int], int]:
+        return _load(self.step_bytes)
+
+    @property
+    def view_module(self) -> ModuleType:
+        return importlib.import_module(self.view)
+
+    @property
     def planned_step(self) -> Callable[..., Any]:
-        return _load(self.planner)
+        """planned_step(cfg, gpus) -> (its first Step before a run, the device labels)."""
+        return self.view_module.planned_step
 
 
 def _load(ref: str) -> Any:
@@ -80,8 +92,9 @@ STRATEGIES: dict[str, Strategy] = {
             trainer="fitcore.train:train",
             lines="fitcore.console:step_lines",
             explanation="fitcore.explain:DATAPARALLEL_MARKDOWN",
-            planner="fitcore.report:planned_dataparallel_step",
-            view="fitcore.report",
+            explanation_title="How DataParallel splits a batch",
+            step_bytes="fitcore.phases:dataparallel_step_bytes",
+            view="fitcore.view.dataparallel",
             drawer="dataparallel",
         ),
         Strategy(
@@ -94,8 +107,9 @@ STRATEGIES: dict[str, Strategy] = {
             trainer="fitcore.ddp:train_ddp",
             lines="fitcore.console:rank_step_lines",
             explanation="fitcore.explain:DDP_MARKDOWN",
-            planner="fitcore.report:planned_ddp_step",
-            view="fitcore.report",
+            explanation_title="DataParallel versus DistributedDataParallel",
+            step_bytes="fitcore.phases:ddp_step_bytes",
+            view="fitcore.view.ddp",
             drawer="ddp",
         ),
     )

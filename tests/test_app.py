@@ -20,10 +20,10 @@ import torch
 from streamlit.testing.v1 import AppTest
 from torch.utils.data import DistributedSampler
 
-from fitcore import report
 from fitcore.config import FitConfig
 from fitcore.data import make_data
 from fitcore.pool import RunNotFound, close_server_pool
+from fitcore.view import controls
 from tests.helpers import wait_for
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -157,7 +157,7 @@ def test_page_loads_idle_with_the_tutorial(page):
     at = page()
     assert at.header[0].value == "How DataParallel splits a batch"
     assert at.selectbox(key="preset").value == "The tutorial"
-    assert control_values(at) == report.config_values(FitConfig())
+    assert control_values(at) == controls.config_values(FitConfig())
     assert status_text(at) == "Ready · step 0 / 200 · press Start training"
     planned_picture = live_view(at)["payload"]["picture"]
     assert [d["rows"] for d in planned_picture["devices"]] == [100, 100]
@@ -283,7 +283,7 @@ def check_the_charts(at: AppTest, snap) -> None:
     assert body["run"]["total_steps"] == 200 and body["run"]["label"] == "Run 1 · DataParallel · virtual:3"
     assert data["smoothing"] == 0.0 and data["overlay"] == []
 
-    at.slider(key="smoothing").set_value(0.5)  # the browser smooths (as report.smooth does)
+    at.slider(key="smoothing").set_value(0.5)  # the browser smooths (its own smoothing)
     at.run()
     assert live_view(at)["smoothing"] == 0.5
 
@@ -470,7 +470,7 @@ def test_presets_set_the_controls(page, name):
     values = control_values(at)
     for field, value in PRESET_VALUES[name].items():
         assert values[field] == value, field
-    assert values == report.config_values(report.preset(name).config)
+    assert values == controls.config_values(controls.preset(name).config)
     assert values["seed"] == 0 and len(values["weights"]) == 2
     assert at.selectbox(key="preset").value == name
     assert [e.value for e in at.info if e.value.startswith(f"**{name}.**")]

@@ -40,9 +40,9 @@ from fitcore.devices import GPU
 from fitcore.events import Detail, RunEnded, RunStarted, Step
 from fitcore.explain import DDP_MARKDOWN as EXPLAIN_MARKDOWN
 from fitcore.parallel import LinearModel, init_parameters
-from fitcore.report import row_owners, shard_table
 from fitcore.runner import Run
 from fitcore.train import make_optimizer
+from fitcore.view.ddp import row_owners, shard_table
 from tests.helpers import PauseWatch, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]

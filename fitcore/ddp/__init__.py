@@ -22,7 +22,7 @@ The package, by responsibility:
   launcher.py  `train_ddp`: the TCP store on loopback, the spawned ranks, the gate between steps;
   torchrun.py  `train_torchrun`: one rank of a torchrun launch, and the checks of torchrun's environment.
 What the user reads lives beside DataParallel's: the console lines in fitcore.console, the page's shard
-tables in fitcore.report and the explanation in fitcore.explain.
+tables and shard grid in fitcore.view.ddp and the explanation in fitcore.explain.
 """
 
 from fitcore.console import final_lines, group_line, shard_lines

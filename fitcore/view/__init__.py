@@ -1,0 +1,13 @@
+"""What the page shows, computed without Streamlit: plain values in, plain values out.
+
+  common.py        shapes and parameter names as written on the page, `Section` (a panel as data);
+  controls.py      presets, the pace, the link, and config values <-> the widgets' values;
+  status.py        the status line and its colour, the controls' differences from a run, the console panel;
+  results.py       the parameters' table, every rank's parameters, the history CSV and the result JSON;
+  dataparallel.py  DataParallel's planned step, its shapes table, how it ran;
+  ddp.py           DistributedDataParallel's shards (table and grid), each rank's shapes, how it ran.
+
+A strategy's own module (its `view` in fitcore.strategies) exposes `planned_step`, `sections`,
+`parallelism`, `console_frame` and `CONSOLE_HINT`, so that app.py and fitcore.live never ask which
+strategy a run has.
+"""

@@ -1,0 +1,39 @@
+"""What every view module shares: shapes and parameter names as the page writes them, and a panel as data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    """A shape as the page's tables write it: [67, 2]."""
+    return "[" + ", ".join(str(n) for n in shape) + "]"
+
+
+def escape_markdown(text: str) -> str:
+    """Text shown through a Markdown element exactly as written (no emphasis, links or code from it)."""
+    special = "\\`*_[]<>#|~$"
+    return "".join("\\" + c if c in special else c for c in text)
+
+
+def parameter_names(n_features: int) -> list[str]:
+    """w1 ... wd, b: the parameters' names in tables, CSV columns and the live view's chart."""
+    return [f"w{i}" for i in range(1, n_features + 1)] + ["b"]
+
+
+@dataclass(frozen=True)
+class Section:
+    """One panel below the live view, as plain data; app.py draws its parts in this order.
+
+    A strategy's view module gives its panels as Sections (`sections(snap, cfg, gpus)`), so that the page
+    draws any strategy's panels without asking which strategy it is.
+    """
+
+    name: str  # a stable key: the figure's widget key is f"{name}_chart"
+    title: str = ""  # a subheader
+    heading: str = ""  # a bold line, shown exactly as written
+    figure: dict[str, Any] | None = None  # a plotly figure as a dict
+    tables: tuple[list[dict[str, Any]], ...] = ()  # each a list of rows
+    text_columns: tuple[str, ...] = ()  # columns shown as text (a "Rank" of 0, 1 and "all")
+    notes: tuple[str, ...] = ()  # captions beneath

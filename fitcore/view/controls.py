@@ -1,0 +1,371 @@
+"""The page's controls as plain data: presets, the pace, the link, and config values <-> widget values.
+
+A config value is typed like FitConfig's field (`devices="virtual:3@cuda:0"`); a widget value is what a
+control of the page holds, by its session key (`device_mode="virtual"`, `virtual_devices=3`,
+`emulate_on="cuda:0"`). `widget_values` and `control_values` turn one into the other, so app.py only copies
+them to and from the session, and the round trip is tested without Streamlit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+from typing import Any, Mapping
+
+from fitcore import strategies
+from fitcore.config import MAX_FEATURES, OPTIMIZERS, STRATEGIES, ConfigError, FitConfig, Limits, validate
+from fitcore.devices import GPU, MAX_VIRTUAL, parse_devices
+from fitcore.text import rate
+
+# The settings the page has a control for, in the order the URL lists them.
+CONTROL_FIELDS = (
+    "weights",
+    "bias",
+    "noise",
+    "data_size",
+    "batch_size",
+    "epochs",
+    "lr",
+    "optimizer",
+    "shuffle",
+    "seed",
+    "devices",
+    "strategy",
+    "workers",
+)
+
+# What each field is called on the page, for error messages that name both the control and the field.
+FIELD_LABELS = {
+    "weights": "True weights",
+    "bias": "True bias",
+    "noise": "Noise",
+    "data_size": "Data size",
+    "batch_size": "Batch size",
+    "epochs": "Epochs",
+    "lr": "Learning rate",
+    "optimizer": "Optimizer",
+    "shuffle": "Shuffle",
+    "seed": "Seed",
+    "devices": "Devices",
+    "strategy": "Strategy",
+    "workers": "Workers",
+    "pace": "Pace",
+}
+
+# A widget can hold more features than a run may use, so that asking for too many gets validate()'s message.
+MAX_FEATURE_CONTROL = 2 * MAX_FEATURES
+# Browsers hold integers exactly up to 2**53 - 1; a number widget refuses anything larger.
+MAX_WIDGET_INT = 2**53 - 1
+
+# Steps per second the pace control offers; "max" is as fast as possible.
+PACE_CHOICES = ("1", "2", "5", "10", "20", "50", "100", "200", "max")
+DEFAULT_PACE = "20"  # the tutorial's 200 steps take ten seconds on screen
+
+
+def error_text(exc: ConfigError) -> str:
+    """A ConfigError as the page shows it, named once, by the control's label: "Batch size: got 300; ..."."""
+    return exc.named(FIELD_LABELS.get(exc.field, exc.field))
+
+
+def defaults() -> dict[str, Any]:
+    """The controls' values for a fresh page: FitConfig's defaults."""
+    return {f.name: f.default for f in fields(FitConfig)}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Presets.
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A configuration that shows one thing, and what to watch for."""
+
+    name: str
+    config: FitConfig
+    lesson: str  # shown on the page while the controls match the preset
+
+
+_TUTORIAL = FitConfig(
+    weights=(5.2, 9.6), bias=3.4, data_size=200, batch_size=200, optimizer="adam", lr=0.5, epochs=200
+)
+
+PRESETS = (
+    Preset(
+        "The tutorial",
+        replace(_TUTORIAL, devices="virtual:2"),
+        "The tutorial's setup: every batch of 200 rows is cut into two chunks of 100, one per device, and "
+        "the learned W and b approach 5.2, 9.6 and 3.4.",
+    ),
+    Preset(
+        "Uneven split",
+        replace(_TUTORIAL, devices="virtual:3"),
+        "200 rows do not divide by 3. DataParallel uses tensor.chunk(3): chunks of ceil(200 / 3) = 67 rows "
+        "and a smaller last one, so the replicas get 67, 67 and 66 rows.",
+    ),
+    Preset(
+        "Fewer rows than devices",
+        replace(_TUTORIAL, data_size=40, batch_size=5, epochs=25, devices="virtual:8"),
+        "A batch of 5 rows on 8 devices: tensor.chunk(8) gives five chunks of 1 row, so only 5 replicas "
+        "run and 3 devices sit idle on every step.",
+    ),
+    Preset(
+        "Too high a learning rate",
+        replace(_TUTORIAL, optimizer="sgd", lr=1.5, devices="virtual:2"),
+        "Plain SGD with lr 1.5 on this data overshoots: each step multiplies the error by about "
+        "|1 - 2 x 1.5| = 2, so the loss grows until it overflows and the run ends as diverged. Any lr "
+        "above about 1 does this here; lr 0.5 converges.",
+    ),
+    Preset(
+        "Noisy data",
+        replace(_TUTORIAL, noise=3.0, data_size=40, batch_size=40, devices="virtual:2"),
+        "With noise, no model can recover the true W and b from 40 rows: training converges to the "
+        "least-squares answer for this data (the dotted lines), not to the true values (the dashed lines).",
+    ),
+    Preset(
+        "DistributedDataParallel",
+        replace(_TUTORIAL, strategy="ddp", workers=2, devices="cpu"),
+        "The tutorial's data on 2 processes (ranks) on the CPU, backend gloo. A DistributedSampler gives "
+        "each rank its own 100 of the 200 rows; each rank computes the loss of its rows only, and DDP "
+        "averages the gradients during backward, so both ranks end with the same W and b.",
+    ),
+    Preset(
+        "Uneven shards",
+        replace(_TUTORIAL, data_size=10, batch_size=10, strategy="ddp", workers=3, devices="cpu"),
+        "10 rows do not divide by 3 ranks. DistributedSampler gives every rank ceil(10 / 3) = 4 rows, 12 "
+        "in all, by repeating the first 2 rows of the epoch's order: those 2 rows are trained on twice per "
+        "epoch.",
+    ),
+)
+
+
+def preset(name: str) -> Preset:
+    for p in PRESETS:
+        if p.name == name:
+            return p
+    raise KeyError(name)
+
+
+def used_fields(strategy: Any) -> tuple[str, ...]:
+    """The controlled fields a run of this strategy uses: `workers` only matters with one process each."""
+    if strategies.strategy(strategy).processes:
+        return CONTROL_FIELDS
+    return tuple(f for f in CONTROL_FIELDS if f != "workers")
+
+
+def matching_preset(values: Mapping[str, Any]) -> Preset | None:
+    """The preset whose settings the controls hold, if any (an unused workers count does not count)."""
+    for p in PRESETS:
+        if all(values.get(f) == getattr(p.config, f) for f in used_fields(p.config.strategy)):
+            return p
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The pace.
+
+
+def parse_pace(choice: str) -> float | None:
+    """A pace choice as Run takes it: steps per second, or None for as fast as possible."""
+    return None if choice == "max" else float(choice)
+
+
+def pace_choice(pace: float | None) -> str:
+    """The choice that parse_pace reads as `pace` (a reloaded page shows its run's pace); the default
+    where no choice matches."""
+    choice = "max" if pace is None else f"{pace:g}"
+    return choice if choice in PACE_CHOICES else DEFAULT_PACE
+
+
+def pace_label(choice: str) -> str:
+    if choice == "max":
+        return "as fast as possible"
+    return rate(float(choice))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Config values <-> widget values.
+
+
+def config_values(cfg: FitConfig) -> dict[str, Any]:
+    """The controlled fields of cfg, typed (weights as a tuple)."""
+    return {f: getattr(cfg, f) for f in CONTROL_FIELDS}
+
+
+def config_from_controls(values: Mapping[str, Any], limits: Limits = Limits(), gpus: Any = None) -> FitConfig:
+    """Build and validate the run's config from the controls' values; raise ConfigError naming the field."""
+    return validate(FitConfig.from_mapping(values), limits, gpus=gpus)
+
+
+def device_widgets(spec: str, gpus: list[GPU] | None = None) -> dict[str, Any]:
+    """The device widgets that hold a (valid) device spec, read with parse_devices.
+
+    `cpu` is a strategy with processes on the CPU, their number the workers control: it leaves the count of
+    virtual devices as it was. `cuda` selects every GPU.
+    """
+    plan = parse_devices(spec, gpus)
+    if plan.kind == "virtual":  # virtual:K, or virtual:K@cuda:i with the replicas on that GPU
+        return {
+            "device_mode": "virtual",
+            "virtual_devices": len(plan.labels),
+            "emulate_on": plan.host.lower(),
+        }
+    if plan.kind == "cpu":
+        return {"device_mode": "virtual"}
+    return {"device_mode": "cuda", "gpus": list(plan.device_ids)}
+
+
+def devices_spec(widgets: Mapping[str, Any]) -> str:
+    """The device spec the device widgets hold, for the strategy widget's strategy (not yet validated)."""
+    if widgets["device_mode"] == "cuda":
+        return "cuda:" + ",".join(str(i) for i in sorted(widgets["gpus"]))
+    if strategies.strategy(widgets["strategy"]).processes:
+        return "cpu"  # with processes, `cpu` means `workers` processes on the CPU
+    on = widgets["emulate_on"]
+    return f"virtual:{widgets['virtual_devices']}" + (f"@{on}" if on != "cpu" else "")
+
+
+def workers_value(widgets: Mapping[str, Any]) -> int:
+    """The processes: the workers control on the CPU; one per selected GPU with CUDA (as validate demands)."""
+    if strategies.strategy(widgets["strategy"]).processes and widgets["device_mode"] == "cuda":
+        return len(widgets["gpus"])
+    return int(widgets["workers"])
+
+
+def widget_values(values: Mapping[str, Any], gpus: list[GPU] | None = None) -> dict[str, Any]:
+    """The widget values, by session key, that hold typed config values (a preset's, a link's, a run's).
+
+    Args:
+        values: some or all of the controlled fields, valid (as from_query or a FitConfig gives them).
+        gpus: the machine's GPUs, for a cuda device spec; discovered when None.
+    """
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        if name == "weights":
+            out["n_features"] = len(value)
+            out.update({f"weight_{i}": float(w) for i, w in enumerate(value)})
+        elif name == "devices":
+            out.update(device_widgets(value, gpus))
+        elif name in ("bias", "noise", "lr"):
+            out[name] = float(value)
+        else:
+            out[name] = value
+    return out
+
+
+def control_values(widgets: Mapping[str, Any]) -> dict[str, Any]:
+    """The controls' current values, typed like FitConfig's fields (not yet validated), from the widgets'."""
+    return {
+        "weights": tuple(float(widgets.get(f"weight_{i}", 1.0)) for i in range(widgets["n_features"])),
+        "bias": float(widgets["bias"]),
+        "noise": float(widgets["noise"]),
+        "data_size": int(widgets["data_size"]),
+        "batch_size": int(widgets["batch_size"]),
+        "epochs": int(widgets["epochs"]),
+        "lr": float(widgets["lr"]),
+        "optimizer": widgets["optimizer"],
+        "shuffle": bool(widgets["shuffle"]),
+        "seed": int(widgets["seed"]),
+        "devices": devices_spec(widgets),
+        "strategy": widgets["strategy"],
+        "workers": workers_value(widgets),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The link: the controls as URL query parameters.
+
+
+def _number_text(value: float) -> str:
+    return repr(float(value)) if not float(value).is_integer() else str(int(value))
+
+
+def to_query(values: Mapping[str, Any], pace: str) -> dict[str, str]:
+    """The controls as URL query parameters: every controlled field and the pace, as text."""
+    out = {}
+    for name in CONTROL_FIELDS:
+        value = values[name]
+        if name == "weights":
+            out[name] = ",".join(_number_text(w) for w in value)
+        elif isinstance(value, bool):
+            out[name] = "true" if value else "false"
+        elif isinstance(value, float):
+            out[name] = _number_text(value)
+        else:
+            out[name] = str(value)
+    out["pace"] = pace
+    return out
+
+
+def _check_url_value(name: str, raw: Any, value: Any, gpus: Any) -> Any:
+    """Refuse what no control can hold (what a control can hold is left to validate()); return the value."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(name, raw, "a finite number")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_WIDGET_INT:
+        raise ConfigError(name, raw, f"an integer from {-MAX_WIDGET_INT} to {MAX_WIDGET_INT}")
+    if name == "weights":
+        if not 1 <= len(value) <= MAX_FEATURE_CONTROL:
+            raise ConfigError(name, raw, f"1 to {MAX_FEATURES} numbers")
+        if not all(math.isfinite(w) for w in value):
+            raise ConfigError(name, raw, "finite numbers")
+    if name == "optimizer" and value not in OPTIMIZERS:
+        raise ConfigError(name, raw, " or ".join(OPTIMIZERS))
+    if name == "strategy" and value not in STRATEGIES:
+        raise ConfigError(name, raw, " or ".join(STRATEGIES))
+    if name == "devices":
+        return parse_devices(value, gpus).spec
+    return value
+
+
+def _check_cpu_devices(values: dict[str, Any], raw: Any) -> None:
+    """`cpu` is the devices of a strategy with processes; for the others the page offers virtual:K or cuda."""
+    processes = strategies.strategy(values.get("strategy", FitConfig.strategy)).processes
+    if values.get("devices") == "cpu" and not processes:
+        del values["devices"]
+        with_cpu = " or ".join(s.name for s in strategies.STRATEGIES.values() if s.processes)
+        allowed = f"virtual:K (K from 1 to {MAX_VIRTUAL}) or cuda:i,j,..., or cpu with strategy {with_cpu}"
+        raise ConfigError("devices", raw, allowed)
+
+
+def _last(raw: Any) -> Any:
+    """The last of a repeated query parameter (Streamlit gives a list)."""
+    return raw[-1] if isinstance(raw, (list, tuple)) and raw else raw
+
+
+def from_query(
+    params: Mapping[str, Any], gpus: Any = None
+) -> tuple[dict[str, Any], str | None, list[ConfigError]]:
+    """Read the controls from URL query parameters.
+
+    Returns (values, pace, errors): the typed values of the fields that parsed, the pace choice or None, and
+    one ConfigError per bad parameter. Parameters the page does not know (Streamlit's own, say) are ignored.
+    """
+    values: dict[str, Any] = {}
+    errors: list[ConfigError] = []
+    raws: dict[str, Any] = {}
+    for name in CONTROL_FIELDS:
+        if name not in params:
+            continue
+        raw = params[name] if name == "weights" else _last(params[name])
+        raws[name] = raw
+        try:
+            value = getattr(FitConfig.from_mapping({name: raw}), name)
+            value = _check_url_value(name, raw, value, gpus)
+        except ConfigError as exc:
+            errors.append(exc)
+            continue
+        values[name] = value
+    try:
+        _check_cpu_devices(values, raws.get("devices"))
+    except ConfigError as exc:
+        errors.append(exc)
+    pace = None
+    if "pace" in params:
+        raw = _last(params["pace"])
+        text = str(raw).strip().lower()
+        if text in PACE_CHOICES:
+            pace = text
+        else:
+            errors.append(
+                ConfigError("pace", raw, "one of " + ", ".join(PACE_CHOICES) + " (steps per second)")
+            )
+    return values, pace, errors

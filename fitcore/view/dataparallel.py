@@ -1,0 +1,87 @@
+"""DataParallel's part of the page: its planned first step, the table of each replica's shapes, how it ran.
+
+Every strategy's view module exposes the same names, which fitcore.strategies loads by the entry's `view`:
+`planned_step`, `sections`, `parallelism`, `console_frame` and `CONSOLE_HINT`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from fitcore.config import FitConfig
+from fitcore.devices import parse_devices
+from fitcore.events import Replica, RunStarted, Step
+from fitcore.parallel import chunk_sizes
+from fitcore.runner import Snapshot
+from fitcore.view.common import Section, shape_text
+
+CONSOLE_HINT = "the tutorial's In Model / Outside lines"  # what the console panel will show, before a step
+
+
+def split_table(step: Step) -> list[dict[str, Any]]:
+    """One row per replica that ran (device, rows, index range, input and output shape), then `Outside`."""
+    rows = [
+        {
+            "Device": r.device,
+            "Rows": r.rows,
+            "Batch rows": f"{r.start}–{r.stop - 1}",
+            "Input shape": shape_text(r.input_shape),
+            "Output shape": shape_text(r.output_shape),
+        }
+        for r in step.replicas
+    ]
+    rows.append(
+        {
+            "Device": "Outside (gathered)",
+            "Rows": step.input_shape[0],
+            "Batch rows": f"0–{step.input_shape[0] - 1}",
+            "Input shape": shape_text(step.input_shape),
+            "Output shape": shape_text(step.output_shape),
+        }
+    )
+    return rows
+
+
+def planned_step(cfg: FitConfig, gpus: Any = None) -> tuple[Step, tuple[str, ...]]:
+    """(the first step as DataParallel will split it, the devices) before any run: no loss, no times."""
+    labels = parse_devices(cfg.devices, gpus).labels
+    batch = min(cfg.batch_size, cfg.data_size)
+    replicas, start = [], 0
+    for label, n in zip(labels, chunk_sizes(batch, len(labels))):
+        replicas.append(Replica(label, start, start + n, (n, cfg.n_features), (n, 1)))
+        start += n
+    step = Step(1, 1, 1, math.nan, (batch, cfg.n_features), (batch, 1), tuple(replicas), (), 0.0, 0.0)
+    return step, labels
+
+
+def planned_split(cfg: FitConfig, gpus: Any = None) -> list[dict[str, Any]]:
+    """The first batch's split before any run: DataParallel's chunking of batch_size over the devices."""
+    return split_table(planned_step(cfg, gpus)[0])
+
+
+def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> list[Section]:
+    """The shapes of the run's latest step, or before a step the first one as it will be split."""
+    if snap is not None and snap.latest is not None:
+        rows = split_table(snap.latest)
+    elif snap is not None or cfg is not None:
+        rows = planned_split(snap.config if snap is not None else cfg, gpus)
+    else:
+        return []
+    return [Section("shapes", title="Shapes inside and outside the model", tables=(rows,))]
+
+
+def parallelism(cfg: FitConfig, started: RunStarted) -> str:
+    """ "DataParallel emulated on the CPU (virtual:3)", "nn.DataParallel on cuda:0,1", "one device, no split
+    (cpu)"."""
+    if started.emulated:
+        host = cfg.devices.split("@", 1)[1] if "@" in cfg.devices else "the CPU"
+        return f"DataParallel emulated on {host} ({cfg.devices})"
+    if started.data_parallel:
+        return "nn.DataParallel on cuda:" + ",".join(d.split(":", 1)[1] for d in started.devices)
+    return f"one device, no split ({', '.join(started.devices)})"
+
+
+def console_frame(snap: Snapshot) -> tuple[list[str], list[str]]:
+    """Lines around the steps in the console panel: none, the tutorial prints only its steps."""
+    return [], []

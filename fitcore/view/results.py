@@ -1,0 +1,183 @@
+"""What a run learned, as data: the parameters' table, every rank's own parameters, the history as CSV and
+the result as JSON (the page's downloads and `python -m fitcore --json`)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from typing import Any
+
+from fitcore import strategies
+from fitcore.config import FitConfig
+from fitcore.events import RunStarted, Step
+from fitcore.runner import Snapshot
+from fitcore.view.common import parameter_names
+
+
+def results_table(snap: Snapshot) -> list[dict[str, Any]]:
+    """Learned, true and least-squares value of each parameter, and the learned one's error against both."""
+    if not snap.weights or snap.bias is None:
+        return []
+    cfg = snap.config
+    learned = list(snap.weights) + [snap.bias]
+    true = list(cfg.weights) + [cfg.bias]
+    lstsq = list(snap.lstsq_weights) + [snap.lstsq_bias] if snap.lstsq_weights is not None else None
+    rows = []
+    for i, name in enumerate(parameter_names(cfg.n_features)):
+        row = {"Parameter": name, "Learned": learned[i], "True": true[i]}
+        row["Least squares"] = lstsq[i] if lstsq else None
+        row["Learned − true"] = learned[i] - true[i]
+        row["Learned − least squares"] = learned[i] - lstsq[i] if lstsq else None
+        rows.append(row)
+    return rows
+
+
+def final_rows(snap: Snapshot) -> list[dict[str, Any]]:
+    """Every rank's parameters after its last step (Detail('final')), as numbers: one row per rank."""
+    value = snap.extra.get("final")
+    if not value:
+        return []
+    names = parameter_names(snap.config.n_features)
+    return [
+        {"Rank": r["rank"], "Device": r["device"], **dict(zip(names, list(r["weights"]) + [r["bias"]]))}
+        for r in value["ranks"]
+    ]
+
+
+def final_agreement(snap: Snapshot) -> str | None:
+    """One sentence: do all ranks hold the same parameters? None before the ranks have reported them."""
+    value = snap.extra.get("final")
+    if not value:
+        return None
+    k = len(value["ranks"])
+    if value["identical"] and k == 1:
+        return "The only rank ended with its own parameters: with 1 rank there is nothing to compare."
+    if value["identical"]:
+        return f"All {k} ranks ended with identical parameters (largest difference 0): DDP kept them in step."
+    return f"The ranks' parameters differ: largest difference {value['max_abs_diff']:.3g}."
+
+
+def _finite_or_none(value: Any) -> Any:
+    """JSON has no inf or NaN: a diverged run's values become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_none(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite_or_none(v) for k, v in value.items()}
+    return value
+
+
+def row_range(start: int, stop: int) -> dict[str, int]:
+    """Batch rows [start, stop) as people count them, like the page's "0–66": first, last, how many."""
+    return {"first": start, "last": stop - 1, "rows": stop - start}
+
+
+def parallelism(cfg: FitConfig, started: RunStarted | None) -> str | None:
+    """How the run was parallel, in words, as its strategy's view module says; None before the run has
+    placed its replicas."""
+    if started is None:
+        return None
+    return strategies.of(cfg).view_module.parallelism(cfg, started)
+
+
+def step_dict(step: Step | None) -> dict[str, Any] | None:
+    """A step's split as plain data: its batch's shapes, each replica's rows (row_range) and shapes."""
+    if step is None:
+        return None
+    return {
+        "step": step.step,
+        "input_shape": list(step.input_shape),
+        "output_shape": list(step.output_shape),
+        "replicas": [
+            {
+                "device": r.device,
+                "rows": row_range(r.start, r.stop),
+                "input_shape": list(r.input_shape),
+                "output_shape": list(r.output_shape),
+            }
+            for r in step.replicas
+        ],
+    }
+
+
+def result_dict(
+    cfg: FitConfig,
+    status: str,
+    message: str,
+    started: RunStarted | None,
+    first: Step | None,
+    latest: Step | None,
+    outcome: tuple[int, float | None, tuple[float, ...], float | None],
+    elapsed: float,
+    steps_per_second: float,
+) -> dict[str, Any]:
+    """The run's outcome, for `--json` and the page's JSON download: config, status, learned / true /
+    least-squares parameters, the split of the first and of the latest step, and the speed.
+
+    Args:
+        started: the run's RunStarted (devices, emulation, the least-squares answer); None if it never came.
+        outcome: (steps, final loss, learned weights, learned bias).
+    """
+    steps, final_loss, weights, bias = outcome
+    return {
+        "config": cfg.to_dict(),
+        "status": status,
+        "message": message,
+        "strategy": cfg.strategy,
+        "parallelism": parallelism(cfg, started),
+        "devices": list(started.devices) if started else [],
+        "emulated": started.emulated if started else None,
+        "steps": steps,
+        "total_steps": cfg.total_steps,
+        "final_loss": final_loss,
+        "weights": list(weights),
+        "bias": bias,
+        "true_weights": list(cfg.weights),
+        "true_bias": cfg.bias,
+        "lstsq_weights": list(started.lstsq_weights) if started else None,
+        "lstsq_bias": started.lstsq_bias if started else None,
+        "first_step": step_dict(first),
+        "latest_step": step_dict(latest),
+        "elapsed": elapsed,
+        "steps_per_second": steps_per_second,
+    }
+
+
+def snapshot_result(snap: Snapshot) -> dict[str, Any]:
+    """result_dict of a run the page shows, with its id and the parameters' table."""
+    outcome = (snap.step, snap.final_loss, snap.weights, snap.bias)
+    result = result_dict(
+        snap.config, snap.status, snap.message, snap.started, snap.first, snap.latest, outcome,
+        snap.elapsed, snap.steps_per_second,
+    )  # fmt: skip
+    return {"run_id": snap.run_id, **result, "parameters": results_table(snap)}
+
+
+def result_json(snap: Snapshot) -> str:
+    """snapshot_result as strict JSON: a diverged run's inf and NaN become null."""
+    return json.dumps(_finite_or_none(snapshot_result(snap)), indent=2, allow_nan=False)
+
+
+def history_rows(snap: Snapshot) -> list[dict[str, Any]]:
+    """The kept history, one row per step that has a loss or parameters (the two series thin separately)."""
+    names = parameter_names(snap.config.n_features)
+    by_step: dict[int, dict[str, Any]] = {}
+    for step, loss in snap.loss_history:
+        by_step.setdefault(step, {"step": step})["loss"] = loss
+    for step, values in snap.param_history:
+        by_step.setdefault(step, {"step": step}).update(zip(names, values))
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def history_csv(snap: Snapshot) -> str:
+    """history_rows as CSV: step, loss, w1..wd, b; a cell is empty where that series skipped the step."""
+    out = io.StringIO()
+    writer = csv.DictWriter(
+        out, ["step", "loss"] + parameter_names(snap.config.n_features), lineterminator="\n"
+    )
+    writer.writeheader()
+    writer.writerows(history_rows(snap))
+    return out.getvalue()

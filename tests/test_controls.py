@@ -1,0 +1,295 @@
+"""fitcore.view.controls: presets, the pace, the link, and config values <-> widget values."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from fitcore.config import ConfigError, FitConfig, validate
+from fitcore.data import make_data
+from fitcore.devices import GPU
+from fitcore.parallel import chunk_sizes
+from fitcore.view import controls, status
+from tests.view_helpers import run_to_end, trained_steps
+
+
+def test_every_preset_is_valid_and_named_once():
+    names = [p.name for p in controls.PRESETS]
+    assert len(set(names)) == len(names) == 7
+    for p in controls.PRESETS:
+        validate(p.config)
+        assert controls.preset(p.name) is p
+
+
+def test_tutorial_preset_is_the_tutorial_and_the_default():
+    cfg = controls.preset("The tutorial").config
+    assert (cfg.weights, cfg.bias, cfg.data_size, cfg.batch_size) == ((5.2, 9.6), 3.4, 200, 200)
+    assert (cfg.optimizer, cfg.lr, cfg.epochs, cfg.devices) == ("adam", 0.5, 200, "virtual:2")
+    assert controls.matching_preset(controls.defaults()).name == "The tutorial"
+
+
+def test_split_presets_cut_the_batch_as_their_lessons_say():
+    uneven = controls.preset("Uneven split").config
+    assert (uneven.batch_size, uneven.devices) == (200, "virtual:3")
+    assert chunk_sizes(200, 3) == (67, 67, 66)
+    few = controls.preset("Fewer rows than devices").config
+    assert (few.batch_size, few.devices) == (5, "virtual:8") and few.data_size >= 8
+    assert chunk_sizes(5, 8) == (1, 1, 1, 1, 1)
+    # and what the trainer really records agrees
+    assert [r.rows for r in trained_steps(dataclasses.replace(uneven, epochs=1))[0].replicas] == [67, 67, 66]
+    assert [r.rows for r in trained_steps(dataclasses.replace(few, epochs=1))[0].replicas] == [1] * 5
+
+
+def test_too_high_a_learning_rate_really_diverges():
+    snap = run_to_end(controls.preset("Too high a learning rate").config)
+    assert snap.status == "diverged"
+    assert 0 < snap.step < snap.total_steps
+    assert "too high" in snap.message
+    # the same setup with a sensible rate converges, so it is the rate that diverges
+    fine = run_to_end(dataclasses.replace(controls.preset("Too high a learning rate").config, lr=0.5))
+    assert fine.status == "finished"
+
+
+def test_noisy_preset_learns_least_squares_not_the_truth():
+    cfg = controls.preset("Noisy data").config
+    snap = run_to_end(cfg)
+    assert snap.status == "finished"
+    X, y = make_data(cfg)
+    A = torch.cat([X.double(), torch.ones(len(X), 1, dtype=torch.float64)], 1)
+    ref = torch.linalg.lstsq(A, y.double()).solution.view(-1).tolist()
+    learned = list(snap.weights) + [snap.bias]
+    true = list(cfg.weights) + [cfg.bias]
+    assert learned == pytest.approx(ref, abs=2e-3)
+    assert max(abs(a - b) for a, b in zip(learned, true)) > 0.1  # visibly not the true values
+
+
+def test_matching_preset_needs_every_control_equal():
+    values = controls.config_values(controls.preset("Uneven split").config)
+    assert controls.matching_preset(values).name == "Uneven split"
+    assert controls.matching_preset({**values, "seed": 1}) is None
+
+
+@pytest.mark.parametrize(
+    "cfg, pace",
+    [
+        (FitConfig(), "20"),
+        (FitConfig(weights=(1.5, -2.0, 0.125), bias=-0.5, noise=0.3, devices="virtual:4"), "max"),
+        (FitConfig(data_size=1000, batch_size=64, epochs=3, lr=0.01, optimizer="sgd", shuffle=False), "1"),
+        (FitConfig(seed=2**40, weights=(1e-7,)), "200"),
+        (FitConfig(strategy="ddp", workers=3, devices="cpu", data_size=10, batch_size=10), "max"),
+        (FitConfig(strategy="ddp", workers=8, devices="virtual:2"), "5"),
+    ],
+)
+def test_query_round_trip(cfg, pace):
+    query = controls.to_query(controls.config_values(cfg), pace)
+    assert all(isinstance(v, str) for v in query.values())
+    values, got_pace, errors = controls.from_query(query)
+    assert errors == []
+    assert got_pace == pace
+    assert values == controls.config_values(cfg)
+
+
+def test_query_text():
+    query = controls.to_query(controls.config_values(FitConfig(devices="virtual:3", shuffle=False)), "max")
+    assert query == {
+        "weights": "5.2,9.6",
+        "bias": "3.4",
+        "noise": "0",
+        "data_size": "200",
+        "batch_size": "200",
+        "epochs": "200",
+        "lr": "0.5",
+        "optimizer": "adam",
+        "shuffle": "false",
+        "seed": "0",
+        "devices": "virtual:3",
+        "strategy": "dataparallel",
+        "workers": "2",
+        "pace": "max",
+    }
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"data_size": "abc"}, "data_size: got 'abc'; allowed: an integer"),
+        ({"batch_size": "2.5"}, "batch_size: got '2.5'; allowed: an integer"),
+        ({"lr": "inf"}, "lr: got 'inf'; allowed: a finite number"),
+        ({"bias": "nan"}, "bias: got 'nan'; allowed: a finite number"),
+        ({"weights": ""}, "weights: got ''; allowed: 1 to 16 numbers"),
+        ({"weights": "1,x"}, "weights: got '1,x'; allowed: 1 to 16 numbers"),
+        (
+            {"weights": ",".join(["1"] * 33)},
+            f"weights: got {','.join(['1'] * 33)!r}; allowed: 1 to 16 numbers",
+        ),
+        ({"optimizer": "rmsprop"}, "optimizer: got 'rmsprop'; allowed: adam or sgd"),
+        ({"shuffle": "maybe"}, "shuffle: got 'maybe'; allowed: true or false"),
+        ({"seed": str(2**60)}, f"seed: got '{2**60}'; allowed: an integer from -{2**53 - 1} to {2**53 - 1}"),
+        (
+            {"devices": "cpu"},
+            "devices: got 'cpu'; allowed: virtual:K (K from 1 to 8) or cuda:i,j,..., "
+            "or cpu with strategy ddp",
+        ),
+        ({"strategy": "ddp2"}, "strategy: got 'ddp2'; allowed: dataparallel or ddp"),
+        ({"workers": "two"}, "workers: got 'two'; allowed: an integer"),
+        (
+            {"pace": "7"},
+            "pace: got '7'; allowed: one of 1, 2, 5, 10, 20, 50, 100, 200, max (steps per second)",
+        ),
+    ],
+)
+def test_bad_query_values_are_reported_and_left_out(params, message):
+    values, pace, errors = controls.from_query({**params, "epochs": "7", "embed": "true"})
+    assert [str(e) for e in errors] == [message]
+    assert values == {"epochs": 7}  # the good one is kept, Streamlit's own `embed` is ignored
+    assert pace is None
+
+
+def test_cpu_devices_in_the_query_belong_to_ddp():
+    """`cpu` is ddp's ranks on the CPU; DataParallel on the page runs on virtual devices or GPUs."""
+    query = {"devices": "cpu", "strategy": "ddp", "workers": "3"}
+    assert controls.from_query(query) == ({"devices": "cpu", "strategy": "ddp", "workers": 3}, None, [])
+    values, _, errors = controls.from_query({**query, "strategy": "dataparallel"})
+    assert values == {"strategy": "dataparallel", "workers": 3}  # the default devices stay
+    assert [e.field for e in errors] == ["devices"]
+    # a worker count out of range is a setup the controls can hold: validation reports it, naming the field
+    values, _, errors = controls.from_query({**query, "workers": "9"})
+    assert errors == [] and values["workers"] == 9
+    with pytest.raises(ConfigError) as exc:
+        controls.config_from_controls({**controls.defaults(), **values})
+    assert controls.error_text(exc.value) == (
+        "Workers: got 9; allowed: an integer from 1 to 8 (and at most the data size)"
+    )
+
+
+def test_bad_device_in_query_names_what_this_machine_allows():
+    _, _, errors = controls.from_query({"devices": "virtual:9"}, gpus=[])
+    assert [e.field for e in errors] == ["devices"]
+    assert "virtual:K (K from 1 to 8)" in str(errors[0]) and "0 CUDA GPUs" in str(errors[0])
+
+
+def test_query_keeps_what_only_validation_refuses():
+    """A link with batch > data is a setup the controls can hold: validation, not the URL, reports it."""
+    values, _, errors = controls.from_query({"batch_size": "300", "data_size": "200"})
+    assert errors == [] and values == {"batch_size": 300, "data_size": 200}
+    with pytest.raises(ConfigError) as exc:
+        controls.config_from_controls({**controls.defaults(), **values})
+    assert str(exc.value) == "batch_size: got 300; allowed: an integer from 1 to 200 (the data size)"
+    # the page names the field once, by the label beside the control
+    assert controls.error_text(exc.value) == (
+        "Batch size: got 300; allowed: an integer from 1 to 200 (the data size)"
+    )
+
+
+def test_workers_count_only_for_ddp():
+    """DataParallel ignores `workers`: a different count is no difference and does not break a preset."""
+    tutorial = controls.preset("The tutorial").config
+    values = {**controls.config_values(tutorial), "workers": 5}
+    assert controls.matching_preset(values).name == "The tutorial"
+    assert status.config_differences(values, tutorial) == []
+    ddp_values = {**values, "strategy": "ddp", "devices": "cpu"}
+    assert controls.matching_preset(ddp_values) is None  # the DDP preset has 2 workers
+    assert controls.matching_preset({**ddp_values, "workers": 2}).name == "DistributedDataParallel"
+    assert status.config_differences(ddp_values, tutorial) == [
+        "Devices: virtual:2 in the run, cpu in the controls",
+        "Strategy: dataparallel in the run, ddp in the controls",
+        "Workers: 2 in the run, 5 in the controls",
+    ]
+
+
+def test_pace_choices():
+    assert controls.DEFAULT_PACE == "20" and controls.parse_pace("20") == 20.0
+    assert controls.parse_pace("max") is None
+    assert [controls.pace_label(c) for c in ("1", "5", "max")] == [
+        "1 step/s",
+        "5 steps/s",
+        "as fast as possible",
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Config values <-> widget values: what app.py copies to and from the session.
+
+GPUS = [GPU(0, "Test GPU", 16 * 2**30), GPU(1, "Test GPU", 16 * 2**30)]
+
+
+def fresh_widgets() -> dict:
+    """The widgets of a fresh page: the defaults' values, and no GPU selected yet."""
+    return {"gpus": [], **controls.widget_values(controls.defaults(), GPUS)}
+
+
+@pytest.mark.parametrize(
+    "spec, widgets",
+    [
+        ("virtual:3", {"device_mode": "virtual", "virtual_devices": 3, "emulate_on": "cpu"}),
+        ("virtual:3@cuda:0", {"device_mode": "virtual", "virtual_devices": 3, "emulate_on": "cuda:0"}),
+        ("virtual:8@cuda:1", {"device_mode": "virtual", "virtual_devices": 8, "emulate_on": "cuda:1"}),
+        ("cpu", {"device_mode": "virtual"}),  # the processes' count is the workers widget's
+        ("cuda", {"device_mode": "cuda", "gpus": [0, 1]}),  # every GPU
+        ("cuda:0,1", {"device_mode": "cuda", "gpus": [0, 1]}),
+        ("cuda:1", {"device_mode": "cuda", "gpus": [1]}),
+    ],
+)
+def test_device_widgets_of_each_spec(spec, widgets):
+    assert controls.device_widgets(spec, GPUS) == widgets
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        FitConfig(),
+        FitConfig(devices="virtual:3", weights=(1.5, -2.0, 0.125), bias=-0.5, noise=0.25, shuffle=False),
+        FitConfig(devices="virtual:1", data_size=9, batch_size=2, epochs=3, lr=0.01, optimizer="sgd"),
+        FitConfig(devices="virtual:3@cuda:0"),
+        FitConfig(devices="cuda:0,1"),
+        FitConfig(devices="cuda:1", seed=2**40),
+        FitConfig(strategy="ddp", devices="cpu", workers=3),
+        FitConfig(strategy="ddp", devices="cpu", workers=1, data_size=10, batch_size=10),
+        FitConfig(strategy="ddp", devices="cuda:0,1", workers=2),
+    ],
+)
+def test_config_to_widgets_and_back_is_the_same_config(cfg):
+    values = controls.config_values(validate(cfg, gpus=GPUS))
+    widgets = {**fresh_widgets(), **controls.widget_values(values, GPUS)}
+    assert controls.control_values(widgets) == values
+    # and through the link: values -> link -> values -> widgets -> values -> the same link
+    query = controls.to_query(values, "5")
+    linked, pace, errors = controls.from_query(query, GPUS)
+    assert (linked, pace, errors) == (values, "5", [])
+    widgets = {**fresh_widgets(), **controls.widget_values(linked, GPUS)}
+    assert controls.to_query(controls.control_values(widgets), "5") == query
+
+
+def test_every_gpu_reads_back_as_each_gpu_listed():
+    widgets = {**fresh_widgets(), **controls.widget_values({"devices": "cuda"}, GPUS)}
+    assert controls.control_values(widgets)["devices"] == "cuda:0,1"
+
+
+def test_switching_strategy_keeps_the_other_strategys_devices():
+    """`cpu` means processes on the CPU: switching to DataParallel and back finds each one's devices."""
+    widgets = {**fresh_widgets(), **controls.widget_values({"devices": "virtual:3@cuda:1"}, GPUS)}
+    widgets["strategy"], widgets["workers"] = "ddp", 4
+    assert (controls.devices_spec(widgets), controls.workers_value(widgets)) == ("cpu", 4)
+    widgets["strategy"] = "dataparallel"
+    assert controls.devices_spec(widgets) == "virtual:3@cuda:1"
+
+
+def test_processes_on_gpus_are_one_per_selected_gpu_whatever_the_workers_widget():
+    widgets = {**fresh_widgets(), "strategy": "ddp", "workers": 5, "device_mode": "cuda", "gpus": [1, 0]}
+    assert (controls.devices_spec(widgets), controls.workers_value(widgets)) == ("cuda:0,1", 2)
+    widgets["strategy"] = "dataparallel"  # DataParallel ignores the count: the widget's is kept
+    assert (controls.devices_spec(widgets), controls.workers_value(widgets)) == ("cuda:0,1", 5)
+
+
+def test_weights_widgets_hold_floats_one_per_feature():
+    widgets = controls.widget_values({"weights": (1, 2.5, -3), "bias": 2, "lr": 1, "noise": 0})
+    assert widgets == {
+        "n_features": 3, "weight_0": 1.0, "weight_1": 2.5, "weight_2": -3.0, "bias": 2.0, "lr": 1.0,
+        "noise": 0.0,
+    }  # fmt: skip
+    assert all(isinstance(v, float) for k, v in widgets.items() if k != "n_features")
+    # a widget left over from more features is not read
+    more = {**fresh_widgets(), **widgets, "weight_3": 7.0}
+    assert controls.control_values(more)["weights"] == (1.0, 2.5, -3.0)

@@ -1,0 +1,67 @@
+"""fitcore.view.dataparallel: each replica's shapes in a step, and the first step planned before a run."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from fitcore import strategies
+from fitcore.config import FitConfig
+from fitcore.phases import step_bytes
+from fitcore.view import dataparallel
+from tests.view_helpers import trained_steps
+
+
+def test_split_table_of_a_real_step():
+    step = trained_steps(FitConfig(devices="virtual:3", epochs=1))[0]
+    rows = dataparallel.split_table(step)
+    assert [r["Device"] for r in rows] == [
+        "virtual:0 (emulated on CPU)",
+        "virtual:1 (emulated on CPU)",
+        "virtual:2 (emulated on CPU)",
+        "Outside (gathered)",
+    ]
+    assert [r["Rows"] for r in rows] == [67, 67, 66, 200]
+    assert [r["Batch rows"] for r in rows] == ["0–66", "67–133", "134–199", "0–199"]
+    assert [r["Input shape"] for r in rows] == ["[67, 2]", "[67, 2]", "[66, 2]", "[200, 2]"]
+    assert [r["Output shape"] for r in rows] == ["[67, 1]", "[67, 1]", "[66, 1]", "[200, 1]"]
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        FitConfig(),
+        FitConfig(devices="virtual:3"),
+        FitConfig(data_size=40, batch_size=5, devices="virtual:8", weights=(1.0, 2.0, 3.0)),
+        FitConfig(data_size=9, batch_size=9, devices="virtual:4"),
+        FitConfig(data_size=50, batch_size=40, devices="virtual:1"),
+    ],
+)
+def test_planned_split_is_what_the_trainer_records(cfg):
+    first = trained_steps(dataclasses.replace(cfg, epochs=1))[0]
+    assert dataparallel.planned_split(cfg) == dataparallel.split_table(first)
+
+
+VIEW_NAMES = ("planned_step", "sections", "parallelism", "console_frame", "CONSOLE_HINT")
+
+
+@pytest.mark.parametrize("name", strategies.NAMES)
+def test_every_strategys_view_module_exposes_the_same_names(name):
+    """A strategy is a plug-in: the page and the live view reach its parts only through these names."""
+    entry = strategies.strategy(name)
+    view = entry.view_module
+    assert view.__name__ == entry.view and view.__name__.startswith("fitcore.view.")
+    assert [n for n in VIEW_NAMES if not hasattr(view, n)] == []
+    assert entry.planned_step is view.planned_step
+    assert view.sections(None, None) == []  # no run and no valid controls: no panel
+    # each entry's own bytes of a step, side by side under the strategies' names
+    assert step_bytes(200, 2, 2, 4)[name] == entry.bytes_of_step(200, 2, 2, 4)
+
+
+def test_dataparallels_panel_is_the_planned_split_before_a_run():
+    cfg = FitConfig(devices="virtual:3")
+    (section,) = dataparallel.sections(None, cfg)
+    assert section.title == "Shapes inside and outside the model"
+    assert section.tables == (dataparallel.planned_split(cfg),)
+    assert [r["Rows"] for r in section.tables[0]] == [67, 67, 66, 200]
