@@ -141,7 +141,7 @@ function layout(state, width, xr, yaxis, extras) {
     uirevision: state.run ? state.run.id || "planned" : "none",  // a reader's zoom survives redraws
     font: { family: FONT, size: 14, color: "#343a40" },
     paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#ffffff",
-    hoverlabel: { font: { family: FONT, size: 14 } },
+    hoverlabel: { bgcolor: "#ffffff", bordercolor: "#adb5bd", namelength: -1, font: { family: FONT, size: 14, color: "#111418" } },
     xaxis: { range: xr, showline: true, linecolor: AXIS, gridcolor: GRID, zeroline: false, ticks: "",
              nticks: Math.max(3, Math.floor((width - MARGIN.l - MARGIN.r) / 90)), hoverformat: "d",
              unifiedhovertitle: { text: "step %{x}" } },
@@ -235,7 +235,7 @@ function paramChart(state, width) {
         if (refs.length) trace.hovertemplate = `%{y:.5~g}  (${refs.join(", ")})`;
         return trace;
       });
-      const { shapes, annotations } = marks(xr, diverged, state.params.length ? "" : "");
+      const { shapes, annotations } = marks(xr, diverged, "");
       names.forEach((name, i) => {
         const colour = COLOURS[i % COLOURS.length];
         const across = (y, dash, w) => ({ type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: y, y1: y,

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def strategy_phases() -> dict[str, list[str]]:
-    """{drawer key: the phase names its strategy records}, from fitcore/strategies.py and fitcore/phases.py."""
+    """{drawer key: the phase names its strategy records}, from fitcore.strategies and fitcore.phases."""
     by_name = {"dataparallel": phases.DATAPARALLEL_PHASES, "ddp": phases.DDP_PHASES}
     assert set(by_name) == set(strategies.NAMES), "a strategy's phases are missing from this test"
     return {s.drawer: list(by_name[s.name]) for s in strategies.STRATEGIES.values()}
