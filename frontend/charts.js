@@ -143,7 +143,7 @@ function layout(state, width, xr, yaxis, extras) {
     paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#ffffff",
     hoverlabel: { bgcolor: "#ffffff", bordercolor: "#adb5bd", namelength: -1, font: { family: FONT, size: 14, color: "#111418" } },
     xaxis: { range: xr, showline: true, linecolor: AXIS, gridcolor: GRID, zeroline: false, ticks: "",
-             nticks: Math.max(3, Math.floor((width - MARGIN.l - MARGIN.r) / 90)), hoverformat: "d",
+             nticks: Math.max(3, Math.floor((width - MARGIN.l - MARGIN.r) / 60)), hoverformat: "d",
              unifiedhovertitle: { text: "step %{x}" } },
     yaxis: { showline: true, linecolor: AXIS, gridcolor: GRID, zeroline: false, ticks: "", ...yaxis },
     ...extras,
