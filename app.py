@@ -527,12 +527,15 @@ def downloads_ui(snap: Snapshot | None) -> None:
 
 @st.cache_resource(show_spinner=False)
 def live_component():
-    """The live view's browser component, registered once per server (fitcore.live says what it reads)."""
+    """The live view's browser component, registered once per server (fitcore.live says what it reads).
+
+    Its script is frontend/component.js, which imports the view's modules from fitcore's static route.
+    """
     return st.components.v2.component(
         "fitcore_live",
         html='<div class="fitcore-live"></div>',
         css=(FRONTEND / "live.css").read_text(encoding="utf-8"),
-        js=(FRONTEND / "live.js").read_text(encoding="utf-8"),
+        js=(FRONTEND / "component.js").read_text(encoding="utf-8"),
     )
 
 
@@ -553,6 +556,8 @@ def live_data(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> dict:
         "owner": ss.owner,  # kept in a cookie, so that a reload finds this browser's runs again
         "endpoint": api.LIVE_PATH,
         "bye": api.BYE_PATH,
+        "assets": api.STATIC_PATH,  # frontend/'s modules
+        "plotly": api.plotly_url(),  # the charts' plotly.js, from the same route
         "poll_ms": int(ss.refresh_ms),
         "queued_poll_ms": QUEUED_POLL_MS,
         "smoothing": float(ss.smoothing),

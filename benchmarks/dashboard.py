@@ -33,13 +33,13 @@ RATE = re.compile(r"([\d,]+) steps/s")
 RATE_TARGET = 0.80
 FIRST_POINT_TARGET_S = 1.0
 
-# the page's first drawn point: the live view's status line past step 0 and a line in its loss chart (the live
-# view is a component in a shadow root: the query goes through the component's host element)
+# the page's first drawn point: the live view's status line past step 0 and a line in its loss chart, which
+# plotly.js draws (the live view is a component in a shadow root: the query goes through its host element)
 FIRST_POINT_JS = """() => {
     const roots = [...document.querySelectorAll('*')].map(e => e.shadowRoot).filter(Boolean);
     for (const root of roots) {
         const status = root.querySelector('.fl-status-text');
-        const line = root.querySelector('.fl-chart-svg path');
+        const line = root.querySelector('.fl-chart .js-line');
         const m = status && status.textContent.match(/step (\\d+) \\/ (\\d+)/);
         if (m && Number(m[1]) >= 1 && line && (line.getAttribute('d') || '').length > 2) {
             window.__fitcore_drawn = performance.now();

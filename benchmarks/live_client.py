@@ -3,7 +3,7 @@
 In the browser the live view (status line, step picture, loss and parameter charts) polls the server's
 `GET /fitcore/live?run=<id>&since=<step>` every 0.4 s while the run is active, and every second while it is
 queued; when the run's status changes it asks the page's script for one rerun, and when the page closes
-while its run is active it says `POST /fitcore/bye?run=<id>` (frontend/live.js). Every request carries the
+while its run is active it says `POST /fitcore/bye?run=<id>` (frontend/mount.js). Every request carries the
 browser's `fitcore_owner` cookie. `LiveView` does the same over one keep-alive HTTP/1.1 connection (asyncio
 streams, as a browser keeps one for a page's requests), beside a benchmarks.session_client.Session with the
 same owner, and records what a load test asks about: the answers, the longest wait between two of them while

@@ -1,17 +1,25 @@
-"""The server's two small HTTP routes beside the page: the live view's updates, and a closing page's goodbye.
+"""The server's small HTTP routes beside the page: the live view's updates, a closing page's goodbye, and the
+live view's own files (frontend/'s modules and plotly.js, served here so that a classroom needs no CDN).
 
-Both act for the browser's owner id (the `fitcore_owner` cookie the page sets), through the same owner rule as
-every other call on the pool: a run of another owner answers 404, exactly like a run that does not exist.
-They are Starlette handlers (what Streamlit's own server is built on); fitcore itself never imports
-streamlit.
+The first two act for the browser's owner id (the `fitcore_owner` cookie the page sets), through the same
+owner rule as every other call on the pool: a run of another owner answers 404, exactly like a run that does
+not exist. They are Starlette handlers (what Streamlit's own server is built on); fitcore itself never
+imports streamlit.
 """
 
 from __future__ import annotations
 
+import functools
+import gzip
+import hashlib
+import importlib.metadata
+import importlib.util
 import json
 import re
+from pathlib import Path
 from typing import Callable
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -24,6 +32,11 @@ OWNER_PATTERN = re.compile(r"[0-9a-f]{32}")  # what the page makes: uuid4().hex
 RUN_PATTERN = re.compile(r"run-[0-9]{1,12}")
 MAX_SINCE = 10**12
 LIVE_PATH, BYE_PATH = "/fitcore/live", "/fitcore/bye"
+STATIC_PATH = "/fitcore/static"  # + "/<file>": the live view's modules and styles, and plotly.js
+FRONTEND = Path(__file__).resolve().parents[1] / "frontend"
+STATIC_NAME = re.compile(r"[a-z_]+\.(js|css)")  # frontend/'s own files; its tests/ and preview are not served
+PLOTLY_JS = "plotly.min.js"
+STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 
 
 def owner_of(cookies: dict) -> str | None:
@@ -98,11 +111,66 @@ def bye_handler(get_pool: Callable[[], RunPool] = server_pool):
     return handle
 
 
-def routes(get_pool: Callable[[], RunPool] = server_pool) -> list[Route]:
+def plotly_js() -> Path:
+    """The plotly wheel's own plotly.min.js (the page's charts), found without importing plotly."""
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError("plotly is not installed: pip install -r requirements.txt")
+    return Path(spec.origin).parent / "package_data" / PLOTLY_JS
+
+
+def plotly_url() -> str:
+    """plotly.js's address, with plotly's version in it: a browser may keep the file until plotly changes."""
+    return f"{STATIC_PATH}/{PLOTLY_JS}?v={importlib.metadata.version('plotly')}"
+
+
+def static_files(frontend: Path = FRONTEND) -> dict[str, Path]:
+    """What GET /fitcore/static/<name> answers, by name: frontend/'s modules and styles, and plotly.min.js."""
+    files = {p.name: p for p in sorted(frontend.iterdir()) if STATIC_NAME.fullmatch(p.name) and p.is_file()}
+    files[PLOTLY_JS] = plotly_js()
+    return files
+
+
+@functools.lru_cache(maxsize=64)
+def _static_body(path: Path, mtime_ns: int) -> tuple[bytes, bytes, str]:
+    """(the file, gzipped, its ETag), read once per version of the file (mtime_ns keys the cache)."""
+    body = path.read_bytes()
+    return body, gzip.compress(body, compresslevel=6, mtime=0), f'"{hashlib.sha256(body).hexdigest()[:32]}"'
+
+
+def static_handler(files: dict[str, Path]):
+    """GET /fitcore/static/<name>: one of `files`, gzipped where the browser takes it; 404 for any other name.
+
+    The modules import each other by plain relative names, so the browser checks them again on every page
+    (no-cache: a 304 while unchanged); plotly.min.js is asked for with plotly's version, and kept a week.
+    """
+
+    async def handle(request: Request) -> Response:
+        name = request.path_params["name"]
+        path = files.get(name)
+        if path is None:
+            return _error(404, "file", name, "one of the live view's files")
+        try:
+            body, zipped, etag = await run_in_threadpool(_static_body, path, path.stat().st_mtime_ns)
+        except OSError:
+            return _error(404, "file", name, "one of the live view's files")
+        cache = "public, max-age=604800, immutable" if name == PLOTLY_JS else "no-cache"
+        headers = {"Cache-Control": cache, "ETag": etag, "Vary": "Accept-Encoding"}
+        if request.headers.get("if-none-match") == etag:
+            return Response(status_code=304, headers=headers)
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            body, headers["Content-Encoding"] = zipped, "gzip"
+        return Response(body, media_type=STATIC_TYPES[path.suffix], headers=headers)
+
+    return handle
+
+
+def routes(get_pool: Callable[[], RunPool] = server_pool, frontend: Path = FRONTEND) -> list[Route]:
     """The routes to mount beside the page (st.App(..., routes=routes()))."""
     # async handlers run on the event loop itself: each takes a run's lock only to copy its state, for
     # microseconds, and a thread-pool hop would cost more than the answer
     return [
         Route(LIVE_PATH, live_handler(get_pool), methods=["GET"]),
         Route(BYE_PATH, bye_handler(get_pool), methods=["POST"]),
+        Route(STATIC_PATH + "/{name}", static_handler(static_files(frontend)), methods=["GET"]),
     ]

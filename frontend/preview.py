@@ -3,8 +3,9 @@
     python frontend/preview.py [--port 8631]
     open http://127.0.0.1:8631/?scenario=dp3&width=960
 
-The page (preview.html) calls live.js's default export with the same contract as st.components.v2
-(`data`, `parentElement` = a shadow root, `setTriggerValue`), and answers `/fitcore/live?run=&since=` from
+The page (preview.html) calls component.js's default export with the same contract as st.components.v2
+(`data`, `parentElement` = a shadow root, `setTriggerValue`); it serves frontend/'s modules and plotly.js at
+/fitcore/static/ as fitcore/api.py does, and answers `/fitcore/live?run=&since=` from
 a fake run that advances with the wall clock, in the payload format of the live schema. A status trigger
 "reruns" by fetching the mount data again, as the Streamlit script would.
 """
@@ -12,10 +13,12 @@ a fake run that advances with the wall clock, in the payload format of the live 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import json
 import math
 import random
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,6 +27,8 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 HERE = Path(__file__).resolve().parent
+STATIC = "/fitcore/static/"
+MODULE = re.compile(r"[a-z_]+\.(js|css)")  # the files fitcore/api.py serves from frontend/
 ITEMSIZE = 4  # float32
 IDS_SHOWN = 6
 
@@ -174,7 +179,7 @@ def picture(run: FakeRun, step: int) -> dict | None:
     ddp_bytes = int(k * 2 * (k - 1) / k * (d + 1) * ITEMSIZE) if k else 0
     loss = run.loss(step)
     return {
-        "strategy": sc.strategy, "step": step, "epoch": step, "batch": 1,
+        "strategy": sc.strategy, "drawer": sc.strategy, "step": step, "epoch": step, "batch": 1,
         "loss": loss if loss is not None else None, "time": run.step_time(step),
         "batch_rows": sc.rows, "input_shape": [sc.rows, d], "output_shape": [sc.rows, 1],
         "first_device": "virtual:0", "emulated": True, "devices": devices, "phases": phases,
@@ -325,11 +330,15 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         url = urlparse(self.path)
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
-        files = {"/": "preview.html", "/live.js": "live.js", "/live.css": "live.css"}
-        types = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
-        if url.path in files:
-            path = HERE / files[url.path]
-            self.send(200, path.read_bytes(), types[path.suffix] + "; charset=utf-8")
+        name = url.path.removeprefix(STATIC)
+        if url.path == "/":
+            self.send(200, (HERE / "preview.html").read_bytes(), "text/html; charset=utf-8")
+        elif url.path.startswith(STATIC) and (MODULE.fullmatch(name) and (HERE / name).is_file()):
+            types = {".js": "text/javascript", ".css": "text/css"}
+            self.send(200, (HERE / name).read_bytes(), types[Path(name).suffix] + "; charset=utf-8")
+        elif url.path == STATIC + "plotly.min.js":
+            plotly = Path(importlib.util.find_spec("plotly").origin).parent / "package_data" / "plotly.min.js"
+            self.send(200, plotly.read_bytes(), "text/javascript; charset=utf-8")
         elif url.path == "/preview/mount":
             self.mount(query)
         elif url.path == "/preview/outage":
@@ -348,6 +357,7 @@ class Handler(BaseHTTPRequestHandler):
         run = RUNS.get(query.get("run", "")) or RUNS.create(query.get("scenario", "dp2"))
         data = {
             "payload": payload(run, 0), "endpoint": "/fitcore/live", "poll_ms": 400, "paused_poll_ms": 1000,
+            "assets": STATIC.rstrip("/"), "plotly": STATIC + "plotly.min.js",
             "overlay": overlay_series(run.scenario.total) if run.scenario.overlay else [],
         }  # fmt: skip
         self.send_json(200, data)

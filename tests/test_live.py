@@ -188,6 +188,7 @@ def test_routes_are_mounted_at_their_paths():
     assert [(r.path, sorted(r.methods)) for r in routes] == [
         ("/fitcore/live", ["GET", "HEAD"]),
         ("/fitcore/bye", ["POST"]),
+        ("/fitcore/static/{name}", ["GET", "HEAD"]),
     ]
 
 

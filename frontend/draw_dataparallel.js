@@ -1,0 +1,190 @@
+// nn.DataParallel's step picture: the batch on the first device is scattered, the model replicated, the
+// replicas run, the outputs gathered on the first device, the gradients summed back there.
+
+import { fitList, fitText, label, svgEl, textWidth } from "./dom.js";
+import { formatBytes, formatNumber, isNum, shape } from "./format.js";
+import {
+  SIDE, arrow, arrowLabel, busy, busyBoxes, bytesOf, chip, segmentBar,
+} from "./picture.js";
+
+const colours = {
+  scatter: "#1f6feb", replicate: "#7048e8", parallel_apply: "#2f9e44", gather: "#0c8599", loss: "#e8590c",
+  backward: "#c92a2a", reduce: "#ae3ec9", optimizer: "#343a40",
+};
+
+const phaseText = {
+  scatter: (p) => `scatter: the batch ${shape(p.input_shape)} is cut into ${busy(p).length} chunks, `
+    + `copied from ${p.first_device}`,
+  replicate: (p) => `replicate: W, b copied from ${p.first_device} to every busy device`,
+  parallel_apply: (p) => `parallel_apply: ${busy(p).length} replicas run their chunks at once`,
+  gather: (p) => `gather: outputs copied to ${p.first_device} → ${shape(p.output_shape)}`,
+  loss: (p) => `loss on ${p.first_device}: ${formatNumber(p.loss)}`,
+  backward: () => "backward: output gradients go back, every replica computes ∇W, ∇b",
+  reduce: (p) => `reduce: the replicas' gradients are summed on ${p.first_device}`,
+  optimizer: (p) => `optimizer step on ${p.first_device}; the replicas are thrown away`,
+};
+
+// The batch lives on the first device before the scatter: its rows' ids, cut as tensor.chunk cuts them.
+function drawTop(ctx) {
+  const { layout, svg } = ctx;
+  const g = svgEl("g");
+  svg.insertBefore(g, ctx.layer.back);
+  label(g, SIDE, layout.barY + 19, layout.rowLabels.batch, { size: 15, weight: 700 });
+  segmentBar(g, layout, layout.barY, layout.barH, (seg) => {
+    const ids = (seg.device.ids || []).map(String);
+    const more = seg.device.rows - ids.length;
+    return fitList(ids, seg.w - 10, 14, more > 0 ? ` +${more}` : "") || fitText(`${seg.device.rows}`, seg.w - 6, 14);
+  });
+}
+
+// Chunk i goes from its segment of the batch down into device i.
+function drawScatter(ctx, group) {
+  const live = ctx.now("scatter");
+  const { layout } = ctx;
+  for (const box of busyBoxes(ctx)) {
+    const seg = layout.segments[box.index];
+    const x0 = seg.x + seg.w / 2;
+    const y0 = layout.barY + layout.barH;
+    arrow(ctx, `M${x0},${y0 + 1} C${x0},${y0 + 16} ${box.cx},${box.y - 16} ${box.cx},${box.y - 2}`,
+      "scatter", { live, faint: !live });
+    if (live) {
+      const b = bytesOf(group, box.device);
+      arrowLabel(ctx, (x0 + box.cx) / 2, (y0 + box.y) / 2, b ? formatBytes(b) : "stays", "scatter");
+      ctx.boxState[box.index].glow = colours.scatter;
+    }
+  }
+}
+
+// A bus above the boxes: the first device's parameters broadcast to every other busy device.
+function drawReplicate(ctx, group) {
+  const live = ctx.now("replicate");
+  const boxes = busyBoxes(ctx);
+  boxes.forEach((box) => {
+    const original = box.index === 0;
+    chip(ctx.boxState[box.index], original ? "W, b" : "W, b copy", colours.replicate,
+      { fresh: live && !original, faded: ctx.done("optimizer") && !original });
+  });
+  if (!live || boxes.length < 2) return;
+  const y = ctx.layout.boxY - 12;
+  const first = boxes[0];
+  const last = boxes[boxes.length - 1];
+  ctx.layer.back.append(svgEl("path", { d: `M${first.cx},${first.y - 2} L${first.cx},${y} L${last.cx},${y}`,
+                                        fill: "none", stroke: colours.replicate, "stroke-width": 3,
+                                        class: "fl-flow" }));
+  for (const box of boxes.slice(1)) {
+    arrow(ctx, `M${box.cx},${y} L${box.cx},${box.y - 2}`, "replicate", { live: true });
+    label(ctx.layer.front, box.cx + 6, y - 4, formatBytes(bytesOf(group, box.device)),
+      { size: 14, weight: 600, fill: colours.replicate, halo: true });
+  }
+}
+
+function drawParallelApply(ctx) {
+  if (!ctx.now("parallel_apply")) return;
+  for (const box of busyBoxes(ctx)) ctx.boxState[box.index].glow = colours.parallel_apply;
+}
+
+// Each replica's output rows go down into their place in the output on the first device.
+function drawGather(ctx, group) {
+  const live = ctx.now("gather");
+  const { layout } = ctx;
+  const y = layout.outY;
+  for (const box of busyBoxes(ctx)) {
+    const seg = layout.segments[box.index];
+    const x1 = seg.x + seg.w / 2;
+    arrow(ctx, `M${box.cx},${box.y + box.h + 1} C${box.cx},${box.y + box.h + 16} ${x1},${y - 14} ${x1},${y - 2}`,
+      "gather", { live, faint: !live });
+    if (live) {
+      const b = bytesOf(group, box.device);
+      arrowLabel(ctx, (box.cx + x1) / 2, (box.y + box.h + y) / 2, b ? formatBytes(b) : "stays", "gather");
+    }
+  }
+  drawOutputBar(ctx);
+}
+
+// The output on the first device, in the chunks' order: segment i holds device i's output rows.
+function drawOutputBar(ctx) {
+  const { layout, pic } = ctx;
+  const g = svgEl("g");
+  ctx.layer.boxes.append(g);
+  label(g, SIDE, layout.outY + 19, layout.rowLabels.out, { size: 15, weight: 700 });
+  segmentBar(g, layout, layout.outY, layout.outH,
+    (seg) => fitText(shape(seg.device.output_shape), seg.w - 10, 14), 18);
+  const last = layout.segments.filter(Boolean).pop();
+  const room = last ? layout.width - SIDE - (last.x + last.w) - 8 : 0;
+  const where = `on ${pic.first_device}`;
+  if (room > textWidth(where, 15, 600)) {
+    label(g, layout.width - SIDE, layout.outY + 19, where, { size: 15, weight: 600, anchor: "end" });
+  }
+}
+
+function drawLoss(ctx) {
+  if (ctx.now("loss")) ctx.boxState[0].glow = colours.loss;
+  if (ctx.layout.boxes[0] && isNum(ctx.pic.loss)) {
+    chip(ctx.boxState[0], `loss ${formatNumber(ctx.pic.loss)}`, colours.loss, { fresh: ctx.now("loss") });
+  }
+}
+
+// The loss's gradient flows back up: the output gradients are scattered back to the replicas.
+function drawBackward(ctx, group) {
+  const live = ctx.now("backward");
+  const { layout } = ctx;
+  for (const box of busyBoxes(ctx)) {
+    chip(ctx.boxState[box.index], "∇W, ∇b", colours.backward,
+      { fresh: live, faded: ctx.done("reduce") && box.index !== 0 });
+    if (!live) continue;
+    ctx.boxState[box.index].glow = colours.backward;
+    const seg = layout.segments[box.index];
+    const x0 = seg.x + seg.w / 2;
+    const bottom = box.y + box.h;
+    arrow(ctx, `M${x0},${layout.outY - 2} C${x0},${layout.outY - 14} ${box.cx},${bottom + 16} ${box.cx},${bottom + 2}`,
+      "backward", { live: true });
+  }
+  if (live) {
+    label(ctx.layer.front, layout.width - SIDE, layout.boxY + layout.boxH + 17,
+      `output gradients back to the replicas: ${formatBytes(group.bytes)}`,
+      { size: 14, weight: 600, anchor: "end", fill: colours.backward, halo: true });
+  }
+}
+
+// The bus again, the other way: every replica's gradients summed onto the first device's W, b.
+function drawReduce(ctx, group) {
+  const live = ctx.now("reduce");
+  const boxes = busyBoxes(ctx);
+  if (boxes.length) chip(ctx.boxState[boxes[0].index], `Σ∇ of ${boxes.length}`, colours.reduce, { fresh: live });
+  if (!live) return;
+  ctx.boxState[0].glow = colours.reduce;
+  if (boxes.length < 2) return;
+  const y = ctx.layout.boxY - 12;
+  const first = boxes[0];
+  const last = boxes[boxes.length - 1];
+  for (const box of boxes.slice(1)) {
+    ctx.layer.back.append(svgEl("path", { d: `M${box.cx},${box.y - 2} L${box.cx},${y}`, fill: "none",
+                                          stroke: colours.reduce, "stroke-width": 3, class: "fl-flow" }));
+    label(ctx.layer.front, box.cx + 6, y - 4, formatBytes(bytesOf(group, box.device)),
+      { size: 14, weight: 600, fill: colours.reduce, halo: true });
+  }
+  arrow(ctx, `M${last.cx},${y} L${first.cx},${y} L${first.cx},${first.y - 2}`, "reduce", { live: true });
+}
+
+function drawOptimizer(ctx) {
+  const live = ctx.now("optimizer");
+  if (live) ctx.boxState[0].glow = colours.optimizer;
+  chip(ctx.boxState[0], "step ✓", colours.optimizer, { fresh: live });
+}
+
+export default {
+  key: "dataparallel",
+  title: "DataParallel",
+  colours,
+  phaseText,
+  phases: {
+    scatter: drawScatter, replicate: drawReplicate, parallel_apply: drawParallelApply, gather: drawGather,
+    loss: drawLoss, backward: drawBackward, reduce: drawReduce, optimizer: drawOptimizer,
+  },
+  drawTop,
+  rowLabels: (pic) => ({ batch: `X ${shape(pic.input_shape)} on ${pic.first_device}`,
+                         out: `outputs ${shape(pic.output_shape)}` }),
+  marksFirst: true,
+  showsIds: true,
+  footer: (pic) => `★ ${pic.first_device} also does: gather, loss, reduce, step`,
+};

@@ -1,0 +1,135 @@
+// DistributedDataParallel's step picture: no central batch; each rank reads its own shard, runs, computes
+// its own loss and gradients; the gradients are averaged around a ring; every rank takes the same step.
+
+import { fitList, fitText, label, svgEl, textWidth } from "./dom.js";
+import { formatBytes, formatNumber, isNum } from "./format.js";
+import { SIDE, arrow, busyBoxes, chip, deviceColour } from "./picture.js";
+
+const colours = {
+  load: "#1f6feb", forward: "#2f9e44", loss: "#e8590c", backward: "#c92a2a", allreduce: "#ae3ec9",
+  optimizer: "#343a40", replicate: "#7048e8",  // replicate: the chip of the model each rank holds
+};
+
+const phaseText = {
+  load: () => "load: every rank reads its own shard (nothing moves between devices)",
+  forward: () => "forward: every rank runs its own rows",
+  loss: () => "loss: every rank computes the loss of its own shard",
+  backward: () => "backward: every rank computes its own gradients",
+  allreduce: (p, g) => `all-reduce: gradients averaged around the ring, ${formatBytes(
+    g.entries[0] ? g.entries[0].bytes : 0)} sent per rank`,
+  optimizer: () => "optimizer: every rank takes the same step",
+};
+
+// Each rank's shard sits above its own box.
+function drawTop(ctx) {
+  const { layout, svg } = ctx;
+  layout.boxes.forEach((box, i) => {
+    const d = box.device;
+    if (!d.busy) return;
+    svg.append(svgEl("rect", { x: box.x, y: layout.barY, width: box.w, height: layout.barH, rx: 3,
+                               fill: deviceColour(i), "fill-opacity": 0.16, stroke: deviceColour(i) }));
+    const ids = (d.ids || []).map(String);
+    const more = d.rows - ids.length;
+    label(svg, box.x + 5, layout.barY + 19, fitList(ids, box.w - 10, 14, more > 0 ? ` +${more}` : ""),
+      { size: 14 });
+  });
+}
+
+// A rank's label already starts "rank i · ..." where the run names its ranks so.
+function boxName(pic, box, room) {
+  const d = box.device;
+  const name = d.label.startsWith("rank ") ? d.label : `rank ${box.index} · ${d.label}`;
+  return textWidth(name, 15, 700) > room ? fitText(`rank ${box.index}`, room, 15, 700) : name;
+}
+
+function drawLoad(ctx) {
+  const live = ctx.now("load");
+  const { layout } = ctx;
+  for (const box of busyBoxes(ctx)) {
+    const y0 = layout.barY + layout.barH;
+    arrow(ctx, `M${box.cx},${y0 + 1} L${box.cx},${box.y - 2}`, "load", { live, faint: !live });
+    if (live) {
+      ctx.boxState[box.index].glow = colours.load;
+      label(ctx.layer.front, box.cx + 6, box.y - 10, "0 B", { size: 14, weight: 600, fill: colours.load,
+                                                             halo: true });
+    }
+  }
+  for (const box of busyBoxes(ctx)) chip(ctx.boxState[box.index], "W, b", colours.replicate);
+}
+
+function drawForward(ctx) {
+  if (!ctx.now("forward")) return;
+  for (const box of busyBoxes(ctx)) ctx.boxState[box.index].glow = colours.forward;
+}
+
+function drawLoss(ctx) {
+  const live = ctx.now("loss");
+  for (const box of busyBoxes(ctx)) {
+    const loss = box.device.loss;
+    ctx.boxState[box.index].note = `loss ${isNum(loss) ? formatNumber(loss) : "–"}`;
+    if (live) ctx.boxState[box.index].glow = colours.loss;
+  }
+}
+
+function drawBackward(ctx) {
+  const live = ctx.now("backward");
+  for (const box of busyBoxes(ctx)) {
+    chip(ctx.boxState[box.index], ctx.done("allreduce") ? "avg ∇" : "∇W, ∇b", colours.backward, { fresh: live });
+    if (live) ctx.boxState[box.index].glow = colours.backward;
+  }
+}
+
+// The ring: rank i sends to rank i+1, the last one back to rank 0 along the bottom.
+function drawAllReduce(ctx, group) {
+  const live = ctx.now("allreduce");
+  const boxes = busyBoxes(ctx);
+  const { layout } = ctx;
+  const yBox = layout.boxY + layout.boxH;
+  if (boxes.length < 2) {
+    if (live) label(ctx.layer.front, SIDE, layout.outY + 20, "one rank: nothing to all-reduce",
+      { size: 15, weight: 600, fill: colours.allreduce });
+    return;
+  }
+  const opts = { live, faint: !live };
+  for (let i = 0; i + 1 < boxes.length; i++) {
+    const [xa, xb] = [boxes[i].cx + 10, boxes[i + 1].cx - 10];
+    arrow(ctx, `M${xa},${yBox + 2} C${xa},${yBox + 26} ${xb},${yBox + 26} ${xb},${yBox + 4}`, "allreduce", opts);
+  }
+  const first = boxes[0];
+  const last = boxes[boxes.length - 1];
+  const yBack = layout.outY + 2;
+  const [xLast, xFirst] = [last.cx + 14, first.cx - 14];
+  arrow(ctx, `M${xLast},${yBox + 2} L${xLast},${yBack} L${xFirst},${yBack} L${xFirst},${yBox + 4}`,
+    "allreduce", opts);
+  if (live) {
+    for (const box of boxes) ctx.boxState[box.index].glow = colours.allreduce;
+    const per = group.entries[0] ? group.entries[0].bytes : 0;
+    const text = `all-reduce ring: each rank sends ${formatBytes(per)} = 2·(K−1)/K·(d+1)·itemsize`;
+    label(ctx.layer.front, (first.cx + last.cx) / 2, yBack + 20, fitText(text, layout.width - 40, 15, 600),
+      { size: 15, weight: 600, anchor: "middle", fill: colours.allreduce, halo: true });
+  }
+}
+
+function drawOptimizer(ctx) {
+  const live = ctx.now("optimizer");
+  for (const box of busyBoxes(ctx)) {
+    chip(ctx.boxState[box.index], "same step ✓", colours.optimizer, { fresh: live });
+    if (live) ctx.boxState[box.index].glow = colours.optimizer;
+  }
+}
+
+export default {
+  key: "ddp",
+  title: "DDP",
+  colours,
+  phaseText,
+  phases: {
+    load: drawLoad, forward: drawForward, loss: drawLoss, backward: drawBackward, allreduce: drawAllReduce,
+    optimizer: drawOptimizer,
+  },
+  drawTop,
+  boxName,
+  marksFirst: false,
+  showsIds: false,
+  footer: () => "every rank does the same work; no device gathers",
+};

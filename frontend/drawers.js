@@ -1,0 +1,20 @@
+// The step picture's drawers, one module per strategy, by the key the payload's picture.drawer carries
+// (fitcore/strategies.py names each strategy's drawer). A new strategy adds its drawer file and one line.
+
+import dataparallel from "./draw_dataparallel.js";
+import ddp from "./draw_ddp.js";
+
+export const DRAWERS = {
+  [dataparallel.key]: dataparallel,
+  [ddp.key]: ddp,
+};
+
+// A key this page has no drawer for still gets its boxes, rows and phases' names, without arrows.
+const PLAIN = {
+  key: "plain", title: "this strategy", colours: {}, phaseText: {}, phases: {},
+  marksFirst: false, showsIds: true, footer: () => "",
+};
+
+export function drawerFor(pic) {
+  return (pic && DRAWERS[pic.drawer]) || PLAIN;
+}

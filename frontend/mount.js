@@ -1,0 +1,225 @@
+// fitcore_live: the dashboard's live centre, drawn in the browser (st.components.v2; component.js loads
+// this module from the app's own route).
+//
+// Streamlit calls the default export on mount and again on every script rerun with new `data`; it only
+// calls the returned cleanup when the component unmounts. So all state lives on `parentElement`
+// (one state per mount), and a rerun updates it instead of building a second poller or DOM.
+//
+// data = {payload, owner, endpoint, bye, poll_ms, queued_poll_ms, smoothing, overlay, plotly}: app.py's
+// live_data; payload is fitcore/live.py's payload with since=0.
+
+import { chartFigure, disposeCharts, renderCharts } from "./charts.js";
+import { el, svgEl } from "./dom.js";
+import { isNum } from "./format.js";
+import {
+  clientNowSeconds, isActive, mergePayload, resetRun, startPollingIfActive, stopPolling,
+} from "./poll.js";
+import { renderPicture } from "./step_view.js";
+import { newStepper, togglePlay, walkPhase } from "./stepper.js";
+import { renderTimeline } from "./timeline.js";
+
+const LOST_AFTER_MS = 3000;  // no answer for this long: say the connection is lost
+const PLOTLY_URL = "/fitcore/static/plotly.min.js";  // where the preview has it too
+
+export default function fitcoreLive(component) {
+  const { data, parentElement, setTriggerValue } = component;
+  let state = parentElement.fitcoreLiveState;
+  if (!state || state.disposed) {
+    state = createState(parentElement);
+    parentElement.fitcoreLiveState = state;
+  }
+  state.setTriggerValue = setTriggerValue;
+  acceptMountData(state, data || {});
+  return () => dispose(state);
+}
+
+function createState(parentElement) {
+  const state = {
+    parentElement, disposed: false, setTriggerValue: null,
+    endpoint: "/fitcore/live", byeEndpoint: null, pollMs: 400, queuedPollMs: 1000, overlay: [], smoothing: 0,
+    plotlyUrl: PLOTLY_URL, dataVersion: 0,
+    run: null, names: [], trueValues: [], lstsq: null, loss: [], params: [],
+    picture: null,
+    poll: { timer: null, inFlight: false, failures: 0, lastAnswerAt: performance.now(), stopped: true,
+            gone: false, controller: null },
+    clock: { offset: null, bestRtt: Infinity },       // server time - client time, in seconds
+    reportedStatus: null,                              // the status Streamlit last heard about
+    stepper: newStepper(performance.now()),
+    charts: { loading: false },
+    width: 0, raf: null, connTimer: null,
+    dirty: { charts: true, picture: true, timeline: true },
+  };
+  state.redraw = () => render(state);
+  state.showConnection = () => renderConnection(state);
+  state.dom = buildDom(state);
+  parentElement.appendChild(state.dom.root);
+  state.resizeObserver = new ResizeObserver(() => onResize(state));
+  state.resizeObserver.observe(state.dom.root);
+  state.connTimer = setInterval(() => renderConnection(state), 500);
+  state.onPageHide = () => sayGoodbye(state);
+  window.addEventListener("pagehide", state.onPageHide);
+  return state;
+}
+
+// The browser's owner id lives in a cookie, sent with the page's websocket and with every poll: a reload,
+// or the address opened again in this browser, finds this browser's runs; another browser has its own.
+function keepOwner(owner) {
+  if (!/^[0-9a-f]{32}$/.test(owner)) return;
+  if (document.cookie.split("; ").includes(`fitcore_owner=${owner}`)) return;
+  document.cookie = `fitcore_owner=${owner}; path=/; max-age=${30 * 24 * 3600}; SameSite=Strict`;
+}
+
+// A closing (or reloading) page says so, and the server frees its run a few seconds later unless a page
+// reads it again: a reload does at once, a closed tab never will.
+function sayGoodbye(state) {
+  if (!state.byeEndpoint || !isActive(state) || !navigator.sendBeacon) return;
+  navigator.sendBeacon(`${state.byeEndpoint}?run=${encodeURIComponent(state.run.id)}`);
+}
+
+function dispose(state) {
+  if (state.disposed) return;
+  state.disposed = true;
+  stopPolling(state);
+  clearInterval(state.connTimer);
+  window.removeEventListener("pagehide", state.onPageHide);
+  if (state.raf) cancelAnimationFrame(state.raf);
+  state.resizeObserver.disconnect();
+  disposeCharts(state);
+  state.dom.root.remove();
+  if (state.parentElement.fitcoreLiveState === state) delete state.parentElement.fitcoreLiveState;
+}
+
+function buildDom(state) {
+  const root = el("div", "fl-root");
+  const status = el("div", "fl-status");
+  const badge = el("span", "fl-badge");
+  const statusText = el("span", "fl-status-text");
+  const conn = el("span", "fl-conn");
+  status.append(badge, statusText, conn);
+  const progress = el("div", "fl-progress");
+  const progressFill = el("div", "fl-progress-fill");
+  progress.append(progressFill);
+
+  const picture = el("section", "fl-picture");
+  const head = el("div", "fl-head");
+  const phaseTitle = el("div", "fl-phase-title");
+  const controls = el("div", "fl-controls");
+  const prev = el("button", "fl-btn", "◀");
+  prev.title = "previous phase";
+  const play = el("button", "fl-btn fl-play", "play");
+  const next = el("button", "fl-btn", "▶");
+  next.title = "next phase";
+  controls.append(prev, play, next);
+  head.append(phaseTitle, controls);
+  const pillsRow = el("div", "fl-pills-row");
+  const pills = el("div", "fl-pills");
+  const stepInfo = el("div", "fl-step-info");
+  pillsRow.append(pills, stepInfo);
+  const pictureSvg = svgEl("svg", { class: "fl-svg" });
+  const pictureEmpty = el("div", "fl-empty", "The picture of a step appears here once the run has made one.");
+  picture.append(head, pillsRow, pictureSvg, pictureEmpty);
+
+  const charts = el("div", "fl-charts");
+  const lossFig = chartFigure("Loss per step");
+  const paramFig = chartFigure("Parameters per step");
+  charts.append(lossFig.figure, paramFig.figure);
+
+  const timeline = el("section", "fl-timeline");
+  const gantt = el("div", "fl-gantt");
+  const ganttTitle = el("div", "fl-subtitle");
+  const ganttSvg = svgEl("svg", { class: "fl-gantt-svg" });
+  gantt.append(ganttTitle, ganttSvg);
+  const bytes = el("div", "fl-bytes");
+  timeline.append(gantt, bytes);
+
+  root.append(status, progress, picture, charts, timeline);
+  const clicked = (change) => () => {
+    change(performance.now());
+    state.dirty.picture = true;
+    render(state);
+  };
+  prev.addEventListener("click", clicked((now) => walkPhase(state, -1, now)));
+  next.addEventListener("click", clicked((now) => walkPhase(state, +1, now)));
+  play.addEventListener("click", clicked((now) => togglePlay(state, now)));
+  return {
+    root, status, badge, statusText, conn, progressFill, picture, phaseTitle, prev, play, next,
+    pills, stepInfo, pictureSvg, pictureEmpty, lossFig, paramFig, ganttTitle, ganttSvg, bytes, timeline,
+  };
+}
+
+// A script rerun brings the whole history again (since=0): it is the truth for what it covers, and any
+// newer points this page already polled are kept on top of it.
+function acceptMountData(state, data) {
+  if (data.endpoint) state.endpoint = data.endpoint;
+  if (data.bye) state.byeEndpoint = data.bye;
+  if (data.plotly) state.plotlyUrl = data.plotly;
+  if (isNum(data.poll_ms)) state.pollMs = data.poll_ms;
+  if (isNum(data.queued_poll_ms)) state.queuedPollMs = data.queued_poll_ms;
+  state.smoothing = isNum(data.smoothing) ? data.smoothing : 0;
+  state.overlay = Array.isArray(data.overlay) ? data.overlay : [];
+  if (data.owner) keepOwner(data.owner);
+  state.dataVersion += 1;  // the charts are drawn again from this data, not appended to
+  state.dirty.charts = true;
+  const payload = data.payload;
+  if (!payload || !payload.run) {
+    resetRun(state, null);
+    render(state);
+    return;
+  }
+  if (!state.run || state.run.id !== payload.run.id) resetRun(state, payload);
+  if (state.clock.offset === null && isNum(payload.run.server_time)) {
+    // no request timed yet: the payload was made at most a rerun ago, a rough first estimate
+    state.clock.offset = payload.run.server_time - clientNowSeconds();
+  }
+  mergePayload(state, payload, { replace: true });
+  state.reportedStatus = state.run.status;
+  state.poll.gone = false;
+  startPollingIfActive(state);
+  render(state);
+}
+
+function onResize(state) {
+  const width = Math.floor(state.dom.root.clientWidth);
+  if (!width || width === state.width) return;
+  state.width = width;
+  state.dirty = { charts: true, picture: true, timeline: true };
+  render(state);
+}
+
+function render(state) {
+  if (state.disposed) return;
+  if (!state.width) state.width = Math.floor(state.dom.root.clientWidth) || 960;
+  renderStatus(state);
+  renderPicture(state);
+  if (state.dirty.timeline) renderTimeline(state);
+  if (state.dirty.charts) renderCharts(state);
+  state.dirty.timeline = false;
+  state.dirty.charts = false;
+}
+
+function renderStatus(state) {
+  const { dom, run } = state;
+  const status = run ? run.status : "idle";
+  dom.root.dataset.status = status;
+  dom.root.dataset.kind = run ? run.kind || "info" : "info";
+  const badges = { paused: "Paused", queued: "Queued", diverged: "Diverged", failed: "Failed" };
+  dom.badge.textContent = badges[status] || "";
+  dom.badge.hidden = !badges[status];
+  dom.statusText.textContent = run ? run.status_line || status : "No run yet: start one from the controls.";
+  const fraction = run && run.total_steps ? Math.min(1, (run.step || 0) / run.total_steps) : 0;
+  dom.progressFill.style.width = `${(fraction * 100).toFixed(2)}%`;
+  renderConnection(state);
+}
+
+function renderConnection(state) {
+  if (state.disposed) return;
+  const conn = state.dom.conn;
+  if (state.poll.gone) {
+    conn.textContent = "this run is no longer on the server";
+  } else if (isActive(state) && performance.now() - state.poll.lastAnswerAt > LOST_AFTER_MS) {
+    conn.textContent = "connection lost, retrying…";
+  } else {
+    conn.textContent = "";
+  }
+  conn.hidden = !conn.textContent;
+}

@@ -1,0 +1,63 @@
+// node --test frontend/tests/: the step picture's drawers, one module per strategy, found by key.
+//
+// FITCORE_PHASES (set by tests/test_frontend_units.py from fitcore/strategies.py and fitcore/phases.py)
+// is {drawer key: [phase names]}; without it, the phases as this file knows them.
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+
+import { DRAWERS, drawerFor } from "../drawers.js";
+
+const FRONTEND = fileURLToPath(new URL("..", import.meta.url));
+const PHASES = JSON.parse(process.env.FITCORE_PHASES || JSON.stringify({
+  dataparallel: ["scatter", "replicate", "parallel_apply", "gather", "loss", "backward", "reduce", "optimizer"],
+  ddp: ["load", "forward", "loss", "backward", "allreduce", "optimizer"],
+}));
+
+test("every strategy's drawer key has a drawer, and each drawer is filed under its own key", () => {
+  assert.deepEqual(Object.keys(DRAWERS).sort(), Object.keys(PHASES).sort());
+  for (const [key, drawer] of Object.entries(DRAWERS)) {
+    assert.equal(drawer.key, key);
+    assert.equal(drawerFor({ drawer: key }), drawer);
+  }
+});
+
+test("each drawer draws, names and colours every phase its strategy records", () => {
+  for (const [key, names] of Object.entries(PHASES)) {
+    const drawer = DRAWERS[key];
+    for (const name of names) {
+      assert.equal(typeof drawer.phases[name], "function", `${key}: no drawing for ${name}`);
+      assert.equal(typeof drawer.phaseText[name], "function", `${key}: no title for ${name}`);
+      assert.match(drawer.colours[name] || "", /^#[0-9a-f]{6}$/, `${key}: no colour for ${name}`);
+    }
+    assert.equal(typeof drawer.drawTop, "function");
+    assert.equal(typeof drawer.footer, "function");
+  }
+});
+
+test("an unknown key gets the plain drawer: boxes and phase names, no arrows", () => {
+  const plain = drawerFor({ drawer: "fsdp" });
+  assert.equal(plain.key, "plain");
+  assert.deepEqual(plain.phases, {});
+  assert.equal(drawerFor(null).key, "plain");
+});
+
+test("phase titles come from the strategy's own drawer", () => {
+  const pic = { first_device: "virtual:0", loss: 158.0693, input_shape: [200, 2], output_shape: [200, 1],
+                devices: [{ busy: true }, { busy: true }, { busy: false }] };
+  assert.equal(DRAWERS.dataparallel.phaseText.loss(pic), "loss on virtual:0: 158.1");
+  assert.equal(DRAWERS.dataparallel.phaseText.scatter(pic),
+    "scatter: the batch [200, 2] is cut into 2 chunks, copied from virtual:0");
+  assert.equal(DRAWERS.ddp.phaseText.loss(pic), "loss: every rank computes the loss of its own shard");
+  assert.equal(DRAWERS.ddp.phaseText.allreduce(pic, { entries: [{ bytes: 24 }] }),
+    "all-reduce: gradients averaged around the ring, 24 B sent per rank");
+});
+
+test("no module but a strategy's own drawer compares a strategy's name", () => {
+  const pattern = /[!=]==?\s*["'](ddp|dataparallel)["']|["'](ddp|dataparallel)["']\s*[!=]==?/;
+  for (const file of readdirSync(FRONTEND).filter((f) => f.endsWith(".js"))) {
+    const text = readFileSync(FRONTEND + file, "utf8");
+    assert.doesNotMatch(text, pattern, `${file} compares a strategy's name`);
+  }
+});

@@ -1,0 +1,82 @@
+// node --test frontend/tests/: the charts' data, from merging polls to the axes' ranges and thinning.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import {
+  divergenceStep, forLogAxis, lastStepOf, logDomain, mergeSeries, paramCaps, paramDomain, paramSeries,
+  smoothLog, thin,
+} from "../series.js";
+
+test("a poll appends only the steps after the last one held", () => {
+  const held = [[1, 10], [2, 9]];
+  assert.deepEqual(mergeSeries(held, [[2, 99], [3, 8]], false), [[1, 10], [2, 9], [3, 8]]);
+  assert.equal(mergeSeries(held, [[1, 5]], false), held);  // nothing new: the same array
+});
+
+test("a rerun's whole history replaces what it covers and keeps newer polled steps", () => {
+  const polled = [[1, 10], [2, 9], [3, 8], [4, 7]];
+  assert.deepEqual(mergeSeries(polled, [[1, 11], [2, 10]], true), [[1, 11], [2, 10], [3, 8], [4, 7]]);
+  assert.deepEqual(mergeSeries(polled, [], true), polled);
+  assert.equal(lastStepOf([[1, 0], [7, 0]], [[1, [0]], [5, [0]]]), 7);
+  assert.equal(lastStepOf([], []), 0);
+});
+
+test("smoothing averages log10(loss), starts unbiased and continues where it left off", () => {
+  assert.deepEqual(smoothLog([[1, 100], [2, 100]], 0.9).map((p) => p[1]), [100, 100]);
+  const [[, first], [, second]] = smoothLog([[1, 100], [2, 1]], 0.5);
+  assert.ok(Math.abs(first - 100) < 1e-9);
+  // (0.5·0.5·2 + 0.5·0) / (1 - 0.25) = 2/3 of a decade: 10^(2/3)
+  assert.ok(Math.abs(second - 10 ** (2 / 3)) < 1e-9);
+  const points = [[1, 50], [2, null], [3, 20], [4, 3], [5, 0.5], [6, 0.2]];
+  const whole = smoothLog(points, 0.6);
+  const carry = { acc: 0, n: 0 };
+  const halves = smoothLog(points.slice(0, 3), 0.6, carry).concat(smoothLog(points.slice(3), 0.6, carry));
+  assert.deepEqual(halves, whole);
+  assert.equal(whole[1][1], null);  // a gap stays a gap
+  assert.equal(smoothLog(points, 0), points);
+});
+
+test("a log axis gets a gap for a zero, negative or missing loss", () => {
+  assert.deepEqual(forLogAxis([[1, 2], [2, 0], [3, -1], [4, null]]), [[1, 2], [2, null], [3, null], [4, null]]);
+});
+
+test("the loss axis spans whole decades, at most forty", () => {
+  assert.deepEqual(logDomain([]), [-4, 2]);
+  assert.deepEqual(logDomain([158, 0.02]), [-2, 3]);
+  assert.deepEqual(logDomain([5, 5]), [0, 1]);
+  assert.deepEqual(logDomain([1e3, 1e-300]), [-37, 3]);
+});
+
+test("parameters: the range covers the references, the data within three spans, and pads 6 %", () => {
+  const truth = [5.2, 9.6, 3.4];
+  assert.deepEqual(paramCaps(truth, null), [0 - 3 * 9.6, 9.6 + 3 * 9.6]);
+  const [lo, hi] = paramDomain(truth, null, [[1, [0.1, 0.2, 0.3]]]);
+  assert.ok(Math.abs(lo - -0.576) < 1e-9 && Math.abs(hi - 10.176) < 1e-9, `${lo} ${hi}`);
+  // a diverging run's 1e30 may widen the range only up to the cap
+  const [, capped] = paramDomain(truth, null, [[1, [1e30, 0, 0]]]);
+  assert.ok(Math.abs(capped - (38.4 + 0.06 * 38.4)) < 1e-9, `${capped}`);
+  assert.deepEqual(paramDomain([], null, []), [-1, 1]);
+  assert.deepEqual(paramSeries([[1, [1e30, 2]], [2, [4, null]]], 0, paramCaps(truth, null)), [[1, null], [2, 4]]);
+});
+
+test("divergence: the first overflowed loss, else blown-up parameters, else the diverged run's step", () => {
+  assert.equal(divergenceStep([[1, 3], [2, null]], [], null), 2);
+  assert.equal(divergenceStep([[1, 3]], [[1, [1]], [2, [2e12]]], null), 2);
+  assert.equal(divergenceStep([[1, 3]], [[1, [1]]], { status: "diverged", step: 9 }), 9);
+  assert.equal(divergenceStep([[1, 3]], [[1, [1]]], { status: "running", step: 1 }), null);
+});
+
+test("thinning keeps each column's real lowest and highest points, in step order, and the gaps", () => {
+  const short = [[1, 1], [2, 2]];
+  assert.equal(thin(short, 10, [0, 100]), short);
+  const points = Array.from({ length: 10_000 }, (_, i) => [i + 1, Math.sin(i / 50) + (i === 4321 ? 5 : 0)]);
+  points[7000] = [7001, null];
+  const out = thin(points, 100, [0, 10_000]);
+  // two a column (101 of them: the range's end starts one), and a gap splits its column: 3 more
+  assert.ok(out.length <= 2 * 101 + 3, `${out.length}`);
+  const byStep = new Map(points.map((p) => [p[0], p[1]]));
+  for (const [s, v] of out) assert.equal(byStep.get(s), v);  // every kept point is a real one
+  assert.deepEqual(out.map((p) => p[0]), [...out.map((p) => p[0])].sort((a, b) => a - b));
+  assert.ok(out.some(([s]) => s === 4322));  // the spike survives
+  assert.ok(out.some(([s, v]) => s === 7001 && v === null));  // and the gap
+});

@@ -1,0 +1,84 @@
+// Below the picture: the measured timeline of the shown step, a row per device, and the bytes each phase
+// moved, with DataParallel's and DDP's totals for the same step side by side.
+
+import { clear, el, label, svgEl, textWidth } from "./dom.js";
+import { drawerFor } from "./drawers.js";
+import { formatBytes, formatSeconds, niceTicks } from "./format.js";
+import { phaseColour } from "./picture.js";
+import { currentPhase, phaseGroups, shownPicture } from "./stepper.js";
+
+export function renderTimeline(state) {
+  const pic = shownPicture(state);
+  const { dom } = state;
+  const phase = currentPhase(state, performance.now());
+  state.lastTimelinePhase = phase.index;
+  dom.timeline.hidden = !pic;
+  if (!pic) return;
+  const groups = phaseGroups(pic);
+  const drawer = drawerFor(pic);
+  const total = Math.max(1e-9, ...groups.map((g) => g.end));
+  dom.ganttTitle.textContent = `Timeline of step ${pic.step} (measured, ${formatSeconds(total)} in all)`;
+  const width = Math.max(320, Math.floor(state.width * 0.6));
+  drawGantt(dom.ganttSvg, pic, groups, phase, width, total, drawer);
+  renderBytes(dom.bytes, pic, groups, drawer);
+}
+
+function drawGantt(svg, pic, groups, phase, width, total, drawer) {
+  clear(svg);
+  const devices = (pic.devices || []).map((d) => d.label);
+  const labelW = Math.max(...devices.map((d) => textWidth(d, 14)), 60) + 12;
+  const rowH = 22;
+  const top = 4;
+  const plotW = width - labelW - 16;
+  const height = top + devices.length * rowH + 24;
+  svg.setAttribute("width", width);
+  svg.setAttribute("height", height);
+  const x = (t) => labelW + (plotW * t) / total;
+  devices.forEach((name, r) => {
+    label(svg, labelW - 8, top + r * rowH + 16, name, { size: 14, anchor: "end" });
+    svg.append(svgEl("line", { x1: labelW, x2: labelW + plotW, y1: top + (r + 1) * rowH,
+                               y2: top + (r + 1) * rowH, stroke: "#e9ecef" }));
+  });
+  groups.forEach((group, gi) => {
+    for (const entry of group.entries) {
+      // "" is not device-specific: drawn on the first device's row, where that work runs
+      const row = Math.max(0, devices.indexOf(entry.device));
+      const x0 = x(entry.start);
+      const w = Math.max(2, x(entry.start + entry.duration) - x0);
+      const current = !phase.done && gi === phase.index;
+      const rect = svgEl("rect", { x: x0, y: top + row * rowH + 3, width: w, height: rowH - 6, rx: 2,
+                                   fill: phaseColour(drawer, group.name),
+                                   "fill-opacity": phase.done || current ? 0.9 : 0.3,
+                                   stroke: current ? "#111418" : "none" });
+      rect.append(svgEl("title", {}, `${group.name} on ${entry.device || pic.first_device}: `
+        + `${formatSeconds(entry.duration)} from ${formatSeconds(entry.start)}`
+        + (entry.bytes ? `, ${formatBytes(entry.bytes)}` : "")));
+      svg.append(rect);
+    }
+  });
+  for (const t of niceTicks(0, total, 5)) {
+    const tx = x(t);
+    svg.append(svgEl("line", { x1: tx, x2: tx, y1: top, y2: top + devices.length * rowH, stroke: "#dee2e6" }));
+    label(svg, tx, height - 6, formatSeconds(t), { size: 14, anchor: "middle", fill: "#495057" });
+  }
+}
+
+function renderBytes(container, pic, groups, drawer) {
+  clear(container);
+  const verb = pic.emulated ? "would move" : "moved";
+  container.append(el("div", "fl-subtitle", `Bytes this step ${verb}`));
+  const list = el("div", "fl-bytes-list");
+  for (const group of groups) {
+    if (!group.bytes) continue;
+    const row = el("div", "fl-bytes-row");
+    const key = el("span", "fl-key");
+    key.style.background = phaseColour(drawer, group.name);
+    row.append(key, el("span", "", group.name), el("span", "fl-num", formatBytes(group.bytes)));
+    list.append(row);
+  }
+  if (!list.childElementCount) list.append(el("div", "", "nothing moves between devices"));
+  container.append(list);
+  const b = pic.bytes || {};
+  container.append(el("div", "fl-bytes-total", `this step ${verb} ${formatBytes(b.dataparallel)} with `
+    + `DataParallel, ${formatBytes(b.ddp)} with DDP`));
+}
