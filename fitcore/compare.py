@@ -204,7 +204,7 @@ class _Trained(NamedTuple):
 
 
 def train_all(cfg: FitConfig, plan: DevicePlan, toggles: Toggles, strategies=STRATEGIES) -> _Trained:
-    """Train the reference and `strategies` on DDP's schedule; the per-step differences and final parameters."""
+    """Train the reference and `strategies` on DDP's schedule: per-step differences and final parameters."""
     k = len(plan.labels)
     device = plan.first_device
     data = make_data(cfg, device)
@@ -263,9 +263,9 @@ def _ddp_causes(cfg, plan, toggles, trained) -> list[str]:
     if padded:
         first = trained.steps.index(padded[0]) + 1
         causes.append(
-            f"padding: DistributedSampler repeats {padded[0].padded} row(s) each epoch so that the {k} shards "
-            f"of {cfg.data_size} rows are equal, and DDP counts them twice where the reference counts them "
-            f"once (first at step {first}; --drop-last removes the padding)"
+            f"padding: DistributedSampler repeats {padded[0].padded} row(s) each epoch so that the {k} "
+            f"shards of {cfg.data_size} rows are equal, and DDP counts them twice where the reference "
+            f"counts them once (first at step {first}; --drop-last removes the padding)"
         )
     reasons = {
         "loss_reduction": (
@@ -308,8 +308,8 @@ def _shared_causes(cfg, plan, toggles, trained) -> dict[str, list[str]]:
         for name in causes:
             d = max(abs(a - b) for a, b in zip(trained.finals[name], other.finals[name]))
             causes[name].append(
-                f"set_epoch never called: {why}; this changes every strategy alike, so it is measured against "
-                f"the same strategy with set_epoch called: its final parameters differ by {d:.3g}"
+                f"set_epoch never called: {why}; this changes every strategy alike, so it is measured "
+                f"against the same strategy with set_epoch called: its final parameters differ by {d:.3g}"
             )
     if toggles.drop_last:
         other = train_all(cfg, plan, replace(toggles, drop_last=False), tuple(trained.per_step))
@@ -346,8 +346,9 @@ def engines(plan: DevicePlan) -> dict[str, str]:
         "reference": f"one device ({plan.first_device}), no wrapper",
         "dataparallel": dp,
         "ddp": (
-            f"DDP's arithmetic for {k} rank(s), simulated exactly in one process (per-rank loss and gradient, "
-            "divided by K and summed as DDP's all-reduce does); a test checks it against torch's DDP on gloo"
+            f"DDP's arithmetic for {k} rank(s), simulated exactly in one process (per-rank loss and "
+            "gradient, divided by K and summed as DDP's all-reduce does); a test checks it against torch's "
+            "DDP on gloo"
         ),
     }
 

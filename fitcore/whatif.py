@@ -24,8 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import statistics
+import sys
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
@@ -315,8 +315,8 @@ def table_lines(result: dict) -> list[str]:
     lines = [
         f"measured on this machine: {_seconds(m['compute_seconds'])} of compute per step "
         f"({m['where']}, {m['params']} parameters, {m['rows_per_device']:g} rows per device)",
-        f"link: {a['link']['name']}, {_human(a['link']['bandwidth'], 'B/s')}, {_seconds(a['link']['latency'])}"
-        f" latency; {_human(a['device_memory_bytes'], 'B')} per device",
+        f"link: {a['link']['name']}, {_human(a['link']['bandwidth'], 'B/s')}, "
+        f"{_seconds(a['link']['latency'])} latency; {_human(a['device_memory_bytes'], 'B')} per device",
         f"every number below is {PROJECTED}",
         "",
         f"{'strategy':<24}{'K':>6}{'memory':>11}{'sent':>11}{'comm':>11}{'compute':>11}{'step':>11}  note",
