@@ -353,13 +353,16 @@ def engines(plan: DevicePlan) -> dict[str, str]:
     }
 
 
-def run(cfg: FitConfig, toggles: Toggles = Toggles(), plan: DevicePlan | None = None) -> dict:
+def run(
+    cfg: FitConfig, toggles: Toggles = Toggles(), plan: DevicePlan | None = None, max_steps: int | None = None
+) -> dict:
     """Train the three ways and compare them step by step.
 
     Args:
         cfg: a validated config; its devices give K, the DataParallel devices and the number of DDP ranks.
         toggles: what to change from the setting under which DDP matches.
         plan: the parsed devices (parsed from cfg.devices when None).
+        max_steps: refuse (ConfigError on epochs) a run of more DDP steps than this; None: no bound.
 
     Returns:
         {"config": ..., "results": [{"strategy", "devices", "max_abs_diff", "first_divergent_step",
@@ -369,6 +372,14 @@ def run(cfg: FitConfig, toggles: Toggles = Toggles(), plan: DevicePlan | None = 
     toggles = toggles.validate()
     plan = plan or parse_devices(cfg.devices)
     k = len(plan.labels)
+    if max_steps is not None:
+        b = rank_batch(cfg, k, toggles)
+        shard = cfg.data_size // k if toggles.drop_last else math.ceil(cfg.data_size / k)
+        steps = cfg.epochs * math.ceil(shard / b)
+        if steps > max_steps:
+            raise ConfigError(
+                "epochs", cfg.epochs, f"at most {max_steps} steps to compare; these are {steps}"
+            )
     trained = train_all(cfg, plan, toggles)
     shared = _shared_causes(cfg, plan, toggles, trained)
     causes = {"dataparallel": shared["dataparallel"], "ddp": _ddp_causes(cfg, plan, toggles, trained)}

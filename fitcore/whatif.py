@@ -238,18 +238,26 @@ def _link(link: Link | str) -> Link:
 # The measured starting point.
 
 
-def measure(cfg: FitConfig) -> Measured:
-    """Run `cfg` (DataParallel, validated) once and take the median compute time of its steps."""
+def measure(cfg: FitConfig, steps: int | None = None) -> Measured:
+    """Run `cfg` (DataParallel, validated) once and take the median compute time of its steps.
+
+    Args:
+        steps: run only as many epochs as this many steps need (at least one); None: all of cfg's.
+    """
+    from dataclasses import replace
+
     from fitcore.devices import parse_devices
     from fitcore.events import Step
     from fitcore.train import train
 
+    if steps is not None:
+        cfg = replace(cfg, epochs=max(1, min(cfg.epochs, math.ceil(steps / cfg.batches_per_epoch))))
     plan = parse_devices(cfg.devices)
-    steps: list[Step] = []
-    ended = train(cfg, lambda e: steps.append(e) if isinstance(e, Step) else None, plan=plan)
+    seen: list[Step] = []
+    ended = train(cfg, lambda e: seen.append(e) if isinstance(e, Step) else None, plan=plan)
     if ended.status != "finished":
         raise ConfigError("lr", cfg.lr, f"a run that finishes to measure from; it ended: {ended.message}")
-    times = [_compute(s) for s in steps]
+    times = [_compute(s) for s in seen]
     k = len(plan.labels)
     return Measured(
         compute_seconds=statistics.median(times),
@@ -257,7 +265,7 @@ def measure(cfg: FitConfig) -> Measured:
         row_bytes=(cfg.n_features + 2) * 4,
         devices=k,
         params=cfg.n_features + 1,
-        where=f"{plan.spec} ({'emulated' if plan.emulated else plan.kind}), {len(steps)} steps",
+        where=f"{plan.spec} ({'emulated' if plan.emulated else plan.kind}), {len(seen)} steps",
     )
 
 

@@ -229,3 +229,11 @@ def test_simulated_ddp_is_torchs_ddp_on_gloo():
     assert max(abs(a - b) for a, b in zip(trained.finals["ddp"], real)) <= 1e-6
     # and it did differ from one device: the padding
     assert max(trained.per_step["ddp"]) > TOL
+
+
+def test_a_page_bounds_the_steps_it_compares():
+    cfg = validate(SMALL)  # 20 epochs of 4 steps: 12 rows a rank, 3 a step
+    message = "epochs: got 20; allowed: at most 79 steps to compare; these are 80"
+    with pytest.raises(ValueError, match=message):
+        run(cfg, Toggles(), max_steps=79)
+    assert run(cfg, Toggles(), max_steps=80)["config"]["steps"] == 80
