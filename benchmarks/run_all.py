@@ -27,6 +27,7 @@ BENCHMARKS = (
     "dashboard",
     "contention",
     "page_cost",
+    "compare",
 )
 HERE = Path(__file__).resolve().parent
 

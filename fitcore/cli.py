@@ -25,13 +25,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"fitcore: error: {message} (see python -m fitcore --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def add_training_flags(p: argparse.ArgumentParser) -> None:
+    """The flags that make a FitConfig: the main command's, and compare's and whatif's too."""
     d = FitConfig()
-    p = _Parser(
-        prog="python -m fitcore",
-        description="Fit y = X·W + b with a data-parallel linear model and show how each batch is split.",
-        epilog="python -m fitcore check: run every training path this machine can run and verify each one.",
-    )
     # every value is taken as text and converted by FitConfig.from_mapping, so that the CLI and the
     # dashboard give the same message for the same bad value
     p.add_argument(
@@ -54,6 +50,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--strategy", help=f"dataparallel or ddp (default {d.strategy})")
     p.add_argument("--workers", help=f"processes for --strategy ddp (default {d.workers})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m fitcore",
+        description="Fit y = X·W + b with a data-parallel linear model and show how each batch is split.",
+        epilog=(
+            "python -m fitcore check: run every training path this machine can run and verify each one. "
+            "python -m fitcore compare: does DataParallel, or DDP, give the same model as one device? "
+            "python -m fitcore whatif: one step projected to 2 ... 1,024 devices."
+        ),
+    )
+    add_training_flags(p)
     p.add_argument(
         "--print-every",
         type=int,
@@ -101,10 +110,14 @@ def _silence_stdout() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["check"]:  # the one subcommand; every other command line parses as it always has
+    if argv[:1] == ["check"]:  # the subcommands; every other command line parses as it always has
         from fitcore.check import main as check_main
 
         return check_main(argv[1:])
+    if argv[:1] in (["compare"], ["whatif"]):
+        from fitcore import compare, whatif
+
+        return {"compare": compare, "whatif": whatif}[argv[0]].main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         cfg = config_from_args(args)

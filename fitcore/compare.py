@@ -1,0 +1,495 @@
+"""The equivalence lab: does DataParallel, or DDP, give the same model as one device, and when does it not?
+
+The same data, seed and initial parameters are trained three ways, step by step:
+  reference     one device, plain nn.Linear;
+  dataparallel  fitcore's DataParallel on the chosen devices (nn.DataParallel on 2+ GPUs, the CPU emulation on
+                virtual:K), fed the very same batches as the reference;
+  ddp           DDP's arithmetic with K ranks, simulated exactly in this one process: each rank's rows from
+                DistributedSampler, its own loss and gradient, the gradients divided by K and summed (what
+                DDP's all-reduce hook does), then the same optimizer step for every rank. The ranks' replicas
+                stay identical, so one copy of the parameters stands for all of them. tests/test_compare.py
+                checks this simulation against torch's own DDP (fitcore.ddp.train_ddp, gloo) to 1e-6.
+
+The step schedule is DDP's: at each step the reference and DataParallel get the dataset rows the ranks hold,
+in rank order, without DistributedSampler's padding duplicates (a one-device run has none), so that a
+difference is the strategy's arithmetic and not the shuffle.
+
+`run(cfg, toggles)` returns plain data (`{"config": ..., "results": [...]}`) for the CLI and the page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Iterator, Mapping, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DistributedSampler
+
+from fitcore.config import FitConfig, _parse_bool
+from fitcore.data import make_data
+from fitcore.devices import DevicePlan, parse_devices
+from fitcore.errors import ConfigError
+from fitcore.parallel import EmulatedDataParallel, LinearModel, init_parameters, wrap
+from fitcore.train import make_optimizer
+
+TOL = 1e-5  # a parameter further than this from the reference's counts as a difference
+LOSS_REDUCTIONS = ("mean", "sum")
+STRATEGIES = ("dataparallel", "ddp")
+
+
+@dataclass(frozen=True)
+class Toggles:
+    """What trips real users of DDP, one switch each; the defaults are the ones under which DDP matches."""
+
+    loss_reduction: str = "mean"  # "mean" or "sum": F.mse_loss(reduction=...) on every strategy
+    drop_last: bool = False  # DistributedSampler(drop_last=True): floor(N / K) rows a rank, no padding
+    set_epoch: bool = True  # sampler.set_epoch(epoch) before each epoch; False: epoch 1's order every epoch
+    per_rank_batch: bool = False  # every rank takes --batch-size rows (a global batch of K x B), not B / K
+    scale_lr: bool = False  # DDP's learning rate times K (the linear scaling rule); the others keep --lr
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> "Toggles":
+        """Toggles from raw values (a form, a URL); unknown names and bad values raise ConfigError."""
+        known = {f.name for f in fields(cls)}
+        kwargs = {}
+        for name, raw in values.items():
+            if name not in known:
+                raise ConfigError(name, raw, "one of " + ", ".join(sorted(known)))
+            if name == "loss_reduction":
+                kwargs[name] = str(raw).strip().lower()
+            else:
+                kwargs[name] = _parse_bool(name, raw)
+        return cls(**kwargs).validate()
+
+    def validate(self) -> "Toggles":
+        if self.loss_reduction not in LOSS_REDUCTIONS:
+            raise ConfigError("loss_reduction", self.loss_reduction, " or ".join(LOSS_REDUCTIONS))
+        return self
+
+
+class StepRows(NamedTuple):
+    """The dataset rows of one DDP step."""
+
+    epoch: int
+    ranks: tuple[list[int], ...]  # each rank's rows, DistributedSampler's padding included
+    batches: tuple[list[int], ...]  # the reference's batches: the ranks' rows, in rank order, no padding
+    padded: int  # padding duplicates among the ranks' rows
+
+
+def rank_batch(cfg: FitConfig, k: int, toggles: Toggles) -> int:
+    """Rows each rank takes per step: ceil(B / K) as fitcore's DDP does, or B with per_rank_batch."""
+    return cfg.batch_size if toggles.per_rank_batch else math.ceil(cfg.batch_size / k)
+
+
+def epoch_shards(cfg: FitConfig, k: int, toggles: Toggles, epoch: int) -> list[list[int]]:
+    """Each rank's rows for the 1-based `epoch`, from DistributedSampler itself."""
+    shards = []
+    for rank in range(k):
+        sampler = DistributedSampler(
+            range(cfg.data_size), num_replicas=k, rank=rank, shuffle=cfg.shuffle, seed=cfg.seed,
+            drop_last=toggles.drop_last,
+        )  # fmt: skip
+        if toggles.set_epoch:  # forgotten, the sampler stays at epoch 0: the same order every epoch
+            sampler.set_epoch(epoch - 1)
+        shards.append(list(sampler))
+    return shards
+
+
+def schedule(cfg: FitConfig, k: int, toggles: Toggles) -> Iterator[StepRows]:
+    """Every DDP step of the run, in order, with the rows each rank holds and the reference's batches.
+
+    Entry i of rank r's shard is position r + i*K of the padded order; positions from N on are the padding.
+    """
+    b = rank_batch(cfg, k, toggles)
+    for epoch in range(1, cfg.epochs + 1):
+        shards = epoch_shards(cfg, k, toggles, epoch)
+        for start in range(0, len(shards[0]), b):
+            ranks = tuple(shard[start : start + b] for shard in shards)
+            real = [
+                row
+                for r, rows in enumerate(ranks)
+                for i, row in enumerate(rows, start)
+                if r + i * k < cfg.data_size
+            ]
+            padded = sum(len(rows) for rows in ranks) - len(real)
+            # with per_rank_batch the one-device run keeps its --batch-size: several steps on the same rows
+            size = cfg.batch_size if toggles.per_rank_batch else len(real)
+            batches = tuple(real[i : i + size] for i in range(0, len(real), size))
+            yield StepRows(epoch, ranks, batches, padded)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The three ways to train. Each takes a step on given rows and exposes its parameters.
+
+
+def _loss(out: torch.Tensor, y: torch.Tensor, reduction: str) -> torch.Tensor:
+    return F.mse_loss(out, y, reduction=reduction)
+
+
+class _Trainer:
+    """A model, its optimizer and the data: the reference, and the base of the other two."""
+
+    def __init__(self, cfg: FitConfig, data, device, model=None, lr: float | None = None):
+        self.X, self.y = data
+        self.device = device
+        self.raw = LinearModel(cfg.n_features)
+        init_parameters(self.raw, cfg.seed + 1)
+        self.raw.to(device)
+        self.model = model(self.raw) if model else self.raw
+        self.params = list(self.raw.parameters())
+        self.optimizer = make_optimizer(replace(cfg, lr=lr or cfg.lr), self.params)
+
+    def rows(self, ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        idx = torch.tensor(ids, dtype=torch.long, device=self.device)
+        return self.X.index_select(0, idx), self.y.index_select(0, idx)  # (b, d), (b, 1)
+
+    def step(self, ids: list[int], reduction: str) -> float:
+        xb, yb = self.rows(ids)
+        loss = _loss(self.model(xb), yb, reduction)  # outside the wrapped module, as fitcore.train does
+        for p in self.params:
+            p.grad = None
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+    def flat(self) -> torch.Tensor:
+        """Every parameter in one vector: W's d entries, then b."""
+        return torch.cat([p.detach().reshape(-1) for p in self.params])
+
+    def close(self) -> None:
+        if isinstance(self.model, EmulatedDataParallel):
+            self.model.close()
+
+
+class _SimulatedDDP(_Trainer):
+    """DDP's arithmetic for K ranks in one process: per-rank loss and gradient, then DDP's averaging."""
+
+    def ddp_step(self, ranks: tuple[list[int], ...], reduction: str) -> float:
+        k = len(ranks)
+        total, losses = None, []
+        for ids in ranks:  # rank r: forward and backward on its own rows only
+            xb, yb = self.rows(ids)
+            loss = _loss(self.raw(xb), yb, reduction)
+            grads = torch.autograd.grad(loss, self.params)
+            # DDP's allreduce_hook divides each rank's gradient by K, then all-reduces with a sum
+            shares = [g / k for g in grads]
+            total = shares if total is None else [t + s for t, s in zip(total, shares)]
+            losses.append(loss.item())
+        for p, g in zip(self.params, total):
+            p.grad = g
+        self.optimizer.step()
+        return sum(losses) / k
+
+
+def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a - b).abs().max().item()
+
+
+def _finite(value: float, who: str, step: int, lr: float) -> None:
+    if not math.isfinite(value):
+        raise ConfigError(
+            "lr", lr, f"a smaller learning rate: the {who} diverged at step {step} (its loss became {value})"
+        )
+
+
+class _Trained(NamedTuple):
+    per_step: dict[str, list[float]]  # strategy -> the largest |parameter - reference| after each step
+    finals: dict[str, list[float]]  # "reference" and each strategy -> the final parameters
+    steps: list[StepRows]
+
+
+def train_all(cfg: FitConfig, plan: DevicePlan, toggles: Toggles, strategies=STRATEGIES) -> _Trained:
+    """Train the reference and `strategies` on DDP's schedule: per-step differences and final parameters."""
+    k = len(plan.labels)
+    device = plan.first_device
+    data = make_data(cfg, device)
+    reference = _Trainer(cfg, data, device)
+    trainers: dict[str, _Trainer] = {}
+    if "dataparallel" in strategies:
+        trainers["dataparallel"] = _Trainer(cfg, data, device, lambda raw: wrap(raw, plan))
+    if "ddp" in strategies:
+        lr = cfg.lr * k if toggles.scale_lr else cfg.lr
+        trainers["ddp"] = _SimulatedDDP(cfg, data, device, lr=lr)
+    per_step: dict[str, list[float]] = {name: [] for name in trainers}
+    steps = list(schedule(cfg, k, toggles))
+    red = toggles.loss_reduction
+    try:
+        for n, rows in enumerate(steps, 1):
+            dp_worst = 0.0
+            for ids in rows.batches:  # the reference and DataParallel: the very same batches
+                _finite(reference.step(ids, red), "one-device reference", n, cfg.lr)
+                if "dataparallel" in trainers:
+                    _finite(trainers["dataparallel"].step(ids, red), "DataParallel run", n, cfg.lr)
+                    dp_worst = max(dp_worst, _max_diff(trainers["dataparallel"].flat(), reference.flat()))
+            if "dataparallel" in trainers:
+                per_step["dataparallel"].append(dp_worst)
+            if "ddp" in trainers:
+                ddp = trainers["ddp"]
+                _finite(ddp.ddp_step(rows.ranks, red), "DDP run", n, ddp.optimizer.param_groups[0]["lr"])
+                per_step["ddp"].append(_max_diff(ddp.flat(), reference.flat()))
+        finals = {"reference": reference.flat().tolist()}
+        finals.update({name: t.flat().tolist() for name, t in trainers.items()})
+    finally:
+        for t in trainers.values():
+            t.close()
+    return _Trained(per_step, finals, steps)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Causes: each toggle's one-line reason and measured effect.
+
+
+def first_divergent(per_step: list[float], tol: float = TOL) -> int | None:
+    """The 1-based step where the difference first exceeds `tol`; None if it never does."""
+    return next((i for i, v in enumerate(per_step, 1) if v > tol), None)
+
+
+def _worst(trained: _Trained, strategy: str) -> float:
+    return max(trained.per_step[strategy], default=0.0)
+
+
+def _ddp_causes(cfg, plan, toggles, trained) -> list[str]:
+    """The reasons DDP differs from the reference, each measured; none when it matches."""
+    k, worst = len(plan.labels), _worst(trained, "ddp")
+    if first_divergent(trained.per_step["ddp"]) is None:
+        return []
+    causes = []
+    padded = [s for s in trained.steps if s.padded]
+    if padded:
+        first = trained.steps.index(padded[0]) + 1
+        causes.append(
+            f"padding: DistributedSampler repeats {padded[0].padded} row(s) each epoch so that the {k} "
+            f"shards of {cfg.data_size} rows are equal, and DDP counts them twice where the reference "
+            f"counts them once (first at step {first}; --drop-last removes the padding)"
+        )
+    reasons = {
+        "loss_reduction": (
+            "sum",
+            f"loss reduction sum: DDP averages the {k} ranks' gradients, so a summed loss takes {k} times "
+            "smaller steps with SGD (Adam divides a constant scale out almost entirely)",
+        ),
+        "per_rank_batch": (
+            True,
+            f"per-rank batch: every rank takes --batch-size {cfg.batch_size} rows, a global batch of "
+            f"{k * cfg.batch_size}, so DDP takes one step where the one-device run takes {k}",
+        ),
+        "scale_lr": (
+            True,
+            f"scaled lr: DDP's learning rate is {k} x {cfg.lr:g} (the linear scaling rule), the reference's "
+            f"{cfg.lr:g}",
+        ),
+    }
+    for name, (on, text) in reasons.items():
+        if getattr(toggles, name) != on or k == 1:
+            continue
+        off = replace(toggles, **{name: Toggles().__getattribute__(name)})
+        without = _worst(train_all(cfg, plan, off, ("ddp",)), "ddp")
+        if without < worst / 2 or without <= TOL:  # taking it away brings DDP closer: it made the difference
+            causes.append(f"{text}; measured: {worst:.3g} with it, {without:.3g} without")
+    return causes
+
+
+def _shared_causes(cfg, plan, toggles, trained) -> dict[str, list[str]]:
+    """Toggles that change what every strategy sees, measured against the same strategy without them."""
+    k = len(plan.labels)
+    causes: dict[str, list[str]] = {name: [] for name in trained.per_step}
+    if not toggles.set_epoch:
+        other = train_all(cfg, plan, replace(toggles, set_epoch=True), tuple(trained.per_step))
+        why = (
+            f"every one of the {cfg.epochs} epochs took its rows in epoch 1's order"
+            if cfg.shuffle
+            else "no effect here: without shuffling every epoch has the same order anyway"
+        )
+        for name in causes:
+            d = max(abs(a - b) for a, b in zip(trained.finals[name], other.finals[name]))
+            causes[name].append(
+                f"set_epoch never called: {why}; this changes every strategy alike, so it is measured "
+                f"against the same strategy with set_epoch called: its final parameters differ by {d:.3g}"
+            )
+    if toggles.drop_last:
+        other = train_all(cfg, plan, replace(toggles, drop_last=False), tuple(trained.per_step))
+        kept = cfg.data_size // k * k
+        unseen = set()
+        for s in trained.steps:
+            unseen.update(row for rows in s.ranks for row in rows)
+        never = cfg.data_size - len(unseen)
+        for name in causes:
+            d = max(abs(a - b) for a, b in zip(trained.finals[name], other.finals[name]))
+            causes[name].append(
+                f"drop_last: each epoch keeps {kept} of {cfg.data_size} rows ({cfg.data_size - kept} unseen "
+                f"that epoch, {never} never seen in the whole run) and pads none; this changes every "
+                "strategy alike, so it is measured against the same strategy without drop_last: its final "
+                f"parameters differ by {d:.3g}"
+            )
+    return causes
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The lab's answer as plain data.
+
+
+def engines(plan: DevicePlan) -> dict[str, str]:
+    """Which engine ran each strategy: say what is real, emulated or simulated."""
+    k = len(plan.labels)
+    if plan.uses_data_parallel:
+        dp = f"torch.nn.DataParallel on {plan.spec}"
+    elif plan.emulated:
+        dp = f"DataParallel emulated on {plan.host} ({plan.spec}): tensor.chunk, threads, gather"
+    else:
+        dp = "one device (cpu): DataParallel of a single device runs the module itself"
+    return {
+        "reference": f"one device ({plan.first_device}), no wrapper",
+        "dataparallel": dp,
+        "ddp": (
+            f"DDP's arithmetic for {k} rank(s), simulated exactly in one process (per-rank loss and "
+            "gradient, divided by K and summed as DDP's all-reduce does); a test checks it against torch's "
+            "DDP on gloo"
+        ),
+    }
+
+
+def run(
+    cfg: FitConfig, toggles: Toggles = Toggles(), plan: DevicePlan | None = None, max_steps: int | None = None
+) -> dict:
+    """Train the three ways and compare them step by step.
+
+    Args:
+        cfg: a validated config; its devices give K, the DataParallel devices and the number of DDP ranks.
+        toggles: what to change from the setting under which DDP matches.
+        plan: the parsed devices (parsed from cfg.devices when None).
+        max_steps: refuse (ConfigError on epochs) a run of more DDP steps than this; None: no bound.
+
+    Returns:
+        {"config": ..., "results": [{"strategy", "devices", "max_abs_diff", "first_divergent_step",
+        "causes", "per_step"}, ...]}: per_step[i] is the largest |parameter - reference| after DDP's step
+        i + 1 (for DataParallel, the largest over the reference's batches of that step).
+    """
+    toggles = toggles.validate()
+    plan = plan or parse_devices(cfg.devices)
+    k = len(plan.labels)
+    if max_steps is not None:
+        b = rank_batch(cfg, k, toggles)
+        shard = cfg.data_size // k if toggles.drop_last else math.ceil(cfg.data_size / k)
+        steps = cfg.epochs * math.ceil(shard / b)
+        if steps > max_steps:
+            raise ConfigError(
+                "epochs", cfg.epochs, f"at most {max_steps} steps to compare; these are {steps}"
+            )
+    trained = train_all(cfg, plan, toggles)
+    shared = _shared_causes(cfg, plan, toggles, trained)
+    causes = {"dataparallel": shared["dataparallel"], "ddp": _ddp_causes(cfg, plan, toggles, trained)}
+    causes["ddp"] += shared["ddp"]
+    results = []
+    for name in STRATEGIES:
+        per_step = trained.per_step[name]
+        results.append(
+            {
+                "strategy": name,
+                "devices": k,
+                "max_abs_diff": max(per_step, default=0.0),
+                "first_divergent_step": first_divergent(per_step),
+                "causes": causes[name],
+                "per_step": per_step,
+            }
+        )
+    config = {
+        **cfg.to_dict(),
+        **asdict(toggles),
+        "k": k,
+        "steps": len(trained.steps),
+        "rows_per_rank_step": rank_batch(cfg, k, toggles),
+        "tolerance": TOL,
+        "engines": engines(plan),
+        "final_parameters": trained.finals,
+    }
+    return {"config": config, "results": results}
+
+
+def table_lines(result: dict) -> list[str]:
+    """The result for a terminal: a row per strategy, its causes beneath it."""
+    cfg = result["config"]
+    lines = [
+        f"{cfg['steps']} steps on {cfg['k']} device(s), each strategy against one device's parameters",
+        "the reference and DataParallel take the rows the DDP ranks hold at each step, without the padding",
+        "",
+        f"{'strategy':<14}{'devices':>8}{'max |diff|':>13}  {'first step > ' + format(TOL, 'g'):<20}engine",
+    ]
+    for r in result["results"]:
+        first = "-" if r["first_divergent_step"] is None else str(r["first_divergent_step"])
+        engine = "simulated" if r["strategy"] == "ddp" else _engine_word(cfg["engines"]["dataparallel"])
+        lines.append(f"{r['strategy']:<14}{r['devices']:>8}{r['max_abs_diff']:>13.3g}  {first:<20}{engine}")
+        lines += [f"    - {c}" for c in r["causes"]]
+    lines += ["", *(f"{name}: {text}" for name, text in cfg["engines"].items())]
+    return lines
+
+
+def _engine_word(text: str) -> str:
+    return "real" if text.startswith("torch.nn.DataParallel") else "emulated" if "emulated" in text else "one"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# `python -m fitcore compare`
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        """Bad flags: one line on stderr and exit status 2, like `python -m fitcore`."""
+        self.exit(2, f"fitcore compare: error: {message} (see python -m fitcore compare --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from fitcore.cli import add_training_flags
+
+    p = _Parser(
+        prog="python -m fitcore compare",
+        description=(
+            "Train one device, DataParallel and DDP on the same data, seed and initial parameters, step by "
+            "step, and print how far each strategy's parameters are from one device's. --devices gives K: "
+            "DataParallel's devices and DDP's ranks (DDP's arithmetic is simulated in one process)."
+        ),
+    )
+    add_training_flags(p)
+    t = p.add_argument_group("toggles")
+    t.add_argument("--loss-reduction", default="mean", help="mean or sum (default mean)")
+    t.add_argument("--drop-last", action="store_true", help="DistributedSampler(drop_last=True): no padding")
+    t.add_argument("--no-set-epoch", action="store_true", help="never call sampler.set_epoch")
+    t.add_argument(
+        "--per-rank-batch", action="store_true", help="every DDP rank takes --batch-size rows, not B / K"
+    )
+    t.add_argument("--scale-lr", action="store_true", help="DDP's learning rate times K")
+    p.add_argument("--json", action="store_true", help="print one JSON object and nothing else")
+    return p
+
+
+def _flag(exc: ConfigError) -> str:
+    from fitcore.cli import flag_error
+
+    toggles = {"loss_reduction": "--loss-reduction"}
+    return exc.named(toggles[exc.field]) if exc.field in toggles else flag_error(exc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m fitcore compare [training flags] [toggles] [--json]`; returns the exit status."""
+    from fitcore.cli import config_from_args
+
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = config_from_args(args)
+        toggles = Toggles(
+            loss_reduction=str(args.loss_reduction).strip().lower(),
+            drop_last=args.drop_last,
+            set_epoch=not args.no_set_epoch,
+            per_rank_batch=args.per_rank_batch,
+            scale_lr=args.scale_lr,
+        ).validate()
+        result = run(cfg, toggles)
+    except ConfigError as exc:
+        print(f"fitcore compare: error: {_flag(exc)}", file=sys.stderr)
+        return 2
+    print(json.dumps(result) if args.json else "\n".join(table_lines(result)), flush=True)
+    return 0

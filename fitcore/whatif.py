@@ -1,0 +1,442 @@
+"""What-if scaling: one step of a run, projected to 2 ... 1,024 devices for DataParallel, DDP and ZeRO / FSDP.
+
+Every number this module projects is labelled "projected, not measured". It starts from one measured figure,
+the run's compute time per step on this machine (`measure`), and adds formulas, each from its source
+(docs/scaling.md gives the derivations):
+
+  memory per device, mixed-precision Adam (ZeRO paper, Rajbhandari et al. 2020, section 3.1): 2 bytes of
+    fp16 parameters + 2 of fp16 gradients + 12 of fp32 optimizer state (master weights, momentum, variance)
+    = 16 bytes per parameter. DataParallel's device 0 and every DDP rank hold all 16; ZeRO-1 partitions the
+    12 over K devices, ZeRO-2 the gradients too, ZeRO-3 (= FSDP's FULL_SHARD) everything: 16 Ψ / K.
+  bytes each device sends per step: DDP's ring all-reduce 2(K-1)/K Ψ gradient elements (PyTorch's DDP
+    paper, Li et al. VLDB 2020; the ring algorithm), the same for ZeRO-1 and -2 (reduce-scatter +
+    all-gather), 3(K-1)/K Ψ for ZeRO-3 (an all-gather of the parameters in forward and again in backward, a
+    reduce-scatter of the gradients); DataParallel moves everything through device 0: the parameters out to
+    K-1 replicas, their gradients back, and the batch's rows (Hugging Face's Ultra-Scale Playbook compares
+    them the same way).
+  time on the wire, alpha-beta: steps·α + bytes / β, with 2(K-1) latency steps for a ring all-reduce.
+  compute: the measured time per step, plus 6 Ψ FLOPs per row (forward 2 Ψ, backward 4 Ψ) at the device's
+    rate, so that a 70-billion-parameter model costs what its arithmetic does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+from fitcore.config import FitConfig
+from fitcore.errors import ConfigError
+
+PROJECTED = "projected, not measured"
+DEVICE_COUNTS = (2, 8, 64, 256, 1024)
+STRATEGIES = ("dataparallel", "ddp", "zero1", "zero2", "zero3")
+NAMES = {
+    "dataparallel": "DataParallel",
+    "ddp": "DDP (ring all-reduce)",
+    "zero1": "ZeRO-1",
+    "zero2": "ZeRO-2",
+    "zero3": "ZeRO-3 / FSDP",
+}
+# mixed-precision Adam, bytes per parameter (ZeRO paper, section 3.1: 2Ψ + 2Ψ + KΨ with K = 12)
+PARAM_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 2, 12
+STATE_BYTES = PARAM_BYTES + GRAD_BYTES + OPTIMIZER_BYTES  # 16
+WIRE_BYTES = 2  # fp16 / bf16 parameters and gradients on the wire
+FLOPS_PER_PARAM_ROW = 6  # forward 2Ψ + backward 4Ψ per row (the Playbook; Kaplan et al. 2020)
+DEVICE_MEMORY = 80e9  # bytes: an 80 GB H100 or A100
+# effective FLOP/s of one device: about 40 % of an H100 SXM's 989 TFLOP/s of dense bf16
+DEVICE_FLOPS = 400e12
+DEVICES_PER_MACHINE = 8  # nn.DataParallel is one process: it reaches only one machine's devices
+MAX_PARAMS = 1e12
+MAX_DEVICES = 65_536
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link between devices for the alpha-beta model: time = latency + bytes / bandwidth."""
+
+    name: str
+    bandwidth: float  # bytes per second, one direction
+    latency: float  # seconds per message
+    source: str  # where the bandwidth comes from
+
+
+# Bandwidths are the vendors' one-direction peaks (measured links reach about 80 % of them); latencies are
+# round typical figures for one step of a collective, to be edited.
+LINKS = {
+    "nvlink": Link("NVLink 4 (H100 SXM)", 450e9, 2e-6, "NVIDIA: 900 GB/s bidirectional per GPU"),
+    "pcie": Link("PCIe 5.0 x16", 64e9, 5e-6, "PCI-SIG: 32 GT/s x 16 lanes, 128 GB/s bidirectional"),
+    "ethernet100": Link("100 Gb/s Ethernet", 12.5e9, 10e-6, "100 Gb/s = 12.5 GB/s"),
+    "ethernet400": Link("400 Gb/s Ethernet", 50e9, 10e-6, "400 Gb/s = 50 GB/s"),
+    "infiniband400": Link("400 Gb/s InfiniBand NDR", 50e9, 2e-6, "NDR: 400 Gb/s per port = 50 GB/s"),
+}
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the projection starts from: a run's measured step on this machine."""
+
+    compute_seconds: float  # forward + loss + backward + optimizer of one step, the median over the run
+    rows_per_device: float  # rows each device computed per step
+    row_bytes: int  # one row's input, output and output gradient, (d + 2) x itemsize
+    devices: int  # devices of the run
+    params: int  # the run's model: d + 1
+    where: str  # what ran: "virtual:2 (emulated on the CPU), 200 steps"
+
+
+def _check(field: str, value, lo, hi, what: str):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(field, value, what)
+    if value < lo or (hi is not None and value > hi):
+        raise ConfigError(field, value, what)
+    return value
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The formulas, one strategy at a time. params is Ψ, k the number of devices.
+
+
+def memory_per_device(strategy: str, params: float, k: int) -> float:
+    """Bytes of parameters, gradients and Adam state on the fullest device (activations not counted)."""
+    p, g, o = PARAM_BYTES * params, GRAD_BYTES * params, OPTIMIZER_BYTES * params
+    if strategy in ("dataparallel", "ddp"):  # DataParallel's device 0 holds the master copy and the state
+        return p + g + o
+    if strategy == "zero1":
+        return p + g + o / k
+    if strategy == "zero2":
+        return p + (g + o) / k
+    if strategy == "zero3":
+        return (p + g + o) / k
+    raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
+
+
+def comm_bytes_per_device(strategy: str, params: float, k: int, batch_bytes: float = 0.0) -> float:
+    """Bytes the busiest device sends or receives per step.
+
+    Args:
+        batch_bytes: the global batch's rows, outputs and output gradients (DataParallel moves (K-1)/K of
+            them through device 0; the others read their own rows).
+    """
+    share = (k - 1) / k
+    if strategy == "dataparallel":  # through device 0: parameters out, gradients back, rows out and back
+        return 2 * (k - 1) * params * WIRE_BYTES + share * batch_bytes
+    if strategy in ("ddp", "zero1", "zero2"):  # ring all-reduce = reduce-scatter + all-gather
+        return 2 * share * params * WIRE_BYTES
+    if strategy == "zero3":  # all-gather in forward, again in backward, reduce-scatter of the gradients
+        return 3 * share * params * WIRE_BYTES
+    raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
+
+
+def latency_steps(strategy: str, k: int) -> int:
+    """Messages in a row per step: 2(K-1) for a ring all-reduce, 3(K-1) for ZeRO-3, 4(K-1) for
+    DataParallel's scatter, replicate, gather and reduce from and to device 0, one device after another."""
+    per = {"dataparallel": 4, "ddp": 2, "zero1": 2, "zero2": 2, "zero3": 3}[strategy]
+    return per * (k - 1)
+
+
+def comm_seconds(strategy: str, params: float, k: int, link: Link, batch_bytes: float = 0.0) -> float:
+    """The alpha-beta model: latency steps x α + bytes / β."""
+    wire = comm_bytes_per_device(strategy, params, k, batch_bytes)
+    return latency_steps(strategy, k) * link.latency + wire / link.bandwidth
+
+
+def compute_seconds(measured: Measured, params: float, rows: float, flops: float) -> float:
+    """The measured step's compute, plus 6 Ψ FLOPs per row for the parameters the run did not have."""
+    extra = max(0.0, params - measured.params)
+    return measured.compute_seconds + FLOPS_PER_PARAM_ROW * extra * rows / flops
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The table.
+
+
+def table(
+    measured: Measured,
+    params: float | None = None,
+    devices: Sequence[int] = DEVICE_COUNTS,
+    link: Link | str = "nvlink",
+    device_memory: float = DEVICE_MEMORY,
+    flops: float = DEVICE_FLOPS,
+    rows_per_device: float | None = None,
+) -> list[dict]:
+    """One row per strategy and device count: memory, bytes, seconds and their shares, all projected.
+
+    Args:
+        measured: the run's step (measure()).
+        params: the model's parameters Ψ (the run's own when None), 1 to 1e12.
+        devices: device counts K to project to.
+        link: a preset name of LINKS, or a Link.
+        device_memory: bytes of one device's memory.
+        flops: effective FLOP/s of one device.
+        rows_per_device: rows each device computes per step (the run's when None): the global batch grows
+            with K, as it does when one scales out with DDP.
+    """
+    params = measured.params if params is None else _check("params", params, 1, MAX_PARAMS, "1 to 1e12")
+    link = _link(link)
+    _check("device_memory", device_memory, 1, None, "a number of bytes greater than 0")
+    _check("flops", flops, 1, None, "FLOP/s greater than 0")
+    rows = measured.rows_per_device if rows_per_device is None else rows_per_device
+    _check("rows_per_device", rows, 1, None, "1 or more rows")
+    out = []
+    for k in devices:
+        _check("devices", k, 1, MAX_DEVICES, f"device counts from 1 to {MAX_DEVICES}")
+        batch_bytes = k * rows * measured.row_bytes
+        for s in STRATEGIES:
+            out.append(_row(s, int(k), params, link, device_memory, flops, rows, batch_bytes, measured))
+    return out
+
+
+def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured) -> dict:
+    memory = memory_per_device(s, params, k)
+    row = {
+        "strategy": s,
+        "name": NAMES[s],
+        "devices": k,
+        "params": params,
+        "memory_per_device_bytes": memory,
+        "fits": memory <= device_memory,
+        "label": PROJECTED,
+        "note": "",
+    }
+    if s == "dataparallel" and k > DEVICES_PER_MACHINE:
+        row["fits"] = False
+        row["note"] = f"one process reaches one machine's devices (about {DEVICES_PER_MACHINE})"
+        return {**row, "comm_bytes_per_device": None, "comm_seconds": None, "compute_seconds": None,
+                "step_seconds": None, "comm_share": None}  # fmt: skip
+    wire = comm_bytes_per_device(s, params, k, batch_bytes)
+    comm = comm_seconds(s, params, k, link, batch_bytes)
+    compute = compute_seconds(measured, params, rows, flops)
+    if not row["fits"]:
+        row["note"] = f"out of memory: needs {memory / 1e9:.3g} GB of {device_memory / 1e9:.3g} GB"
+    elif comm > compute:
+        row["note"] = "communication dominates"
+    return {
+        **row,
+        "comm_bytes_per_device": wire,
+        "comm_seconds": comm,
+        "compute_seconds": compute,
+        "step_seconds": comm + compute,  # no overlap: DDP overlaps its buckets with backward, so less
+        "comm_share": comm / (comm + compute),
+    }
+
+
+def _link(link: Link | str) -> Link:
+    if isinstance(link, Link):
+        _check("bandwidth", link.bandwidth, 1, None, "bytes per second greater than 0")
+        _check("latency", link.latency, 0, None, "seconds, 0 or more")
+        return link
+    if link not in LINKS:
+        raise ConfigError("link", link, " or ".join(LINKS))
+    return LINKS[link]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The measured starting point.
+
+
+def measure(cfg: FitConfig, steps: int | None = None) -> Measured:
+    """Run `cfg` (DataParallel, validated) once and take the median compute time of its steps.
+
+    Args:
+        steps: run only as many epochs as this many steps need (at least one); None: all of cfg's.
+    """
+    from dataclasses import replace
+
+    from fitcore.devices import parse_devices
+    from fitcore.events import Step
+    from fitcore.train import train
+
+    if steps is not None:
+        cfg = replace(cfg, epochs=max(1, min(cfg.epochs, math.ceil(steps / cfg.batches_per_epoch))))
+    plan = parse_devices(cfg.devices)
+    seen: list[Step] = []
+    ended = train(cfg, lambda e: seen.append(e) if isinstance(e, Step) else None, plan=plan)
+    if ended.status != "finished":
+        raise ConfigError("lr", cfg.lr, f"a run that finishes to measure from; it ended: {ended.message}")
+    times = [_compute(s) for s in seen]
+    k = len(plan.labels)
+    return Measured(
+        compute_seconds=statistics.median(times),
+        rows_per_device=cfg.batch_size / k,
+        row_bytes=(cfg.n_features + 2) * 4,
+        devices=k,
+        params=cfg.n_features + 1,
+        where=f"{plan.spec} ({'emulated' if plan.emulated else plan.kind}), {len(seen)} steps",
+    )
+
+
+def _compute(step) -> float:
+    """A step's compute: the slowest replica's forward, the loss, backward and the optimizer step."""
+    if step.phases is None:  # one device: no phases; the step as a whole
+        return step.elapsed / max(step.step, 1)
+    by: dict[str, float] = {}
+    for p in step.phases.phases():
+        if p.name == "parallel_apply":
+            by[p.name] = max(by.get(p.name, 0.0), p.duration)
+        elif p.name in ("loss", "backward", "optimizer"):
+            by[p.name] = by.get(p.name, 0.0) + p.duration
+    return sum(by.values())
+
+
+def to_dict(measured: Measured, rows: list[dict], link: Link, device_memory: float, flops: float) -> dict:
+    """The JSON of `python -m fitcore whatif --json`: the measured start apart from the projected rows."""
+    return {
+        "measured": {**asdict(measured), "label": "measured on this machine"},
+        "assumptions": {
+            "link": asdict(link),
+            "device_memory_bytes": device_memory,
+            "device_flops": flops,
+            "bytes_per_param": {"params": PARAM_BYTES, "grads": GRAD_BYTES, "optimizer": OPTIMIZER_BYTES},
+            "wire_bytes_per_element": WIRE_BYTES,
+        },
+        "label": PROJECTED,
+        "rows": rows,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# `python -m fitcore whatif`
+
+
+def _human(n: float | None, unit: str) -> str:
+    if n is None:
+        return "-"
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {prefix}{unit}"
+    return f"{n:.3g} {unit}"
+
+
+def _seconds(t: float | None) -> str:
+    if t is None:
+        return "-"
+    return f"{t * 1e6:.3g} µs" if t < 1e-3 else f"{t * 1e3:.3g} ms" if t < 1 else f"{t:.3g} s"
+
+
+def table_lines(result: dict) -> list[str]:
+    """The projection for a terminal: the measured start first, then the projected rows."""
+    m, a = result["measured"], result["assumptions"]
+    lines = [
+        f"measured on this machine: {_seconds(m['compute_seconds'])} of compute per step "
+        f"({m['where']}, {m['params']} parameters, {m['rows_per_device']:g} rows per device)",
+        f"link: {a['link']['name']}, {_human(a['link']['bandwidth'], 'B/s')}, "
+        f"{_seconds(a['link']['latency'])} latency; {_human(a['device_memory_bytes'], 'B')} per device",
+        f"every number below is {PROJECTED}",
+        "",
+        f"{'strategy':<24}{'K':>6}{'memory':>11}{'sent':>11}{'comm':>11}{'compute':>11}{'step':>11}  note",
+    ]
+    for r in result["rows"]:
+        lines.append(
+            f"{r['name']:<24}{r['devices']:>6}{_human(r['memory_per_device_bytes'], 'B'):>11}"
+            f"{_human(r['comm_bytes_per_device'], 'B'):>11}{_seconds(r['comm_seconds']):>11}"
+            f"{_seconds(r['compute_seconds']):>11}{_seconds(r['step_seconds']):>11}  {r['note']}"
+        )
+    return lines
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        """Bad flags: one line on stderr and exit status 2, like `python -m fitcore`."""
+        self.exit(2, f"fitcore whatif: error: {message} (see python -m fitcore whatif --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from fitcore.cli import add_training_flags
+
+    p = _Parser(
+        prog="python -m fitcore whatif",
+        description=(
+            "Measure one step of the run on this machine, then project it to 2 ... 1,024 devices for "
+            f"DataParallel, DDP and ZeRO-1/2/3 (FSDP). Every projected number is {PROJECTED}; "
+            "docs/scaling.md gives each formula and its source."
+        ),
+    )
+    add_training_flags(p)
+    w = p.add_argument_group("projection")
+    w.add_argument("--params", help="the model's parameters, 1 to 1e12 (default: the run's, d + 1)")
+    w.add_argument("--link", default="nvlink", help=f"{', '.join(LINKS)} (default nvlink)")
+    w.add_argument("--bandwidth", help="link bandwidth in GB/s, one direction (default: the link's)")
+    w.add_argument("--latency", help="link latency in microseconds (default: the link's)")
+    w.add_argument("--memory-gb", default="80", help="one device's memory in GB (default 80)")
+    w.add_argument("--tflops", default=str(DEVICE_FLOPS / 1e12), help="effective TFLOP/s of one device")
+    w.add_argument("--rows-per-device", help="rows each device computes per step (default: the run's)")
+    w.add_argument("--counts", default=",".join(map(str, DEVICE_COUNTS)), help="device counts to project")
+    p.add_argument("--json", action="store_true", help="print one JSON object and nothing else")
+    return p
+
+
+def _number(flag: str, raw: str, allowed: str) -> float:
+    try:
+        value = float(str(raw).replace("_", ""))
+    except ValueError:
+        raise ConfigError(flag, raw, allowed) from None
+    if not math.isfinite(value):
+        raise ConfigError(flag, raw, allowed)
+    return value
+
+
+def _counts(raw: str) -> tuple[int, ...]:
+    allowed = f"comma-separated integers from 1 to {MAX_DEVICES}"
+    parts = [c for c in str(raw).split(",") if c.strip()]
+    if not parts or not all(c.strip().isdigit() and 1 <= int(c) <= MAX_DEVICES for c in parts):
+        raise ConfigError("--counts", raw, allowed)
+    return tuple(int(c) for c in parts)
+
+
+def projection(args: argparse.Namespace, measured: Measured) -> dict:
+    """The JSON object of the command line's flags, from a measured step."""
+    if args.link not in LINKS:
+        raise ConfigError("--link", args.link, " or ".join(LINKS))
+    base = LINKS[args.link]
+    bandwidth = base.bandwidth
+    if args.bandwidth is not None:
+        bandwidth = _number("--bandwidth", args.bandwidth, "GB/s greater than 0") * 1e9
+        if bandwidth <= 0:
+            raise ConfigError("--bandwidth", args.bandwidth, "GB/s greater than 0")
+    latency = base.latency
+    if args.latency is not None:
+        latency = _number("--latency", args.latency, "microseconds, 0 or more") * 1e-6
+        if latency < 0:
+            raise ConfigError("--latency", args.latency, "microseconds, 0 or more")
+    link = Link(base.name, bandwidth, latency, base.source)
+    memory = _number("--memory-gb", args.memory_gb, "GB greater than 0") * 1e9
+    flops = _number("--tflops", args.tflops, "TFLOP/s greater than 0") * 1e12
+    if memory <= 0:
+        raise ConfigError("--memory-gb", args.memory_gb, "GB greater than 0")
+    if flops <= 0:
+        raise ConfigError("--tflops", args.tflops, "TFLOP/s greater than 0")
+    params = None
+    if args.params is not None:
+        params = _number("--params", args.params, "1 to 1e12")
+        if not 1 <= params <= MAX_PARAMS:
+            raise ConfigError("--params", args.params, "1 to 1e12")
+    per_device = None
+    if args.rows_per_device is not None:
+        per_device = _number("--rows-per-device", args.rows_per_device, "1 or more rows")
+        if per_device < 1:
+            raise ConfigError("--rows-per-device", args.rows_per_device, "1 or more rows")
+    rows = table(measured, params, _counts(args.counts), link, memory, flops, per_device)
+    return to_dict(measured, rows, link, memory, flops)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m fitcore whatif [training flags] [projection flags] [--json]`; returns the exit status."""
+    from fitcore.cli import config_from_args, flag_error
+
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = config_from_args(args)
+        if cfg.strategy != "dataparallel":
+            raise ConfigError("strategy", cfg.strategy, "dataparallel: the step is measured in one process")
+        _counts(args.counts)  # bad flags fail before the run
+        measured = measure(cfg)
+        result = projection(args, measured)
+    except ConfigError as exc:
+        print(f"fitcore whatif: error: {flag_error(exc)}", file=sys.stderr)
+        return 2
+    print(json.dumps(result) if args.json else "\n".join(table_lines(result)), flush=True)
+    return 0

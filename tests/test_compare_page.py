@@ -1,0 +1,73 @@
+"""The page's equivalence lab and what-if table, driven through Streamlit's AppTest."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from fitcore.pool import close_server_pool
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+@pytest.fixture
+def at(monkeypatch):
+    """The page of the tutorial, opened once; afterwards its pool is shut down and forgotten."""
+    for name in list(os.environ):
+        if name.startswith("FITCORE_"):
+            monkeypatch.delenv(name)
+    close_server_pool()
+    st.cache_resource.clear()
+    page = AppTest.from_file(APP, default_timeout=60)
+    page.run()
+    assert not page.exception
+    yield page
+    try:
+        page.session_state["pool"].shutdown()
+    except KeyError:
+        pass
+    close_server_pool()
+    st.cache_resource.clear()
+
+
+def table(page: AppTest, column: str):
+    (found,) = [d.value for d in page.dataframe if column in d.value.columns]
+    return found
+
+
+def test_compare_shows_dataparallel_equal_and_a_summed_sgd_loss_apart(at):
+    assert "Does DDP give the same model?" in [t.label for t in at.tabs]
+    assert any("without DistributedSampler's padding duplicates" in c.value for c in at.caption)
+    at.button(key="cmp_run").click().run()
+    assert not at.exception
+    rows = table(at, "max |diff|")
+    assert list(rows["strategy"]) == ["dataparallel", "ddp"] and list(rows["devices"]) == [2, 2]
+    assert all(float(v) <= 1e-5 for v in rows["max |diff|"])  # the tutorial: both match one device
+    assert list(rows["first step > 1e-5"]) == ["-", "-"]
+    assert "simulated" in rows["engine"][1]
+
+    at.selectbox(key="cmp_reduction").select("sum")
+    at.checkbox(key="cmp_no_set_epoch").check()
+    at.button(key="cmp_run").click().run()
+    assert not at.exception
+    causes = [m.value for m in at.markdown if m.value.startswith("- **")]
+    assert any("set_epoch" in c for c in causes)
+    rows = table(at, "max |diff|")
+    assert float(rows["max |diff|"][1]) < 1e-4  # Adam (the tutorial's) hides the sum's 1/K
+
+
+def test_whatif_measures_then_projects_with_the_label(at):
+    at.button(key="wi_run").click().run()
+    assert not at.exception
+    assert any(c.value == "projected, not measured" for c in at.caption)
+    assert at.metric[0].label == "Measured here: compute per step"
+    rows = table(at, "memory / device (GB)")
+    assert len(rows) == 25  # 5 strategies x 2, 8, 64, 256, 1024 devices
+    zero3 = rows[(rows["strategy"] == "ZeRO-3 / FSDP") & (rows["devices"] == 8)]
+    assert float(zero3["memory / device (GB)"].iloc[0]) == pytest.approx(14.0)  # 16 B x 7e9 / 8
+    ddp = rows[(rows["strategy"] == "DDP (ring all-reduce)") & (rows["devices"] == 8)]
+    assert not bool(ddp["fits"].iloc[0])  # 112 GB on an 80 GB device

@@ -1,0 +1,177 @@
+"""What-if scaling: the formulas against hand-worked cases, the table's labels, the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fitcore import whatif
+from fitcore.cli import main
+from fitcore.config import FitConfig, validate
+from fitcore.whatif import (
+    LINKS,
+    PROJECTED,
+    Link,
+    Measured,
+    comm_bytes_per_device,
+    comm_seconds,
+    compute_seconds,
+    latency_steps,
+    memory_per_device,
+    table,
+)
+
+SEVEN_B = 7e9
+# a measured step made up for the formulas: 1 ms of compute, 100 rows a device, 16-byte rows, 3 parameters
+STEP = Measured(1e-3, 100, 16, 2, 3, "test")
+
+
+@pytest.mark.parametrize(
+    ("strategy", "k", "expected"),
+    [
+        # ZeRO paper, 7.5B example style: 16 bytes/param, partitioned by stage (hand-worked for 7e9 params)
+        ("ddp", 8, 16 * SEVEN_B),  # 112 GB: every rank the whole state
+        ("dataparallel", 8, 16 * SEVEN_B),  # device 0 holds it all
+        ("zero1", 8, 2 * SEVEN_B + 2 * SEVEN_B + 12 * SEVEN_B / 8),  # 38.5 GB
+        ("zero2", 8, 2 * SEVEN_B + 14 * SEVEN_B / 8),  # 26.25 GB
+        ("zero3", 8, 16 * SEVEN_B / 8),  # 14 GB
+        ("zero3", 64, 1.75e9),
+        ("zero3", 1, 112e9),
+    ],
+)
+def test_memory_per_device(strategy, k, expected):
+    assert memory_per_device(strategy, SEVEN_B, k) == pytest.approx(expected, rel=1e-12)
+
+
+def test_zero3_for_seven_billion_is_16_bytes_a_parameter_over_k():
+    for k in (2, 8, 64, 256, 1024):
+        assert memory_per_device("zero3", SEVEN_B, k) == pytest.approx(16 * SEVEN_B / k, rel=1e-12)
+    assert memory_per_device("zero3", SEVEN_B, 8) == pytest.approx(14e9, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "k", "expected"),
+    [
+        ("ddp", 8, 2 * 7 / 8 * SEVEN_B * 2),  # ring: 2(K-1)/K of the fp16 gradients: 24.5 GB
+        ("ddp", 2, SEVEN_B * 2),  # 2(1)/2 = 1: each device sends the gradients once
+        ("zero1", 8, 24.5e9),
+        ("zero2", 8, 24.5e9),
+        ("zero3", 8, 3 * 7 / 8 * SEVEN_B * 2),  # 36.75 GB: 1.5 x DDP's
+        ("dataparallel", 8, 2 * 7 * SEVEN_B * 2),  # 7 replicas' parameters out and gradients in
+        ("ddp", 1, 0.0),
+    ],
+)
+def test_bytes_per_device(strategy, k, expected):
+    assert comm_bytes_per_device(strategy, SEVEN_B, k) == pytest.approx(expected, rel=1e-12)
+
+
+def test_dataparallel_moves_the_batch_through_device_0_too():
+    # 4 devices, a batch of 4 x 100 rows of 16 bytes: 3/4 of it moves
+    assert comm_bytes_per_device("dataparallel", 3, 4, 6400) == pytest.approx(2 * 3 * 3 * 2 + 4800)
+    assert comm_bytes_per_device("ddp", 3, 4, 6400) == pytest.approx(2 * 3 / 4 * 3 * 2)  # its own rows
+
+
+def test_alpha_beta_by_hand():
+    link = Link("test", bandwidth=1e9, latency=1e-5, source="")
+    # DDP on 2: 2 latency steps, 1e9 params x 2 bytes x 2(1)/2 = 2e9 bytes at 1e9 B/s
+    assert comm_seconds("ddp", 1e9, 2, link) == pytest.approx(2e-5 + 2.0, rel=1e-12)
+    # ZeRO-3 on 4: 9 latency steps, 3 x 3/4 x 1e9 x 2 = 4.5e9 bytes
+    assert comm_seconds("zero3", 1e9, 4, link) == pytest.approx(9e-5 + 4.5, rel=1e-12)
+    assert [latency_steps(s, 8) for s in whatif.STRATEGIES] == [28, 14, 14, 14, 21]
+
+
+def test_compute_adds_six_flops_a_parameter_and_row():
+    # 1e9 more parameters, 100 rows, 1e12 FLOP/s: 6e11 FLOPs = 0.6 s on top of the measured 1 ms
+    assert compute_seconds(STEP, 1e9 + 3, 100, 1e12) == pytest.approx(1e-3 + 0.6, rel=1e-12)
+    assert compute_seconds(STEP, 3, 100, 1e12) == 1e-3  # the run's own model: what was measured
+
+
+def test_table_rows_are_labelled_and_show_where_memory_runs_out():
+    rows = table(STEP, params=70e9, link="infiniband400")
+    assert len(rows) == 5 * len(whatif.STRATEGIES)
+    assert {r["label"] for r in rows} == {PROJECTED}
+    by = {(r["strategy"], r["devices"]): r for r in rows}
+    assert not by["ddp", 1024]["fits"] and "out of memory" in by["ddp", 1024]["note"]  # 1.12 TB each
+    assert not by["zero3", 8]["fits"]  # 140 GB each
+    assert by["zero3", 64]["fits"] and by["zero3", 64]["memory_per_device_bytes"] == pytest.approx(17.5e9)
+    assert by["dataparallel", 64]["step_seconds"] is None and "one machine" in by["dataparallel", 64]["note"]
+    r = by["zero3", 64]
+    assert r["step_seconds"] == pytest.approx(r["comm_seconds"] + r["compute_seconds"])
+    assert r["comm_share"] == pytest.approx(r["comm_seconds"] / r["step_seconds"])
+
+
+def test_the_tiny_model_is_communication_bound_at_scale():
+    rows = table(STEP, link="ethernet100")  # 3 parameters, 1 ms of compute
+    by = {(r["strategy"], r["devices"]): r for r in rows}
+    assert by["ddp", 2]["note"] == "" and by["ddp", 1024]["note"] == "communication dominates"
+    assert by["ddp", 1024]["comm_seconds"] == pytest.approx(
+        2 * 1023 * 10e-6 + 2 * 1023 / 1024 * 3 * 2 / 12.5e9
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"params": 0}, "params"),
+        ({"params": 2e12}, "params"),
+        ({"link": "carrier pigeon"}, "link"),
+        ({"devices": (0,)}, "devices"),
+        ({"device_memory": -1}, "device_memory"),
+        ({"link": Link("x", 0, 1e-6, "")}, "bandwidth"),
+    ],
+)
+def test_bad_inputs_are_config_errors(kwargs, field):
+    with pytest.raises(ValueError, match=f"^{field}: got"):
+        table(STEP, **kwargs)
+
+
+def test_presets_are_one_direction_bytes_per_second():
+    assert LINKS["nvlink"].bandwidth == 450e9  # 900 GB/s both ways
+    assert LINKS["pcie"].bandwidth == 64e9  # 128 GB/s both ways
+    assert LINKS["ethernet100"].bandwidth == 100e9 / 8
+    assert LINKS["infiniband400"].bandwidth == LINKS["ethernet400"].bandwidth == 400e9 / 8
+
+
+def test_measure_takes_a_real_run():
+    m = whatif.measure(validate(FitConfig(epochs=5, devices="virtual:2")))
+    assert m.compute_seconds > 0 and m.params == 3 and m.devices == 2 and m.rows_per_device == 100
+    assert m.row_bytes == 16 and "5 steps" in m.where
+
+
+def test_json_from_the_command_line(capsys):
+    code = main(
+        ["whatif", "--json", "--epochs", "3", "--params", "7e9", "--counts", "8,64", "--link", "pcie"]
+    )
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"measured", "assumptions", "label", "rows"}
+    assert out["label"] == PROJECTED and out["measured"]["label"] == "measured on this machine"
+    assert out["assumptions"]["link"]["bandwidth"] == 64e9
+    assert [(r["strategy"], r["devices"]) for r in out["rows"][:2]] == [("dataparallel", 8), ("ddp", 8)]
+    zero3 = [r for r in out["rows"] if r["strategy"] == "zero3" and r["devices"] == 8][0]
+    assert zero3["memory_per_device_bytes"] == pytest.approx(14e9)
+
+
+def test_the_table_says_projected(capsys):
+    assert main(["whatif", "--epochs", "2", "--bandwidth", "100", "--latency", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "projected, not measured" in text and "measured on this machine" in text and "100 GB/s" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--link", "wifi"], "--link: got 'wifi'; allowed: nvlink or pcie"),
+        (["--params", "abc"], "--params: got 'abc'; allowed: 1 to 1e12"),
+        (["--counts", "2,x"], "--counts: got '2,x'"),
+        (["--latency", "-1"], "--latency: got '-1'; allowed: microseconds, 0 or more"),
+        (["--memory-gb", "0"], "--memory-gb: got '0'"),
+        (["--epochs", "0"], "--epochs: got 0"),
+        (["--strategy", "ddp"], "--strategy: got 'ddp'; allowed: dataparallel"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line(argv, message, capsys):
+    assert main(["whatif", "--epochs", "2", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fitcore whatif: error: ") and message in err and err.count("\n") == 1
