@@ -683,7 +683,7 @@ def compare_ui(cfg: FitConfig) -> None:
         except ConfigError as exc:
             st.session_state.cmp_result = None
             label = TOGGLE_LABELS.get(exc.field)
-            st.error(exc.named(label) if label else report.error_text(exc))
+            st.error(exc.named(label) if label else controls.error_text(exc))
     result = st.session_state.get("cmp_result")
     if not result:
         return
@@ -745,7 +745,7 @@ def whatif_ui(cfg: FitConfig) -> None:
             measured = whatif.measure(dataclasses.replace(cfg, strategy="dataparallel"), WHATIF_STEPS)
             st.session_state.wi_measured = measured
         except ConfigError as exc:
-            st.error(report.error_text(exc))
+            st.error(controls.error_text(exc))
     measured = st.session_state.get("wi_measured")
     if measured is None:
         return
