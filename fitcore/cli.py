@@ -94,9 +94,9 @@ def config_from_args(args: argparse.Namespace) -> FitConfig:
     if raw.get("data") and "batch_size" not in raw:  # a file of fewer rows than the default batch: one batch
         from fitcore import csvdata
 
-        rows = len(csvdata.load(raw["data"], str(raw.get("target", "")).strip(),
-                                FitConfig.from_mapping({"features": raw.get("features", ())}).features).y)
-        raw["batch_size"] = min(FitConfig.batch_size, rows)  # fmt: skip
+        named = FitConfig.from_mapping({k: raw[k] for k in ("data", "target", "features") if k in raw})
+        rows = len(csvdata.load(named.data, named.target, named.features).y)
+        raw["batch_size"] = min(FitConfig.batch_size, rows)
     cfg = FitConfig.from_mapping(raw)
     env = torchrun_env() if strategies.strategy(cfg.strategy).processes else None
     if env is not None:  # one rank of a torchrun launch: the world size comes from torchrun

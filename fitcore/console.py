@@ -61,7 +61,7 @@ def summary_lines(
 
 
 def data_lines(source: dict, weights: tuple[float, ...], bias: float) -> list[str]:
-    """A CSV run's file and, when its features were standardised, the learned parameters in the file's units."""
+    """A CSV run's file and, when its features were standardised, the parameters in the file's units."""
     from fitcore.csvdata import data_result
 
     names = ", ".join(source["features"])

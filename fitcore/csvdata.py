@@ -47,7 +47,7 @@ class Scaling(NamedTuple):
     scale: tuple[float, ...]  # the standard deviation; 1 for a constant column, which it cannot scale
 
     def original(self, weights: tuple[float, ...], bias: float) -> tuple[tuple[float, ...], float]:
-        """Parameters learned on standardised features, in the file's units: W / scale, b - Σ W·mean / scale."""
+        """Parameters learned on standardised features in the file's units: W / s, b - Σ W·mean / s."""
         w = tuple(wi / si for wi, si in zip(weights, self.scale))
         return w, bias - sum(wi * mi for wi, mi in zip(w, self.mean))
 
@@ -79,7 +79,9 @@ def _text(path: str, raw: bytes) -> str:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise _refuse(path, f"a UTF-8 text CSV file; found binary data (byte {exc.start} is not UTF-8)") from None
+        raise _refuse(
+            path, f"a UTF-8 text CSV file; found binary data (byte {exc.start} is not UTF-8)"
+        ) from None
     if not text.strip():
         raise _refuse(path, "a CSV file with a header line and rows; the file is empty")
     return text
@@ -115,9 +117,15 @@ def _cells(path: str, text: str, names: list[str]) -> np.ndarray:
 
     try:
         frame = pd.read_csv(
-            io.StringIO(text), header=0, names=names, dtype=str, keep_default_na=False,
-            skip_blank_lines=True, nrows=MAX_ROWS + 1, skipinitialspace=True,
-        )  # fmt: skip
+            io.StringIO(text),
+            header=0,
+            names=names,
+            dtype=str,
+            keep_default_na=False,
+            skip_blank_lines=True,
+            nrows=MAX_ROWS + 1,
+            skipinitialspace=True,
+        )
     except (pd.errors.ParserError, ValueError) as exc:
         detail = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
         raise _refuse(path, f"a CSV file with the same number of cells on every line ({detail})") from None
@@ -149,7 +157,9 @@ def _line_numbers(text: str, rows: int) -> np.ndarray:
     return np.asarray(numbers[1 : rows + 1])
 
 
-def _columns(path: str, names: list[str], target: str, features: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+def _columns(
+    path: str, names: list[str], target: str, features: tuple[str, ...]
+) -> tuple[str, tuple[str, ...]]:
     """The target and the feature columns; features () means every other column."""
     if not target:
         raise ConfigError("target", target, "the name of a column of the file: " + ", ".join(names))
@@ -223,7 +233,9 @@ def training_arrays(cfg: Any) -> tuple[np.ndarray, np.ndarray, Scaling | None]:
     table = load(cfg.data, cfg.target, cfg.features)
     if cfg.data_sha256 and table.sha256 != cfg.data_sha256:
         raise ConfigError(
-            "data", os.path.basename(cfg.data), f"the file as validated (sha256 {cfg.data_sha256[:12]}...); it has changed"
+            "data",
+            os.path.basename(cfg.data),
+            f"the file as validated (sha256 {cfg.data_sha256[:12]}...); it has changed",
         )
     X, y = table.X, table.y.reshape(-1, 1)
     if not cfg.standardize:

@@ -40,8 +40,11 @@ class RecordingError(ConfigError):
 
     def __init__(self, path: str, problem: str, line: int | None = None):
         where = f"line {line}: " if line is not None else ""
-        super().__init__("recording", os.path.basename(str(path)), f"a {FORMAT} file of version {VERSION}; "
-                         f"{where}{problem}")  # fmt: skip
+        super().__init__(
+            "recording",
+            os.path.basename(str(path)),
+            f"a {FORMAT} file of version {VERSION}; {where}{problem}",
+        )
         self.line = line
 
 
@@ -53,9 +56,11 @@ def machine() -> dict[str, Any]:
     """What ran the run: Python, torch, the CUDA runtime and every device's name; no host name."""
     import torch
 
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if (
-        torch.cuda.is_available()
-    ) else []  # fmt: skip
+    gpus = (
+        [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        if (torch.cuda.is_available())
+        else []
+    )
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -67,8 +72,7 @@ def machine() -> dict[str, Any]:
 
 
 def machine_label(header: dict[str, Any]) -> str:
-    """"recorded on 2 x NVIDIA H100 (CUDA 12.4, torch 2.13.0) on 2025-01-31": what the page labels a replay
-    with."""
+    """What the page labels a replay with: "recorded on 2 x NVIDIA H100 (CUDA 12.4, torch 2.13.0) on ..."."""
     m = header.get("machine", {})
     gpus = m.get("gpus") or []
     if gpus:
@@ -89,32 +93,53 @@ def event_dict(event: Event) -> dict[str, Any]:
     if isinstance(event, Step):
         phases = event.phases
         return {
-            "event": "step", "step": event.step, "epoch": event.epoch, "batch": event.batch, "loss": event.loss,
-            "input_shape": list(event.input_shape), "output_shape": list(event.output_shape),
+            "event": "step",
+            "step": event.step,
+            "epoch": event.epoch,
+            "batch": event.batch,
+            "loss": event.loss,
+            "input_shape": list(event.input_shape),
+            "output_shape": list(event.output_shape),
             "replicas": [
                 [r.device, r.start, r.stop, list(r.input_shape), list(r.output_shape), r.loss, list(r.ids)]
                 for r in event.replicas
             ],
-            "weights": list(event.weights), "bias": event.bias, "elapsed": event.elapsed,
-            "phases": None if phases is None else {
-                "specs": [list(s) for s in phases.specs], "times": list(phases.times),
+            "weights": list(event.weights),
+            "bias": event.bias,
+            "elapsed": event.elapsed,
+            "phases": None
+            if phases is None
+            else {
+                "specs": [list(s) for s in phases.specs],
+                "times": list(phases.times),
             },
-        }  # fmt: skip
+        }
     if isinstance(event, RunStarted):
         return {
-            "event": "started", "config": event.config.to_dict(), "devices": list(event.devices),
-            "emulated": event.emulated, "data_parallel": event.data_parallel, "header": event.header,
-            "total_steps": event.total_steps, "batches_per_epoch": event.batches_per_epoch,
-            "lstsq_weights": list(event.lstsq_weights), "lstsq_bias": event.lstsq_bias,
-        }  # fmt: skip
+            "event": "started",
+            "config": event.config.to_dict(),
+            "devices": list(event.devices),
+            "emulated": event.emulated,
+            "data_parallel": event.data_parallel,
+            "header": event.header,
+            "total_steps": event.total_steps,
+            "batches_per_epoch": event.batches_per_epoch,
+            "lstsq_weights": list(event.lstsq_weights),
+            "lstsq_bias": event.lstsq_bias,
+        }
     if isinstance(event, Detail):
         return {"event": "detail", "key": event.key, "value": event.value, "text": event.text}
     if isinstance(event, RunEnded):
         return {
-            "event": "ended", "status": str(event.status), "message": event.message, "steps": event.steps,
-            "weights": list(event.weights), "bias": event.bias, "final_loss": event.final_loss,
+            "event": "ended",
+            "status": str(event.status),
+            "message": event.message,
+            "steps": event.steps,
+            "weights": list(event.weights),
+            "bias": event.bias,
+            "final_loss": event.final_loss,
             "elapsed": event.elapsed,
-        }  # fmt: skip
+        }
     raise TypeError(f"not a fitcore event: {type(event).__name__}")
 
 
@@ -148,8 +173,15 @@ def _opt(item: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 def _replica(v: Any) -> Replica:
     device, start, stop, ins, outs, loss, ids = _list(v, lambda x: x) if len(v) == 7 else ((),) * 7
-    return Replica(_str(device), _int(start), _int(stop), _list(ins, _int), _list(outs, _int),
-                   _opt(_num)(loss), _list(ids, _int))  # fmt: skip
+    return Replica(
+        _str(device),
+        _int(start),
+        _int(stop),
+        _list(ins, _int),
+        _list(outs, _int),
+        _opt(_num)(loss),
+        _list(ids, _int),
+    )
 
 
 def _spec(v: Any) -> PhaseSpec:
@@ -169,10 +201,18 @@ def _phases(v: Any) -> StepPhases | None:
 
 def _step(d: dict) -> Step:
     return Step(
-        _int(d["step"]), _int(d["epoch"]), _int(d["batch"]), _num(d["loss"]), _list(d["input_shape"], _int),
-        _list(d["output_shape"], _int), _list(d["replicas"], _replica), _list(d["weights"], _num),
-        _num(d["bias"]), _num(d["elapsed"]), _phases(d.get("phases")),
-    )  # fmt: skip
+        _int(d["step"]),
+        _int(d["epoch"]),
+        _int(d["batch"]),
+        _num(d["loss"]),
+        _list(d["input_shape"], _int),
+        _list(d["output_shape"], _int),
+        _list(d["replicas"], _replica),
+        _list(d["weights"], _num),
+        _num(d["bias"]),
+        _num(d["elapsed"]),
+        _phases(d.get("phases")),
+    )
 
 
 def _started(d: dict) -> RunStarted:
@@ -180,16 +220,28 @@ def _started(d: dict) -> RunStarted:
         raise ValueError("a config object")
     cfg = FitConfig.from_mapping(d["config"])
     return RunStarted(
-        cfg, _list(d["devices"], _str), bool(d["emulated"]), bool(d["data_parallel"]), _str(d["header"]),
-        _int(d["total_steps"]), _int(d["batches_per_epoch"]), _list(d["lstsq_weights"], _num),
+        cfg,
+        _list(d["devices"], _str),
+        bool(d["emulated"]),
+        bool(d["data_parallel"]),
+        _str(d["header"]),
+        _int(d["total_steps"]),
+        _int(d["batches_per_epoch"]),
+        _list(d["lstsq_weights"], _num),
         _num(d["lstsq_bias"]),
-    )  # fmt: skip
+    )
 
 
 def _ended(d: dict) -> RunEnded:
-    return RunEnded(Status(_str(d["status"])), _str(d["message"]), _int(d["steps"]),
-                    _list(d["weights"], _num), _num(d["bias"]), _opt(_num)(d["final_loss"]),
-                    _num(d["elapsed"]))  # fmt: skip
+    return RunEnded(
+        Status(_str(d["status"])),
+        _str(d["message"]),
+        _int(d["steps"]),
+        _list(d["weights"], _num),
+        _num(d["bias"]),
+        _opt(_num)(d["final_loss"]),
+        _num(d["elapsed"]),
+    )
 
 
 def _detail(d: dict) -> Detail:
@@ -216,9 +268,17 @@ class Recorder:
         try:
             self._file: IO[str] | None = open(self.path, "w", encoding="utf-8")
         except OSError as exc:
-            raise ConfigError("record", self.path, f"a file that can be written ({exc.strerror or exc})") from None
+            raise ConfigError(
+                "record", self.path, f"a file that can be written ({exc.strerror or exc})"
+            ) from None
         when = _dt.datetime.fromtimestamp(clock(), _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        header = {"format": FORMAT, "version": VERSION, "recorded": when, "machine": machine(), **(extra or {})}
+        header = {
+            "format": FORMAT,
+            "version": VERSION,
+            "recorded": when,
+            "machine": machine(),
+            **(extra or {}),
+        }
         self._write(header)
 
     def _write(self, data: dict) -> None:
@@ -240,7 +300,9 @@ class Recorder:
 def check_recordable(cfg: FitConfig, path: str) -> None:
     """Refuse, before the run, a run too long to record (MAX_STEPS)."""
     if cfg.total_steps > MAX_STEPS:
-        raise ConfigError("record", path, f"runs of at most {MAX_STEPS} steps; this one has {cfg.total_steps}")
+        raise ConfigError(
+            "record", path, f"runs of at most {MAX_STEPS} steps; this one has {cfg.total_steps}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -290,7 +352,9 @@ def _event(path: str, number: int, line: str) -> Event:
         raise RecordingError(path, f"not JSON ({exc.msg} at column {exc.colno})", number) from None
     kind = data.get("event") if isinstance(data, dict) else None
     if kind not in _READERS:
-        raise RecordingError(path, f"an unknown event {kind!r} (expected one of {', '.join(_READERS)})", number)
+        raise RecordingError(
+            path, f"an unknown event {kind!r} (expected one of {', '.join(_READERS)})", number
+        )
     try:
         return _READERS[kind](data)
     except (KeyError, TypeError, ValueError, ConfigError) as exc:
@@ -342,8 +406,9 @@ def replayer(recording: Recording) -> Callable[..., RunEnded]:
     """A trainer that emits `recording`'s events, one Step per Control.wait(): fitcore.runner.Run(config,
     trainer=replayer(recording)) plays it like a live run (pause, Step, stop, pace)."""
 
-    def replay(cfg=None, on_event: Callable[[Event], None] = lambda e: None, control=None, clock=None,
-               plan=None) -> RunEnded:  # fmt: skip
+    def replay(
+        cfg=None, on_event: Callable[[Event], None] = lambda e: None, control=None, clock=None, plan=None
+    ) -> RunEnded:
         from fitcore.train import Control
 
         control = control or Control()

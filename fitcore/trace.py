@@ -59,8 +59,15 @@ class TraceBuilder:
         if step.phases is None:
             device = step.replicas[0].device if step.replicas else SHARED
             start = min(self._previous_end, step.elapsed)
-            self.events.append(self._complete("step", device, start, step.elapsed - start,
-                                              {**base, "rows": step.input_shape[0], "bytes": 0}))  # fmt: skip
+            self.events.append(
+                self._complete(
+                    "step",
+                    device,
+                    start,
+                    step.elapsed - start,
+                    {**base, "rows": step.input_shape[0], "bytes": 0},
+                )
+            )
             self._previous_end = step.elapsed
             return
         phases = step.phases.phases()
@@ -72,15 +79,35 @@ class TraceBuilder:
         self._previous_end = step.elapsed
 
     def _complete(self, name: str, device: str, start: float, duration: float, args: dict) -> dict:
-        return {"name": name, "cat": "phase", "ph": "X", "ts": _us(max(0.0, start)), "dur": _us(max(0.0, duration)),
-                "pid": PID, "tid": self._tid(device), "args": args}  # fmt: skip
+        return {
+            "name": name,
+            "cat": "phase",
+            "ph": "X",
+            "ts": _us(max(0.0, start)),
+            "dur": _us(max(0.0, duration)),
+            "pid": PID,
+            "tid": self._tid(device),
+            "args": args,
+        }
 
     def trace(self) -> dict[str, Any]:
-        meta = [{"name": "process_name", "ph": "M", "ts": 0, "pid": PID, "tid": 0, "args": {"name": self.name}}]
+        meta = [
+            {"name": "process_name", "ph": "M", "ts": 0, "pid": PID, "tid": 0, "args": {"name": self.name}}
+        ]
         for label, tid in self.tracks.items():
-            meta.append({"name": "thread_name", "ph": "M", "ts": 0, "pid": PID, "tid": tid, "args": {"name": label}})
-            meta.append({"name": "thread_sort_index", "ph": "M", "ts": 0, "pid": PID, "tid": tid,
-                         "args": {"sort_index": tid}})  # fmt: skip
+            meta.append(
+                {"name": "thread_name", "ph": "M", "ts": 0, "pid": PID, "tid": tid, "args": {"name": label}}
+            )
+            meta.append(
+                {
+                    "name": "thread_sort_index",
+                    "ph": "M",
+                    "ts": 0,
+                    "pid": PID,
+                    "tid": tid,
+                    "args": {"sort_index": tid},
+                }
+            )
         return {"traceEvents": meta + self.events, "displayTimeUnit": "ms"}
 
     def write(self, path: str) -> None:
