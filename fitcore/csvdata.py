@@ -112,43 +112,54 @@ def _header(path: str, text: str) -> list[str]:
 
 
 def _cells(path: str, text: str, names: list[str]) -> np.ndarray:
-    """Every data row as float64, (N, columns); refuse the first cell that is not a finite number."""
+    """Every data row as float64, (N, columns); refuse the first cell that is not a finite number.
+
+    The C parser reads a good file straight into float64; only a file it refuses is read again as text,
+    to name the line and the column of the first bad cell.
+    """
     import pandas as pd
 
+    options = dict(header=0, names=names, skip_blank_lines=True, nrows=MAX_ROWS + 1, skipinitialspace=True)
     try:
-        frame = pd.read_csv(
-            io.StringIO(text),
-            header=0,
-            names=names,
-            dtype=str,
-            keep_default_na=False,
-            skip_blank_lines=True,
-            nrows=MAX_ROWS + 1,
-            skipinitialspace=True,
-        )
-    except (pd.errors.ParserError, ValueError) as exc:
-        detail = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        raise _refuse(path, f"a CSV file with the same number of cells on every line ({detail})") from None
+        frame = pd.read_csv(io.StringIO(text), dtype=np.float64, keep_default_na=False, **options)
+        cells = frame.to_numpy(dtype=np.float64)
+    except (pd.errors.ParserError, ValueError, TypeError):
+        cells = None
+    if cells is None or not np.isfinite(cells).all():
+        try:
+            frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, **options)
+        except (pd.errors.ParserError, ValueError) as exc:
+            detail = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            raise _refuse(
+                path, f"a CSV file with the same number of cells on every line ({detail})"
+            ) from None
+        _first_bad_cell(path, text, frame, names)
+    if len(cells) > MAX_ROWS:
+        raise _refuse(path, f"at most {MAX_ROWS} data rows; this file has more")
+    if len(cells) == 0:
+        raise _refuse(path, "at least one data row under the header; there is none")
+    return cells
+
+
+def _first_bad_cell(path: str, text: str, frame: Any, names: list[str]) -> None:
+    """Raise the refusal of the first cell of `frame` (read as text) that is not a finite number."""
+    import pandas as pd
+
     if len(frame) > MAX_ROWS:
         raise _refuse(path, f"at most {MAX_ROWS} data rows; this file has more")
-    if len(frame) == 0:
-        raise _refuse(path, "at least one data row under the header; there is none")
-    out = np.empty((len(frame), len(names)), dtype=np.float64)
-    lines = _line_numbers(text, len(frame))
-    for j, name in enumerate(names):
+    for name in names:
         column = frame[name].str.strip()
-        values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
-        bad = ~np.isfinite(values)
+        bad = ~np.isfinite(pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64))
         if bad.any():
             i = int(np.argmax(bad))
             cell = column.iloc[i]
             what = "an empty cell" if cell == "" else repr(cell)
             kind = "not finite" if _is_number(cell) else "not a number"
+            line = _line_numbers(text, i + 1)[i]
             raise _refuse(
-                path, f"a finite number in every cell; line {lines[i]}, column {name!r} holds {what} ({kind})"
+                path, f"a finite number in every cell; line {line}, column {name!r} holds {what} ({kind})"
             )
-        out[:, j] = values
-    return out
+    raise _refuse(path, "numbers in every cell")  # the C parser refused what the text read accepts
 
 
 def _line_numbers(text: str, rows: int) -> np.ndarray:
