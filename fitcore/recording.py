@@ -88,6 +88,13 @@ def machine_label(header: dict[str, Any]) -> str:
 # Events as JSON and back.
 
 
+def _config_dict(cfg: FitConfig) -> dict[str, Any]:
+    """The config as recorded: a CSV file by its name only, so that a shared recording shows no paths."""
+    d = cfg.to_dict()
+    d["data"] = os.path.basename(d["data"])
+    return d
+
+
 def event_dict(event: Event) -> dict[str, Any]:
     """One event as plain JSON data."""
     if isinstance(event, Step):
@@ -117,7 +124,7 @@ def event_dict(event: Event) -> dict[str, Any]:
     if isinstance(event, RunStarted):
         return {
             "event": "started",
-            "config": event.config.to_dict(),
+            "config": _config_dict(event.config),
             "devices": list(event.devices),
             "emulated": event.emulated,
             "data_parallel": event.data_parallel,

@@ -272,3 +272,22 @@ def test_ddp_round_trip(tmp_path, capsys):
         "shards",
         "final",
     }
+
+
+def test_a_csv_run_is_recorded_with_its_file_name_only_and_replays_in_file_units(tmp_path, capsys):
+    from tests.test_csvdata import exact_csv
+
+    data, path = tmp_path / "exact.csv", str(tmp_path / "csv.fitrec")
+    exact_csv(data)
+    code, live, _ = run_cli(
+        capsys, "--data", str(data), "--target", "y", "--epochs", "50", "--json", "--record", path
+    )
+    assert code == 0
+    text = open(path).read()
+    assert str(tmp_path) not in text and '"data":"exact.csv"' in text
+    data.unlink()  # the replay needs no file
+    code, replayed, err = run_cli(capsys, "replay", path, "--json")
+    assert (code, err) == (0, [])
+    a, b = json.loads(live[0]), json.loads(replayed[0])
+    assert b["data"] == a["data"] and b["weights"] == a["weights"]
+    assert b["config"]["data"] == "exact.csv"
