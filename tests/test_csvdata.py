@@ -311,3 +311,37 @@ def test_config_fields_round_trip():
     assert FitConfig.from_mapping(cfg.to_dict()) == cfg
     with pytest.raises(ConfigError, match="^standardize: got 'maybe'"):
         FitConfig.from_mapping({"standardize": "maybe"})
+
+
+@pytest.mark.slow
+def test_ddp_ranks_read_the_same_rows_of_the_file(tmp_path):
+    from fitcore.ddp import train_ddp
+    from fitcore.events import Detail
+
+    path = tmp_path / "exact.csv"
+    X = exact_csv(path, rows=61)  # odd: DistributedSampler pads rank 1's shard with a repeated row
+    cfg = validate(
+        FitConfig(
+            data=str(path),
+            target="y",
+            batch_size=61,
+            epochs=200,
+            optimizer="sgd",
+            lr=0.5,
+            strategy="ddp",
+            devices="cpu",
+            workers=2,
+        )
+    )
+    events: list = []
+    ended = train_ddp(cfg, events.append)
+    assert ended.status == Status.FINISHED
+    (final,) = [e.value for e in events if isinstance(e, Detail) and e.key == "final"]
+    assert final["identical"] is True and len(final["ranks"]) == 2
+    single = train(replace(cfg, strategy="dataparallel", devices="cpu"))
+    # the ranks' rows (a padded 31 + 31) differ from one process's 61 only by the repeated row; both fit
+    # the exact file, so both reach its least squares
+    y = X @ np.asarray(W_TRUE) + B_TRUE
+    for w, b in ((ended.weights, ended.bias), (single.weights, single.bias)):
+        w_file, b_file = csvdata.scaling(X).original(w, b)
+        np.testing.assert_allclose((*w_file, b_file), lstsq(X, y), rtol=1e-4, atol=1e-4)
