@@ -11,10 +11,14 @@ from dataclasses import fields
 
 from fitcore import strategies
 from fitcore.config import ConfigError, FitConfig, validate
-from fitcore.console import summary_lines
+from fitcore.console import data_lines, summary_lines
+from fitcore.csvdata import data_result
 from fitcore.ddp.torchrun import config_for_torchrun, exit_rank, torchrun_env, train_torchrun
 from fitcore.events import Detail, RunStarted, Status, Step
+from fitcore.recording import Recorder, check_recordable, replayer
+from fitcore.recording import read as read_recording
 from fitcore.runner import trainer_for
+from fitcore.trace import TraceBuilder
 from fitcore.train import Control
 from fitcore.view.results import result_dict
 
@@ -69,10 +73,26 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="print the lines of the first step, every Nth after it and the last (default 1)",
     )
+    p.add_argument("--data", help="fit the rows of this CSV file (a header line, numbers only) instead")
+    p.add_argument("--target", help="with --data: the column to predict")
+    p.add_argument("--features", help="with --data: 1 to 16 columns A,B,... (default: every other column)")
+    p.add_argument(
+        "--standardize",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --data: scale each feature to mean 0, std 1 (default on)",
+    )
+    add_output_flags(p)
+    return p
+
+
+def add_output_flags(p: argparse.ArgumentParser) -> None:
+    """The flags a run and a replay share: what is printed, and the files written."""
+    p.add_argument("--record", help="write every event of the run to this file (JSON lines, .fitrec)")
+    p.add_argument("--trace", help="write a Chrome trace of every step's phases (ui.perfetto.dev)")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--quiet", action="store_true", help="print only the summary")
     out.add_argument("--json", action="store_true", help="print one JSON object and nothing else")
-    return p
 
 
 def config_from_args(args: argparse.Namespace) -> FitConfig:
@@ -80,6 +100,12 @@ def config_from_args(args: argparse.Namespace) -> FitConfig:
     raw = {k: v for k, v in vars(args).items() if k in names and v is not None}
     if args.no_shuffle:
         raw["shuffle"] = False
+    if raw.get("data") and "batch_size" not in raw:  # a file of fewer rows than the default batch: one batch
+        from fitcore import csvdata
+
+        named = FitConfig.from_mapping({k: raw[k] for k in ("data", "target", "features") if k in raw})
+        rows = len(csvdata.load(named.data, named.target, named.features).y)
+        raw["batch_size"] = min(FitConfig.batch_size, rows)
     cfg = FitConfig.from_mapping(raw)
     env = torchrun_env() if strategies.strategy(cfg.strategy).processes else None
     if env is not None:  # one rank of a torchrun launch: the world size comes from torchrun
@@ -89,7 +115,8 @@ def config_from_args(args: argparse.Namespace) -> FitConfig:
 
 def flag_error(exc: ConfigError) -> str:
     """A ConfigError named by the flag the user typed: "--batch-size: got 300; allowed: ..."."""
-    flagged = {f.name for f in fields(FitConfig)} - {"shuffle"}  # --no-shuffle takes no value to refuse
+    flagged = {f.name for f in fields(FitConfig)} - {"shuffle", "data_sha256"}  # no value to refuse
+    flagged |= {"record", "trace"}
     return exc.named("--" + exc.field.replace("_", "-") if exc.field in flagged else exc.field)
 
 
@@ -118,25 +145,73 @@ def main(argv: list[str] | None = None) -> int:
         from fitcore import compare, whatif
 
         return {"compare": compare, "whatif": whatif}[argv[0]].main(argv[1:])
+    if argv[:1] == ["replay"]:
+        return replay_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         cfg = config_from_args(args)
+        if args.record:
+            check_recordable(cfg, args.record)
+        _check_print_every(args.print_every)
     except ConfigError as exc:
         print(f"fitcore: error: {flag_error(exc)}", file=sys.stderr)
-        return 2
-    if args.print_every < 1:
-        print(
-            f"fitcore: error: --print-every: got {args.print_every}; allowed: an integer 1 or more",
-            file=sys.stderr,
-        )
         return 2
     # under torchrun this process is one rank, and only rank 0 prints
     strategy = strategies.strategy(cfg.strategy)
     torchrun = torchrun_env() if strategy.processes else None
-    lines = strategy.step_lines
+    trainer = train_torchrun if torchrun is not None else trainer_for(cfg)
+    source = data_source(cfg) if cfg.data else None
+    return play(cfg, trainer, args, torchrun, source)
+
+
+def _check_print_every(every: int) -> None:
+    if every < 1:
+        raise ConfigError("--print-every", every, "an integer 1 or more")
+
+
+def replay_main(argv: list[str]) -> int:
+    """`python -m fitcore replay run.fitrec`: the recorded run's lines, JSON, trace, as the live run gave."""
+    p = _Parser(prog="python -m fitcore replay", description="Replay a recording made with --record.")
+    p.add_argument("recording", help="a .fitrec file written by python -m fitcore --record")
+    p.add_argument("--print-every", type=int, default=1, help="print the first step, every Nth and the last")
+    add_output_flags(p)
+    args = p.parse_args(argv)
+    try:
+        _check_print_every(args.print_every)
+        if args.record:
+            raise ConfigError("record", args.record, "nothing: a replay writes no recording")
+        recording = read_recording(args.recording)
+    except ConfigError as exc:
+        print(f"fitcore: error: {flag_error(exc)}", file=sys.stderr)
+        return 2
+    source = recording.header.get("data")
+    return play(recording.config, replayer(recording), args, None, source, recording.label)
+
+
+def data_source(cfg: FitConfig) -> dict:
+    """A CSV run's source: the file, its checksum, its columns and their standardisation."""
+    from fitcore import csvdata
+
+    return csvdata.source(cfg)
+
+
+def play(cfg, trainer, args, torchrun, source: dict | None = None, label: str = "") -> int:
+    """Run `trainer` on cfg and print what args ask for; write the recording and the trace. The exit code."""
     lead = torchrun is None or torchrun.rank == 0
+    lines = strategies.strategy(cfg.strategy).step_lines
     verbose = lead and not (args.quiet or args.json)
     seen: dict = {}
+    listeners = []
+    try:
+        if lead and getattr(args, "record", None):
+            listeners.append(Recorder(args.record, extra={"data": source} if source else None))
+        if lead and args.trace:
+            tracer = TraceBuilder("replay: " + label if label else "fitcore run")
+            _writable("trace", args.trace)
+            listeners.append(tracer)
+    except ConfigError as exc:
+        print(f"fitcore: error: {flag_error(exc)}", file=sys.stderr)
+        return 2
 
     def say(text: str) -> None:
         """Print; once the reader has gone (`python -m fitcore | head`), stop the run instead."""
@@ -150,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
             control.stop("the output was closed")
 
     def on_event(event) -> None:
+        for listener in listeners:
+            listener(event)
         if isinstance(event, RunStarted):
             seen["started"] = event
             if verbose:
@@ -169,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     control = Control()
     previous = signal.signal(signal.SIGINT, lambda *_: control.stop("interrupted (Ctrl-C)"))
     try:
-        trainer = train_torchrun if torchrun is not None else trainer_for(cfg)
+        if verbose and label:
+            say(f"Replaying a recording: {label}")
         ended = trainer(cfg, on_event, control)
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -187,14 +265,32 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         if "details" in seen:  # ddp: the process group, each rank's shards and final parameters
             result["details"] = seen["details"]
+        if source:  # your own data: the file, and the parameters in its units
+            result["data"] = data_result(source, ended.weights, ended.bias)
+            result["true_weights"] = result["true_bias"] = None  # a file has no true parameters
         say(json.dumps(result))
     else:
         rate = ended.steps / ended.elapsed if ended.elapsed > 0 else 0.0
         lstsq = (started.lstsq_weights, started.lstsq_bias) if started else (None, None)
-        say("\n".join(summary_lines(ended, cfg.weights, cfg.bias, *lstsq, rate)))
+        summary = summary_lines(ended, cfg.weights, cfg.bias, *lstsq, rate)
+        if source:  # a file has no true parameters: its least-squares answer is the reference
+            summary = [line for line in summary if not line.startswith("True:")]
+            summary[1:1] = data_lines(source, ended.weights, ended.bias)
+        say("\n".join(summary))
+    if lead and args.trace:
+        tracer.write(args.trace)
     code = 0 if ended.status == Status.FINISHED else 130 if ended.status == Status.STOPPED else 1
     if "closed" in seen:
         code = PIPE_CLOSED
     if torchrun is not None:
         exit_rank(code)  # never returns: see its docstring
     return code
+
+
+def _writable(flag: str, path: str) -> None:
+    """Refuse, before the run, an output file that cannot be written."""
+    try:
+        with open(path, "w", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise ConfigError(flag, path, f"a file that can be written ({exc.strerror or exc})") from None

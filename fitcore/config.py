@@ -63,6 +63,13 @@ class FitConfig:
     devices: str = "virtual:2"  # "cpu", "cuda", "cuda:0,1", or "virtual:K" (K emulated CPU devices)
     strategy: str = "dataparallel"  # "dataparallel" (one process) or "ddp" (one process per worker)
     workers: int = 2  # worker processes for the ddp strategy
+    # Your own data (fitcore.csvdata): a CSV file fitted instead of the synthetic data. validate() fills in
+    # features, data_size, data_sha256, and as weights and bias the file's least-squares answer.
+    data: str = ""  # path of the CSV file; "" for the synthetic y = X·W + b
+    target: str = ""  # the column to predict
+    features: tuple[str, ...] = ()  # the columns X, 1 to 16; () before validation means every other column
+    standardize: bool = True  # scale each feature column to mean 0, std 1 (results also in the file's units)
+    data_sha256: str = ""  # the file's checksum, so that every DDP rank reads the very rows validated
 
     @property
     def n_features(self) -> int:
@@ -80,6 +87,7 @@ class FitConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["weights"] = list(self.weights)
+        d["features"] = list(self.features)
         return d
 
     @classmethod
@@ -175,6 +183,18 @@ def _parse_str(field: str, raw: Any) -> str:
     return str(raw).strip().lower()
 
 
+def _parse_text(field: str, raw: Any) -> str:
+    """A path or a column name: kept as given, but for surrounding spaces."""
+    return str(raw).strip()
+
+
+def _parse_names(field: str, raw: Any) -> tuple[str, ...]:
+    parts = raw.split(",") if isinstance(raw, str) else list(raw) if isinstance(raw, (list, tuple)) else None
+    if parts is None:
+        raise ConfigError(field, raw, "column names separated by commas")
+    return tuple(str(p).strip() for p in parts if str(p).strip())
+
+
 _PARSERS = {
     "weights": _parse_weights,
     "bias": _parse_float,
@@ -189,6 +209,11 @@ _PARSERS = {
     "devices": _parse_str,
     "strategy": _parse_str,
     "workers": _parse_int,
+    "data": _parse_text,
+    "target": _parse_text,
+    "features": _parse_names,
+    "standardize": _parse_bool,
+    "data_sha256": _parse_str,
 }
 
 
@@ -258,7 +283,10 @@ def _check_finite(field: str, value: float) -> None:
 def validate(
     cfg: FitConfig, limits: Limits = Limits(), available: int | None = None, gpus: Any = None
 ) -> FitConfig:
-    """Check every field of `cfg` against `limits`; return it unchanged or raise ConfigError.
+    """Check every field of `cfg` against `limits`; return it, or raise ConfigError.
+
+    A config with a CSV file (`data`) is returned resolved (fitcore.csvdata.resolve): its columns, rows,
+    checksum and least-squares parameters filled in from the file; any other config is returned unchanged.
 
     Args:
         cfg: the configuration to check.
@@ -266,17 +294,28 @@ def validate(
         available: bytes of memory available; read from the machine when None.
         gpus: the CUDA GPUs to check `devices` against; discovered when None.
     """
+    # 0. your own data: read the file (bounded by fitcore.csvdata's limits) and fill in what it decides
+    if cfg.data:
+        from fitcore import csvdata  # reads pandas: only runs on a file pay for it
+
+        cfg = csvdata.resolve(cfg)
+        if limits.max_data_size is not None and cfg.data_size > limits.max_data_size:
+            raise ConfigError("data", cfg.data, f"at most {limits.max_data_size} rows here")
+    elif cfg.target or cfg.features:
+        raise ConfigError("target" if cfg.target else "features", cfg.target or ",".join(cfg.features),
+                          "nothing without a CSV file (data)")  # fmt: skip
+
     # 1. the true parameters
     d = len(cfg.weights)
     if not 1 <= d <= limits.max_features:
         raise ConfigError("weights", list(cfg.weights), f"1 to {limits.max_features} numbers")
     for w in cfg.weights:
-        if not (math.isfinite(w) and abs(w) <= MAX_VALUE):
+        if not (math.isfinite(w) and (abs(w) <= MAX_VALUE or cfg.data)):  # a file's answer may be large
             raise ConfigError(
                 "weights", list(cfg.weights), f"finite numbers from -{MAX_VALUE} to {MAX_VALUE}"
             )
     _check_finite("bias", cfg.bias)
-    if abs(cfg.bias) > MAX_VALUE:
+    if abs(cfg.bias) > MAX_VALUE and not cfg.data:
         raise ConfigError("bias", cfg.bias, f"a number from -{MAX_VALUE} to {MAX_VALUE}")
     _check_finite("noise", cfg.noise)
     if not 0 <= cfg.noise <= MAX_VALUE:

@@ -60,6 +60,20 @@ def summary_lines(
     return lines
 
 
+def data_lines(source: dict, weights: tuple[float, ...], bias: float) -> list[str]:
+    """A CSV run's file and, when its features were standardised, the parameters in the file's units."""
+    from fitcore.csvdata import data_result
+
+    names = ", ".join(source["features"])
+    scaled = "standardised (mean 0, std 1)" if source.get("standardized") else "as in the file"
+    lines = [f"Data:           {source['file']}: {source['target']} from {names}, {source['rows']} rows; "
+             f"features {scaled}"]  # fmt: skip
+    if source.get("standardized") and weights:
+        r = data_result(source, weights, bias)
+        lines.append(f"In file units:  W = {_vector(r['weights_original'])}  b = {r['bias_original']:.4f}")
+    return lines
+
+
 # ---------------------------------------------------------------------------------------------------------
 # DistributedDataParallel: a line per rank and step, and the values of its Details.
 

@@ -13,7 +13,13 @@ def make_data(cfg: FitConfig, device: torch.device | str = "cpu") -> tuple[torch
     """Generate (X, y) from cfg.seed: X (N, d) standard normal, y (N, 1) = X·W + b + noise·ε.
 
     The data is drawn on the CPU and then moved, so the same seed gives the same numbers on every device.
+    A config with a CSV file (cfg.data) gives the file's rows instead, standardised if cfg.standardize.
     """
+    if cfg.data:
+        from fitcore.csvdata import training_arrays
+
+        X, y, _ = training_arrays(cfg)  # float64 (N, d), (N, 1), checked against cfg.data_sha256
+        return torch.from_numpy(X).float().to(device), torch.from_numpy(y).float().to(device)
     g = torch.Generator().manual_seed(cfg.seed)
     X = torch.randn(cfg.data_size, cfg.n_features, generator=g)  # (N, d)
     W = torch.tensor(cfg.weights, dtype=torch.float32).view(-1, 1)  # (d, 1)

@@ -103,10 +103,27 @@ class RunPool:
     # -- owners' calls ----------------------------------------------------------------------------
     def submit(self, owner: str, cfg: FitConfig, pace: float | None = None) -> Snapshot:
         """Validate cfg against the server's limits, queue a run and start it if a slot is free."""
-        validate(cfg, self.settings.limits)
+        cfg = validate(cfg, self.settings.limits)  # a CSV source comes back with its rows filled in
         run = self._run_factory(
             cfg, pace=pace, max_seconds=self.settings.limits.max_seconds, on_done=self._done
         )
+        return self._enqueue(owner, run)
+
+    def submit_replay(self, owner: str, recording, pace: float | None = None) -> Snapshot:
+        """Queue the replay of a fitcore.recording.Recording like a run: same controls, pace and limits.
+
+        Its config is the recorded one and is not validated here: it describes the machine that ran it
+        (cuda:0,1 on a laptop, a CSV file that is not here), and a replay needs neither.
+        """
+        from fitcore.recording import replayer
+
+        run = self._run_factory(
+            recording.config, pace=pace, max_seconds=self.settings.limits.max_seconds, on_done=self._done,
+            trainer=replayer(recording),
+        )  # fmt: skip
+        return self._enqueue(owner, run)
+
+    def _enqueue(self, owner: str, run: Run) -> Snapshot:
         with self._lock:
             self._runs[run.run_id] = (owner, run)
             self._seen[run.run_id] = self.clock()

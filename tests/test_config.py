@@ -254,7 +254,7 @@ FROM_MAPPING_ERRORS = [
     ({"weights": [1, True]}, "weights", "[1, True]", "1 to 16 numbers"),
     ({"shuffle": "maybe"}, "shuffle", "'maybe'", "true or false"),
     ({"shuffle": ""}, "shuffle", "''", "true or false"),
-    ({"colour": "red"}, "colour", "'red'", "batch_size, bias, data_size, devices, epochs, lr"),
+    ({"colour": "red"}, "colour", "'red'", "data, data_sha256, data_size, devices, epochs, features, lr"),
 ]
 
 

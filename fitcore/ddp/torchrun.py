@@ -94,8 +94,8 @@ def config_for_torchrun(cfg: FitConfig, env: TorchrunEnv, workers_given: bool = 
         raise ConfigError(
             "workers", cfg.workers, f"{env.world_size} (torchrun's WORLD_SIZE), or leave --workers out"
         )
-    local = replace(cfg, workers=min(env.local_world_size, MAX_WORKERS))
-    validate(local)
+    local = validate(replace(cfg, workers=min(env.local_world_size, MAX_WORKERS)))
+    cfg = replace(local, workers=cfg.workers)  # a CSV source comes back resolved: its rows, columns, checksum
     if env.world_size > cfg.data_size:
         raise ConfigError("workers", env.world_size, f"at most the data size ({cfg.data_size}) ranks")
     return replace(cfg, workers=env.world_size)

@@ -1,0 +1,439 @@
+"""Record a run's events as versioned JSON lines, and replay them through the same events and Control.
+
+A recording is data only (JSON, never pickle): a header line, then one line per event in the order the run
+emitted them:
+
+    {"format": "fitcore-recording", "version": 1, "recorded": "2025-01-31T09:12:00Z", "machine": {...}}
+    {"event": "started", "config": {...}, "devices": [...], ...}       fitcore.events.RunStarted
+    {"event": "detail", "key": "ddp", "value": {...}, "text": "..."}   Detail
+    {"event": "step", "step": 1, ..., "replicas": [...], "phases": {"specs": [...], "times": [...]}}
+    {"event": "ended", "status": "finished", ...}                       RunEnded, always last
+
+The machine is described without its host name: Python, torch, CUDA and the device names. Replaying calls
+the recorded events back through on_event, one Step per Control.wait(), so pause, Step, stop and the pace act
+on a replay exactly as on a live run, and a Run (fitcore.runner) plays one like any other trainer.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import time
+from typing import IO, Any, Callable, NamedTuple
+
+from fitcore.config import FitConfig
+from fitcore.errors import ConfigError
+from fitcore.events import Detail, Event, Replica, RunEnded, RunStarted, Status, Step
+from fitcore.phases import PhaseSpec, StepPhases
+
+FORMAT = "fitcore-recording"
+VERSION = 1
+MAX_BYTES = 256 * 2**20  # the largest recording a replay reads (256 MiB)
+MAX_STEPS = 100_000  # the most steps a run may record: about 150 MB at 8 devices
+
+
+class RecordingError(ConfigError):
+    """A recording that cannot be replayed: the message names the file, the line and the problem."""
+
+    def __init__(self, path: str, problem: str, line: int | None = None):
+        where = f"line {line}: " if line is not None else ""
+        super().__init__(
+            "recording",
+            os.path.basename(str(path)),
+            f"a {FORMAT} file of version {VERSION}; {where}{problem}",
+        )
+        self.line = line
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The machine a run was recorded on.
+
+
+def machine() -> dict[str, Any]:
+    """What ran the run: Python, torch, the CUDA runtime and every device's name; no host name."""
+    import torch
+
+    gpus = (
+        [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        if (torch.cuda.is_available())
+        else []
+    )
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "gpus": gpus,
+        "cpu": platform.machine() or "unknown",
+        "os": platform.system(),
+    }
+
+
+def machine_label(header: dict[str, Any]) -> str:
+    """What the page labels a replay with: "recorded on 2 x NVIDIA H100 (CUDA 12.4, torch 2.13.0) on ..."."""
+    m = header.get("machine", {})
+    gpus = m.get("gpus") or []
+    if gpus:
+        names = sorted(set(gpus))
+        where = ", ".join(f"{gpus.count(n)} x {n}" for n in names) + f" (CUDA {m.get('cuda')}"
+    else:
+        where = f"a CPU ({m.get('cpu', '?')}, {m.get('os', '?')}" if m else "an unknown machine ("
+    date = str(header.get("recorded", ""))[:10] or "an unknown date"
+    return f"recorded on {where}, torch {m.get('torch', '?')}) on {date}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Events as JSON and back.
+
+
+def _config_dict(cfg: FitConfig) -> dict[str, Any]:
+    """The config as recorded: a CSV file by its name only, so that a shared recording shows no paths."""
+    d = cfg.to_dict()
+    d["data"] = os.path.basename(d["data"])
+    return d
+
+
+def event_dict(event: Event) -> dict[str, Any]:
+    """One event as plain JSON data."""
+    if isinstance(event, Step):
+        phases = event.phases
+        return {
+            "event": "step",
+            "step": event.step,
+            "epoch": event.epoch,
+            "batch": event.batch,
+            "loss": event.loss,
+            "input_shape": list(event.input_shape),
+            "output_shape": list(event.output_shape),
+            "replicas": [
+                [r.device, r.start, r.stop, list(r.input_shape), list(r.output_shape), r.loss, list(r.ids)]
+                for r in event.replicas
+            ],
+            "weights": list(event.weights),
+            "bias": event.bias,
+            "elapsed": event.elapsed,
+            "phases": None
+            if phases is None
+            else {
+                "specs": [list(s) for s in phases.specs],
+                "times": list(phases.times),
+            },
+        }
+    if isinstance(event, RunStarted):
+        return {
+            "event": "started",
+            "config": _config_dict(event.config),
+            "devices": list(event.devices),
+            "emulated": event.emulated,
+            "data_parallel": event.data_parallel,
+            "header": event.header,
+            "total_steps": event.total_steps,
+            "batches_per_epoch": event.batches_per_epoch,
+            "lstsq_weights": list(event.lstsq_weights),
+            "lstsq_bias": event.lstsq_bias,
+        }
+    if isinstance(event, Detail):
+        return {"event": "detail", "key": event.key, "value": event.value, "text": event.text}
+    if isinstance(event, RunEnded):
+        return {
+            "event": "ended",
+            "status": str(event.status),
+            "message": event.message,
+            "steps": event.steps,
+            "weights": list(event.weights),
+            "bias": event.bias,
+            "final_loss": event.final_loss,
+            "elapsed": event.elapsed,
+        }
+    raise TypeError(f"not a fitcore event: {type(event).__name__}")
+
+
+def _num(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"a number, found {v!r:.40}")
+    return float(v)
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"an integer, found {v!r:.40}")
+    return v
+
+
+def _str(v: Any) -> str:
+    if not isinstance(v, str):
+        raise ValueError(f"text, found {v!r:.40}")
+    return v
+
+
+def _list(v: Any, item: Callable[[Any], Any]) -> tuple:
+    if not isinstance(v, list):
+        raise ValueError(f"a list, found {v!r:.40}")
+    return tuple(item(x) for x in v)
+
+
+def _opt(item: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda v: None if v is None else item(v)
+
+
+def _replica(v: Any) -> Replica:
+    device, start, stop, ins, outs, loss, ids = _list(v, lambda x: x) if len(v) == 7 else ((),) * 7
+    return Replica(
+        _str(device),
+        _int(start),
+        _int(stop),
+        _list(ins, _int),
+        _list(outs, _int),
+        _opt(_num)(loss),
+        _list(ids, _int),
+    )
+
+
+def _spec(v: Any) -> PhaseSpec:
+    if not isinstance(v, list) or len(v) != 5:
+        raise ValueError(f"a phase [name, device, bytes, start, stop], found {v!r:.40}")
+    return PhaseSpec(_str(v[0]), _str(v[1]), _int(v[2]), _int(v[3]), _int(v[4]))
+
+
+def _phases(v: Any) -> StepPhases | None:
+    if v is None:
+        return None
+    specs, times = _list(v["specs"], _spec), _list(v["times"], _num)
+    if any(not (0 <= s.start < len(times) and 0 <= s.stop < len(times)) for s in specs):
+        raise ValueError("phase slots within the step's times")
+    return StepPhases(specs, times)
+
+
+def _step(d: dict) -> Step:
+    return Step(
+        _int(d["step"]),
+        _int(d["epoch"]),
+        _int(d["batch"]),
+        _num(d["loss"]),
+        _list(d["input_shape"], _int),
+        _list(d["output_shape"], _int),
+        _list(d["replicas"], _replica),
+        _list(d["weights"], _num),
+        _num(d["bias"]),
+        _num(d["elapsed"]),
+        _phases(d.get("phases")),
+    )
+
+
+def _started(d: dict) -> RunStarted:
+    if not isinstance(d["config"], dict):
+        raise ValueError("a config object")
+    cfg = FitConfig.from_mapping(d["config"])
+    return RunStarted(
+        cfg,
+        _list(d["devices"], _str),
+        bool(d["emulated"]),
+        bool(d["data_parallel"]),
+        _str(d["header"]),
+        _int(d["total_steps"]),
+        _int(d["batches_per_epoch"]),
+        _list(d["lstsq_weights"], _num),
+        _num(d["lstsq_bias"]),
+    )
+
+
+def _ended(d: dict) -> RunEnded:
+    return RunEnded(
+        Status(_str(d["status"])),
+        _str(d["message"]),
+        _int(d["steps"]),
+        _list(d["weights"], _num),
+        _num(d["bias"]),
+        _opt(_num)(d["final_loss"]),
+        _num(d["elapsed"]),
+    )
+
+
+def _detail(d: dict) -> Detail:
+    return Detail(_str(d["key"]), d["value"], _str(d.get("text", "")))
+
+
+_READERS = {"step": _step, "started": _started, "ended": _ended, "detail": _detail}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Writing.
+
+
+class Recorder:
+    """An on_event consumer that writes every event to `path` as it comes, after the header line.
+
+    Args:
+        path: the file to write (replaced if it exists).
+        clock: wall-clock time for the header's date; an input so tests can fix it.
+    """
+
+    def __init__(self, path: str, clock: Callable[[], float] = time.time, extra: dict | None = None):
+        self.path = str(path)
+        try:
+            self._file: IO[str] | None = open(self.path, "w", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(
+                "record", self.path, f"a file that can be written ({exc.strerror or exc})"
+            ) from None
+        when = _dt.datetime.fromtimestamp(clock(), _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        header = {
+            "format": FORMAT,
+            "version": VERSION,
+            "recorded": when,
+            "machine": machine(),
+            **(extra or {}),
+        }
+        self._write(header)
+
+    def _write(self, data: dict) -> None:
+        self._file.write(json.dumps(data, separators=(",", ":")) + "\n")
+
+    def __call__(self, event: Event) -> None:
+        if self._file is None:
+            return
+        self._write(event_dict(event))
+        if isinstance(event, RunEnded):
+            self.close()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def check_recordable(cfg: FitConfig, path: str) -> None:
+    """Refuse, before the run, a run too long to record (MAX_STEPS)."""
+    if cfg.total_steps > MAX_STEPS:
+        raise ConfigError(
+            "record", path, f"runs of at most {MAX_STEPS} steps; this one has {cfg.total_steps}"
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading.
+
+
+class Recording(NamedTuple):
+    """A recording read back: its header, and its events in order (the last is the RunEnded)."""
+
+    header: dict[str, Any]
+    events: tuple[Event, ...]
+
+    @property
+    def started(self) -> RunStarted | None:
+        return next((e for e in self.events if isinstance(e, RunStarted)), None)
+
+    @property
+    def ended(self) -> RunEnded:
+        return self.events[-1]
+
+    @property
+    def config(self) -> FitConfig:
+        started = self.started
+        return started.config if started else FitConfig()
+
+    @property
+    def label(self) -> str:
+        return machine_label(self.header)
+
+
+def _header(path: str, line: str) -> dict[str, Any]:
+    try:
+        header = json.loads(line)
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise RecordingError(path, f'not a recording header (expected {{"format": "{FORMAT}", ...}})', 1)
+    if header.get("version") != VERSION:
+        raise RecordingError(path, f"unknown version {header.get('version')!r}", 1)
+    return header
+
+
+def _event(path: str, number: int, line: str) -> Event:
+    try:
+        data = json.loads(line)
+    except ValueError as exc:
+        raise RecordingError(path, f"not JSON ({exc.msg} at column {exc.colno})", number) from None
+    kind = data.get("event") if isinstance(data, dict) else None
+    if kind not in _READERS:
+        raise RecordingError(
+            path, f"an unknown event {kind!r} (expected one of {', '.join(_READERS)})", number
+        )
+    try:
+        return _READERS[kind](data)
+    except (KeyError, TypeError, ValueError, ConfigError) as exc:
+        what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise RecordingError(path, f"a bad {kind} event ({what})", number) from None
+
+
+def read(path: str) -> Recording:
+    """Read and check a recording; raise RecordingError naming the line and the problem. Never writes."""
+    path = str(path)
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise RecordingError(path, f"a readable file ({exc.strerror or exc})") from None
+    if max(size, len(raw)) > MAX_BYTES:
+        raise RecordingError(path, f"at most {MAX_BYTES} bytes (256 MiB); this file has {size}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordingError(path, f"UTF-8 text; byte {exc.start} is not (binary data)") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        raise RecordingError(path, "a header line; the file is empty", 1)
+    header = _header(path, lines[0])
+    events, steps = [], 0
+    for number, line in enumerate(lines[1:], 2):
+        if isinstance(events[-1] if events else None, RunEnded):
+            raise RecordingError(path, "nothing after the run's end", number)
+        event = _event(path, number, line)
+        if isinstance(event, Step):
+            if event.step != steps + 1:
+                raise RecordingError(path, f"step {steps + 1} next, found step {event.step}", number)
+            steps += 1
+        events.append(event)
+    if not events or not isinstance(events[-1], RunEnded):
+        raise RecordingError(path, "the run's end; the file stops before it (truncated)", len(lines) + 1)
+    return Recording(header, tuple(events))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Replaying.
+
+
+def replayer(recording: Recording) -> Callable[..., RunEnded]:
+    """A trainer that emits `recording`'s events, one Step per Control.wait(): fitcore.runner.Run(config,
+    trainer=replayer(recording)) plays it like a live run (pause, Step, stop, pace)."""
+
+    def replay(
+        cfg=None, on_event: Callable[[Event], None] = lambda e: None, control=None, clock=None, plan=None
+    ) -> RunEnded:
+        from fitcore.train import Control
+
+        control = control or Control()
+        last: Step | None = None
+        for event in recording.events:
+            if isinstance(event, Step):
+                if not control.wait():
+                    ended = _stopped(control.stop_reason, last)
+                    on_event(ended)
+                    return ended
+                last = event
+            on_event(event)
+        return recording.ended
+
+    return replay
+
+
+def _stopped(reason: str, last: Step | None) -> RunEnded:
+    if last is None:
+        return RunEnded(Status.STOPPED, reason, 0, (), math.nan, None, 0.0)
+    return RunEnded(Status.STOPPED, reason, last.step, last.weights, last.bias, last.loss, last.elapsed)

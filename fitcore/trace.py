@@ -1,0 +1,134 @@
+"""A run's steps as a Chrome trace (the Trace Event Format), for ui.perfetto.dev and chrome://tracing.
+
+{"traceEvents": [...], "displayTimeUnit": "ms"}: one process per run (pid), one thread per device or rank
+(tid), named by metadata events ("ph": "M", "process_name" / "thread_name"), and each phase of each step a
+complete event ("ph": "X") with ts and dur in microseconds, taken from the run's measured times, and args
+holding the step, the rows on that device and the bytes the phase moved.
+
+A step's phases are timed from the step's own start (fitcore.phases); the step is placed on the run's
+timeline so that it ends at Step.elapsed, the run's clock when the step was emitted. A step without phase
+records (one device) is one "step" event, from the previous step's end to its own.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from fitcore.events import Event, RunStarted, Step
+
+MAX_STEPS = 100_000  # the most steps a trace holds (as fitcore.recording.MAX_STEPS); later ones are left out
+PID = 1
+SHARED = "host"  # the track of phases that belong to no one device
+
+
+def _us(seconds: float) -> float:
+    return round(seconds * 1e6, 3)
+
+
+class TraceBuilder:
+    """An on_event consumer that keeps what the trace needs; trace() gives the Chrome trace object.
+
+    Args:
+        name: the process's name in the viewer ("fitcore run", "replay: recorded on ...").
+    """
+
+    def __init__(self, name: str = "fitcore run"):
+        self.name = name
+        self.tracks: dict[str, int] = {}  # device label -> tid, in order of first appearance
+        self.events: list[dict[str, Any]] = []
+        self.steps = 0
+        self._previous_end = 0.0
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, RunStarted):
+            for label in event.devices:
+                self._tid(label)
+            cfg = event.config
+            self.name = f"{self.name}: {cfg.strategy} on {cfg.devices}"
+        elif isinstance(event, Step) and self.steps < MAX_STEPS:
+            self.steps += 1
+            self._step(event)
+
+    def _tid(self, label: str) -> int:
+        return self.tracks.setdefault(label or SHARED, len(self.tracks) + 1)
+
+    def _step(self, step: Step) -> None:
+        rows = {r.device: r.rows for r in step.replicas}
+        base = {"step": step.step, "epoch": step.epoch, "batch": step.batch}
+        if step.phases is None:
+            device = step.replicas[0].device if step.replicas else SHARED
+            start = min(self._previous_end, step.elapsed)
+            self.events.append(
+                self._complete(
+                    "step",
+                    device,
+                    start,
+                    step.elapsed - start,
+                    {**base, "rows": step.input_shape[0], "bytes": 0},
+                )
+            )
+            self._previous_end = step.elapsed
+            return
+        phases = step.phases.phases()
+        span = max((p.start + p.duration for p in phases), default=0.0)
+        origin = step.elapsed - span  # the step's start on the run's clock
+        for p in phases:
+            args = {**base, "rows": rows.get(p.device, step.input_shape[0]), "bytes": p.bytes}
+            self.events.append(self._complete(p.name, p.device, origin + p.start, p.duration, args))
+        self._previous_end = step.elapsed
+
+    def _complete(self, name: str, device: str, start: float, duration: float, args: dict) -> dict:
+        return {
+            "name": name,
+            "cat": "phase",
+            "ph": "X",
+            "ts": _us(max(0.0, start)),
+            "dur": _us(max(0.0, duration)),
+            "pid": PID,
+            "tid": self._tid(device),
+            "args": args,
+        }
+
+    def trace(self) -> dict[str, Any]:
+        meta = [
+            {"name": "process_name", "ph": "M", "ts": 0, "pid": PID, "tid": 0, "args": {"name": self.name}}
+        ]
+        for label, tid in self.tracks.items():
+            meta.append(
+                {"name": "thread_name", "ph": "M", "ts": 0, "pid": PID, "tid": tid, "args": {"name": label}}
+            )
+            meta.append(
+                {
+                    "name": "thread_sort_index",
+                    "ph": "M",
+                    "ts": 0,
+                    "pid": PID,
+                    "tid": tid,
+                    "args": {"sort_index": tid},
+                }
+            )
+        return {"traceEvents": meta + self.events, "displayTimeUnit": "ms"}
+
+    def write(self, path: str) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.trace(), f, separators=(",", ":"))
+
+
+def trace_of(events, name: str = "fitcore run") -> dict[str, Any]:
+    """The Chrome trace of a sequence of events (a recording's, say)."""
+    builder = TraceBuilder(name)
+    for event in events:
+        builder(event)
+    return builder.trace()
+
+
+def consumers(*fns: Callable[[Event], None] | None) -> Callable[[Event], None]:
+    """One on_event that calls each of fns (None ones left out) in order."""
+    chosen = [f for f in fns if f is not None]
+
+    def on_event(event: Event) -> None:
+        for f in chosen:
+            f(event)
+
+    return on_event

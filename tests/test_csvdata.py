@@ -1,0 +1,347 @@
+"""Your own data: every refusal of a CSV file as one line, the limits, standardisation, and the fit itself."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from fitcore import csvdata
+from fitcore.config import ConfigError, FitConfig, validate
+from fitcore.data import least_squares, make_data
+from fitcore.events import Status
+from fitcore.train import train
+from tests.test_cli import run_cli
+
+W_TRUE, B_TRUE = (2.0, -0.03, 0.5), 7.0
+
+
+def exact_csv(path, rows: int = 60, seed: int = 0) -> np.ndarray:
+    """A CSV whose y is exactly X·W + b, its columns on very different scales; returns X (rows, 3)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(rows, 3)) * [1.0, 100.0, 0.01] + [3.0, -500.0, 0.0]
+    y = X @ np.asarray(W_TRUE) + B_TRUE
+    lines = ["x1,x2,x3,y"] + [",".join(repr(float(v)) for v in (*x, t)) for x, t in zip(X, y)]
+    path.write_text("\n".join(lines) + "\n")
+    return X
+
+
+def lstsq(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    A = np.hstack([X, np.ones((len(X), 1))])
+    return np.linalg.lstsq(A, y, rcond=None)[0]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Refusals: each one line on stderr, exit status 2, nothing on stdout.
+
+MANY = ",".join(f"c{i}" for i in range(17))
+
+REFUSALS = [
+    # (id, file bytes, extra flags, the flag named, text in the message)
+    ("no-header", b"1,2,3\n4,5,6\n", ["--target", "1"], "--data", "a header line naming the columns first"),
+    ("non-numeric", b"a,b,y\n1,2,3\n4,x,6\n", [], "--data", "line 3, column 'b' holds 'x' (not a number)"),
+    ("nan", b"a,y\n1,2\nnan,3\n", [], "--data", "line 3, column 'a' holds 'nan' (not finite)"),
+    ("inf", b"a,y\n1,2\n2,3\n3,-inf\n", [], "--data", "line 4, column 'y' holds '-inf' (not finite)"),
+    ("empty-cell", b"a,y\n1,2\n2,\n", [], "--data", "line 3, column 'y' holds an empty cell"),
+    ("blank-lines-counted", b"a,y\n\n1,2\n\nq,3\n", [], "--data", "line 5, column 'a' holds 'q'"),
+    ("ragged", b"a,y\n1,2\n1,2,3\n", [], "--data", "the same number of cells on every line"),
+    ("one-column", b"y\n1\n2\n", [], "--data", "at least two columns (a target and a feature)"),
+    ("empty", b"", [], "--data", "the file is empty"),
+    ("only-blank", b"\n \n\n", [], "--data", "the file is empty"),
+    ("header-only", b"a,y\n", [], "--data", "at least one data row under the header"),
+    ("duplicate-names", b"a,a,y\n1,2,3\n", [], "--data", "'a' appears twice"),
+    ("unnamed-column", b"a,,y\n1,2,3\n", [], "--data", "column 2 has none"),
+    ("binary", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", [], "--data", "binary data (a NUL byte at byte 8)"),
+    ("not-utf8", b"a,y\n\xff\xfe,1\n", [], "--data", "binary data (byte 4 is not UTF-8)"),
+    (
+        "fewer-rows-than-devices",
+        b"a,y\n1,2\n2,3\n",
+        ["--devices", "virtual:3"],
+        "--devices",
+        "at most as many devices as data rows (2)",
+    ),
+    (
+        "fewer-rows-than-ranks",
+        b"a,y\n1,2\n2,3\n3,4\n",
+        ["--strategy", "ddp", "--devices", "cpu", "--workers", "4"],
+        "--workers",
+        "an integer from 1 to 3",
+    ),
+    (
+        "batch-over-rows",
+        b"a,y\n1,2\n2,3\n",
+        ["--batch-size", "5"],
+        "--batch-size",
+        "from 1 to 2 (the data size)",
+    ),
+    ("unknown-target", b"a,y\n1,2\n", ["--target", "z"], "--target", "a column of the file: a, y"),
+    ("no-target", b"a,y\n1,2\n", ["--target", ""], "--target", "the name of a column of the file: a, y"),
+    (
+        "unknown-feature",
+        b"a,b,y\n1,2,3\n",
+        ["--features", "a,q"],
+        "--features",
+        "columns of the file: a, b, y",
+    ),
+    (
+        "target-as-feature",
+        b"a,b,y\n1,2,3\n",
+        ["--features", "a,y"],
+        "--features",
+        "other than the target 'y'",
+    ),
+    ("feature-twice", b"a,b,y\n1,2,3\n", ["--features", "a,a"], "--features", "each column once"),
+    (
+        "17-features",
+        (MANY + ",y\n" + ",".join(["1"] * 18) + "\n").encode(),
+        [],
+        "--features",
+        "1 to 16 columns",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "content, flags, flag, text", [r[1:] for r in REFUSALS], ids=[r[0] for r in REFUSALS]
+)
+def test_every_bad_file_is_refused_with_one_line(tmp_path, capsys, content, flags, flag, text):
+    path = tmp_path / "bad.csv"
+    path.write_bytes(content)
+    args = ["--data", str(path), "--target", "y", *flags]
+    code, out, err = run_cli(capsys, *args)
+    assert code == 2
+    assert out == []
+    assert len(err) == 1, err
+    assert err[0].startswith(f"fitcore: error: {flag}: got "), err[0]
+    assert text in err[0], err[0]
+    assert str(tmp_path) not in err[0]  # the file is named, not where it lives
+
+
+def test_a_file_over_the_size_limit_is_refused_before_it_is_read(tmp_path, capsys):
+    path = tmp_path / "huge.csv"
+    with open(path, "wb") as f:  # sparse: MAX_BYTES + 1 bytes of size, none of them written
+        f.truncate(csvdata.MAX_BYTES + 1)
+    code, out, err = run_cli(capsys, "--data", str(path), "--target", "y")
+    assert (code, out) == (2, [])
+    assert err == [
+        f"fitcore: error: --data: got 'huge.csv'; allowed: a CSV file of at most {csvdata.MAX_BYTES} bytes "
+        f"(64 MiB); this one has {csvdata.MAX_BYTES + 1}"
+    ]
+
+
+def test_a_missing_file_is_one_line(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "--data", str(tmp_path / "nope.csv"), "--target", "y")
+    assert code == 2 and err == [
+        "fitcore: error: --data: got 'nope.csv'; allowed: a readable CSV file (No such file or directory)"
+    ]
+
+
+def test_target_or_features_without_a_file_are_refused(capsys):
+    code, _, err = run_cli(capsys, "--target", "y")
+    assert code == 2 and err == [
+        "fitcore: error: --target: got 'y'; allowed: nothing without a CSV file (data)"
+    ]
+
+
+def _rows_file(path, rows: int) -> None:
+    """rows data rows of two varied columns: a block of 1000 distinct lines repeated, written at once."""
+    block = "".join(f"{i % 97},{(i * 7) % 13 + 2 * (i % 97)}\n" for i in range(1000))
+    whole, rest = divmod(rows, 1000)
+    path.write_text("a,y\n" + block * whole + block[: sum(len(x) + 1 for x in block.splitlines()[:rest])])
+
+
+def test_a_million_rows_are_accepted_and_one_more_is_refused(tmp_path, capsys):
+    path = tmp_path / "million.csv"
+    _rows_file(path, csvdata.MAX_ROWS)
+    assert path.stat().st_size < csvdata.MAX_BYTES
+    cfg = validate(FitConfig(data=str(path), target="y", batch_size=1000, epochs=1), available=8 * 2**30)
+    assert cfg.data_size == 1_000_000 and cfg.features == ("a",)
+    X, y = make_data(cfg)
+    assert X.shape == (1_000_000, 1) and y.shape == (1_000_000, 1)
+
+    over = tmp_path / "over.csv"
+    _rows_file(over, csvdata.MAX_ROWS + 1)
+    code, _, err = run_cli(capsys, "--data", str(over), "--target", "y")
+    assert code == 2
+    assert err == [
+        "fitcore: error: --data: got 'over.csv'; allowed: at most 1000000 data rows; this file has more"
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading, standardising, and the config.
+
+
+def test_reading_keeps_the_numbers_and_the_columns(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_bytes(b"\xef\xbb\xbf x , y ,z\r\n1, 2.5 ,3\r\n\r\n-4,5e-1,6\r\n")  # BOM, spaces, CRLF, a blank
+    table = csvdata.read_table(str(path), "y", ("z", "x"))
+    assert table.features == ("z", "x") and table.target == "y"
+    np.testing.assert_array_equal(table.X, [[3.0, 1.0], [6.0, -4.0]])
+    np.testing.assert_array_equal(table.y, [2.5, 0.5])
+    import hashlib
+
+    assert table.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_validation_fills_in_the_source_and_the_least_squares_answer(tmp_path):
+    path = tmp_path / "d.csv"
+    X = exact_csv(path)
+    cfg = validate(FitConfig(data=str(path), target="y", batch_size=60))
+    assert cfg.features == ("x1", "x2", "x3") and cfg.data_size == 60 and len(cfg.data_sha256) == 64
+    Xs = (X - X.mean(0)) / X.std(0)
+    y = X @ np.asarray(W_TRUE) + B_TRUE
+    np.testing.assert_allclose((*cfg.weights, cfg.bias), lstsq(Xs, y), rtol=1e-9, atol=1e-9)
+    raw = validate(replace(FitConfig(data=str(path), target="y", batch_size=60), standardize=False))
+    np.testing.assert_allclose((*raw.weights, raw.bias), (*W_TRUE, B_TRUE), rtol=1e-7, atol=1e-7)
+
+
+def test_make_data_is_the_file_standardised(tmp_path):
+    path = tmp_path / "d.csv"
+    X = exact_csv(path)
+    cfg = validate(FitConfig(data=str(path), target="y", batch_size=60))
+    Xt, yt = make_data(cfg)
+    np.testing.assert_allclose(Xt.numpy(), (X - X.mean(0)) / X.std(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(yt.numpy()[:, 0], X @ np.asarray(W_TRUE) + B_TRUE, rtol=1e-6)
+    assert Xt.dtype == torch.float32 and yt.shape == (60, 1)
+
+
+def test_a_file_changed_after_validation_fails_the_run_with_its_reason(tmp_path):
+    path = tmp_path / "d.csv"
+    exact_csv(path)
+    cfg = validate(FitConfig(data=str(path), target="y", batch_size=60, epochs=2))
+    exact_csv(path, seed=1)  # the same columns, other rows
+    ended = train(cfg)
+    assert ended.status == Status.FAILED
+    assert "ConfigError: data: got 'd.csv'; allowed: the file as validated" in ended.message
+    assert "it has changed" in ended.message
+
+
+def test_scaling_back_to_the_file_units():
+    s = csvdata.Scaling(mean=(3.0, -500.0), scale=(2.0, 100.0))
+    # y = 4 (x1 - 3) / 2 + 50 (x2 + 500) / 100 + 1 = 2 x1 + 0.5 x2 + 1 - 6 + 250
+    w, b = s.original((4.0, 50.0), 1.0)
+    assert w == (2.0, 0.5) and b == pytest.approx(245.0)
+    sc = csvdata.scaling(np.array([[1.0, 5.0], [3.0, 5.0]]))
+    assert sc.mean == (2.0, 5.0) and sc.scale == (1.0, 1.0)  # a constant column keeps scale 1
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Training on a file recovers its W and b.
+
+
+def test_training_on_an_exact_file_recovers_w_and_b(tmp_path):
+    path = tmp_path / "exact.csv"
+    X = exact_csv(path)
+    y = X @ np.asarray(W_TRUE) + B_TRUE
+    cfg = validate(
+        FitConfig(
+            data=str(path),
+            target="y",
+            batch_size=60,
+            epochs=400,
+            optimizer="sgd",
+            lr=0.5,
+            devices="virtual:3",
+        )
+    )
+    ended = train(cfg)
+    assert ended.status == Status.FINISHED
+    w, b = csvdata.scaling(X).original(ended.weights, ended.bias)
+    expected = lstsq(X, y)
+    np.testing.assert_allclose((*w, b), expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(expected, (*W_TRUE, B_TRUE), rtol=1e-9, atol=1e-9)
+
+
+def test_without_standardisation_the_reference_is_least_squares_on_the_raw_columns(tmp_path):
+    path = tmp_path / "exact.csv"
+    X = exact_csv(path)
+    cfg = validate(FitConfig(data=str(path), target="y", batch_size=60, standardize=False))
+    Xt, yt = make_data(cfg)
+    np.testing.assert_array_equal(Xt.numpy(), X.astype(np.float32))
+    w, b = least_squares(Xt, yt)  # on float32 copies of columns 1e4 apart in scale: float32's precision
+    np.testing.assert_allclose((*w, b), lstsq(X, X @ np.asarray(W_TRUE) + B_TRUE), rtol=1e-3, atol=1e-3)
+
+
+def test_cli_on_a_file_reports_the_source_and_the_file_units(tmp_path, capsys):
+    path = tmp_path / "exact.csv"
+    exact_csv(path)
+    code, out, err = run_cli(capsys, "--data", str(path), "--target", "y", "--epochs", "300", "--json")
+    assert (code, err) == (0, [])
+    result = json.loads(out[0])
+    data = result["data"]
+    assert data["file"] == "exact.csv" and data["features"] == ["x1", "x2", "x3"] and data["rows"] == 60
+    assert data["standardized"] is True
+    assert result["true_weights"] is None and result["config"]["batch_size"] == 60  # one batch by default
+    np.testing.assert_allclose(
+        (*data["weights_original"], data["bias_original"]), (*W_TRUE, B_TRUE), atol=2e-3
+    )
+
+    code, out, _ = run_cli(
+        capsys,
+        "--data",
+        str(path),
+        "--target",
+        "y",
+        "--features",
+        "x2,x1",
+        "--quiet",
+        "--no-standardize",
+        "--epochs",
+        "2",
+    )
+    assert code == 0
+    assert "Data:           exact.csv: y from x2, x1, 60 rows; features as in the file" in out
+    assert not any(line.startswith("True:") for line in out)
+
+
+def test_config_fields_round_trip():
+    cfg = FitConfig.from_mapping(
+        {"data": " My File.csv ", "target": "Price", "features": "A, b ,C", "standardize": "false"}
+    )
+    assert (cfg.data, cfg.target, cfg.features, cfg.standardize) == (
+        "My File.csv",
+        "Price",
+        ("A", "b", "C"),
+        False,
+    )
+    assert FitConfig.from_mapping(cfg.to_dict()) == cfg
+    with pytest.raises(ConfigError, match="^standardize: got 'maybe'"):
+        FitConfig.from_mapping({"standardize": "maybe"})
+
+
+@pytest.mark.slow
+def test_ddp_ranks_read_the_same_rows_of_the_file(tmp_path):
+    from fitcore.ddp import train_ddp
+    from fitcore.events import Detail
+
+    path = tmp_path / "exact.csv"
+    X = exact_csv(path, rows=61)  # odd: DistributedSampler pads rank 1's shard with a repeated row
+    cfg = validate(
+        FitConfig(
+            data=str(path),
+            target="y",
+            batch_size=61,
+            epochs=200,
+            optimizer="sgd",
+            lr=0.5,
+            strategy="ddp",
+            devices="cpu",
+            workers=2,
+        )
+    )
+    events: list = []
+    ended = train_ddp(cfg, events.append)
+    assert ended.status == Status.FINISHED
+    (final,) = [e.value for e in events if isinstance(e, Detail) and e.key == "final"]
+    assert final["identical"] is True and len(final["ranks"]) == 2
+    single = train(replace(cfg, strategy="dataparallel", devices="cpu"))
+    # the ranks' rows (a padded 31 + 31) differ from one process's 61 only by the repeated row; both fit
+    # the exact file, so both reach its least squares
+    y = X @ np.asarray(W_TRUE) + B_TRUE
+    for w, b in ((ended.weights, ended.bias), (single.weights, single.bias)):
+        w_file, b_file = csvdata.scaling(X).original(w, b)
+        np.testing.assert_allclose((*w_file, b_file), lstsq(X, y), rtol=1e-4, atol=1e-4)

@@ -1,0 +1,293 @@
+"""Record and replay: the round trip is exact, a replay obeys Control, and a bad file is one line."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from fitcore import recording
+from fitcore.config import FitConfig, validate
+from fitcore.events import RunEnded, RunStarted, Status, Step
+from fitcore.recording import Recorder, RecordingError, read, replayer
+from fitcore.runner import Run
+from fitcore.train import Control, train
+from tests.helpers import wait_for
+from tests.test_cli import run_cli
+
+CFG = FitConfig(devices="virtual:3", epochs=3, batch_size=70, seed=4)  # 3 batches of 70/70/60 an epoch
+
+
+def record(path, cfg: FitConfig = CFG) -> list:
+    """Train cfg, recording to path; the events as the live run emitted them."""
+    events: list = []
+    recorder = Recorder(str(path), clock=lambda: 1_700_000_000.0)
+
+    def on_event(event):
+        events.append(event)
+        recorder(event)
+
+    train(validate(cfg), on_event)
+    return events
+
+
+def test_round_trip_gives_back_every_event_exactly(tmp_path):
+    path = tmp_path / "run.fitrec"
+    live = record(path)
+    rec = read(str(path))
+    assert rec.events == tuple(live)  # every Step: its replicas, row ids, phases, times, bytes; floats exact
+    steps = [e for e in rec.events if isinstance(e, Step)]
+    assert len(steps) == 9 and [r.rows for r in steps[0].replicas] == [24, 24, 22]  # 70 rows: tensor.chunk(3)
+    assert rec.ended.weights == live[-1].weights and rec.ended.bias == live[-1].bias
+    assert rec.header["recorded"] == "2023-11-14T22:13:20Z"
+    assert rec.label.startswith("recorded on ") and rec.label.endswith(" on 2023-11-14")
+    first = json.loads(path.read_text().splitlines()[0])
+    assert first["format"] == "fitcore-recording" and first["version"] == 1
+    assert set(first["machine"]) == {"python", "torch", "cuda", "gpus", "cpu", "os"}
+    assert os.uname().nodename not in path.read_text()  # no host name
+
+
+def test_replay_through_a_run_reproduces_every_split_and_the_final_parameters(tmp_path, no_leftover_threads):
+    path = tmp_path / "run.fitrec"
+    live = record(path)
+    rec = read(str(path))
+    seen: list = []
+    run = Run(rec.config, trainer=lambda *a, **k: replayer(rec)(a[0], _tee(a[1], seen), *a[2:], **k))
+    run.start()
+    assert run.wait(10)
+    snap = run.snapshot()
+    ended = live[-1]
+    assert snap.status == Status.FINISHED and snap.step == 9
+    assert (snap.weights, snap.bias) == (ended.weights, ended.bias)
+    live_steps = [e for e in live if isinstance(e, Step)]
+    assert [e for e in seen if isinstance(e, Step)] == live_steps
+    assert [[(r.device, r.start, r.stop, r.ids) for r in s.replicas] for s in live_steps] == [
+        [(r.device, r.start, r.stop, r.ids) for r in s.replicas] for s in seen if isinstance(s, Step)
+    ]
+    assert snap.lstsq_weights == next(e for e in live if isinstance(e, RunStarted)).lstsq_weights
+
+
+def _tee(on_event, seen):
+    def both(event):
+        seen.append(event)
+        on_event(event)
+
+    return both
+
+
+def test_replay_obeys_pause_step_and_stop(tmp_path, no_leftover_threads):
+    path = tmp_path / "run.fitrec"
+    record(path)
+    rec = read(str(path))
+    run = Run(rec.config, trainer=replayer(rec))
+    run.pause()
+    run.start()
+    wait_for(
+        lambda: run.snapshot().status == Status.PAUSED and run.snapshot().message == "paused between steps"
+    )
+    assert run.snapshot().step == 0
+    run.step_once()
+    wait_for(lambda: run.snapshot().step == 1)
+    run.step_once()
+    wait_for(lambda: run.snapshot().step == 2)
+    run.stop()
+    assert run.wait(5)
+    snap = run.snapshot()
+    assert snap.status == Status.STOPPED and snap.step == 2
+    second = [e for e in rec.events if isinstance(e, Step)][1]
+    assert (snap.weights, snap.bias) == (second.weights, second.bias)
+
+
+def test_replay_keeps_the_pace(tmp_path):
+    path = tmp_path / "run.fitrec"
+    record(path)
+    rec = read(str(path))
+    now = [0.0]
+
+    class Clock:
+        def __call__(self):
+            return now[0]
+
+    control = Control(pace=2.0, clock=Clock())
+    waits: list[float] = []
+    control._stop.wait = lambda t: (waits.append(t), now.__setitem__(0, now[0] + t))[0] and False
+    ended = replayer(rec)(rec.config, lambda e: None, control)
+    assert ended == rec.ended
+    assert waits == [0.5] * 8  # 9 steps at 2 a second: the first at once, then one every 0.5 s
+
+
+def test_cli_replay_prints_the_live_lines_and_the_same_json(tmp_path, capsys):
+    path = str(tmp_path / "run.fitrec")
+    args = ["--devices", "virtual:3", "--epochs", "2", "--batch-size", "70"]
+    code, live_json, err = run_cli(capsys, *args, "--json", "--record", path)
+    assert (code, err) == (0, [])
+    code, replay_json, err = run_cli(capsys, "replay", path, "--json")
+    assert (code, err) == (0, [])
+    assert json.loads(replay_json[0]) == json.loads(live_json[0])
+
+    code, replay_lines, _ = run_cli(capsys, "replay", path)
+    assert code == 0 and replay_lines[0].startswith("Replaying a recording: recorded on ")
+    assert replay_lines[1].startswith("Emulating 3 devices on the CPU")
+    assert sum(line.startswith("Outside:") for line in replay_lines) == 6
+    assert sum(line.startswith("\tIn Model:") for line in replay_lines) == 18
+
+
+def test_a_replay_never_writes_the_file(tmp_path, capsys):
+    path = tmp_path / "run.fitrec"
+    record(path)
+    before = (path.read_bytes(), path.stat().st_mtime_ns)
+    os.chmod(path, 0o444)
+    assert run_cli(capsys, "replay", str(path), "--quiet")[0] == 0
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+    code, _, err = run_cli(capsys, "replay", str(path), "--record", str(tmp_path / "again.fitrec"))
+    assert code == 2 and err == [
+        "fitcore: error: --record: got "
+        f"'{tmp_path / 'again.fitrec'}'; allowed: nothing: a replay writes no recording"
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Bad recordings: one line naming the line and the problem.
+
+
+def _lines(path) -> list[str]:
+    return path.read_text().splitlines()
+
+
+BAD = [
+    # (id, how the good file's lines are changed, the message's end)
+    ("truncated", lambda ls: ls[:-1], "line 13: the run's end; the file stops before it (truncated)"),
+    ("cut-mid-line", lambda ls: ls[:-1] + [ls[-1][:20]], "line 13: not JSON"),
+    ("corrupted", lambda ls: ls[:3] + ['{"event": "step", ' + ls[3][30:]] + ls[4:], "line 4: not JSON"),
+    (
+        "unknown-version",
+        lambda ls: [ls[0].replace('"version":1', '"version":99')] + ls[1:],
+        "line 1: unknown version 99",
+    ),
+    ("not-a-recording", lambda ls: ['{"hello": 1}'] + ls[1:], "line 1: not a recording header"),
+    (
+        "unknown-event",
+        lambda ls: ls[:2] + ['{"event": "explode"}'] + ls[2:],
+        "line 3: an unknown event 'explode'",
+    ),
+    (
+        "bad-field",
+        lambda ls: ls[:2] + [ls[2].replace('"loss":', '"loss":"x","was":')] + ls[3:],
+        "line 3: a bad step event (a number, found 'x')",
+    ),
+    (
+        "missing-field",
+        lambda ls: ls[:2] + [ls[2].replace('"weights":', '"w":')] + ls[3:],
+        "line 3: a bad step event (missing 'weights')",
+    ),
+    (
+        "steps-out-of-order",
+        lambda ls: ls[:2] + ls[3:4] + ls[2:3] + ls[4:],
+        "line 3: step 1 next, found step 2",
+    ),
+    ("after-the-end", lambda ls: ls + ls[-1:], "line 14: nothing after the run's end"),
+    ("pickle", lambda ls: ["\x80\x04\x95 not json"], "line 1: not a recording header"),
+    ("empty", lambda ls: [], "line 1: a header line; the file is empty"),
+    (
+        "bad-config",
+        lambda ls: [ls[0], ls[1].replace('"epochs":', '"epochz":')] + ls[2:],
+        "line 2: a bad started event (epochz: got 1",
+    ),
+]
+
+
+@pytest.mark.parametrize("change, message", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_a_bad_recording_is_one_line_naming_the_line(tmp_path, capsys, change, message):
+    good = tmp_path / "good.fitrec"
+    record(good, FitConfig(devices="virtual:2", epochs=10, seed=1))  # header, started, 10 steps, ended
+    assert len(_lines(good)) == 13
+    bad = tmp_path / "bad.fitrec"
+    lines = change(_lines(good))
+    bad.write_text("\n".join(lines) + ("\n" if lines else ""))
+    with pytest.raises(RecordingError) as info:
+        read(str(bad))
+    assert str(info.value).startswith(
+        "recording: got 'bad.fitrec'; allowed: a fitcore-recording file of version 1; "
+    )
+    assert message in str(info.value)
+    code, out, err = run_cli(capsys, "replay", str(bad))
+    assert (code, out) == (2, []) and err == [f"fitcore: error: {info.value}"]
+
+
+def test_an_oversized_or_binary_or_missing_recording_is_refused(tmp_path):
+    big = tmp_path / "big.fitrec"
+    with open(big, "wb") as f:
+        f.truncate(recording.MAX_BYTES + 1)
+    with pytest.raises(
+        RecordingError, match=r"at most 268435456 bytes \(256 MiB\); this file has 268435457$"
+    ):
+        read(str(big))
+    binary = tmp_path / "bin.fitrec"
+    binary.write_bytes(b'{"format"\xff\xfe')
+    with pytest.raises(RecordingError, match=r"UTF-8 text; byte 9 is not \(binary data\)$"):
+        read(str(binary))
+    with pytest.raises(RecordingError, match=r"a readable file \(No such file or directory\)$"):
+        read(str(tmp_path / "none.fitrec"))
+
+
+def test_record_refuses_an_unwritable_path_and_a_run_too_long(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "--epochs", "1", "--record", str(tmp_path))
+    assert (
+        code == 2
+        and len(err) == 1
+        and err[0].startswith(f"fitcore: error: --record: got '{tmp_path}'; allowed: ")
+    )
+    code, _, err = run_cli(
+        capsys, "--batch-size", "1", "--epochs", "501", "--record", str(tmp_path / "r.fitrec")
+    )
+    assert code == 2 and err == [
+        f"fitcore: error: --record: got '{tmp_path / 'r.fitrec'}'; allowed: runs of at most 100000 steps; "
+        "this one has 100200"
+    ]
+
+
+def test_a_failed_run_is_recorded_and_replayed_as_failed(tmp_path):
+    path = tmp_path / "fail.fitrec"
+    recorder = Recorder(str(path))
+    train(validate(FitConfig(lr=1e30, epochs=5)), recorder)
+    rec = read(str(path))
+    assert isinstance(rec.ended, RunEnded) and rec.ended.status == Status.DIVERGED
+    assert replayer(rec)(rec.config).status == Status.DIVERGED
+
+
+@pytest.mark.slow
+def test_ddp_round_trip(tmp_path, capsys):
+    path = str(tmp_path / "ddp.fitrec")
+    args = ["--strategy", "ddp", "--devices", "cpu", "--workers", "2", "--epochs", "2", "--batch-size", "50"]
+    code, live_json, _ = run_cli(capsys, *args, "--json", "--record", path)
+    assert code == 0
+    code, replay_json, _ = run_cli(capsys, "replay", path, "--json")
+    assert code == 0 and json.loads(replay_json[0]) == json.loads(live_json[0])
+    rec = read(path)
+    steps = [e for e in rec.events if isinstance(e, Step)]
+    assert len(steps) == 8 and all(len(s.replicas) == 2 and s.phases is not None for s in steps)
+    assert {e.key for e in rec.events if not isinstance(e, (Step, RunStarted, RunEnded))} == {
+        "ddp",
+        "shards",
+        "final",
+    }
+
+
+def test_a_csv_run_is_recorded_with_its_file_name_only_and_replays_in_file_units(tmp_path, capsys):
+    from tests.test_csvdata import exact_csv
+
+    data, path = tmp_path / "exact.csv", str(tmp_path / "csv.fitrec")
+    exact_csv(data)
+    code, live, _ = run_cli(
+        capsys, "--data", str(data), "--target", "y", "--epochs", "50", "--json", "--record", path
+    )
+    assert code == 0
+    text = open(path).read()
+    assert str(tmp_path) not in text and '"data":"exact.csv"' in text
+    data.unlink()  # the replay needs no file
+    code, replayed, err = run_cli(capsys, "replay", path, "--json")
+    assert (code, err) == (0, [])
+    a, b = json.loads(live[0]), json.loads(replayed[0])
+    assert b["data"] == a["data"] and b["weights"] == a["weights"]
+    assert b["config"]["data"] == "exact.csv"
