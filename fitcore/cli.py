@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 from dataclasses import fields
@@ -17,6 +18,13 @@ from fitcore.events import Detail, RunStarted, Status, Step
 from fitcore.report import result_dict
 from fitcore.runner import trainer_for
 from fitcore.train import Control
+
+
+def _count(text: str) -> int:
+    """--print-every's value: ASCII digits only, as every number fitcore reads (int() also takes "١٢")."""
+    if not re.fullmatch(r"[+-]?[0-9]{1,18}", text.strip(" ")):
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: an integer 1 or more")
+    return int(text)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", help=f"processes for --strategy ddp (default {d.workers})")
     p.add_argument(
         "--print-every",
-        type=int,
+        type=_count,
         default=1,
         help="print the lines of the first step, every Nth after it and the last (default 1)",
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import re
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
@@ -113,6 +114,17 @@ class Limits:
 # Parsing raw values into typed fields.
 
 
+# Numbers as text are read in ASCII only, and the same way by the CLI, a link and the page: Python's int()
+# and float() would also take "١٢" (12), full-width "１", "1_000" and surrounding Unicode spaces, so that a
+# value could mean a number here and be refused where the same text is read by a stricter reader.
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_FLOAT_TEXT = re.compile(  # nan and inf are read, so that validate() refuses them as not finite, by name
+    r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:nan|inf|infinity)", re.IGNORECASE
+)
+_SPACE = " \t\n\r\f\v"  # ASCII white space, stripped from text around a value
+_WEIGHTS_SEPARATOR = re.compile(r"[,\s]+", re.ASCII)
+
+
 def _parse_int(field: str, raw: Any) -> int:
     if isinstance(raw, bool):
         raise ConfigError(field, raw, "an integer")
@@ -122,15 +134,13 @@ def _parse_int(field: str, raw: Any) -> int:
         if math.isfinite(raw) and raw == int(raw):
             return int(raw)
         raise ConfigError(field, raw, "an integer")
-    text = str(raw).strip()
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        value = float(text)
-    except ValueError:
-        raise ConfigError(field, raw, "an integer") from None
+    text = str(raw).strip(_SPACE)
+    if _INT_TEXT.fullmatch(text):
+        try:
+            return int(text)
+        except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits())
+            raise ConfigError(field, raw, "an integer") from None
+    value = float(text) if _FLOAT_TEXT.fullmatch(text) else math.nan  # "2e3", "200.0"
     if math.isfinite(value) and value == int(value):
         return int(value)
     raise ConfigError(field, raw, "an integer")
@@ -139,15 +149,20 @@ def _parse_int(field: str, raw: Any) -> int:
 def _parse_float(field: str, raw: Any) -> float:
     if isinstance(raw, bool):
         raise ConfigError(field, raw, "a number")
+    if isinstance(raw, str):
+        text = raw.strip(_SPACE)
+        if not _FLOAT_TEXT.fullmatch(text):
+            raise ConfigError(field, raw, "a number")
+        return float(text)  # "1e999" is inf, refused by validate() as not finite
     try:
-        return float(str(raw).strip()) if isinstance(raw, str) else float(raw)
-    except (TypeError, ValueError):
+        return float(raw)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float's range
         raise ConfigError(field, raw, "a number") from None
 
 
 def _parse_weights(field: str, raw: Any) -> tuple[float, ...]:
     if isinstance(raw, str):
-        parts = [p for p in raw.replace(",", " ").split() if p]
+        parts = [p for p in _WEIGHTS_SEPARATOR.split(raw) if p]
     elif isinstance(raw, (list, tuple)):
         parts = list(raw)
     else:
@@ -163,7 +178,7 @@ def _parse_weights(field: str, raw: Any) -> tuple[float, ...]:
 def _parse_bool(field: str, raw: Any) -> bool:
     if isinstance(raw, bool):
         return raw
-    text = str(raw).strip().lower()
+    text = str(raw).strip(_SPACE).lower()
     if text in ("1", "true", "yes", "on"):
         return True
     if text in ("0", "false", "no", "off"):

@@ -14,4 +14,11 @@ class ConfigError(ValueError):
 
     def named(self, name: str) -> str:
         """The message with the field called `name`: the page's label ("Batch size"), the CLI's flag."""
-        return f"{name}: got {self.value!r}; allowed: {self.allowed}"
+        return f"{name}: got {_shown(self.value)}; allowed: {self.allowed}"
+
+
+def _shown(value: Any) -> str:
+    try:
+        return repr(value)
+    except ValueError:  # an int of more digits than Python converts to text (sys.get_int_max_str_digits())
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
