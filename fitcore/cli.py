@@ -30,6 +30,8 @@ def _count(text: str) -> int:
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         """Bad flags: one line on stderr and exit status 2, like every other bad input."""
+        # argparse quotes the words as typed: a line break or control character among them is escaped
+        message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
         self.exit(2, f"fitcore: error: {message} (see python -m fitcore --help)\n")
 
 

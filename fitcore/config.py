@@ -41,6 +41,9 @@ MAX_VALUE = 1_000_000
 # every fit diverges long before this; from about 3.4e37 (Adam's first step is lr / 0.1) float32 cannot hold
 # the step and torch raises instead, so the run would fail rather than diverge
 MAX_LR = 1e30
+# the most rows a tensor can have (torch's sizes are int64); beyond it the memory estimate in MiB would not
+# even fit in a float
+MAX_ROWS = 2**63 - 1
 # Rows gathered by one index_select (fitcore.data.epoch_batches): one over many batches' rows is cheaper per
 # row than one per batch (docs/performance.md says by how much), while holding at most this many rows more
 # than the data itself.
@@ -92,8 +95,9 @@ class FitConfig:
         known = {f.name for f in fields(cls)}
         kwargs = {}
         for name, raw in values.items():
-            if name not in known:
-                raise ConfigError(name, raw, "one of " + ", ".join(sorted(known)))
+            if name not in known:  # named as given, or by its repr where it would break the line
+                shown = name if isinstance(name, str) and name.isprintable() else repr(name)
+                raise ConfigError(shown, raw, "one of " + ", ".join(sorted(known)))
             kwargs[name] = _PARSERS[name](name, raw)
         return cls(**kwargs)
 
@@ -125,6 +129,13 @@ _SPACE = " \t\n\r\f\v"  # ASCII white space, stripped from text around a value
 _WEIGHTS_SEPARATOR = re.compile(r"[,\s]+", re.ASCII)
 
 
+def _text(field: str, raw: Any, allowed: str) -> str:
+    try:
+        return str(raw)
+    except ValueError:  # an int (or a container of one) of more digits than Python turns into text
+        raise ConfigError(field, raw, allowed) from None
+
+
 def _parse_int(field: str, raw: Any) -> int:
     if isinstance(raw, bool):
         raise ConfigError(field, raw, "an integer")
@@ -134,7 +145,7 @@ def _parse_int(field: str, raw: Any) -> int:
         if math.isfinite(raw) and raw == int(raw):
             return int(raw)
         raise ConfigError(field, raw, "an integer")
-    text = str(raw).strip(_SPACE)
+    text = _text(field, raw, "an integer").strip(_SPACE)
     if _INT_TEXT.fullmatch(text):
         try:
             return int(text)
@@ -178,7 +189,7 @@ def _parse_weights(field: str, raw: Any) -> tuple[float, ...]:
 def _parse_bool(field: str, raw: Any) -> bool:
     if isinstance(raw, bool):
         return raw
-    text = str(raw).strip(_SPACE).lower()
+    text = _text(field, raw, "true or false").strip(_SPACE).lower()
     if text in ("1", "true", "yes", "on"):
         return True
     if text in ("0", "false", "no", "off"):
@@ -187,7 +198,7 @@ def _parse_bool(field: str, raw: Any) -> bool:
 
 
 def _parse_str(field: str, raw: Any) -> str:
-    return str(raw).strip().lower()
+    return _text(field, raw, "text").strip().lower()
 
 
 _PARSERS = {
@@ -299,6 +310,8 @@ def validate(
 
     # 2. sizes and schedule
     _check_int("data_size", cfg.data_size, 1, limits.max_data_size)
+    if cfg.data_size > MAX_ROWS:
+        raise ConfigError("data_size", cfg.data_size, f"at most {MAX_ROWS} rows (torch's sizes are int64)")
     _check_int("batch_size", cfg.batch_size, 1, cfg.data_size, " (the data size)")
     _check_int("epochs", cfg.epochs, 1, limits.max_epochs)
     if limits.max_steps is not None and cfg.total_steps > limits.max_steps:

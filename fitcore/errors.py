@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 
@@ -20,5 +21,6 @@ class ConfigError(ValueError):
 def _shown(value: Any) -> str:
     try:
         return repr(value)
-    except ValueError:  # an int of more digits than Python converts to text (sys.get_int_max_str_digits())
-        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    except ValueError:  # an int (or a container of one) of more digits than Python turns into text
+        digits = f"an integer of more than {sys.get_int_max_str_digits()} digits"
+        return digits if isinstance(value, int) else f"a {type(value).__name__} holding {digits}"
