@@ -536,7 +536,7 @@ BAD_CLI = [
     (["--strategy=ddp", "--workers=1e30"], "workers", "from 1 to 8"),
     (["--strategy=ddp", "--workers=4", "--data-size=3", "--batch-size=3"], "workers", "from 1 to 3"),
     (["--print-every=0"], "print_every", "an integer 1 or more"),
-    (["--print-every=abc"], "--print-every", "invalid int value"),
+    (["--print-every=abc"], "--print-every", "got 'abc'; allowed: an integer 1 or more"),
     (["--bias"], "--bias", "expected one argument"),
     (["--weights"], "--weights", "expected at least one argument"),
     (["--no-such-flag=1"], "--no-such-flag", "unrecognized arguments"),
