@@ -171,6 +171,15 @@ def _parse_float(field: str, raw: Any) -> float:
         raise ConfigError(field, raw, "a number") from None
 
 
+def parse_number(field: str, raw: str, kind: type) -> int | float:
+    """Text read as an int in ASCII digits alone (no "1e3") or as a float the way the fields read one."""
+    if kind is float:
+        return _parse_float(field, raw)
+    if not _INT_TEXT.fullmatch(raw.strip(_SPACE)):
+        raise ConfigError(field, raw, "an integer")
+    return _parse_int(field, raw)
+
+
 def _parse_weights(field: str, raw: Any) -> tuple[float, ...]:
     if isinstance(raw, str):
         parts = [p for p in _WEIGHTS_SEPARATOR.split(raw) if p]

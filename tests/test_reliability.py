@@ -334,7 +334,7 @@ def test_environment_sets_the_bounds(make_pool):
     assert pool.counts()["kept"] == 0
 
 
-@pytest.mark.parametrize("raw", ["0", "-1", "abc", "nan", "1.5e", " "])
+@pytest.mark.parametrize("raw", ["0", "-1", "abc", "nan", "1.5e", " ", "١٢", "１", "1_000"])
 @pytest.mark.parametrize("name", ["FITCORE_MAX_ACTIVE_RUNS", "FITCORE_IDLE_TIMEOUT", "FITCORE_MAX_DATA_SIZE"])
 def test_bad_environment_names_the_variable(name, raw):
     with pytest.raises(ConfigError) as err:
