@@ -31,6 +31,8 @@ OWNER_COOKIE = "fitcore_owner"
 OWNER_PATTERN = re.compile(r"[0-9a-f]{32}")  # what the page makes: uuid4().hex
 RUN_PATTERN = re.compile(r"run-[0-9]{1,12}")
 MAX_SINCE = 10**12
+# ASCII digits only: str.isdigit() also takes "²", "①" (which int() refuses) and "٣", "１" (which it reads)
+SINCE_PATTERN = re.compile(r"[0-9]{1,13}")
 LIVE_PATH, BYE_PATH = "/fitcore/live", "/fitcore/bye"
 STATIC_PATH = "/fitcore/static"  # + "/<file>": the live view's modules and styles, and plotly.js
 FRONTEND = Path(__file__).resolve().parents[1] / "frontend"
@@ -61,7 +63,7 @@ def _request_args(request: Request) -> tuple[str, str | None, int] | JSONRespons
     if run_id is not None and not RUN_PATTERN.fullmatch(run_id):
         return _error(400, "run", run_id, "a run id such as run-12")
     since_text = query.get("since", "0")
-    if not since_text.isdigit() or int(since_text) > MAX_SINCE:
+    if not SINCE_PATTERN.fullmatch(since_text) or int(since_text) > MAX_SINCE:
         return _error(400, "since", since_text, f"a step number from 0 to {MAX_SINCE}")
     return owner, run_id, int(since_text)
 
@@ -165,12 +167,33 @@ def static_handler(files: dict[str, Path]):
     return handle
 
 
+class Only:
+    """The ASGI app of one path: `handle` for `methods`; any other method answers 405 with the Allow header.
+
+    It claims every method itself: a Route limited by methods=... lets the others fall through to
+    Streamlit's catch-all, which answers GET /fitcore/bye with the page and 200. (A plain function given
+    to Route would be limited to GET; an ASGI app is routed every method.)
+    """
+
+    def __init__(self, methods: tuple[str, ...], handle: Callable):
+        self.methods, self.handle = methods, handle
+
+    async def __call__(self, scope, receive, send) -> None:
+        request = Request(scope, receive)
+        if request.method in self.methods:
+            answer = await self.handle(request)
+        else:
+            answer = _error(405, "method", request.method, " or ".join(self.methods))
+            answer.headers["Allow"] = ", ".join(self.methods)
+        await answer(scope, receive, send)
+
+
 def routes(get_pool: Callable[[], RunPool] = server_pool, frontend: Path = FRONTEND) -> list[Route]:
     """The routes to mount beside the page (st.App(..., routes=routes()))."""
     # async handlers run on the event loop itself: each takes a run's lock only to copy its state, for
     # microseconds, and a thread-pool hop would cost more than the answer
     return [
-        Route(LIVE_PATH, live_handler(get_pool), methods=["GET"]),
-        Route(BYE_PATH, bye_handler(get_pool), methods=["POST"]),
-        Route(STATIC_PATH + "/{name}", static_handler(static_files(frontend)), methods=["GET"]),
+        Route(LIVE_PATH, Only(("GET", "HEAD"), live_handler(get_pool))),
+        Route(BYE_PATH, Only(("POST",), bye_handler(get_pool))),
+        Route(STATIC_PATH + "/{name}", Only(("GET", "HEAD"), static_handler(static_files(frontend)))),
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 from dataclasses import fields
@@ -23,9 +24,18 @@ from fitcore.train import Control
 from fitcore.view.results import result_dict
 
 
+def _count(text: str) -> int:
+    """--print-every's value: ASCII digits only, as every number fitcore reads (int() also takes "١٢")."""
+    if not re.fullmatch(r"[+-]?[0-9]{1,18}", text.strip(" ")):
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: an integer 1 or more")
+    return int(text)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         """Bad flags: one line on stderr and exit status 2, like every other bad input."""
+        # argparse quotes the words as typed: a line break or control character among them is escaped
+        message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
         self.exit(2, f"fitcore: error: {message} (see python -m fitcore --help)\n")
 
 
@@ -69,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_training_flags(p)
     p.add_argument(
         "--print-every",
-        type=int,
+        type=_count,
         default=1,
         help="print the lines of the first step, every Nth after it and the last (default 1)",
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import re
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
@@ -40,6 +41,9 @@ MAX_VALUE = 1_000_000
 # every fit diverges long before this; from about 3.4e37 (Adam's first step is lr / 0.1) float32 cannot hold
 # the step and torch raises instead, so the run would fail rather than diverge
 MAX_LR = 1e30
+# the most rows a tensor can have (torch's sizes are int64); beyond it the memory estimate in MiB would not
+# even fit in a float
+MAX_ROWS = 2**63 - 1
 # Rows gathered by one index_select (fitcore.data.epoch_batches): one over many batches' rows is cheaper per
 # row than one per batch (docs/performance.md says by how much), while holding at most this many rows more
 # than the data itself.
@@ -99,8 +103,9 @@ class FitConfig:
         known = {f.name for f in fields(cls)}
         kwargs = {}
         for name, raw in values.items():
-            if name not in known:
-                raise ConfigError(name, raw, "one of " + ", ".join(sorted(known)))
+            if name not in known:  # named as given, or by its repr where it would break the line
+                shown = name if isinstance(name, str) and name.isprintable() else repr(name)
+                raise ConfigError(shown, raw, "one of " + ", ".join(sorted(known)))
             kwargs[name] = _PARSERS[name](name, raw)
         return cls(**kwargs)
 
@@ -121,6 +126,24 @@ class Limits:
 # Parsing raw values into typed fields.
 
 
+# Numbers as text are read in ASCII only, and the same way by the CLI, a link and the page: Python's int()
+# and float() would also take "١٢" (12), full-width "１", "1_000" and surrounding Unicode spaces, so that a
+# value could mean a number here and be refused where the same text is read by a stricter reader.
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_FLOAT_TEXT = re.compile(  # nan and inf are read, so that validate() refuses them as not finite, by name
+    r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:nan|inf|infinity)", re.IGNORECASE
+)
+_SPACE = " \t\n\r\f\v"  # ASCII white space, stripped from text around a value
+_WEIGHTS_SEPARATOR = re.compile(r"[,\s]+", re.ASCII)
+
+
+def _text(field: str, raw: Any, allowed: str) -> str:
+    try:
+        return str(raw)
+    except ValueError:  # an int (or a container of one) of more digits than Python turns into text
+        raise ConfigError(field, raw, allowed) from None
+
+
 def _parse_int(field: str, raw: Any) -> int:
     if isinstance(raw, bool):
         raise ConfigError(field, raw, "an integer")
@@ -130,15 +153,13 @@ def _parse_int(field: str, raw: Any) -> int:
         if math.isfinite(raw) and raw == int(raw):
             return int(raw)
         raise ConfigError(field, raw, "an integer")
-    text = str(raw).strip()
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        value = float(text)
-    except ValueError:
-        raise ConfigError(field, raw, "an integer") from None
+    text = _text(field, raw, "an integer").strip(_SPACE)
+    if _INT_TEXT.fullmatch(text):
+        try:
+            return int(text)
+        except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits())
+            raise ConfigError(field, raw, "an integer") from None
+    value = float(text) if _FLOAT_TEXT.fullmatch(text) else math.nan  # "2e3", "200.0"
     if math.isfinite(value) and value == int(value):
         return int(value)
     raise ConfigError(field, raw, "an integer")
@@ -147,15 +168,29 @@ def _parse_int(field: str, raw: Any) -> int:
 def _parse_float(field: str, raw: Any) -> float:
     if isinstance(raw, bool):
         raise ConfigError(field, raw, "a number")
+    if isinstance(raw, str):
+        text = raw.strip(_SPACE)
+        if not _FLOAT_TEXT.fullmatch(text):
+            raise ConfigError(field, raw, "a number")
+        return float(text)  # "1e999" is inf, refused by validate() as not finite
     try:
-        return float(str(raw).strip()) if isinstance(raw, str) else float(raw)
-    except (TypeError, ValueError):
+        return float(raw)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float's range
         raise ConfigError(field, raw, "a number") from None
+
+
+def parse_number(field: str, raw: str, kind: type) -> int | float:
+    """Text read as an int in ASCII digits alone (no "1e3") or as a float the way the fields read one."""
+    if kind is float:
+        return _parse_float(field, raw)
+    if not _INT_TEXT.fullmatch(raw.strip(_SPACE)):
+        raise ConfigError(field, raw, "an integer")
+    return _parse_int(field, raw)
 
 
 def _parse_weights(field: str, raw: Any) -> tuple[float, ...]:
     if isinstance(raw, str):
-        parts = [p for p in raw.replace(",", " ").split() if p]
+        parts = [p for p in _WEIGHTS_SEPARATOR.split(raw) if p]
     elif isinstance(raw, (list, tuple)):
         parts = list(raw)
     else:
@@ -171,7 +206,7 @@ def _parse_weights(field: str, raw: Any) -> tuple[float, ...]:
 def _parse_bool(field: str, raw: Any) -> bool:
     if isinstance(raw, bool):
         return raw
-    text = str(raw).strip().lower()
+    text = _text(field, raw, "true or false").strip(_SPACE).lower()
     if text in ("1", "true", "yes", "on"):
         return True
     if text in ("0", "false", "no", "off"):
@@ -180,7 +215,7 @@ def _parse_bool(field: str, raw: Any) -> bool:
 
 
 def _parse_str(field: str, raw: Any) -> str:
-    return str(raw).strip().lower()
+    return _text(field, raw, "text").strip().lower()
 
 
 def _parse_text(field: str, raw: Any) -> str:
@@ -323,6 +358,8 @@ def validate(
 
     # 2. sizes and schedule
     _check_int("data_size", cfg.data_size, 1, limits.max_data_size)
+    if cfg.data_size > MAX_ROWS:
+        raise ConfigError("data_size", cfg.data_size, f"at most {MAX_ROWS} rows (torch's sizes are int64)")
     _check_int("batch_size", cfg.batch_size, 1, cfg.data_size, " (the data size)")
     _check_int("epochs", cfg.epochs, 1, limits.max_epochs)
     if limits.max_steps is not None and cfg.total_steps > limits.max_steps:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import torch
@@ -9,6 +10,8 @@ import torch
 from fitcore.errors import ConfigError
 
 MAX_VIRTUAL = 8
+# a count or a GPU index: ASCII digits only (str.isdigit() also takes "²", which int() refuses, and "٣")
+INDEX_PATTERN = re.compile(r"[0-9]{1,4}")
 EMULATED = "emulated on CPU"
 
 
@@ -114,7 +117,7 @@ def parse_devices(spec: str, gpus: list[GPU] | None = None) -> DevicePlan:
         return _virtual_on_gpu(spec, text, gpus, allowed)
     if text.startswith("virtual:"):
         k = text.split(":", 1)[1]
-        if not k.isdigit() or not 1 <= int(k) <= MAX_VIRTUAL:
+        if not INDEX_PATTERN.fullmatch(k) or not 1 <= int(k) <= MAX_VIRTUAL:
             raise ConfigError("devices", spec, allowed)
         k = int(k)
         return DevicePlan("virtual", f"virtual:{k}", tuple(virtual_label(i) for i in range(k)))
@@ -125,7 +128,7 @@ def parse_devices(spec: str, gpus: list[GPU] | None = None) -> DevicePlan:
             ids = [g.index for g in gpus]
         else:
             parts = text.split(":", 1)[1].split(",")
-            if not all(p.isdigit() for p in parts):
+            if not all(INDEX_PATTERN.fullmatch(p) for p in parts):
                 raise ConfigError("devices", spec, allowed)
             ids = [int(p) for p in parts]
         known = {g.index for g in gpus}
@@ -146,9 +149,9 @@ def _virtual_on_gpu(spec: str, text: str, gpus: list[GPU], allowed: str) -> Devi
         allowed = f"virtual:K@cuda:i with K from 1 to {MAX_VIRTUAL} and i from 0 to {len(gpus) - 1}"
     k, _, host = text[len("virtual:") :].partition("@")
     index = host[len("cuda:") :] if host.startswith("cuda:") else ""
-    if not gpus or not (k.isdigit() and 1 <= int(k) <= MAX_VIRTUAL):
+    if not gpus or not (INDEX_PATTERN.fullmatch(k) and 1 <= int(k) <= MAX_VIRTUAL):
         raise ConfigError("devices", spec, allowed)
-    if not index.isdigit() or int(index) not in {g.index for g in gpus}:
+    if not INDEX_PATTERN.fullmatch(index) or int(index) not in {g.index for g in gpus}:
         raise ConfigError("devices", spec, allowed)
     k, host = int(k), f"cuda:{int(index)}"
     labels = tuple(virtual_label(i, host) for i in range(k))

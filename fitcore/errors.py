@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 
@@ -14,4 +15,12 @@ class ConfigError(ValueError):
 
     def named(self, name: str) -> str:
         """The message with the field called `name`: the page's label ("Batch size"), the CLI's flag."""
-        return f"{name}: got {self.value!r}; allowed: {self.allowed}"
+        return f"{name}: got {_shown(self.value)}; allowed: {self.allowed}"
+
+
+def _shown(value: Any) -> str:
+    try:
+        return repr(value)
+    except ValueError:  # an int (or a container of one) of more digits than Python turns into text
+        digits = f"an integer of more than {sys.get_int_max_str_digits()} digits"
+        return digits if isinstance(value, int) else f"a {type(value).__name__} holding {digits}"

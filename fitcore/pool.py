@@ -10,7 +10,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
-from fitcore.config import MAX_FEATURES, ConfigError, FitConfig, Limits, validate
+from fitcore.config import MAX_FEATURES, ConfigError, FitConfig, Limits, parse_number, validate
 from fitcore.runner import Run, Snapshot
 from fitcore.train import warm_up
 
@@ -41,9 +41,9 @@ class PoolSettings:
             if raw in (None, ""):
                 return default
             allowed = f"a positive {kind.__name__}" + (f" up to {most}" if most is not None else "")
-            try:
-                value = kind(raw)
-            except ValueError:
+            try:  # ASCII digits only, as every number fitcore reads (int() would also take "١٢")
+                value = parse_number(name, raw, kind)
+            except ConfigError:
                 raise ConfigError(name, raw, allowed) from None
             if not value > 0 or (most is not None and value > most):
                 raise ConfigError(name, raw, allowed)

@@ -1,4 +1,5 @@
-"""Generic fixtures: a clock that moves only when told to; a check that no fitcore thread outlives a test.
+"""Generic fixtures: a clock that moves only when told to; a check that no fitcore thread outlives a test;
+the Hypothesis profile of the property tests (tests/test_fuzz.py).
 
 The clock and `wait_for` live in tests/helpers.py, which test modules import (a conftest is not importable
 by name in every pytest import mode).
@@ -9,8 +10,14 @@ from __future__ import annotations
 import threading
 
 import pytest
+from hypothesis import settings
 
 from tests.helpers import FakeClock
+
+# The same examples on every run and every machine, and no example database written into the tree: a
+# property test that fails in CI fails the same way here. Each test bounds its own number of examples.
+settings.register_profile("fitcore", database=None, derandomize=True, deadline=None)
+settings.load_profile("fitcore")
 
 
 @pytest.fixture

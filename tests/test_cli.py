@@ -210,7 +210,12 @@ BAD_INPUT = [
     ),
     (["--data-size", "10000000000000"], "--data-size: got 10000000000000; allowed: at most"),
     (["--print-every", "0"], "--print-every: got 0; allowed: an integer 1 or more"),
-    (["--print-every", "x"], "argument --print-every: invalid int value: 'x'"),
+    (["--print-every", "x"], "argument --print-every: got 'x'; allowed: an integer 1 or more"),
+    (["--print-every", "١"], "argument --print-every: got '١'; allowed: an integer 1 or more"),
+    (["--epochs", "١٢"], "--epochs: got '١٢'; allowed: an integer"),  # int() reads it as 12
+    (["--lr", "１"], "--lr: got '１'; allowed: a number"),  # full-width: float() reads it as 1.0
+    (["--seed", "1_000"], "--seed: got '1_000'; allowed: an integer"),
+    (["--devices", "virtual:²"], "--devices: got 'virtual:²'; allowed: cpu, virtual:K"),  # was a traceback
     (["--weights"], "argument --weights: expected at least one argument"),
     (["--foo"], "unrecognized arguments: --foo"),
     (["--shuffle"], "unrecognized arguments: --shuffle"),

@@ -334,7 +334,7 @@ def test_environment_sets_the_bounds(make_pool):
     assert pool.counts()["kept"] == 0
 
 
-@pytest.mark.parametrize("raw", ["0", "-1", "abc", "nan", "1.5e", " "])
+@pytest.mark.parametrize("raw", ["0", "-1", "abc", "nan", "1.5e", " ", "١٢", "１", "1_000"])
 @pytest.mark.parametrize("name", ["FITCORE_MAX_ACTIVE_RUNS", "FITCORE_IDLE_TIMEOUT", "FITCORE_MAX_DATA_SIZE"])
 def test_bad_environment_names_the_variable(name, raw):
     with pytest.raises(ConfigError) as err:
@@ -536,7 +536,7 @@ BAD_CLI = [
     (["--strategy=ddp", "--workers=1e30"], "workers", "from 1 to 8"),
     (["--strategy=ddp", "--workers=4", "--data-size=3", "--batch-size=3"], "workers", "from 1 to 3"),
     (["--print-every=0"], "print_every", "an integer 1 or more"),
-    (["--print-every=abc"], "--print-every", "invalid int value"),
+    (["--print-every=abc"], "--print-every", "got 'abc'; allowed: an integer 1 or more"),
     (["--bias"], "--bias", "expected one argument"),
     (["--weights"], "--weights", "expected at least one argument"),
     (["--no-such-flag=1"], "--no-such-flag", "unrecognized arguments"),
