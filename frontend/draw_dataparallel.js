@@ -53,7 +53,8 @@ function drawScatter(ctx, group) {
       "scatter", { live, faint: !live });
     if (live) {
       const b = bytesOf(group, box.device);
-      arrowLabel(ctx, (x0 + box.cx) / 2, (y0 + box.y) / 2, b ? formatBytes(b) : tr("live.dp.stays"), "scatter");
+      const text = b ? formatBytes(b) : tr("live.dp.stays");
+      arrowLabel(ctx, (x0 + box.cx) / 2, (y0 + box.y) / 2, text, "scatter");
       ctx.boxState[box.index].glow = colours.scatter;
     }
   }
@@ -156,8 +157,10 @@ function drawBackward(ctx, group) {
 function drawReduce(ctx, group) {
   const live = ctx.now("reduce");
   const boxes = busyBoxes(ctx);
-  if (boxes.length) chip(ctx.boxState[boxes[0].index], tr("live.dp.chip_sum", { n: boxes.length }), colours.reduce,
-    { fresh: live });
+  if (boxes.length) {
+    const sum = tr("live.dp.chip_sum", { n: boxes.length });
+    chip(ctx.boxState[boxes[0].index], sum, colours.reduce, { fresh: live });
+  }
   if (!live) return;
   ctx.boxState[0].glow = colours.reduce;
   if (boxes.length < 2) return;
@@ -190,8 +193,10 @@ export default {
     loss: drawLoss, backward: drawBackward, reduce: drawReduce, optimizer: drawOptimizer,
   },
   drawTop,
-  rowLabels: (pic) => ({ batch: tr("live.dp.row_batch", { shape: shape(pic.input_shape), device: pic.first_device }),
-                         out: tr("live.dp.row_out", { shape: shape(pic.output_shape) }) }),
+  rowLabels: (pic) => ({
+    batch: tr("live.dp.row_batch", { shape: shape(pic.input_shape), device: pic.first_device }),
+    out: tr("live.dp.row_out", { shape: shape(pic.output_shape) }),
+  }),
   marksFirst: true,
   showsIds: true,
   footer: (pic) => tr("live.dp.footer", { device: pic.first_device }),

@@ -16,7 +16,8 @@ const phaseText = {
   forward: () => tr("live.ddp.forward"),
   loss: () => tr("live.ddp.loss"),
   backward: () => tr("live.ddp.backward"),
-  allreduce: (p, g) => tr("live.ddp.allreduce", { bytes: formatBytes(g.entries[0] ? g.entries[0].bytes : 0) }),
+  allreduce: (p, g) => tr("live.ddp.allreduce",
+    { bytes: formatBytes(g.entries[0] ? g.entries[0].bytes : 0) }),
   optimizer: () => tr("live.ddp.optimizer"),
 };
 
@@ -72,7 +73,8 @@ function drawLoss(ctx) {
   const live = ctx.now("loss");
   for (const box of busyBoxes(ctx)) {
     const loss = box.device.loss;
-    ctx.boxState[box.index].note = tr("live.picture.loss", { loss: isNum(loss) ? formatNumber(loss) : "–" });
+    const value = isNum(loss) ? formatNumber(loss) : "–";
+    ctx.boxState[box.index].note = tr("live.picture.loss", { loss: value });
     if (live) ctx.boxState[box.index].glow = colours.loss;
   }
 }
@@ -80,8 +82,8 @@ function drawLoss(ctx) {
 function drawBackward(ctx) {
   const live = ctx.now("backward");
   for (const box of busyBoxes(ctx)) {
-    chip(ctx.boxState[box.index], ctx.done("allreduce") ? tr("live.ddp.chip_avg") : "∇W, ∇b", colours.backward,
-      { fresh: live });
+    const text = ctx.done("allreduce") ? tr("live.ddp.chip_avg") : "∇W, ∇b";
+    chip(ctx.boxState[box.index], text, colours.backward, { fresh: live });
     if (live) ctx.boxState[box.index].glow = colours.backward;
   }
 }

@@ -211,7 +211,8 @@ function drawDeviceBox(ctx, box, mark) {
   } else if (drawer.showsIds) {
     const ids = (d.ids || []).map(String);
     const prefix = `${tr("live.box.ids")} `;
-    label(g, x, y, prefix + fitList(ids, inner - textWidth(prefix, 14), 14, ""), { size: 14, fill: "#495057" });
+    label(g, x, y, prefix + fitList(ids, inner - textWidth(prefix, 14), 14, ""),
+      { size: 14, fill: "#495057" });
   }
   drawChips(g, box, mark.chips);
 }

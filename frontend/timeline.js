@@ -54,7 +54,8 @@ function drawGantt(svg, pic, groups, phase, width, total, drawer) {
       const fields = { phase: phaseName(drawer, group.name), device: entry.device || pic.first_device,
                        duration: formatSeconds(entry.duration), start: formatSeconds(entry.start),
                        bytes: formatBytes(entry.bytes) };
-      rect.append(svgEl("title", {}, tr(entry.bytes ? "live.timeline.hover_bytes" : "live.timeline.hover", fields)));
+      const hover = tr(entry.bytes ? "live.timeline.hover_bytes" : "live.timeline.hover", fields);
+      rect.append(svgEl("title", {}, hover));
       svg.append(rect);
     }
   });
@@ -76,12 +77,14 @@ function renderBytes(container, pic, groups, drawer) {
     const row = el("div", "fl-bytes-row");
     const key = el("span", "fl-key");
     key.style.background = phaseColour(drawer, group.name);
-    row.append(key, el("span", "", phaseName(drawer, group.name)), el("span", "fl-num", formatBytes(group.bytes)));
+    row.append(key, el("span", "", phaseName(drawer, group.name)),
+      el("span", "fl-num", formatBytes(group.bytes)));
     list.append(row);
   }
   if (!list.childElementCount) list.append(el("div", "", tr("live.bytes.nothing")));
   container.append(list);
   const b = pic.bytes || {};
   const totals = { dataparallel: formatBytes(b.dataparallel), ddp: formatBytes(b.ddp) };
-  container.append(el("div", "fl-bytes-total", tr(would ? "live.bytes.total_would" : "live.bytes.total", totals)));
+  const total = tr(would ? "live.bytes.total_would" : "live.bytes.total", totals);
+  container.append(el("div", "fl-bytes-total", total));
 }
