@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from fitcore import api, live, strategies
+from fitcore import api, i18n, live, strategies
 from fitcore.config import MAX_WORKERS, OPTIMIZERS, ConfigError, FitConfig
 from fitcore.devices import MAX_VIRTUAL, cuda_gpus
 from fitcore.events import Status
@@ -562,6 +562,8 @@ def live_data(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> dict:
         "queued_poll_ms": QUEUED_POLL_MS,
         "smoothing": float(ss.smoothing),
         "overlay": live.json_safe(overlay),
+        "lang": i18n.current(),  # the live view's language, and its words in it (frontend/i18n.js)
+        "texts": i18n.browser_texts("live."),
     }
 
 

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from fitcore import strategies
 from fitcore.config import FitConfig
 from fitcore.events import Step
+from fitcore.i18n import t
 from fitcore.phases import step_bytes
 from fitcore.runner import Snapshot
 from fitcore.view.common import parameter_names
@@ -48,7 +49,7 @@ def json_safe(value: Any) -> Any:
 
 def run_title(snap: Snapshot, number: int | None = None) -> str:
     """ "Run 2 · DataParallel · virtual:3": how the page names a run, in its legend and overlay too."""
-    name = f"Run {number}" if number else snap.run_id
+    name = t("live.run.title", n=number) if number else snap.run_id
     return f"{name} · {strategies.of(snap).label} · {snap.config.devices}"
 
 
@@ -82,9 +83,10 @@ def short_label(label: str) -> str:
 
 
 def emulated_on(label: str) -> str:
-    """ "the CPU" or "cuda:0": where an emulated device's replicas run, from its label."""
+    """ "the CPU" or "cuda:0": where an emulated device's replicas run, from its label (in the current
+    language: the payload is made for one page)."""
     on = label.partition(" (emulated on ")[2].rstrip(")")
-    return "the CPU" if on in ("", "CPU") else on
+    return t("live.picture.cpu") if on in ("", "CPU") else on
 
 
 def _picture(cfg: FitConfig, step: Step, labels: Sequence[str], emulated: bool, when: float | None) -> dict:

@@ -5,6 +5,7 @@
 
 import { COLOURS, FONT, clear, el, fitText, textWidth } from "./dom.js";
 import { formatNumber, isNum } from "./format.js";
+import { tr } from "./words.js";
 import {
   divergenceStep, forLogAxis, lastStepOf, logDomain, paramCaps, paramDomain, paramSeries, positive,
   smoothLog, thin,
@@ -23,15 +24,16 @@ const CONFIG = {
   modeBarButtons: [["toImage", "zoom2d", "pan2d", "resetScale2d"]],
 };
 
-export function chartFigure(title) {
+// `name` names the PNG download ("fitcore-loss-per-step.png"); the heading's words come with the texts.
+export function chartFigure(name) {
   const figure = el("figure", "fl-chart");
   const caption = el("figcaption", "fl-chart-head");
-  const heading = el("span", "fl-chart-title", title);
+  const heading = el("span", "fl-chart-title");
   const legend = el("span", "fl-legend");
   caption.append(heading, legend);
   const plot = el("div", "fl-plot");
   figure.append(caption, plot);
-  return { figure, legend, plot, title, drawn: null };
+  return { figure, heading, legend, plot, name, drawn: null };
 }
 
 // ---------------------------------------------------------------- plotly, once per page
@@ -79,7 +81,7 @@ function ensurePlotly(state) {
   }, (error) => {
     state.charts.loading = false;
     for (const fig of [state.dom.lossFig, state.dom.paramFig]) {
-      fig.plot.textContent = `the charts need plotly.js: ${error.message}`;
+      fig.plot.textContent = tr("live.chart.no_plotly", { error: error.message });
     }
   });
 }
@@ -121,7 +123,7 @@ function update(Plotly, fig, chart) {
   const whole = chart.full();
   const draw = fig.drawn ? Plotly.react : Plotly.newPlot;
   draw(fig.plot, whole.traces, whole.layout, { ...CONFIG, toImageButtonOptions: {
-    filename: `fitcore-${fig.title.toLowerCase().replaceAll(" ", "-")}`, scale: 2 } });
+    filename: `fitcore-${fig.name}`, scale: 2 } });
   fig.drawn = { ...whole.drawn, key: chart.key };
 }
 
@@ -144,7 +146,7 @@ function layout(state, width, xr, yaxis, extras) {
     hoverlabel: { bgcolor: "#ffffff", bordercolor: "#adb5bd", namelength: -1, font: { family: FONT, size: 14, color: "#111418" } },
     xaxis: { range: xr, showline: true, linecolor: AXIS, gridcolor: GRID, zeroline: false, ticks: "",
              nticks: Math.max(3, Math.floor((width - MARGIN.l - MARGIN.r) / 60)), hoverformat: "d",
-             unifiedhovertitle: { text: "step %{x}" } },
+             unifiedhovertitle: { text: tr("live.chart.hover_step", { step: "%{x}" }) } },
     yaxis: { showline: true, linecolor: AXIS, gridcolor: GRID, zeroline: false, ticks: "", ...yaxis },
     ...extras,
   };
@@ -160,7 +162,8 @@ function marks(xr, diverged, empty) {
     const right = (diverged - xr[0]) / (xr[1] - xr[0] || 1) < 0.6;
     annotations.push({ xref: "x", yref: "paper", x: diverged, y: 1, yanchor: "top", showarrow: false,
                        xanchor: right ? "left" : "right", xshift: right ? 6 : -6, bgcolor: "#ffffff",
-                       text: `<b>diverged at step ${diverged}</b>`, font: { color: DIVERGED, size: 14 } });
+                       text: `<b>${tr("live.chart.diverged_at", { step: diverged })}</b>`,
+                       font: { color: DIVERGED, size: 14 } });
   }
   if (empty) {
     annotations.push({ xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false, text: empty,
@@ -188,13 +191,16 @@ function lossChart(state, width) {
       const raw = forLogAxis(state.loss);
       const traces = overlay.map((o, i) => line(thin(forLogAxis(o.loss), COLUMNS, xr), o.label,
         COLOURS[(i + 1) % COLOURS.length], { width: 1.5, dash: "6px,4px" }));
-      if (weight > 0) traces.push(line(thin(raw, COLUMNS, xr), "loss", RAW_COLOUR, { width: 1.5 }));
+      if (weight > 0) {
+        traces.push(line(thin(raw, COLUMNS, xr), tr("live.chart.loss.raw"), RAW_COLOUR, { width: 1.5 }));
+      }
       const shown = thin(smoothLog(raw, weight, carry), COLUMNS, xr);
-      traces.push(line(shown, weight > 0 ? `${own} (smoothed)` : own, COLOURS[0], { width: 3 }));
+      traces.push(line(shown, weight > 0 ? tr("live.chart.loss.smoothed", { run: own }) : own, COLOURS[0],
+        { width: 3 }));
       // a log axis's range is in decades; a tick every `every` decades leaves room for its label
       const every = Math.max(1, Math.ceil((hi - lo) / Math.max(2, Math.floor((CHART_H - 40) / 26))));
       const yaxis = { type: "log", range: [lo, hi], dtick: every, tick0: 0, exponentformat: "power" };
-      const empty = state.loss.length ? "" : "the loss of every step appears here";
+      const empty = state.loss.length ? "" : tr("live.chart.loss.empty");
       return { traces, layout: layout(state, width, xr, yaxis, marks(xr, diverged, empty)),
                drawn: { count: state.loss.length, length: shown.length, carry } };
     },
@@ -230,8 +236,9 @@ function paramChart(state, width) {
       const traces = names.map((name, i) => {
         const trace = line(thin(paramSeries(state.params, i, caps), COLUMNS, xr), name,
           COLOURS[i % COLOURS.length], { hover: ".5~g" });
-        const refs = [["true", state.trueValues[i]], ["least squares", state.lstsq && state.lstsq[i]]]
-          .filter(([, v]) => isNum(v)).map(([what, v]) => `${what} ${formatNumber(v)}`);
+        const refs = [["live.chart.hover_true", state.trueValues[i]],
+          ["live.chart.hover_lstsq", state.lstsq && state.lstsq[i]]]
+          .filter(([, v]) => isNum(v)).map(([key, v]) => tr(key, { value: formatNumber(v) }));
         if (refs.length) trace.hovertemplate = `%{y:.5~g}  (${refs.join(", ")})`;
         return trace;
       });
@@ -262,7 +269,7 @@ function paramChart(state, width) {
 // ---------------------------------------------------------------- legends, above the charts
 
 function ownName(state) {
-  return state.run ? state.run.label || state.run.id || "this run" : "this run";
+  return (state.run && (state.run.label || state.run.id)) || tr("live.chart.this_run");
 }
 
 function lossLegend(state) {
@@ -275,14 +282,17 @@ function lossLegend(state) {
 
 function paramLegend(state) {
   const entries = paramNames(state).map((name, i) => ({ text: name, colour: COLOURS[i % COLOURS.length] }));
-  entries.push({ text: "true", colour: "#495057", dash: true });
-  if (state.lstsq) entries.push({ text: "least squares", short: "lstsq", colour: "#495057", dot: true });
+  entries.push({ text: tr("live.chart.legend_true"), colour: "#495057", dash: true });
+  if (state.lstsq) {
+    entries.push({ text: tr("live.chart.legend_lstsq"), short: tr("live.chart.legend_lstsq_short"),
+                   colour: "#495057", dot: true });
+  }
   return entries;
 }
 
 function renderLegend(fig, entries, width) {
   const container = fig.legend;
-  const room = width - textWidth(fig.title, 16, 700) - 16;
+  const room = width - textWidth(fig.heading.textContent, 16, 700) - 16;
   clear(container);
   let used = 0;
   for (let i = 0; i < entries.length; i++) {
@@ -295,7 +305,7 @@ function renderLegend(fig, entries, width) {
     }
     const more = i < entries.length - 1 ? 64 : 0;  // keep room for "+N more" unless this is the last
     if (i > 0 && used + w > room - more) {
-      container.append(el("span", "fl-legend-more", `+${entries.length - i} more`));
+      container.append(el("span", "fl-legend-more", tr("live.chart.legend_more", { n: entries.length - i })));
       break;
     }
     const item = el("span", "fl-legend-item");

@@ -3,6 +3,7 @@
 
 import { fitList, fitText, label, svgEl, textWidth } from "./dom.js";
 import { formatBytes, formatNumber, isNum, shape } from "./format.js";
+import { tr } from "./words.js";
 import {
   SIDE, arrow, arrowLabel, busy, busyBoxes, bytesOf, chip, segmentBar,
 } from "./picture.js";
@@ -13,16 +14,19 @@ const colours = {
 };
 
 const phaseText = {
-  scatter: (p) => `scatter: the batch ${shape(p.input_shape)} is cut into ${busy(p).length} chunks, `
-    + `copied from ${p.first_device}`,
-  replicate: (p) => `replicate: W, b copied from ${p.first_device} to every busy device`,
-  parallel_apply: (p) => `parallel_apply: ${busy(p).length} replicas run their chunks at once`,
-  gather: (p) => `gather: outputs copied to ${p.first_device} → ${shape(p.output_shape)}`,
-  loss: (p) => `loss on ${p.first_device}: ${formatNumber(p.loss)}`,
-  backward: () => "backward: output gradients go back, every replica computes ∇W, ∇b",
-  reduce: (p) => `reduce: the replicas' gradients are summed on ${p.first_device}`,
-  optimizer: (p) => `optimizer step on ${p.first_device}; the replicas are thrown away`,
+  scatter: (p) => tr("live.dp.scatter", { shape: shape(p.input_shape), n: busy(p).length,
+                                          device: p.first_device }),
+  replicate: (p) => tr("live.dp.replicate", { device: p.first_device }),
+  parallel_apply: (p) => tr("live.dp.parallel_apply", { n: busy(p).length }),
+  gather: (p) => tr("live.dp.gather", { device: p.first_device, shape: shape(p.output_shape) }),
+  loss: (p) => tr("live.dp.loss", { device: p.first_device, loss: formatNumber(p.loss) }),
+  backward: () => tr("live.dp.backward"),
+  reduce: (p) => tr("live.dp.reduce", { device: p.first_device }),
+  optimizer: (p) => tr("live.dp.optimizer", { device: p.first_device }),
 };
+
+// The pills' and the timeline's names of the phases that are not torch's own names.
+const names = { loss: "live.phase.loss", backward: "live.phase.backward", optimizer: "live.phase.optimizer" };
 
 // The batch lives on the first device before the scatter: its rows' ids, cut as tensor.chunk cuts them.
 function drawTop(ctx) {
@@ -49,7 +53,8 @@ function drawScatter(ctx, group) {
       "scatter", { live, faint: !live });
     if (live) {
       const b = bytesOf(group, box.device);
-      arrowLabel(ctx, (x0 + box.cx) / 2, (y0 + box.y) / 2, b ? formatBytes(b) : "stays", "scatter");
+      const text = b ? formatBytes(b) : tr("live.dp.stays");
+      arrowLabel(ctx, (x0 + box.cx) / 2, (y0 + box.y) / 2, text, "scatter");
       ctx.boxState[box.index].glow = colours.scatter;
     }
   }
@@ -61,7 +66,7 @@ function drawReplicate(ctx, group) {
   const boxes = busyBoxes(ctx);
   boxes.forEach((box) => {
     const original = box.index === 0;
-    chip(ctx.boxState[box.index], original ? "W, b" : "W, b copy", colours.replicate,
+    chip(ctx.boxState[box.index], original ? "W, b" : tr("live.dp.chip_copy"), colours.replicate,
       { fresh: live && !original, faded: ctx.done("optimizer") && !original });
   });
   if (!live || boxes.length < 2) return;
@@ -95,7 +100,8 @@ function drawGather(ctx, group) {
       "gather", { live, faint: !live });
     if (live) {
       const b = bytesOf(group, box.device);
-      arrowLabel(ctx, (box.cx + x1) / 2, (box.y + box.h + y) / 2, b ? formatBytes(b) : "stays", "gather");
+      arrowLabel(ctx, (box.cx + x1) / 2, (box.y + box.h + y) / 2, b ? formatBytes(b) : tr("live.dp.stays"),
+        "gather");
     }
   }
   drawOutputBar(ctx);
@@ -111,7 +117,7 @@ function drawOutputBar(ctx) {
     (seg) => fitText(shape(seg.device.output_shape), seg.w - 10, 14), 18);
   const last = layout.segments.filter(Boolean).pop();
   const room = last ? layout.width - SIDE - (last.x + last.w) - 8 : 0;
-  const where = `on ${pic.first_device}`;
+  const where = tr("live.dp.output_on", { device: pic.first_device });
   if (room > textWidth(where, 15, 600)) {
     label(g, layout.width - SIDE, layout.outY + 19, where, { size: 15, weight: 600, anchor: "end" });
   }
@@ -120,7 +126,8 @@ function drawOutputBar(ctx) {
 function drawLoss(ctx) {
   if (ctx.now("loss")) ctx.boxState[0].glow = colours.loss;
   if (ctx.layout.boxes[0] && isNum(ctx.pic.loss)) {
-    chip(ctx.boxState[0], `loss ${formatNumber(ctx.pic.loss)}`, colours.loss, { fresh: ctx.now("loss") });
+    chip(ctx.boxState[0], tr("live.picture.loss", { loss: formatNumber(ctx.pic.loss) }), colours.loss,
+      { fresh: ctx.now("loss") });
   }
 }
 
@@ -141,7 +148,7 @@ function drawBackward(ctx, group) {
   }
   if (live) {
     label(ctx.layer.front, layout.width - SIDE, layout.boxY + layout.boxH + 17,
-      `output gradients back to the replicas: ${formatBytes(group.bytes)}`,
+      tr("live.dp.backward_bytes", { bytes: formatBytes(group.bytes) }),
       { size: 14, weight: 600, anchor: "end", fill: colours.backward, halo: true });
   }
 }
@@ -150,7 +157,10 @@ function drawBackward(ctx, group) {
 function drawReduce(ctx, group) {
   const live = ctx.now("reduce");
   const boxes = busyBoxes(ctx);
-  if (boxes.length) chip(ctx.boxState[boxes[0].index], `Σ∇ of ${boxes.length}`, colours.reduce, { fresh: live });
+  if (boxes.length) {
+    const sum = tr("live.dp.chip_sum", { n: boxes.length });
+    chip(ctx.boxState[boxes[0].index], sum, colours.reduce, { fresh: live });
+  }
   if (!live) return;
   ctx.boxState[0].glow = colours.reduce;
   if (boxes.length < 2) return;
@@ -169,22 +179,25 @@ function drawReduce(ctx, group) {
 function drawOptimizer(ctx) {
   const live = ctx.now("optimizer");
   if (live) ctx.boxState[0].glow = colours.optimizer;
-  chip(ctx.boxState[0], "step ✓", colours.optimizer, { fresh: live });
+  chip(ctx.boxState[0], tr("live.dp.chip_step"), colours.optimizer, { fresh: live });
 }
 
 export default {
   key: "dataparallel",
   title: "DataParallel",
   colours,
+  names,
   phaseText,
   phases: {
     scatter: drawScatter, replicate: drawReplicate, parallel_apply: drawParallelApply, gather: drawGather,
     loss: drawLoss, backward: drawBackward, reduce: drawReduce, optimizer: drawOptimizer,
   },
   drawTop,
-  rowLabels: (pic) => ({ batch: `X ${shape(pic.input_shape)} on ${pic.first_device}`,
-                         out: `outputs ${shape(pic.output_shape)}` }),
+  rowLabels: (pic) => ({
+    batch: tr("live.dp.row_batch", { shape: shape(pic.input_shape), device: pic.first_device }),
+    out: tr("live.dp.row_out", { shape: shape(pic.output_shape) }),
+  }),
   marksFirst: true,
   showsIds: true,
-  footer: (pic) => `★ ${pic.first_device} also does: gather, loss, reduce, step`,
+  footer: (pic) => tr("live.dp.footer", { device: pic.first_device }),
 };

@@ -3,6 +3,7 @@
 
 import { fitList, fitText, label, svgEl, textWidth } from "./dom.js";
 import { formatBytes, formatNumber, isNum } from "./format.js";
+import { tr } from "./words.js";
 import { SIDE, arrow, busyBoxes, chip, deviceColour } from "./picture.js";
 
 const colours = {
@@ -11,13 +12,19 @@ const colours = {
 };
 
 const phaseText = {
-  load: () => "load: every rank reads its own shard (nothing moves between devices)",
-  forward: () => "forward: every rank runs its own rows",
-  loss: () => "loss: every rank computes the loss of its own shard",
-  backward: () => "backward: every rank computes its own gradients",
-  allreduce: (p, g) => `all-reduce: gradients averaged around the ring, ${formatBytes(
-    g.entries[0] ? g.entries[0].bytes : 0)} sent per rank`,
-  optimizer: () => "optimizer: every rank takes the same step",
+  load: () => tr("live.ddp.load"),
+  forward: () => tr("live.ddp.forward"),
+  loss: () => tr("live.ddp.loss"),
+  backward: () => tr("live.ddp.backward"),
+  allreduce: (p, g) => tr("live.ddp.allreduce",
+    { bytes: formatBytes(g.entries[0] ? g.entries[0].bytes : 0) }),
+  optimizer: () => tr("live.ddp.optimizer"),
+};
+
+// The pills' and the timeline's names of the phases that are not torch's own names.
+const names = {
+  load: "live.phase.load", forward: "live.phase.forward", loss: "live.phase.loss",
+  backward: "live.phase.backward", optimizer: "live.phase.optimizer",
 };
 
 // Each rank's shard sits above its own box.
@@ -66,7 +73,8 @@ function drawLoss(ctx) {
   const live = ctx.now("loss");
   for (const box of busyBoxes(ctx)) {
     const loss = box.device.loss;
-    ctx.boxState[box.index].note = `loss ${isNum(loss) ? formatNumber(loss) : "–"}`;
+    const value = isNum(loss) ? formatNumber(loss) : "–";
+    ctx.boxState[box.index].note = tr("live.picture.loss", { loss: value });
     if (live) ctx.boxState[box.index].glow = colours.loss;
   }
 }
@@ -74,7 +82,8 @@ function drawLoss(ctx) {
 function drawBackward(ctx) {
   const live = ctx.now("backward");
   for (const box of busyBoxes(ctx)) {
-    chip(ctx.boxState[box.index], ctx.done("allreduce") ? "avg ∇" : "∇W, ∇b", colours.backward, { fresh: live });
+    const text = ctx.done("allreduce") ? tr("live.ddp.chip_avg") : "∇W, ∇b";
+    chip(ctx.boxState[box.index], text, colours.backward, { fresh: live });
     if (live) ctx.boxState[box.index].glow = colours.backward;
   }
 }
@@ -86,7 +95,7 @@ function drawAllReduce(ctx, group) {
   const { layout } = ctx;
   const yBox = layout.boxY + layout.boxH;
   if (boxes.length < 2) {
-    if (live) label(ctx.layer.front, SIDE, layout.outY + 20, "one rank: nothing to all-reduce",
+    if (live) label(ctx.layer.front, SIDE, layout.outY + 20, tr("live.ddp.one_rank"),
       { size: 15, weight: 600, fill: colours.allreduce });
     return;
   }
@@ -104,7 +113,7 @@ function drawAllReduce(ctx, group) {
   if (live) {
     for (const box of boxes) ctx.boxState[box.index].glow = colours.allreduce;
     const per = group.entries[0] ? group.entries[0].bytes : 0;
-    const text = `all-reduce ring: each rank sends ${formatBytes(per)} = 2·(K−1)/K·(d+1)·itemsize`;
+    const text = tr("live.ddp.ring", { bytes: formatBytes(per) });
     label(ctx.layer.front, (first.cx + last.cx) / 2, yBack + 20, fitText(text, layout.width - 40, 15, 600),
       { size: 15, weight: 600, anchor: "middle", fill: colours.allreduce, halo: true });
   }
@@ -113,7 +122,7 @@ function drawAllReduce(ctx, group) {
 function drawOptimizer(ctx) {
   const live = ctx.now("optimizer");
   for (const box of busyBoxes(ctx)) {
-    chip(ctx.boxState[box.index], "same step ✓", colours.optimizer, { fresh: live });
+    chip(ctx.boxState[box.index], tr("live.ddp.chip_step"), colours.optimizer, { fresh: live });
     if (live) ctx.boxState[box.index].glow = colours.optimizer;
   }
 }
@@ -122,6 +131,7 @@ export default {
   key: "ddp",
   title: "DDP",
   colours,
+  names,
   phaseText,
   phases: {
     load: drawLoad, forward: drawForward, loss: drawLoss, backward: drawBackward, allreduce: drawAllReduce,
@@ -131,5 +141,5 @@ export default {
   boxName,
   marksFirst: false,
   showsIds: false,
-  footer: () => "every rank does the same work; no device gathers",
+  footer: () => tr("live.ddp.footer"),
 };

@@ -11,7 +11,7 @@ export const DRAWERS = {
 
 // A key this page has no drawer for still gets its boxes, rows and phases' names, without arrows.
 const PLAIN = {
-  key: "plain", title: "this strategy", colours: {}, phaseText: {}, phases: {},
+  key: "plain", title: "", colours: {}, phaseText: {}, phases: {},  // the footer says "this strategy"
   marksFirst: false, showsIds: true, footer: () => "",
 };
 

@@ -33,10 +33,6 @@ export function shape(s) {
   return Array.isArray(s) ? `[${s.join(", ")}]` : "";
 }
 
-export function plural(n, word) {
-  return `${n} ${word}${n === 1 ? "" : "s"}`;
-}
-
 // 1, 2, 2.5, 5 × 10^k steps: ticks a reader can add in their head (the timeline's time axis).
 export function niceTicks(lo, hi, count) {
   if (!(hi > lo)) return [lo];

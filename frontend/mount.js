@@ -5,12 +5,14 @@
 // calls the returned cleanup when the component unmounts. So all state lives on `parentElement`
 // (one state per mount), and a rerun updates it instead of building a second poller or DOM.
 //
-// data = {payload, owner, endpoint, bye, poll_ms, queued_poll_ms, smoothing, overlay, plotly}: app.py's
-// live_data; payload is fitcore/live.py's payload with since=0.
+// data = {payload, owner, endpoint, bye, poll_ms, queued_poll_ms, smoothing, overlay, plotly, lang, texts}:
+// app.py's live_data; payload is fitcore/live.py's payload with since=0; texts are the view's words in
+// the page's language (words.js).
 
 import { chartFigure, disposeCharts, renderCharts } from "./charts.js";
 import { el, svgEl } from "./dom.js";
 import { isNum } from "./format.js";
+import { currentLang, setTexts, tr } from "./words.js";
 import {
   clientNowSeconds, isActive, mergePayload, resetRun, startPollingIfActive, stopPolling,
 } from "./poll.js";
@@ -37,7 +39,7 @@ function createState(parentElement) {
   const state = {
     parentElement, disposed: false, setTriggerValue: null,
     endpoint: "/fitcore/live", byeEndpoint: null, pollMs: 400, queuedPollMs: 1000, overlay: [], smoothing: 0,
-    plotlyUrl: PLOTLY_URL, dataVersion: 0,
+    plotlyUrl: PLOTLY_URL, dataVersion: 0, lang: "en",
     run: null, names: [], trueValues: [], lstsq: null, loss: [], params: [],
     picture: null,
     poll: { timer: null, inFlight: false, failures: 0, lastAnswerAt: performance.now(), stopped: true,
@@ -105,10 +107,8 @@ function buildDom(state) {
   const phaseTitle = el("div", "fl-phase-title");
   const controls = el("div", "fl-controls");
   const prev = el("button", "fl-btn", "◀");
-  prev.title = "previous phase";
-  const play = el("button", "fl-btn fl-play", "play");
+  const play = el("button", "fl-btn fl-play");
   const next = el("button", "fl-btn", "▶");
-  next.title = "next phase";
   controls.append(prev, play, next);
   head.append(phaseTitle, controls);
   const pillsRow = el("div", "fl-pills-row");
@@ -116,12 +116,12 @@ function buildDom(state) {
   const stepInfo = el("div", "fl-step-info");
   pillsRow.append(pills, stepInfo);
   const pictureSvg = svgEl("svg", { class: "fl-svg" });
-  const pictureEmpty = el("div", "fl-empty", "The picture of a step appears here once the run has made one.");
+  const pictureEmpty = el("div", "fl-empty");
   picture.append(head, pillsRow, pictureSvg, pictureEmpty);
 
   const charts = el("div", "fl-charts");
-  const lossFig = chartFigure("Loss per step");
-  const paramFig = chartFigure("Parameters per step");
+  const lossFig = chartFigure("loss-per-step");
+  const paramFig = chartFigure("parameters-per-step");
   charts.append(lossFig.figure, paramFig.figure);
 
   const timeline = el("section", "fl-timeline");
@@ -147,9 +147,22 @@ function buildDom(state) {
   };
 }
 
+// The words that do not change with the run; again on every mount, as the language may have changed.
+function labelDom(dom) {
+  dom.prev.title = tr("live.stepper.previous");
+  dom.next.title = tr("live.stepper.next");
+  dom.pictureEmpty.textContent = tr("live.picture.empty");
+  dom.lossFig.heading.textContent = tr("live.chart.loss.title");
+  dom.paramFig.heading.textContent = tr("live.chart.params.title");
+}
+
 // A script rerun brings the whole history again (since=0): it is the truth for what it covers, and any
 // newer points this page already polled are kept on top of it.
 function acceptMountData(state, data) {
+  setTexts(data.texts, data.lang);
+  if (state.lang !== currentLang()) state.dirty = { charts: true, picture: true, timeline: true };
+  state.lang = currentLang();  // polls ask for the run's own words (its status line) in it too
+  labelDom(state.dom);
   if (data.endpoint) state.endpoint = data.endpoint;
   if (data.bye) state.byeEndpoint = data.bye;
   if (data.plotly) state.plotlyUrl = data.plotly;
@@ -202,10 +215,11 @@ function renderStatus(state) {
   const status = run ? run.status : "idle";
   dom.root.dataset.status = status;
   dom.root.dataset.kind = run ? run.kind || "info" : "info";
-  const badges = { paused: "Paused", queued: "Queued", diverged: "Diverged", failed: "Failed" };
+  const badges = { paused: tr("live.badge.paused"), queued: tr("live.badge.queued"),
+                   diverged: tr("live.badge.diverged"), failed: tr("live.badge.failed") };
   dom.badge.textContent = badges[status] || "";
   dom.badge.hidden = !badges[status];
-  dom.statusText.textContent = run ? run.status_line || status : "No run yet: start one from the controls.";
+  dom.statusText.textContent = run ? run.status_line || status : tr("live.status.no_run");
   const fraction = run && run.total_steps ? Math.min(1, (run.step || 0) / run.total_steps) : 0;
   dom.progressFill.style.width = `${(fraction * 100).toFixed(2)}%`;
   renderConnection(state);
@@ -215,9 +229,9 @@ function renderConnection(state) {
   if (state.disposed) return;
   const conn = state.dom.conn;
   if (state.poll.gone) {
-    conn.textContent = "this run is no longer on the server";
+    conn.textContent = tr("live.connection.gone");
   } else if (isActive(state) && performance.now() - state.poll.lastAnswerAt > LOST_AFTER_MS) {
-    conn.textContent = "connection lost, retrying…";
+    conn.textContent = tr("live.connection.lost");
   } else {
     conn.textContent = "";
   }

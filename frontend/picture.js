@@ -6,6 +6,8 @@
 //   key          the strategy's drawer key, as the payload's picture.drawer names it
 //   title        the strategy's name in the footer ("bytes as DataParallel on GPUs")
 //   colours      {phase name: colour}
+//   names        optional {phase name: its live.json key}, for a phase whose name is not a code name
+//                ("loss"); scatter, gather ... stay as torch names them
 //   phaseText    {phase name: (picture, group) => the phase's title line}
 //   phases       {phase name: (ctx, group) => marks and, while it is the current phase, arrows}
 //   drawTop      (ctx) => what sits above the boxes (a batch, or each rank's shard)
@@ -16,7 +18,8 @@
 //   footer       (picture) => the footer's left line
 
 import { COLOURS, clear, fitList, fitText, label, svgEl, textWidth } from "./dom.js";
-import { isNum, plural, shape } from "./format.js";
+import { isNum, shape } from "./format.js";
+import { tr, trCount } from "./words.js";
 
 export const SIDE = 6;
 const BOX_GAP = 10;
@@ -24,6 +27,12 @@ const NEUTRAL = "#495057";
 
 export function phaseColour(drawer, name) {
   return (drawer && drawer.colours[name]) || NEUTRAL;
+}
+
+// A phase's name as the pills, the timeline and the bytes list show it.
+export function phaseName(drawer, name) {
+  const key = drawer && drawer.names && drawer.names[name];
+  return key ? tr(key) : name;
 }
 
 export function busy(pic) {
@@ -178,13 +187,14 @@ function drawDeviceBox(ctx, box, mark) {
   const name = drawer.boxName ? drawer.boxName(pic, box, inner) : d.label;
   label(g, x, box.y + 23, fitText((first ? "★ " : "") + name, inner, 15, 700), { size: 15, weight: 700 });
   if (!d.busy) {
-    label(g, x, box.y + 45, fitText("idle:", inner, 15), { size: 15, fill: "#495057" });
-    label(g, x, box.y + 64, fitText("no rows left", inner, 15), { size: 15, fill: "#495057" });
+    label(g, x, box.y + 45, fitText(tr("live.box.idle"), inner, 15), { size: 15, fill: "#495057" });
+    label(g, x, box.y + 64, fitText(tr("live.box.no_rows"), inner, 15), { size: 15, fill: "#495057" });
     return;
   }
   const range = !isNum(d.start) || !d.rows ? "" : d.rows === 1 ? ` (${d.start})` : ` (${d.start}–${d.stop - 1})`;
-  const rows = textWidth(`${plural(d.rows, "row")}${range}`, 15) <= inner ? `${plural(d.rows, "row")}${range}`
-    : plural(d.rows, "row");  // a narrow box drops the row range rather than cut it
+  const count = trCount("live.count.rows", d.rows);
+  // a narrow box drops the row range rather than cut it
+  const rows = textWidth(`${count}${range}`, 15) <= inner ? `${count}${range}` : count;
   label(g, x, box.y + 42, fitText(rows, inner, 15), { size: 15 });
   let y = box.y + 60;
   const shapes = `${shape(d.input_shape)} → ${shape(d.output_shape)}`;
@@ -200,7 +210,8 @@ function drawDeviceBox(ctx, box, mark) {
     label(g, x, y, fitText(mark.note, inner, 14, 600), { size: 14, weight: 600, fill: ctx.colour("loss") });
   } else if (drawer.showsIds) {
     const ids = (d.ids || []).map(String);
-    label(g, x, y, fitList(ids, inner - textWidth("ids ", 14), 14, "").replace(/^/, "ids "),
+    const prefix = `${tr("live.box.ids")} `;
+    label(g, x, y, prefix + fitList(ids, inner - textWidth(prefix, 14), 14, ""),
       { size: 14, fill: "#495057" });
   }
   drawChips(g, box, mark.chips);
@@ -229,7 +240,8 @@ function drawFooter(ctx) {
   const left = drawer.footer ? drawer.footer(pic) : "";
   label(svg, SIDE, y, left, { size: 15, weight: 600, fill: "#343a40" });
   if (pic.emulated) {
-    const note = `emulated on ${pic.emulated_on || "the CPU"}: bytes as ${drawer.title} on GPUs`;
+    const note = tr("live.picture.emulated", { where: pic.emulated_on || tr("live.picture.cpu"),
+                                               strategy: drawer.title || tr("live.picture.this_strategy") });
     const room = layout.width - SIDE - textWidth(left, 15, 600) - 30;
     label(svg, layout.width - SIDE, y, fitText(note, room, 15), { size: 15, anchor: "end",
                                                                    fill: "#5f3dc4" });

@@ -1,5 +1,6 @@
 // The live view's data and its polling: what a mount (a script rerun) brings, what each poll of
-// GET <endpoint>?run=<id>&since=<last step> adds, the server's clock, and the page's own latency figures.
+// GET <endpoint>?run=<id>&since=<last step>&lang=<en|zh> adds, the server's clock, and the page's own
+// latency figures.
 // While the run is active the page asks by itself, so a page costs the server one small JSON answer a
 // poll, not a script rerun; the status trigger reruns the script only when the run's status changes.
 
@@ -126,7 +127,8 @@ async function pollOnce(state) {
     schedulePoll(state, 50);
     return;
   }
-  const url = `${state.endpoint}?run=${encodeURIComponent(state.run.id)}&since=${lastStep(state)}`;
+  const url = `${state.endpoint}?run=${encodeURIComponent(state.run.id)}&since=${lastStep(state)}`
+    + `&lang=${encodeURIComponent(state.lang || "en")}`;
   const controller = new AbortController();
   const timeout = setTimeout(() => controller.abort(), FETCH_TIMEOUT_MS);
   state.poll.inFlight = true;

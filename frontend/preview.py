@@ -1,7 +1,7 @@
 """Dev tool: serve the live component through a plain page with a fake run, without Streamlit.
 
-    python frontend/preview.py [--port 8631]
-    open http://127.0.0.1:8631/?scenario=dp3&width=960
+    python frontend/preview.py [--port 8631] [--lang zh]
+    open http://127.0.0.1:8631/?scenario=dp3&width=960      (&lang=zh or en overrides --lang)
 
 The page (preview.html) calls component.js's default export with the same contract as st.components.v2
 (`data`, `parentElement` = a shadow root, `setTriggerValue`); it serves frontend/'s modules and plotly.js at
@@ -19,6 +19,7 @@ import json
 import math
 import random
 import re
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,9 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # fitcore's catalog, run as `python frontend/preview.py`
+from fitcore import i18n  # noqa: E402
+
 STATIC = "/fitcore/static/"
 MODULE = re.compile(r"[a-z_]+\.(js|css)")  # the files fitcore/api.py serves from frontend/
 ITEMSIZE = 4  # float32
@@ -310,6 +314,7 @@ def overlay_series(total: int) -> list[dict]:
 
 
 RUNS = Runs()
+LANG = {"default": "en"}  # --lang; a page's ?lang= overrides it
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -355,10 +360,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def mount(self, query: dict) -> None:
         run = RUNS.get(query.get("run", "")) or RUNS.create(query.get("scenario", "dp2"))
+        lang = i18n.language(query.get("lang")) or LANG["default"]
         data = {
             "payload": payload(run, 0), "endpoint": "/fitcore/live", "poll_ms": 400, "paused_poll_ms": 1000,
             "assets": STATIC.rstrip("/"), "plotly": STATIC + "plotly.min.js",
             "overlay": overlay_series(run.scenario.total) if run.scenario.overlay else [],
+            "lang": lang, "texts": i18n.browser_texts("live.", lang),
         }  # fmt: skip
         self.send_json(200, data)
 
@@ -381,7 +388,9 @@ class Handler(BaseHTTPRequestHandler):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8631)
+    parser.add_argument("--lang", choices=sorted(i18n.LANGUAGES), default="en", help="the view's language")
     args = parser.parse_args()
+    LANG["default"] = args.lang
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     print(f"preview on http://127.0.0.1:{args.port}/?scenario=dp3&width=960 ({', '.join(SCENARIOS)})")
     server.serve_forever()

@@ -4,7 +4,8 @@
 import { clear, el } from "./dom.js";
 import { drawerFor } from "./drawers.js";
 import { formatNumber, isNum } from "./format.js";
-import { drawStepPicture, phaseColour } from "./picture.js";
+import { tr } from "./words.js";
+import { drawStepPicture, phaseColour, phaseName } from "./picture.js";
 import { currentPhase, phaseGroups, pickPhase, shownPicture } from "./stepper.js";
 import { renderTimeline } from "./timeline.js";
 
@@ -13,7 +14,7 @@ export function renderPicture(state) {
   const groups = phaseGroups(pic);
   const phase = currentPhase(state, performance.now());
   const key = [pic ? `${pic.step}/${pic.time}` : "none", phase.index, state.width, state.stepper.playing,
-               state.run ? state.run.status : ""].join("|");
+               state.run ? state.run.status : "", state.lang].join("|");
   if (key === state.stepper.drawnKey && !state.dirty.picture) {
     if (phase.animating) scheduleFrame(state);
     return;
@@ -27,11 +28,11 @@ export function renderPicture(state) {
   // frozen while the run is paused and the teacher has not pressed play: a picture, not a movie
   const paused = state.run && state.run.status === "paused" && !state.stepper.playing;
   dom.picture.classList.toggle("fl-still", phase.done || paused);
-  dom.play.textContent = state.stepper.playing ? "❚❚ hold" : "▷ play";
+  dom.play.textContent = state.stepper.playing ? tr("live.stepper.hold") : tr("live.stepper.play");
   dom.play.classList.toggle("fl-on", state.stepper.playing);
   dom.prev.disabled = dom.next.disabled = !groups.length;
   renderPills(state, pic, groups, phase, drawer);
-  dom.phaseTitle.textContent = pic ? phaseTitle(pic, groups, phase, drawer) : "The step picture";
+  dom.phaseTitle.textContent = pic ? phaseTitle(pic, groups, phase, drawer) : tr("live.picture.title");
   if (pic) drawStepPicture(dom.pictureSvg, pic, groups, phase, pictureWidth(state), drawer);
   if (state.dirty.timeline !== true && state.lastTimelinePhase !== phase.index) renderTimeline(state);
   if (phase.animating) scheduleFrame(state);
@@ -55,7 +56,7 @@ function renderPills(state, pic, groups, phase, drawer) {
   const { pills, stepInfo } = state.dom;
   clear(pills);
   groups.forEach((group, i) => {
-    const pill = el("span", "fl-pill", group.name);
+    const pill = el("span", "fl-pill", phaseName(drawer, group.name));
     pill.style.setProperty("--phase", phaseColour(drawer, group.name));
     if (i < phase.index) pill.classList.add("fl-done");
     if (i === phase.index) pill.classList.add("fl-now");
@@ -70,18 +71,19 @@ function renderPills(state, pic, groups, phase, drawer) {
     stepInfo.textContent = "";
     return;
   }
-  const latest = state.picture && state.picture.step !== pic.step ? ` (latest ${state.picture.step})` : "";
-  stepInfo.textContent = `step ${pic.step}${latest} · epoch ${pic.epoch}, batch ${pic.batch}`;
+  const where = { step: pic.step, epoch: pic.epoch, batch: pic.batch };
+  stepInfo.textContent = state.picture && state.picture.step !== pic.step
+    ? tr("live.stepper.info_held", { ...where, latest: state.picture.step }) : tr("live.stepper.info", where);
 }
 
 // The big line: which phase, in words a student can read off the projector.
 export function phaseTitle(pic, groups, phase, drawer) {
   if (phase.done) {
-    const loss = isNum(pic.loss) ? ` · loss ${formatNumber(pic.loss)}` : "";
-    if (!groups.length) return `Step ${pic.step}${loss}`;  // a single device records no phases
-    return `Step ${pic.step}: all ${groups.length} phases done${loss}`;
+    const loss = isNum(pic.loss) ? tr("live.title.loss", { loss: formatNumber(pic.loss) }) : "";
+    if (!groups.length) return tr("live.title.step", { step: pic.step, loss });  // a single device: no phases
+    return tr("live.title.done", { step: pic.step, n: groups.length, loss });
   }
   const group = groups[phase.index];
   const describe = drawer.phaseText[group.name];
-  return describe ? describe(pic, group) : group.name;
+  return describe ? describe(pic, group) : phaseName(drawer, group.name);
 }

@@ -4,7 +4,8 @@
 import { clear, el, label, svgEl, textWidth } from "./dom.js";
 import { drawerFor } from "./drawers.js";
 import { formatBytes, formatSeconds, niceTicks } from "./format.js";
-import { phaseColour } from "./picture.js";
+import { tr } from "./words.js";
+import { phaseColour, phaseName } from "./picture.js";
 import { currentPhase, phaseGroups, shownPicture } from "./stepper.js";
 
 export function renderTimeline(state) {
@@ -17,7 +18,7 @@ export function renderTimeline(state) {
   const groups = phaseGroups(pic);
   const drawer = drawerFor(pic);
   const total = Math.max(1e-9, ...groups.map((g) => g.end));
-  dom.ganttTitle.textContent = `Timeline of step ${pic.step} (measured, ${formatSeconds(total)} in all)`;
+  dom.ganttTitle.textContent = tr("live.timeline.title", { step: pic.step, total: formatSeconds(total) });
   const width = Math.max(320, Math.floor(state.width * 0.6));
   drawGantt(dom.ganttSvg, pic, groups, phase, width, total, drawer);
   renderBytes(dom.bytes, pic, groups, drawer);
@@ -50,9 +51,11 @@ function drawGantt(svg, pic, groups, phase, width, total, drawer) {
                                    fill: phaseColour(drawer, group.name),
                                    "fill-opacity": phase.done || current ? 0.9 : 0.3,
                                    stroke: current ? "#111418" : "none" });
-      rect.append(svgEl("title", {}, `${group.name} on ${entry.device || pic.first_device}: `
-        + `${formatSeconds(entry.duration)} from ${formatSeconds(entry.start)}`
-        + (entry.bytes ? `, ${formatBytes(entry.bytes)}` : "")));
+      const fields = { phase: phaseName(drawer, group.name), device: entry.device || pic.first_device,
+                       duration: formatSeconds(entry.duration), start: formatSeconds(entry.start),
+                       bytes: formatBytes(entry.bytes) };
+      const hover = tr(entry.bytes ? "live.timeline.hover_bytes" : "live.timeline.hover", fields);
+      rect.append(svgEl("title", {}, hover));
       svg.append(rect);
     }
   });
@@ -65,20 +68,23 @@ function drawGantt(svg, pic, groups, phase, width, total, drawer) {
 
 function renderBytes(container, pic, groups, drawer) {
   clear(container);
-  const verb = pic.emulated ? "would move" : "moved";
-  container.append(el("div", "fl-subtitle", `Bytes this step ${verb}`));
+  // an emulated run moves nothing between real devices: its bytes are what the GPUs would move
+  const would = !!pic.emulated;
+  container.append(el("div", "fl-subtitle", tr(would ? "live.bytes.title_would" : "live.bytes.title")));
   const list = el("div", "fl-bytes-list");
   for (const group of groups) {
     if (!group.bytes) continue;
     const row = el("div", "fl-bytes-row");
     const key = el("span", "fl-key");
     key.style.background = phaseColour(drawer, group.name);
-    row.append(key, el("span", "", group.name), el("span", "fl-num", formatBytes(group.bytes)));
+    row.append(key, el("span", "", phaseName(drawer, group.name)),
+      el("span", "fl-num", formatBytes(group.bytes)));
     list.append(row);
   }
-  if (!list.childElementCount) list.append(el("div", "", "nothing moves between devices"));
+  if (!list.childElementCount) list.append(el("div", "", tr("live.bytes.nothing")));
   container.append(list);
   const b = pic.bytes || {};
-  container.append(el("div", "fl-bytes-total", `this step ${verb} ${formatBytes(b.dataparallel)} with `
-    + `DataParallel, ${formatBytes(b.ddp)} with DDP`));
+  const totals = { dataparallel: formatBytes(b.dataparallel), ddp: formatBytes(b.ddp) };
+  const total = tr(would ? "live.bytes.total_would" : "live.bytes.total", totals);
+  container.append(el("div", "fl-bytes-total", total));
 }

@@ -13,7 +13,7 @@ import pytest
 import torch
 from starlette.requests import Request
 
-from fitcore import api, live
+from fitcore import api, i18n, live
 from fitcore.config import FitConfig
 from fitcore.pool import PoolSettings, RunNotFound, RunPool
 from fitcore.runner import Run
@@ -95,6 +95,8 @@ def test_payload_of_a_finished_run_holds_its_series_and_its_last_step():
     body = live.payload(snap, 0, number=2)
     json.dumps(body, allow_nan=False)  # plain JSON only
     assert body["run"]["label"] == "Run 2 · DataParallel · virtual:3"
+    with i18n.using("zh"):  # a Chinese page's legend and overlay; the strategy and devices stay code names
+        assert live.run_title(snap, 2) == "训练 2 · DataParallel · virtual:3"
     assert (body["run"]["status"], body["run"]["step"], body["run"]["total_steps"]) == ("finished", 30, 30)
     assert body["run"]["active"] is False and body["run"]["kind"] == "success"
     assert body["names"] == ["w1", "w2", "b"] and body["true"] == [5.2, 9.6, 3.4]
@@ -200,6 +202,8 @@ def test_routes_are_mounted_at_their_paths():
 def test_the_picture_says_where_an_emulation_runs(label, where):
     assert live.emulated_on(label) == where
     assert live.short_label(label) == label.split(" ")[0]
+    with i18n.using("zh"):  # the CPU in the page's words; a device's name is a name in either language
+        assert live.emulated_on(label) == ("本机 CPU" if where == "the CPU" else where)
 
 
 def test_planned_payload_before_a_run_for_each_strategy():

@@ -8,6 +8,11 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { DRAWERS, drawerFor } from "../drawers.js";
+import { setTexts } from "../words.js";
+
+// the drawers' words in English, as fitcore/locales/live.json holds them
+const CATALOG = JSON.parse(readFileSync(new URL("../../fitcore/locales/live.json", import.meta.url), "utf8"));
+const ENGLISH = Object.fromEntries(Object.entries(CATALOG).map(([key, entry]) => [key, entry.en]));
 
 const FRONTEND = fileURLToPath(new URL("..", import.meta.url));
 const PHASES = JSON.parse(process.env.FITCORE_PHASES || JSON.stringify({
@@ -44,6 +49,7 @@ test("an unknown key gets the plain drawer: boxes and phase names, no arrows", (
 });
 
 test("phase titles come from the strategy's own drawer", () => {
+  setTexts(ENGLISH, "en");
   const pic = { first_device: "virtual:0", loss: 158.0693, input_shape: [200, 2], output_shape: [200, 1],
                 devices: [{ busy: true }, { busy: true }, { busy: false }] };
   assert.equal(DRAWERS.dataparallel.phaseText.loss(pic), "loss on virtual:0: 158.1");

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { formatBytes, formatNumber, formatSeconds, isNum, niceTicks, plural, shape } from "../format.js";
+import { formatBytes, formatNumber, formatSeconds, isNum, niceTicks, shape } from "../format.js";
 
 test("bytes: B below 1000, then kB, MB, GB with one decimal below ten", () => {
   assert.equal(formatBytes(24), "24 B");
@@ -35,11 +35,9 @@ test("numbers: four significant digits, a short exponent when very large or smal
   assert.equal(formatNumber(Infinity), "Infinity");
 });
 
-test("shapes, plurals and what counts as a number", () => {
+test("shapes and what counts as a number", () => {
   assert.equal(shape([67, 2]), "[67, 2]");
   assert.equal(shape(null), "");
-  assert.equal(plural(1, "row"), "1 row");
-  assert.equal(plural(3, "row"), "3 rows");
   assert.equal(isNum(0), true);
   assert.equal(isNum(NaN), false);
   assert.equal(isNum("1"), false);
