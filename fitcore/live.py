@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from fitcore import strategies
 from fitcore.config import FitConfig
 from fitcore.events import Step
+from fitcore.i18n import t
 from fitcore.phases import step_bytes
 from fitcore.runner import Snapshot
 from fitcore.view.common import parameter_names
@@ -48,7 +49,7 @@ def json_safe(value: Any) -> Any:
 
 def run_title(snap: Snapshot, number: int | None = None) -> str:
     """ "Run 2 · DataParallel · virtual:3": how the page names a run, in its legend and overlay too."""
-    name = f"Run {number}" if number else snap.run_id
+    name = t("view.run.number", n=number) if number else snap.run_id
     return f"{name} · {strategies.of(snap).label} · {snap.config.devices}"
 
 
