@@ -664,20 +664,14 @@ def main() -> None:
 
 COMPARE_MAX_STEPS = 5_000  # the lab trains in the page's own script run: three models, and more per toggle
 WHATIF_STEPS = 50  # steps the what-if measures its starting point on
-TOGGLE_LABELS = {"loss_reduction": "Loss reduction"}  # the only toggle a form can get wrong
-SOURCES = (
-    "Memory: 2 + 2 + 12 bytes a parameter for mixed-precision Adam, partitioned by ZeRO's stages "
-    "(Rajbhandari et al., ZeRO, SC 2020). Bytes: ring all-reduce 2(K-1)/K of the gradients (Li et al., "
-    "PyTorch DDP, VLDB 2020); ZeRO-3 3(K-1)/K. Time: latency x steps + bytes / bandwidth. The Hugging Face "
-    "Ultra-Scale Playbook compares them; docs/scaling.md gives every formula."
-)
+TOGGLE_LABELS = {"loss_reduction": "lab.reduction"}  # the only toggle a form can get wrong: its catalog key
 
 
 def lab_ui(cfg: FitConfig | None) -> None:
     """Two questions after a run: does DDP give the same model, and what would 1,024 devices do?"""
     if cfg is None:
         return
-    compare_tab, whatif_tab = st.tabs(["Does DDP give the same model?", "What if: 2 to 1,024 devices"])
+    compare_tab, whatif_tab = st.tabs([t("lab.compare.tab"), t("lab.whatif.tab")])
     with compare_tab:
         compare_ui(cfg)
     with whatif_tab:
@@ -687,30 +681,25 @@ def lab_ui(cfg: FitConfig | None) -> None:
 def compare_ui(cfg: FitConfig) -> None:
     from fitcore import compare
 
-    st.caption(
-        "One device, DataParallel and DDP trained on the same data, seed and initial parameters. The one "
-        "device and DataParallel are fed the very same rows each step: those the DDP ranks hold, in rank "
-        "order, without DistributedSampler's padding duplicates, so a difference is the strategy's "
-        "arithmetic, not the shuffle. DDP's arithmetic is simulated exactly in this process (a test checks "
-        "it against torch's DDP on gloo)."
-    )
+    st.caption(t("lab.compare.caption"))
     cols = st.columns(5)
     reduction = cols[0].selectbox(
-        "Loss reduction", compare.LOSS_REDUCTIONS, key="cmp_reduction",
-        help="DDP averages the ranks' gradients: a summed loss takes K times smaller steps with SGD.",
+        t("lab.reduction"), compare.LOSS_REDUCTIONS, key="cmp_reduction", help=t("lab.reduction.help"),
     )  # fmt: skip
-    drop_last = cols[1].checkbox("drop_last", key="cmp_drop_last", help="DistributedSampler(drop_last=True)")
-    no_set_epoch = cols[2].checkbox("No set_epoch", key="cmp_no_set_epoch", help="the same order every epoch")
-    per_rank = cols[3].checkbox("Per-rank batch", key="cmp_per_rank", help="every rank takes the batch size")
-    scale_lr = cols[4].checkbox("Scale lr by K", key="cmp_scale_lr", help="DDP's learning rate times K")
-    if st.button("Compare", key="cmp_run"):
+    drop_last = cols[1].checkbox("drop_last", key="cmp_drop_last", help=t("lab.drop_last.help"))
+    no_set_epoch = cols[2].checkbox(
+        t("lab.no_set_epoch"), key="cmp_no_set_epoch", help=t("lab.no_set_epoch.help")
+    )
+    per_rank = cols[3].checkbox(t("lab.per_rank"), key="cmp_per_rank", help=t("lab.per_rank.help"))
+    scale_lr = cols[4].checkbox(t("lab.scale_lr"), key="cmp_scale_lr", help=t("lab.scale_lr.help"))
+    if st.button(t("lab.compare"), key="cmp_run"):
         try:
             toggles = compare.Toggles(reduction, drop_last, not no_set_epoch, per_rank, scale_lr)
             st.session_state.cmp_result = compare.run(cfg, toggles, max_steps=COMPARE_MAX_STEPS)
         except ConfigError as exc:
             st.session_state.cmp_result = None
             label = TOGGLE_LABELS.get(exc.field)
-            st.error(exc.named(label) if label else controls.error_text(exc))
+            st.error(exc.named(t(label)) if label else controls.error_text(exc))
     result = st.session_state.get("cmp_result")
     if not result:
         return
@@ -718,11 +707,11 @@ def compare_ui(cfg: FitConfig) -> None:
     st.dataframe(
         pd.DataFrame(
             {
-                "strategy": [r["strategy"] for r in rows],
-                "devices": [r["devices"] for r in rows],
-                "max |diff|": [f"{r['max_abs_diff']:.3g}" for r in rows],
-                "first step > 1e-5": [r["first_divergent_step"] or "-" for r in rows],
-                "engine": [result["config"]["engines"][r["strategy"]] for r in rows],
+                t("lab.col.strategy"): [r["strategy"] for r in rows],
+                t("lab.col.devices"): [r["devices"] for r in rows],
+                t("lab.col.max_diff"): [f"{r['max_abs_diff']:.3g}" for r in rows],
+                t("lab.col.first_step"): [r["first_divergent_step"] or "-" for r in rows],
+                t("lab.col.engine"): [result["config"]["engines"][r["strategy"]] for r in rows],
             }
         ),
         hide_index=True,
@@ -743,7 +732,7 @@ def compare_ui(cfg: FitConfig) -> None:
     ]
     layout = {
         "height": 260, "margin": {"l": 50, "r": 10, "t": 10, "b": 40},
-        "yaxis": {"type": "log", "title": "max |parameter - one device's|"}, "xaxis": {"title": "step"},
+        "yaxis": {"type": "log", "title": t("lab.chart.y")}, "xaxis": {"title": t("lab.chart.x")},
         "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1e-5, "y1": 1e-5,
                     "line": {"dash": "dot", "width": 1}}],
     }  # fmt: skip
@@ -753,21 +742,18 @@ def compare_ui(cfg: FitConfig) -> None:
 def whatif_ui(cfg: FitConfig) -> None:
     from fitcore import whatif
 
-    st.caption(
-        "One step of this run, measured here, then projected to 2 ... 1,024 devices. Every number in the "
-        "table is projected, not measured."
-    )
+    st.caption(t("lab.whatif.caption"))
     cols = st.columns(3)
     params = cols[0].select_slider(
-        "Model parameters", [3, 1e6, 1e8, 1e9, 7e9, 13e9, 70e9], value=7e9, key="wi_params",
-        format_func=lambda p: f"{p:.3g}", help=SOURCES,
+        t("lab.params"), [3, 1e6, 1e8, 1e9, 7e9, 13e9, 70e9], value=7e9, key="wi_params",
+        format_func=lambda p: f"{p:.3g}", help=t("lab.sources"),
     )  # fmt: skip
     link = cols[1].selectbox(
-        "Link", list(whatif.LINKS), key="wi_link", format_func=lambda n: whatif.LINKS[n].name,
-        help="Bandwidth: the vendors' one-direction peaks; latency: a round figure. " + SOURCES,
+        t("lab.link"), list(whatif.LINKS), key="wi_link", format_func=lambda n: whatif.LINKS[n].name,
+        help=t("lab.link.help", sources=t("lab.sources")),
     )  # fmt: skip
-    memory = cols[2].number_input("Device memory (GB)", 1.0, 10_000.0, 80.0, key="wi_memory")
-    if st.button("Measure and project", key="wi_run"):
+    memory = cols[2].number_input(t("lab.memory"), 1.0, 10_000.0, 80.0, key="wi_memory")
+    if st.button(t("lab.measure"), key="wi_run"):
         try:
             measured = whatif.measure(dataclasses.replace(cfg, strategy="dataparallel"), WHATIF_STEPS)
             st.session_state.wi_measured = measured
@@ -777,21 +763,21 @@ def whatif_ui(cfg: FitConfig) -> None:
     if measured is None:
         return
     st.metric(
-        "Measured here: compute per step", f"{measured.compute_seconds * 1e6:.0f} µs", help=measured.where
+        t("lab.measured"), f"{measured.compute_seconds * 1e6:.0f} µs", help=measured.where
     )
     rows = whatif.table(measured, params, link=link, device_memory=memory * 1e9)
-    st.caption(whatif.PROJECTED)
+    st.caption(t("lab.projected"))
     st.dataframe(
         pd.DataFrame(
             {
-                "strategy": [r["name"] for r in rows],
-                "devices": [r["devices"] for r in rows],
-                "memory / device (GB)": [r["memory_per_device_bytes"] / 1e9 for r in rows],
-                "fits": [r["fits"] for r in rows],
-                "sent / device (GB)": [_gb(r["comm_bytes_per_device"]) for r in rows],
-                "step (ms)": [_ms(r["step_seconds"]) for r in rows],
-                "communication share": [r["comm_share"] for r in rows],
-                "note": [r["note"] for r in rows],
+                t("lab.col.strategy"): [t("lab.ring") if r["strategy"] == "ddp" else r["name"] for r in rows],
+                t("lab.col.devices"): [r["devices"] for r in rows],
+                t("lab.col.memory"): [r["memory_per_device_bytes"] / 1e9 for r in rows],
+                t("lab.col.fits"): [r["fits"] for r in rows],
+                t("lab.col.sent"): [_gb(r["comm_bytes_per_device"]) for r in rows],
+                t("lab.col.step"): [_ms(r["step_seconds"]) for r in rows],
+                t("lab.col.share"): [r["comm_share"] for r in rows],
+                t("lab.col.note"): [r["note"] for r in rows],
             }
         ),
         hide_index=True,
