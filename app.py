@@ -685,6 +685,7 @@ def compare_ui(cfg: FitConfig) -> None:
     cols = st.columns(5)
     reduction = cols[0].selectbox(
         t("lab.reduction"), compare.LOSS_REDUCTIONS, key="cmp_reduction", help=t("lab.reduction.help"),
+        format_func=lambda r: t(f"lab.reduction.{r}"),
     )  # fmt: skip
     drop_last = cols[1].checkbox("drop_last", key="cmp_drop_last", help=t("lab.drop_last.help"))
     no_set_epoch = cols[2].checkbox(
@@ -707,7 +708,7 @@ def compare_ui(cfg: FitConfig) -> None:
     st.dataframe(
         pd.DataFrame(
             {
-                t("lab.col.strategy"): [r["strategy"] for r in rows],
+                t("lab.col.strategy"): [t(f"lab.strategy.{r['strategy']}") for r in rows],
                 t("lab.col.devices"): [r["devices"] for r in rows],
                 t("lab.col.max_diff"): [f"{r['max_abs_diff']:.3g}" for r in rows],
                 t("lab.col.first_step"): [r["first_divergent_step"] or "-" for r in rows],
@@ -719,13 +720,13 @@ def compare_ui(cfg: FitConfig) -> None:
     )
     for r in rows:
         for cause in r["causes"]:
-            st.markdown(f"- **{r['strategy']}**: {cause}")
+            st.markdown(t("lab.cause", strategy=t(f"lab.strategy.{r['strategy']}"), cause=cause))
     floor = 1e-12  # a log axis has no 0: identical parameters are drawn at the floor
     data = [
         {
             "type": "scatter",
             "mode": "lines",
-            "name": r["strategy"],
+            "name": t(f"lab.strategy.{r['strategy']}"),
             "y": [max(v, floor) for v in r["per_step"]],
         }
         for r in rows

@@ -15,7 +15,7 @@ from fitcore.events import Replica, RunStarted, Step
 from fitcore.i18n import t
 from fitcore.parallel import chunk_sizes
 from fitcore.runner import Snapshot
-from fitcore.view.common import Section, shape_text
+from fitcore.view.common import Section, device_text, shape_text
 
 CONSOLE_HINT = "view.console_hint.dataparallel"  # the catalog's words for what the console will show
 
@@ -26,7 +26,7 @@ def split_table(step: Step) -> list[dict[str, Any]]:
     inp, out = t("view.col.input_shape"), t("view.col.output_shape")
     rows = [
         {
-            device: r.device,
+            device: device_text(r.device),
             rows_: r.rows,
             batch_rows: f"{r.start}–{r.stop - 1}",
             inp: shape_text(r.input_shape),
