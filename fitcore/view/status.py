@@ -17,8 +17,9 @@ from fitcore.view.controls import field_label, rate_text, used_fields
 def status_line(snap: Snapshot | None, cfg: FitConfig | None = None) -> str:
     """The status line: status, epoch, `step <n> / <total>`, speed, and the message where it helps.
 
-    Always contains `step <n> / <total>` once there is a run or a valid config (tests and benchmarks parse
-    it). Before any run (snap None) it is the Ready line, with cfg's steps when the controls are valid.
+    Always contains `step <n> / <total>` ("步数 <n> / <total>" in Chinese) once there is a run or a valid
+    config (tests and benchmarks parse it). Before any run (snap None) it is the Ready line, with cfg's
+    steps when the controls are valid.
     """
     if snap is None:
         if cfg is None:
