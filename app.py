@@ -19,9 +19,9 @@ from fitcore import api, i18n, live, strategies
 from fitcore.config import MAX_WORKERS, OPTIMIZERS, ConfigError, FitConfig
 from fitcore.devices import MAX_VIRTUAL, cuda_gpus
 from fitcore.events import Status
+from fitcore.i18n import count, t
 from fitcore.pool import RunNotFound, RunPool, server_pool
 from fitcore.runner import Snapshot
-from fitcore.text import plural
 from fitcore.view import controls, results, status
 from fitcore.view.common import Section, escape_markdown, parameter_names
 
@@ -30,7 +30,7 @@ FRONTEND = Path(__file__).parent / "frontend"  # the live view's JavaScript and 
 # where a script rerun cost 9-25 ms. A queued run changes only its place in the queue.
 POLL_MS, QUEUED_POLL_MS = 400, 1000
 # the projected page may ask ten times a second: each answer costs the server about a millisecond
-REFRESH_CHOICES = {400: "2.5 times a second", 100: "10 times a second (a projected page)"}
+REFRESH_CHOICES = {400: "page.refresh.normal", 100: "page.refresh.projected"}  # catalog keys
 KEEP_RUNS = 5  # earlier runs of this session kept for the loss chart's overlay
 PLOT_CONFIG = {"displaylogo": False, "displayModeBar": False}  # no toolbar over a picture on a projector
 # Static CSS, no user text in it. One projector screen holds the header, the buttons and the live view with
@@ -70,6 +70,20 @@ def browser_owner() -> str:
     finds its runs again; a link opened in another browser has no cookie and gets an owner of its own.
     """
     return api.owner_of(st.context.cookies) or uuid.uuid4().hex
+
+
+def browser_language() -> str:
+    """The language the browser asks for (`navigator.language`), English where the catalog lacks it."""
+    return i18n.language(st.context.locale) or i18n.DEFAULT
+
+
+def page_language() -> str:
+    """This script run's language: the language control's, or on a session's first run the link's
+    `?lang=` and else the browser's."""
+    ss = st.session_state
+    if ss.get("lang") not in i18n.LANGUAGES:
+        ss.lang = i18n.language(st.query_params.get("lang")) or browser_language()
+    return ss.lang
 
 
 def init_session(gpus: dict) -> None:
@@ -140,7 +154,7 @@ def refresh_snapshot() -> Snapshot | None:
     except RunNotFound:
         ss.run_id = None
         if ss.snap is not None and ss.snap.active:
-            message = "the server dropped this run: the page did not read it"
+            message = "the server dropped this run: the page did not read it"  # status.message_text reads it
             ss.snap = dataclasses.replace(ss.snap, status=Status.STOPPED, message=message)
     return ss.snap
 
@@ -218,126 +232,133 @@ def preset_chosen() -> None:
 def presets_ui() -> None:
     ss = st.session_state
     match = controls.matching_preset(control_values())
-    ss.preset = match.name if match else "Custom"  # the selectbox follows the controls
+    ss.preset = match.name if match else "Custom"  # the selectbox follows the controls; names are its ids
     st.selectbox(
-        "Preset",
+        t("page.preset"),
         ["Custom"] + [p.name for p in controls.PRESETS],
         key="preset",
         on_change=preset_chosen,
-        help="Sets the controls to a setup that shows one thing.",
+        format_func=lambda name: t("page.preset.custom") if name == "Custom" else controls.preset(name).title,
+        help=t("page.preset.help"),
+    )
+
+
+def language_ui() -> None:
+    """English or 中文, each written in its own language; the link keeps the choice (`?lang=`)."""
+    st.segmented_control(
+        t("language.name"),
+        list(i18n.LANGUAGES),
+        key="lang",
+        format_func=i18n.LANGUAGES.get,
+        required=True,
+        label_visibility="collapsed",
     )
 
 
 def data_controls_ui() -> None:
-    st.subheader("Data: y = X·W + b")
+    st.subheader(t("page.data"))
     st.number_input(
-        "Number of features",
+        t("page.features"),
         min_value=1,
         max_value=controls.MAX_FEATURE_CONTROL,
         step=1,
         key="n_features",
-        help="Columns of X, one true weight each (a run may use 1 to 16).",
+        help=t("page.features.help"),
     )
     n = st.session_state.n_features
     cols = st.columns(2)
     for i in range(n):
         with cols[i % 2]:
-            st.number_input(f"True w{i + 1}", step=0.1, format="%g", key=f"weight_{i}")
+            st.number_input(t("page.weight", i=i + 1), step=0.1, format="%g", key=f"weight_{i}")
     left, right = st.columns(2)
-    left.number_input("True bias b", step=0.1, format="%g", key="bias")
-    right.number_input("Noise (std)", step=0.1, format="%g", key="noise")
-    left.number_input("Data size (rows)", step=1, key="data_size")
-    right.number_input("Seed", step=1, key="seed")
-    st.checkbox("Shuffle the rows every epoch", key="shuffle")
+    left.number_input(t("page.bias"), step=0.1, format="%g", key="bias")
+    right.number_input(t("page.noise"), step=0.1, format="%g", key="noise")
+    left.number_input(t("page.data_size"), step=1, key="data_size")
+    right.number_input(t("page.seed"), step=1, key="seed")
+    st.checkbox(t("page.shuffle"), key="shuffle")
 
 
 def training_controls_ui() -> None:
-    st.subheader("Training")
+    st.subheader(t("page.training"))
     left, right = st.columns(2)
-    left.number_input("Batch size", step=1, key="batch_size")
-    right.number_input("Epochs", step=1, key="epochs")
-    left.number_input("Learning rate", step=0.05, format="%g", key="lr")
+    left.number_input(t("page.batch_size"), step=1, key="batch_size")
+    right.number_input(t("page.epochs"), step=1, key="epochs")
+    left.number_input(t("page.lr"), step=0.05, format="%g", key="lr")
     right.selectbox(
-        "Optimizer", OPTIMIZERS, key="optimizer", format_func=lambda o: {"adam": "Adam"}.get(o, "SGD")
+        t("page.optimizer"), OPTIMIZERS, key="optimizer", format_func=lambda o: {"adam": "Adam"}.get(o, "SGD")
     )
 
 
 def strategy_ui() -> None:
-    st.subheader("Strategy")
+    st.subheader(t("page.strategy"))
     st.radio(
-        "Strategy",
+        t("page.strategy"),
         strategies.NAMES,
         key="strategy",
         format_func=lambda name: strategies.strategy(name).label,
         label_visibility="collapsed",
-        help="DataParallel: one process cuts every batch over the devices. DistributedDataParallel: one "
-        "process (rank) per device, each with its own shard of the data.",
+        help=t("page.strategy.help"),
     )
 
 
 def devices_ui(gpus: dict) -> None:
     ss = st.session_state
     processes = strategies.strategy(ss.strategy).processes  # workers on the CPU, one per GPU with CUDA
-    st.subheader("Devices")
+    st.subheader(t("page.devices"))
     if gpus:
-        on_cpu = "CPU processes" if processes else "Virtual devices"
+        on_cpu = t("page.mode.processes") if processes else t("page.mode.virtual")
         st.radio(
-            "Run on",
+            t("page.run_on"),
             ["cuda", "virtual"],
             key="device_mode",
             horizontal=True,
-            format_func=lambda m: "CUDA GPUs" if m == "cuda" else on_cpu,
+            format_func=lambda m: t("page.mode.cuda") if m == "cuda" else on_cpu,
         )
     else:
-        st.caption("No CUDA GPU on this server.")
+        st.caption(t("page.no_gpu"))
     if ss.device_mode == "cuda":
         st.multiselect("GPUs", sorted(gpus), key="gpus", format_func=lambda i: gpus[i].label)
         if processes:
             n = len(ss.gpus)
-            st.caption(f"One rank per selected GPU, backend nccl: {plural(n, 'rank')}.")
+            st.caption(t("page.gpu.ranks", ranks=count("view.count.rank", n)))
         else:
-            st.caption("Two or more GPUs run the real nn.DataParallel; one GPU runs the model alone.")
+            st.caption(t("page.gpu.dataparallel"))
     elif processes:
         st.number_input(
-            "Workers (ranks)",
+            t("page.workers"),
             step=1,
             key="workers",
-            help=f"1 to {MAX_WORKERS} processes, and at most the data size.",
+            help=t("page.workers.help", most=MAX_WORKERS),
         )
-        st.caption(
-            "Each worker is a process of its own on the CPU (spawned, backend gloo) with its own shard of "
-            "the data. Starting them takes a few seconds: each one imports torch."
-        )
+        st.caption(t("page.workers.caption"))
     else:
-        st.slider("Virtual devices", 1, MAX_VIRTUAL, key="virtual_devices")
+        st.slider(t("page.mode.virtual"), 1, MAX_VIRTUAL, key="virtual_devices")
         if gpus:  # one GPU is enough to show the split on real CUDA kernels
             places = ["cpu"] + [f"cuda:{i}" for i in sorted(gpus)]
-            st.radio("Replicas run on", places, key="emulate_on", horizontal=True)
-        where = "the CPU" if ss.emulate_on == "cpu" else ss.emulate_on
-        st.caption(
-            f"Emulated on {where}: each batch is split with DataParallel's own rule (tensor.chunk) and the "
-            "replicas run in threads on that one device, so nothing runs faster."
-        )
+            st.radio(t("page.emulate_on"), places, key="emulate_on", horizontal=True)
+        where = t("page.the_cpu") if ss.emulate_on == "cpu" else ss.emulate_on
+        st.caption(t("page.emulated", where=where))
 
 
 def chart_controls_ui() -> None:
     ss = st.session_state
-    st.subheader("Charts")
-    st.slider("Loss smoothing", 0.0, 0.95, step=0.05, key="smoothing", help="Exponential moving average.")
+    st.subheader(t("page.charts"))
+    st.slider(t("page.smoothing"), 0.0, 0.95, step=0.05, key="smoothing", help=t("page.smoothing.help"))
     st.selectbox(
-        "Live refresh",
+        t("page.refresh"),
         list(REFRESH_CHOICES),
         key="refresh_ms",
-        format_func=REFRESH_CHOICES.get,
-        help="How often this page asks the server for new steps while a run trains.",
+        format_func=lambda ms: t(REFRESH_CHOICES[ms]),
+        help=t("page.refresh.help"),
     )
     left, right = st.columns([3, 1], vertical_alignment="center")
-    left.toggle("Overlay my earlier runs", key="overlay", help=f"The last {KEEP_RUNS} runs of this page.")
-    right.button("Clear", key="clear_overlay", on_click=clear_overlay, disabled=not ss.past)
+    left.toggle(t("page.overlay"), key="overlay", help=t("page.overlay.help", n=KEEP_RUNS))
+    right.button(t("page.clear"), key="clear_overlay", on_click=clear_overlay, disabled=not ss.past)
 
 
 def sidebar_ui(gpus: dict) -> None:
     with st.sidebar:
+        language_ui()
         presets_ui()
         data_controls_ui()
         training_controls_ui()
@@ -359,7 +380,7 @@ def error_ui(text: str) -> None:
 def messages_ui(values: dict, config_error: str | None) -> None:
     ss = st.session_state
     for text in ss.url_errors:
-        error_ui(f"The link had a bad value, so the default is used. {text}")
+        error_ui(t("page.link_error", error=text))
     if config_error:
         error_ui(config_error)
     elif ss.start_error:
@@ -370,7 +391,7 @@ def lesson_ui(values: dict) -> None:
     """What the chosen preset shows: below the live view, where it does not push the picture down."""
     match = controls.matching_preset(values)
     if match is not None:
-        st.info(f"**{match.name}.** {match.lesson}")
+        st.info(f"**{match.title}.** {match.lesson}")
 
 
 def run_controls_ui(gpus: dict, can_start: bool) -> None:
@@ -379,7 +400,7 @@ def run_controls_ui(gpus: dict, can_start: bool) -> None:
     paused = active and snap.status == Status.PAUSED
     cols = st.columns([1.6, 1.1, 0.9, 0.9, 0.9, 3.0], vertical_alignment="bottom")
     cols[0].button(
-        "Start training",
+        t("page.start"),
         key="start",
         type="primary",
         disabled=not can_start or active,
@@ -388,32 +409,34 @@ def run_controls_ui(gpus: dict, can_start: bool) -> None:
         width="stretch",
     )
     if paused:
-        cols[1].button("Resume", key="resume", on_click=_on_run, args=("resume",), width="stretch")
+        cols[1].button(t("page.resume"), key="resume", on_click=_on_run, args=("resume",), width="stretch")
     else:
         cols[1].button(
-            "Pause", key="pause", disabled=not active, on_click=_on_run, args=("pause",), width="stretch"
-        )
+            t("page.pause"), key="pause", disabled=not active, on_click=_on_run, args=("pause",),
+            width="stretch",
+        )  # fmt: skip
     cols[2].button(
-        "Step",
+        t("page.step"),
         key="step",
         disabled=not paused,
         on_click=_on_run,
         args=("step_once",),
         width="stretch",
-        help="While paused: run exactly one step, then stay paused.",
+        help=t("page.step.help"),
     )
-    cols[3].button("Stop", key="stop", disabled=not active, on_click=_on_run, args=("stop",), width="stretch")
-    cols[4].button("Reset", key="reset", disabled=snap is None, on_click=reset_run, width="stretch")
+    cols[3].button(
+        t("page.stop"), key="stop", disabled=not active, on_click=_on_run, args=("stop",), width="stretch"
+    )
+    cols[4].button(t("page.reset"), key="reset", disabled=snap is None, on_click=reset_run, width="stretch")
     # a select box as tall as the buttons, its label inside: the live view starts one row higher
     cols[5].selectbox(
-        "Pace",
+        t("page.pace"),
         controls.PACE_CHOICES,
         key="pace",
-        format_func=lambda choice: f"Pace: {controls.pace_label(choice)}",
+        format_func=lambda choice: t("page.pace.choice", pace=controls.pace_label(choice)),
         on_change=pace_changed,
         label_visibility="collapsed",
-        help="Steps per second; takes effect at once, also during a run. At 5 or fewer, each step's "
-        "phases play in order in the picture.",
+        help=t("page.pace.help"),
     )
 
 
@@ -424,12 +447,10 @@ def differences_ui(snap: Snapshot | None, values: dict) -> None:
     if not diffs:
         return
     if snap.active:
-        st.warning(
-            f"The controls differ from {snap.run_id}'s configuration; the run keeps its own, and the "
-            "controls apply to the next run. " + escape_markdown("; ".join(diffs))
-        )
+        listed = escape_markdown("; ".join(diffs))
+        st.warning(t("page.differ.active", run=snap.run_id, diffs=listed))
     else:
-        st.caption(f"Shown: {snap.run_id}'s configuration. Changed since: " + "; ".join(diffs))
+        st.caption(t("page.differ.ended", run=snap.run_id, diffs="; ".join(diffs)))
 
 
 def section_ui(section: Section) -> None:
@@ -460,10 +481,10 @@ def sections_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> Non
 
 
 def console_ui(snap: Snapshot | None) -> None:
-    st.subheader("Console")
+    st.subheader(t("page.console"))
     if snap is None or not snap.recent:
         hint = strategies.of(snap if snap is not None else FitConfig()).view_module.CONSOLE_HINT
-        st.caption(f"The console shows {hint} for the latest steps.")
+        st.caption(t("page.console.hint", hint=t(hint)))
         return
     # a tab as 4 spaces keeps the tutorial's lines on one line at the page's width
     st.code(status.console_text(snap).expandtabs(4), language="text", wrap_lines=True)
@@ -472,7 +493,7 @@ def console_ui(snap: Snapshot | None) -> None:
 def results_ui(snap: Snapshot | None) -> None:
     if snap is None or not snap.weights:
         return
-    title = "Results" if not snap.active else f"Parameters so far (step {snap.step})"
+    title = t("page.results") if not snap.active else t("page.results.so_far", step=snap.step)
     st.subheader(title)
     rows = results.results_table(snap)
     table = pd.DataFrame(rows)
@@ -480,9 +501,9 @@ def results_ui(snap: Snapshot | None) -> None:
         table[column] = table[column].map(lambda v: "" if v is None else f"{v:.4f}")
     for column in ("Learned − true", "Learned − least squares"):
         table[column] = table[column].map(lambda v: "" if v is None else f"{v:+.4f}")
-    st.table(table, hide_index=True)
+    st.table(table.rename(columns=results.column_label), hide_index=True)  # the data's names, translated
     if snap.final_loss is not None:
-        st.caption(f"Loss of the last batch: {snap.final_loss:.6g}")
+        st.caption(t("page.results.loss", loss=f"{snap.final_loss:.6g}"))
     if strategies.of(snap).processes:  # each process ends with its own copy of the parameters
         ranks_results_ui(snap)
 
@@ -492,13 +513,13 @@ def ranks_results_ui(snap: Snapshot) -> None:
     rows = results.final_rows(snap)
     if not rows:
         if not snap.active:
-            st.caption("The ranks did not report their final parameters.")
+            st.caption(t("page.ranks.missing"))
         return
-    st.markdown("**Every rank's parameters after the last step**")
+    st.markdown(f"**{t('page.ranks.title')}**")
     table = pd.DataFrame(rows)
     for name in parameter_names(snap.config.n_features):
         table[name] = table[name].map(lambda v: f"{v:.6f}")
-    st.table(table.astype({"Rank": str}), hide_index=True)
+    st.table(table.astype({"Rank": str}).rename(columns=results.column_label), hide_index=True)
     agreement = results.final_agreement(snap)
     (st.success if snap.extra["final"]["identical"] else st.warning)(agreement)
 
@@ -508,7 +529,7 @@ def downloads_ui(snap: Snapshot | None) -> None:
         return
     left, right, _ = st.columns([1, 1, 2])
     left.download_button(
-        "Download history (CSV)",
+        t("page.download.csv"),
         results.history_csv(snap),
         file_name=f"fitcore-{snap.run_id}-history.csv",
         mime="text/csv",
@@ -516,7 +537,7 @@ def downloads_ui(snap: Snapshot | None) -> None:
         on_click="ignore",
     )
     right.download_button(
-        "Download result (JSON)",
+        t("page.download.json"),
         results.result_json(snap),
         file_name=f"fitcore-{snap.run_id}-result.json",
         mime="application/json",
@@ -562,8 +583,8 @@ def live_data(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> dict:
         "queued_poll_ms": QUEUED_POLL_MS,
         "smoothing": float(ss.smoothing),
         "overlay": live.json_safe(overlay),
-        "lang": i18n.current(),  # the live view's language, and its words in it (frontend/i18n.js)
-        "texts": i18n.browser_texts("live."),
+        "lang": i18n.current(),  # the live route answers in it (poll.js sends it as `&lang=`)
+        "texts": i18n.browser_texts("live."),  # the live view's own words, in that language
     }
 
 
@@ -592,16 +613,17 @@ def explain_ui(strategy: str) -> None:
     """Every strategy's explanation; a chosen strategy other than the default opens its own (the default's
     is the page's title and first screen)."""
     for s in strategies.STRATEGIES.values():
-        with st.expander(s.explanation_title, expanded=s.name == strategy != strategies.DEFAULT):
+        with st.expander(t(f"page.explain.{s.name}"), expanded=s.name == strategy != strategies.DEFAULT):
             st.markdown(s.markdown)
 
 
 def main() -> None:
-    st.set_page_config(page_title="fitcore: how DataParallel splits a batch", layout="wide")
+    i18n.set_language(page_language())  # every t() of this script run speaks it
+    st.set_page_config(page_title=t("page.tab_title"), layout="wide")
     try:
         pool = get_pool()
     except ConfigError as exc:
-        error_ui(f"The server's settings are wrong: {exc}")
+        error_ui(t("page.server_settings", error=str(exc)))
         st.stop()
     st.html(PAGE_CSS)  # only a <style>: Streamlit adds it to the page without drawing anything
     gpus = get_gpus()
@@ -619,13 +641,16 @@ def main() -> None:
         )
     except ConfigError as exc:
         cfg, config_error = None, controls.error_text(exc)
-    want = controls.to_query(values, st.session_state.pace)
+    # the link names the language once it is not the browser's own (or the link already named it)
+    lang = st.session_state.lang
+    keep_lang = "lang" in st.query_params or lang != browser_language()
+    want = controls.to_query(values, st.session_state.pace, lang if keep_lang else None)
     if st.query_params.to_dict() != {**st.query_params.to_dict(), **want}:
         st.query_params.update(want)  # the link reproduces the setup
 
     # one projector screen: a compact header, the buttons, then the live view; what is read comes below
     strategy = st.session_state.strategy
-    st.header(strategies.strategy(strategy).title, anchor=False)
+    st.header(t(f"page.title.{strategy}"), anchor=False)
     messages_ui(values, config_error)
     run_controls_ui(gpus, can_start=cfg is not None)
     snap = st.session_state.snap
@@ -639,20 +664,14 @@ def main() -> None:
 
 COMPARE_MAX_STEPS = 5_000  # the lab trains in the page's own script run: three models, and more per toggle
 WHATIF_STEPS = 50  # steps the what-if measures its starting point on
-TOGGLE_LABELS = {"loss_reduction": "Loss reduction"}  # the only toggle a form can get wrong
-SOURCES = (
-    "Memory: 2 + 2 + 12 bytes a parameter for mixed-precision Adam, partitioned by ZeRO's stages "
-    "(Rajbhandari et al., ZeRO, SC 2020). Bytes: ring all-reduce 2(K-1)/K of the gradients (Li et al., "
-    "PyTorch DDP, VLDB 2020); ZeRO-3 3(K-1)/K. Time: latency x steps + bytes / bandwidth. The Hugging Face "
-    "Ultra-Scale Playbook compares them; docs/scaling.md gives every formula."
-)
+TOGGLE_LABELS = {"loss_reduction": "lab.reduction"}  # the only toggle a form can get wrong: its catalog key
 
 
 def lab_ui(cfg: FitConfig | None) -> None:
     """Two questions after a run: does DDP give the same model, and what would 1,024 devices do?"""
     if cfg is None:
         return
-    compare_tab, whatif_tab = st.tabs(["Does DDP give the same model?", "What if: 2 to 1,024 devices"])
+    compare_tab, whatif_tab = st.tabs([t("lab.compare.tab"), t("lab.whatif.tab")])
     with compare_tab:
         compare_ui(cfg)
     with whatif_tab:
@@ -662,30 +681,26 @@ def lab_ui(cfg: FitConfig | None) -> None:
 def compare_ui(cfg: FitConfig) -> None:
     from fitcore import compare
 
-    st.caption(
-        "One device, DataParallel and DDP trained on the same data, seed and initial parameters. The one "
-        "device and DataParallel are fed the very same rows each step: those the DDP ranks hold, in rank "
-        "order, without DistributedSampler's padding duplicates, so a difference is the strategy's "
-        "arithmetic, not the shuffle. DDP's arithmetic is simulated exactly in this process (a test checks "
-        "it against torch's DDP on gloo)."
-    )
+    st.caption(t("lab.compare.caption"))
     cols = st.columns(5)
     reduction = cols[0].selectbox(
-        "Loss reduction", compare.LOSS_REDUCTIONS, key="cmp_reduction",
-        help="DDP averages the ranks' gradients: a summed loss takes K times smaller steps with SGD.",
+        t("lab.reduction"), compare.LOSS_REDUCTIONS, key="cmp_reduction", help=t("lab.reduction.help"),
+        format_func=lambda r: t(f"lab.reduction.{r}"),
     )  # fmt: skip
-    drop_last = cols[1].checkbox("drop_last", key="cmp_drop_last", help="DistributedSampler(drop_last=True)")
-    no_set_epoch = cols[2].checkbox("No set_epoch", key="cmp_no_set_epoch", help="the same order every epoch")
-    per_rank = cols[3].checkbox("Per-rank batch", key="cmp_per_rank", help="every rank takes the batch size")
-    scale_lr = cols[4].checkbox("Scale lr by K", key="cmp_scale_lr", help="DDP's learning rate times K")
-    if st.button("Compare", key="cmp_run"):
+    drop_last = cols[1].checkbox("drop_last", key="cmp_drop_last", help=t("lab.drop_last.help"))
+    no_set_epoch = cols[2].checkbox(
+        t("lab.no_set_epoch"), key="cmp_no_set_epoch", help=t("lab.no_set_epoch.help")
+    )
+    per_rank = cols[3].checkbox(t("lab.per_rank"), key="cmp_per_rank", help=t("lab.per_rank.help"))
+    scale_lr = cols[4].checkbox(t("lab.scale_lr"), key="cmp_scale_lr", help=t("lab.scale_lr.help"))
+    if st.button(t("lab.compare"), key="cmp_run"):
         try:
             toggles = compare.Toggles(reduction, drop_last, not no_set_epoch, per_rank, scale_lr)
             st.session_state.cmp_result = compare.run(cfg, toggles, max_steps=COMPARE_MAX_STEPS)
         except ConfigError as exc:
             st.session_state.cmp_result = None
             label = TOGGLE_LABELS.get(exc.field)
-            st.error(exc.named(label) if label else controls.error_text(exc))
+            st.error(exc.named(t(label)) if label else controls.error_text(exc))
     result = st.session_state.get("cmp_result")
     if not result:
         return
@@ -693,11 +708,11 @@ def compare_ui(cfg: FitConfig) -> None:
     st.dataframe(
         pd.DataFrame(
             {
-                "strategy": [r["strategy"] for r in rows],
-                "devices": [r["devices"] for r in rows],
-                "max |diff|": [f"{r['max_abs_diff']:.3g}" for r in rows],
-                "first step > 1e-5": [r["first_divergent_step"] or "-" for r in rows],
-                "engine": [result["config"]["engines"][r["strategy"]] for r in rows],
+                t("lab.col.strategy"): [t(f"lab.strategy.{r['strategy']}") for r in rows],
+                t("lab.col.devices"): [r["devices"] for r in rows],
+                t("lab.col.max_diff"): [f"{r['max_abs_diff']:.3g}" for r in rows],
+                t("lab.col.first_step"): [r["first_divergent_step"] or "-" for r in rows],
+                t("lab.col.engine"): [result["config"]["engines"][r["strategy"]] for r in rows],
             }
         ),
         hide_index=True,
@@ -705,20 +720,20 @@ def compare_ui(cfg: FitConfig) -> None:
     )
     for r in rows:
         for cause in r["causes"]:
-            st.markdown(f"- **{r['strategy']}**: {cause}")
+            st.markdown(t("lab.cause", strategy=t(f"lab.strategy.{r['strategy']}"), cause=cause))
     floor = 1e-12  # a log axis has no 0: identical parameters are drawn at the floor
     data = [
         {
             "type": "scatter",
             "mode": "lines",
-            "name": r["strategy"],
+            "name": t(f"lab.strategy.{r['strategy']}"),
             "y": [max(v, floor) for v in r["per_step"]],
         }
         for r in rows
     ]
     layout = {
         "height": 260, "margin": {"l": 50, "r": 10, "t": 10, "b": 40},
-        "yaxis": {"type": "log", "title": "max |parameter - one device's|"}, "xaxis": {"title": "step"},
+        "yaxis": {"type": "log", "title": t("lab.chart.y")}, "xaxis": {"title": t("lab.chart.x")},
         "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1e-5, "y1": 1e-5,
                     "line": {"dash": "dot", "width": 1}}],
     }  # fmt: skip
@@ -728,21 +743,18 @@ def compare_ui(cfg: FitConfig) -> None:
 def whatif_ui(cfg: FitConfig) -> None:
     from fitcore import whatif
 
-    st.caption(
-        "One step of this run, measured here, then projected to 2 ... 1,024 devices. Every number in the "
-        "table is projected, not measured."
-    )
+    st.caption(t("lab.whatif.caption"))
     cols = st.columns(3)
     params = cols[0].select_slider(
-        "Model parameters", [3, 1e6, 1e8, 1e9, 7e9, 13e9, 70e9], value=7e9, key="wi_params",
-        format_func=lambda p: f"{p:.3g}", help=SOURCES,
+        t("lab.params"), [3, 1e6, 1e8, 1e9, 7e9, 13e9, 70e9], value=7e9, key="wi_params",
+        format_func=lambda p: f"{p:.3g}", help=t("lab.sources"),
     )  # fmt: skip
     link = cols[1].selectbox(
-        "Link", list(whatif.LINKS), key="wi_link", format_func=lambda n: whatif.LINKS[n].name,
-        help="Bandwidth: the vendors' one-direction peaks; latency: a round figure. " + SOURCES,
+        t("lab.link"), list(whatif.LINKS), key="wi_link", format_func=lambda n: whatif.LINKS[n].name,
+        help=t("lab.link.help", sources=t("lab.sources")),
     )  # fmt: skip
-    memory = cols[2].number_input("Device memory (GB)", 1.0, 10_000.0, 80.0, key="wi_memory")
-    if st.button("Measure and project", key="wi_run"):
+    memory = cols[2].number_input(t("lab.memory"), 1.0, 10_000.0, 80.0, key="wi_memory")
+    if st.button(t("lab.measure"), key="wi_run"):
         try:
             measured = whatif.measure(dataclasses.replace(cfg, strategy="dataparallel"), WHATIF_STEPS)
             st.session_state.wi_measured = measured
@@ -752,21 +764,21 @@ def whatif_ui(cfg: FitConfig) -> None:
     if measured is None:
         return
     st.metric(
-        "Measured here: compute per step", f"{measured.compute_seconds * 1e6:.0f} µs", help=measured.where
+        t("lab.measured"), f"{measured.compute_seconds * 1e6:.0f} µs", help=measured.where
     )
     rows = whatif.table(measured, params, link=link, device_memory=memory * 1e9)
-    st.caption(whatif.PROJECTED)
+    st.caption(t("lab.projected"))
     st.dataframe(
         pd.DataFrame(
             {
-                "strategy": [r["name"] for r in rows],
-                "devices": [r["devices"] for r in rows],
-                "memory / device (GB)": [r["memory_per_device_bytes"] / 1e9 for r in rows],
-                "fits": [r["fits"] for r in rows],
-                "sent / device (GB)": [_gb(r["comm_bytes_per_device"]) for r in rows],
-                "step (ms)": [_ms(r["step_seconds"]) for r in rows],
-                "communication share": [r["comm_share"] for r in rows],
-                "note": [r["note"] for r in rows],
+                t("lab.col.strategy"): [t("lab.ring") if r["strategy"] == "ddp" else r["name"] for r in rows],
+                t("lab.col.devices"): [r["devices"] for r in rows],
+                t("lab.col.memory"): [r["memory_per_device_bytes"] / 1e9 for r in rows],
+                t("lab.col.fits"): [r["fits"] for r in rows],
+                t("lab.col.sent"): [_gb(r["comm_bytes_per_device"]) for r in rows],
+                t("lab.col.step"): [_ms(r["step_seconds"]) for r in rows],
+                t("lab.col.share"): [r["comm_share"] for r in rows],
+                t("lab.col.note"): [r["note"] for r in rows],
             }
         ),
         hide_index=True,

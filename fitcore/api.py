@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from fitcore import live
+from fitcore import i18n, live
 from fitcore.pool import RunNotFound, RunPool, server_pool
 
 OWNER_COOKIE = "fitcore_owner"
@@ -69,13 +69,17 @@ def _request_args(request: Request) -> tuple[str, str | None, int] | JSONRespons
 
 
 def live_handler(get_pool: Callable[[], RunPool] = server_pool):
-    """GET /fitcore/live?run=<id>&since=<step>: the run's payload after step `since` (fitcore.live)."""
+    """GET /fitcore/live?run=<id>&since=<step>&lang=<en|zh>: the run's payload after step `since`
+    (fitcore.live), its words in `lang` (English without one)."""
 
     async def handle(request: Request) -> Response:
         args = _request_args(request)
         if isinstance(args, Response):
             return args
         owner, run_id, since = args
+        lang = request.query_params.get("lang", i18n.DEFAULT)
+        if lang not in i18n.LANGUAGES:
+            return _error(400, "lang", lang, " or ".join(i18n.LANGUAGES))
         pool = get_pool()
         try:
             run_id = run_id or pool.latest_run(owner)
@@ -84,7 +88,8 @@ def live_handler(get_pool: Callable[[], RunPool] = server_pool):
             snap, number = pool.snapshot(owner, run_id), pool.run_number(owner, run_id)
         except RunNotFound:  # not this owner's, or dropped meanwhile: the same answer either way
             return _error(404, "run", run_id or "", "one of this browser's runs")
-        body = live.payload(snap, since, number)
+        with i18n.using(lang):  # the status line and the run's label in the page's language
+            body = live.payload(snap, since, number)
         return Response(
             json.dumps(body, separators=(",", ":"), allow_nan=False),
             media_type="application/json",

@@ -34,6 +34,7 @@ from fitcore.config import FitConfig, _parse_bool
 from fitcore.data import make_data
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.errors import ConfigError
+from fitcore.i18n import t
 from fitcore.parallel import EmulatedDataParallel, LinearModel, init_parameters, wrap
 from fitcore.train import make_optimizer
 
@@ -262,26 +263,19 @@ def _ddp_causes(cfg, plan, toggles, trained) -> list[str]:
     padded = [s for s in trained.steps if s.padded]
     if padded:
         first = trained.steps.index(padded[0]) + 1
-        causes.append(
-            f"padding: DistributedSampler repeats {padded[0].padded} row(s) each epoch so that the {k} "
-            f"shards of {cfg.data_size} rows are equal, and DDP counts them twice where the reference "
-            f"counts them once (first at step {first}; --drop-last removes the padding)"
-        )
+        causes.append(t("lab.cause.padding", padded=padded[0].padded, k=k, n=cfg.data_size, first=first))
     reasons = {
         "loss_reduction": (
             "sum",
-            f"loss reduction sum: DDP averages the {k} ranks' gradients, so a summed loss takes {k} times "
-            "smaller steps with SGD (Adam divides a constant scale out almost entirely)",
+            t("lab.cause.sum", k=k),
         ),
         "per_rank_batch": (
             True,
-            f"per-rank batch: every rank takes --batch-size {cfg.batch_size} rows, a global batch of "
-            f"{k * cfg.batch_size}, so DDP takes one step where the one-device run takes {k}",
+            t("lab.cause.per_rank", batch=cfg.batch_size, total=k * cfg.batch_size, k=k),
         ),
         "scale_lr": (
             True,
-            f"scaled lr: DDP's learning rate is {k} x {cfg.lr:g} (the linear scaling rule), the reference's "
-            f"{cfg.lr:g}",
+            t("lab.cause.scale_lr", k=k, lr=f"{cfg.lr:g}"),
         ),
     }
     for name, (on, text) in reasons.items():
@@ -290,7 +284,7 @@ def _ddp_causes(cfg, plan, toggles, trained) -> list[str]:
         off = replace(toggles, **{name: Toggles().__getattribute__(name)})
         without = _worst(train_all(cfg, plan, off, ("ddp",)), "ddp")
         if without < worst / 2 or without <= TOL:  # taking it away brings DDP closer: it made the difference
-            causes.append(f"{text}; measured: {worst:.3g} with it, {without:.3g} without")
+            causes.append(t("lab.cause.measured", cause=text, worst=f"{worst:.3g}", without=f"{without:.3g}"))
     return causes
 
 
@@ -300,17 +294,10 @@ def _shared_causes(cfg, plan, toggles, trained) -> dict[str, list[str]]:
     causes: dict[str, list[str]] = {name: [] for name in trained.per_step}
     if not toggles.set_epoch:
         other = train_all(cfg, plan, replace(toggles, set_epoch=True), tuple(trained.per_step))
-        why = (
-            f"every one of the {cfg.epochs} epochs took its rows in epoch 1's order"
-            if cfg.shuffle
-            else "no effect here: without shuffling every epoch has the same order anyway"
-        )
+        why = t("lab.cause.same_order", epochs=cfg.epochs) if cfg.shuffle else t("lab.cause.no_shuffle")
         for name in causes:
             d = max(abs(a - b) for a, b in zip(trained.finals[name], other.finals[name]))
-            causes[name].append(
-                f"set_epoch never called: {why}; this changes every strategy alike, so it is measured "
-                f"against the same strategy with set_epoch called: its final parameters differ by {d:.3g}"
-            )
+            causes[name].append(t("lab.cause.set_epoch", why=why, diff=f"{d:.3g}"))
     if toggles.drop_last:
         other = train_all(cfg, plan, replace(toggles, drop_last=False), tuple(trained.per_step))
         kept = cfg.data_size // k * k
@@ -320,12 +307,10 @@ def _shared_causes(cfg, plan, toggles, trained) -> dict[str, list[str]]:
         never = cfg.data_size - len(unseen)
         for name in causes:
             d = max(abs(a - b) for a, b in zip(trained.finals[name], other.finals[name]))
-            causes[name].append(
-                f"drop_last: each epoch keeps {kept} of {cfg.data_size} rows ({cfg.data_size - kept} unseen "
-                f"that epoch, {never} never seen in the whole run) and pads none; this changes every "
-                "strategy alike, so it is measured against the same strategy without drop_last: its final "
-                f"parameters differ by {d:.3g}"
-            )
+            causes[name].append(t(
+                "lab.cause.drop_last", kept=kept, n=cfg.data_size, unseen=cfg.data_size - kept, never=never,
+                diff=f"{d:.3g}",
+            ))  # fmt: skip
     return causes
 
 
@@ -337,19 +322,15 @@ def engines(plan: DevicePlan) -> dict[str, str]:
     """Which engine ran each strategy: say what is real, emulated or simulated."""
     k = len(plan.labels)
     if plan.uses_data_parallel:
-        dp = f"torch.nn.DataParallel on {plan.spec}"
+        dp = t("lab.engine.real", spec=plan.spec)
     elif plan.emulated:
-        dp = f"DataParallel emulated on {plan.host} ({plan.spec}): tensor.chunk, threads, gather"
+        dp = t("lab.engine.emulated", host=plan.host, spec=plan.spec)
     else:
-        dp = "one device (cpu): DataParallel of a single device runs the module itself"
+        dp = t("lab.engine.one_dp")
     return {
-        "reference": f"one device ({plan.first_device}), no wrapper",
+        "reference": t("lab.engine.reference", device=plan.first_device),
         "dataparallel": dp,
-        "ddp": (
-            f"DDP's arithmetic for {k} rank(s), simulated exactly in one process (per-rank loss and "
-            "gradient, divided by K and summed as DDP's all-reduce does); a test checks it against torch's "
-            "DDP on gloo"
-        ),
+        "ddp": t("lab.engine.ddp", k=k),
     }
 
 

@@ -31,6 +31,7 @@ from typing import Sequence
 
 from fitcore.config import FitConfig
 from fitcore.errors import ConfigError
+from fitcore.i18n import t
 
 PROJECTED = "projected, not measured"
 DEVICE_COUNTS = (2, 8, 64, 256, 1024)
@@ -204,16 +205,16 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured) 
     }
     if s == "dataparallel" and k > DEVICES_PER_MACHINE:
         row["fits"] = False
-        row["note"] = f"one process reaches one machine's devices (about {DEVICES_PER_MACHINE})"
+        row["note"] = t("lab.note.one_machine", n=DEVICES_PER_MACHINE)
         return {**row, "comm_bytes_per_device": None, "comm_seconds": None, "compute_seconds": None,
                 "step_seconds": None, "comm_share": None}  # fmt: skip
     wire = comm_bytes_per_device(s, params, k, batch_bytes)
     comm = comm_seconds(s, params, k, link, batch_bytes)
     compute = compute_seconds(measured, params, rows, flops)
     if not row["fits"]:
-        row["note"] = f"out of memory: needs {memory / 1e9:.3g} GB of {device_memory / 1e9:.3g} GB"
+        row["note"] = t("lab.note.oom", need=f"{memory / 1e9:.3g}", have=f"{device_memory / 1e9:.3g}")
     elif comm > compute:
-        row["note"] = "communication dominates"
+        row["note"] = t("lab.note.comm")
     return {
         **row,
         "comm_bytes_per_device": wire,
@@ -259,13 +260,14 @@ def measure(cfg: FitConfig, steps: int | None = None) -> Measured:
         raise ConfigError("lr", cfg.lr, f"a run that finishes to measure from; it ended: {ended.message}")
     times = [_compute(s) for s in seen]
     k = len(plan.labels)
+    kind = t("lab.emulated") if plan.emulated else plan.kind
     return Measured(
         compute_seconds=statistics.median(times),
         rows_per_device=cfg.batch_size / k,
         row_bytes=(cfg.n_features + 2) * 4,
         devices=k,
         params=cfg.n_features + 1,
-        where=f"{plan.spec} ({'emulated' if plan.emulated else plan.kind}), {len(seen)} steps",
+        where=t("lab.where", spec=plan.spec, kind=kind, steps=len(seen)),
     )
 
 

@@ -5,10 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from fitcore.i18n import t
+
 
 def shape_text(shape: Sequence[int]) -> str:
     """A shape as the page's tables write it: [67, 2]."""
     return "[" + ", ".join(str(n) for n in shape) + "]"
+
+
+def device_text(label: str) -> str:
+    """A device's label as the tables write it: "virtual:0 (emulated on CPU)", in the page's language."""
+    device, sep, on = label.partition(" (emulated on ")
+    return t("view.device.emulated", device=device, on=on.rstrip(")")) if sep else label
 
 
 def escape_markdown(text: str) -> str:

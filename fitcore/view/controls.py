@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from fitcore import strategies
 from fitcore.config import MAX_FEATURES, OPTIMIZERS, STRATEGIES, ConfigError, FitConfig, Limits, validate
 from fitcore.devices import GPU, MAX_VIRTUAL, parse_devices
-from fitcore.text import rate
+from fitcore.i18n import LANGUAGES, language, t
 
 # The settings the page has a control for, in the order the URL lists them.
 CONTROL_FIELDS = (
@@ -34,7 +34,8 @@ CONTROL_FIELDS = (
     "workers",
 )
 
-# What each field is called on the page, for error messages that name both the control and the field.
+# What each field is called on the page (English; field_label gives the page's language), for error messages
+# that name both the control and the field.
 FIELD_LABELS = {
     "weights": "True weights",
     "bias": "True bias",
@@ -50,6 +51,7 @@ FIELD_LABELS = {
     "strategy": "Strategy",
     "workers": "Workers",
     "pace": "Pace",
+    "lang": "Language",
 }
 
 # A widget can hold more features than a run may use, so that asking for too many gets validate()'s message.
@@ -62,9 +64,14 @@ PACE_CHOICES = ("1", "2", "5", "10", "20", "50", "100", "200", "max")
 DEFAULT_PACE = "20"  # the tutorial's 200 steps take ten seconds on screen
 
 
+def field_label(name: str) -> str:
+    """What the page calls a field, in the current language ("Batch size", "批大小")."""
+    return t(f"view.field.{name}") if name in FIELD_LABELS else name
+
+
 def error_text(exc: ConfigError) -> str:
     """A ConfigError as the page shows it, named once, by the control's label: "Batch size: got 300; ..."."""
-    return exc.named(FIELD_LABELS.get(exc.field, exc.field))
+    return exc.named(field_label(exc.field))
 
 
 def defaults() -> dict[str, Any]:
@@ -80,9 +87,19 @@ def defaults() -> dict[str, Any]:
 class Preset:
     """A configuration that shows one thing, and what to watch for."""
 
-    name: str
+    name: str  # its id: the preset control's value and the catalog's `view.preset.<key>.*`
     config: FitConfig
-    lesson: str  # shown on the page while the controls match the preset
+    key: str
+
+    @property
+    def title(self) -> str:
+        """The name as the page shows it, in the current language."""
+        return t(f"view.preset.{self.key}.name")
+
+    @property
+    def lesson(self) -> str:
+        """What to watch for: shown on the page while the controls match the preset."""
+        return t(f"view.preset.{self.key}.lesson")
 
 
 _TUTORIAL = FitConfig(
@@ -93,47 +110,37 @@ PRESETS = (
     Preset(
         "The tutorial",
         replace(_TUTORIAL, devices="virtual:2"),
-        "The tutorial's setup: every batch of 200 rows is cut into two chunks of 100, one per device, and "
-        "the learned W and b approach 5.2, 9.6 and 3.4.",
+        "tutorial",
     ),
     Preset(
         "Uneven split",
         replace(_TUTORIAL, devices="virtual:3"),
-        "200 rows do not divide by 3. DataParallel uses tensor.chunk(3): chunks of ceil(200 / 3) = 67 rows "
-        "and a smaller last one, so the replicas get 67, 67 and 66 rows.",
+        "uneven",
     ),
     Preset(
         "Fewer rows than devices",
         replace(_TUTORIAL, data_size=40, batch_size=5, epochs=25, devices="virtual:8"),
-        "A batch of 5 rows on 8 devices: tensor.chunk(8) gives five chunks of 1 row, so only 5 replicas "
-        "run and 3 devices sit idle on every step.",
+        "few_rows",
     ),
     Preset(
         "Too high a learning rate",
         replace(_TUTORIAL, optimizer="sgd", lr=1.5, devices="virtual:2"),
-        "Plain SGD with lr 1.5 on this data overshoots: each step multiplies the error by about "
-        "|1 - 2 x 1.5| = 2, so the loss grows until it overflows and the run ends as diverged. Any lr "
-        "above about 1 does this here; lr 0.5 converges.",
+        "high_lr",
     ),
     Preset(
         "Noisy data",
         replace(_TUTORIAL, noise=3.0, data_size=40, batch_size=40, devices="virtual:2"),
-        "With noise, no model can recover the true W and b from 40 rows: training converges to the "
-        "least-squares answer for this data (the dotted lines), not to the true values (the dashed lines).",
+        "noisy",
     ),
     Preset(
         "DistributedDataParallel",
         replace(_TUTORIAL, strategy="ddp", workers=2, devices="cpu"),
-        "The tutorial's data on 2 processes (ranks) on the CPU, backend gloo. A DistributedSampler gives "
-        "each rank its own 100 of the 200 rows; each rank computes the loss of its rows only, and DDP "
-        "averages the gradients during backward, so both ranks end with the same W and b.",
+        "ddp",
     ),
     Preset(
         "Uneven shards",
         replace(_TUTORIAL, data_size=10, batch_size=10, strategy="ddp", workers=3, devices="cpu"),
-        "10 rows do not divide by 3 ranks. DistributedSampler gives every rank ceil(10 / 3) = 4 rows, 12 "
-        "in all, by repeating the first 2 rows of the epoch's order: those 2 rows are trained on twice per "
-        "epoch.",
+        "uneven_shards",
     ),
 )
 
@@ -178,8 +185,14 @@ def pace_choice(pace: float | None) -> str:
 
 def pace_label(choice: str) -> str:
     if choice == "max":
-        return "as fast as possible"
-    return rate(float(choice))
+        return t("view.pace.max")
+    return rate_text(float(choice))
+
+
+def rate_text(per_second: float) -> str:
+    """ "1 step/s", "20 steps/s", "每秒 20 步": a speed rounded to a whole number."""
+    n = f"{per_second:.0f}"
+    return t("view.pace.rate.one" if n == "1" else "view.pace.rate.other", n=n)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -279,8 +292,9 @@ def _number_text(value: float) -> str:
     return repr(float(value)) if not float(value).is_integer() else str(int(value))
 
 
-def to_query(values: Mapping[str, Any], pace: str) -> dict[str, str]:
-    """The controls as URL query parameters: every controlled field and the pace, as text."""
+def to_query(values: Mapping[str, Any], pace: str, lang: str | None = None) -> dict[str, str]:
+    """The controls as URL query parameters: every controlled field and the pace, as text, and the page's
+    language where it is given."""
     out = {}
     for name in CONTROL_FIELDS:
         value = values[name]
@@ -293,24 +307,26 @@ def to_query(values: Mapping[str, Any], pace: str) -> dict[str, str]:
         else:
             out[name] = str(value)
     out["pace"] = pace
+    if lang is not None:
+        out["lang"] = lang
     return out
 
 
 def _check_url_value(name: str, raw: Any, value: Any, gpus: Any) -> Any:
     """Refuse what no control can hold (what a control can hold is left to validate()); return the value."""
     if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(name, raw, "a finite number")
+        raise ConfigError(name, raw, t("view.allowed.finite"))
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_WIDGET_INT:
-        raise ConfigError(name, raw, f"an integer from {-MAX_WIDGET_INT} to {MAX_WIDGET_INT}")
+        raise ConfigError(name, raw, t("view.allowed.integer", low=-MAX_WIDGET_INT, high=MAX_WIDGET_INT))
     if name == "weights":
         if not 1 <= len(value) <= MAX_FEATURE_CONTROL:
-            raise ConfigError(name, raw, f"1 to {MAX_FEATURES} numbers")
+            raise ConfigError(name, raw, t("view.allowed.numbers", most=MAX_FEATURES))
         if not all(math.isfinite(w) for w in value):
-            raise ConfigError(name, raw, "finite numbers")
+            raise ConfigError(name, raw, t("view.allowed.finite_numbers"))
     if name == "optimizer" and value not in OPTIMIZERS:
-        raise ConfigError(name, raw, " or ".join(OPTIMIZERS))
+        raise ConfigError(name, raw, t("view.or").join(OPTIMIZERS))
     if name == "strategy" and value not in STRATEGIES:
-        raise ConfigError(name, raw, " or ".join(STRATEGIES))
+        raise ConfigError(name, raw, t("view.or").join(STRATEGIES))
     if name == "devices":
         return parse_devices(value, gpus).spec
     return value
@@ -321,8 +337,8 @@ def _check_cpu_devices(values: dict[str, Any], raw: Any) -> None:
     processes = strategies.strategy(values.get("strategy", FitConfig.strategy)).processes
     if values.get("devices") == "cpu" and not processes:
         del values["devices"]
-        with_cpu = " or ".join(s.name for s in strategies.STRATEGIES.values() if s.processes)
-        allowed = f"virtual:K (K from 1 to {MAX_VIRTUAL}) or cuda:i,j,..., or cpu with strategy {with_cpu}"
+        with_cpu = t("view.or").join(s.name for s in strategies.STRATEGIES.values() if s.processes)
+        allowed = t("view.allowed.devices", most=MAX_VIRTUAL, strategies=with_cpu)
         raise ConfigError("devices", raw, allowed)
 
 
@@ -336,8 +352,9 @@ def from_query(
 ) -> tuple[dict[str, Any], str | None, list[ConfigError]]:
     """Read the controls from URL query parameters.
 
-    Returns (values, pace, errors): the typed values of the fields that parsed, the pace choice or None, and
-    one ConfigError per bad parameter. Parameters the page does not know (Streamlit's own, say) are ignored.
+    Returns (values, pace, errors): the typed values of the fields that parsed (and `lang`, the page's
+    language, where the link names one), the pace choice or None, and one ConfigError per bad parameter.
+    Parameters the page does not know (Streamlit's own, say) are ignored.
     """
     values: dict[str, Any] = {}
     errors: list[ConfigError] = []
@@ -365,7 +382,11 @@ def from_query(
         if text in PACE_CHOICES:
             pace = text
         else:
-            errors.append(
-                ConfigError("pace", raw, "one of " + ", ".join(PACE_CHOICES) + " (steps per second)")
-            )
+            errors.append(ConfigError("pace", raw, t("view.allowed.pace", choices=", ".join(PACE_CHOICES))))
+    if "lang" in params:
+        raw = _last(params["lang"])
+        if language(raw) is not None:
+            values["lang"] = language(raw)
+        else:
+            errors.append(ConfigError("lang", raw, t("view.or").join(LANGUAGES)))
     return values, pace, errors

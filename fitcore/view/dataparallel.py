@@ -12,32 +12,35 @@ from typing import Any
 from fitcore.config import FitConfig
 from fitcore.devices import parse_devices
 from fitcore.events import Replica, RunStarted, Step
+from fitcore.i18n import t
 from fitcore.parallel import chunk_sizes
 from fitcore.runner import Snapshot
-from fitcore.view.common import Section, shape_text
+from fitcore.view.common import Section, device_text, shape_text
 
-CONSOLE_HINT = "the tutorial's In Model / Outside lines"  # what the console panel will show, before a step
+CONSOLE_HINT = "view.console_hint.dataparallel"  # the catalog's words for what the console will show
 
 
 def split_table(step: Step) -> list[dict[str, Any]]:
     """One row per replica that ran (device, rows, index range, input and output shape), then `Outside`."""
+    device, rows_, batch_rows = t("view.col.device"), t("view.col.rows"), t("view.col.batch_rows")
+    inp, out = t("view.col.input_shape"), t("view.col.output_shape")
     rows = [
         {
-            "Device": r.device,
-            "Rows": r.rows,
-            "Batch rows": f"{r.start}–{r.stop - 1}",
-            "Input shape": shape_text(r.input_shape),
-            "Output shape": shape_text(r.output_shape),
+            device: device_text(r.device),
+            rows_: r.rows,
+            batch_rows: f"{r.start}–{r.stop - 1}",
+            inp: shape_text(r.input_shape),
+            out: shape_text(r.output_shape),
         }
         for r in step.replicas
     ]
     rows.append(
         {
-            "Device": "Outside (gathered)",
-            "Rows": step.input_shape[0],
-            "Batch rows": f"0–{step.input_shape[0] - 1}",
-            "Input shape": shape_text(step.input_shape),
-            "Output shape": shape_text(step.output_shape),
+            device: t("view.outside"),
+            rows_: step.input_shape[0],
+            batch_rows: f"0–{step.input_shape[0] - 1}",
+            inp: shape_text(step.input_shape),
+            out: shape_text(step.output_shape),
         }
     )
     return rows
@@ -68,7 +71,7 @@ def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> 
         rows = planned_split(snap.config if snap is not None else cfg, gpus)
     else:
         return []
-    return [Section("shapes", title="Shapes inside and outside the model", tables=(rows,))]
+    return [Section("shapes", title=t("view.shapes.title"), tables=(rows,))]
 
 
 def parallelism(cfg: FitConfig, started: RunStarted) -> str:

@@ -15,11 +15,12 @@ from fitcore.config import FitConfig
 from fitcore.console import final_lines, group_line
 from fitcore.devices import parse_devices
 from fitcore.events import Replica, RunStarted, Step
+from fitcore.i18n import count, t
 from fitcore.runner import Snapshot
 from fitcore.text import plural
 from fitcore.view.common import Section, shape_text
 
-CONSOLE_HINT = "each rank's In Model lines"  # what the console panel will show, before a step
+CONSOLE_HINT = "view.console_hint.ddp"  # the catalog's words for what the console will show
 PREVIEW_INDICES = 12  # dataset indices listed per rank in the shard table; the counts stay exact
 
 # The shard grid: one colour per rank, dark enough for white numbers on it (contrast >= 4.5 against white).
@@ -97,32 +98,30 @@ def shards_title(value: dict, which: str = "latest") -> str:
     """What the shard picture shows: the epoch, the sampler's rule and its padding."""
     epoch = value[which]
     n, k, per = value["data_size"], value["world_size"], value["rows_per_rank"]
-    text = (
-        f"Epoch {epoch['epoch']}: DistributedSampler (set_epoch({epoch['set_epoch']}), "
-        f"shuffle={value['shuffle']}) deals {plural(n, 'dataset row')} to {plural(k, 'rank')}, "
-        f"ceil({n} / {k}) = {per} each"
-    )
+    text = t(
+        "view.shards.deal", epoch=epoch["epoch"], set_epoch=epoch["set_epoch"], shuffle=value["shuffle"],
+        rows=count("view.count.dataset_row", n), ranks=count("view.count.rank", k), n=n, k=k, per=per,
+    )  # fmt: skip
     if value["padding"]:
-        pad = value["padding"]
         rows = ", ".join(map(str, epoch["repeated"]))
-        text += f"; {plural(pad, 'row')} ({rows}) repeated to pad the last shards"
+        text += t("view.shards.padding", padded=count("view.count.row", value["padding"]), rows=rows)
     return text
 
 
 def _preview(indices: Sequence[int], total: int) -> str:
     text = ", ".join(map(str, indices[:PREVIEW_INDICES]))
-    return text + (f", … ({total - PREVIEW_INDICES} more)" if total > PREVIEW_INDICES else "")
+    return text + (t("view.shards.more", n=total - PREVIEW_INDICES) if total > PREVIEW_INDICES else "")
 
 
 def shard_rows(value: dict, which: str = "latest") -> list[dict[str, Any]]:
     """One row per rank: how many dataset rows it got this epoch, which ones (in its order), the padding."""
     return [
         {
-            "Rank": r["rank"],
-            "Device": r["device"],
-            "Dataset rows": r["rows"],
-            "Rows, in the rank's order": _preview(r["indices"], r["rows"]),
-            "Padded (repeated)": ", ".join(map(str, r["padded"])) or "none",
+            t("view.col.rank"): r["rank"],
+            t("view.col.device"): r["device"],
+            t("view.col.dataset_rows"): r["rows"],
+            t("view.col.rank_order"): _preview(r["indices"], r["rows"]),
+            t("view.col.padded"): ", ".join(map(str, r["padded"])) or t("view.none"),
         }
         for r in shard_table(value, which)
     ]
@@ -153,7 +152,7 @@ def shard_grid(ranks: list[dict], data_size: int) -> dict:
     white on the rank's colour, or in the page's ink on a pale padding cell: readable on every colour.
     """
     n, k = data_size, len(ranks)
-    names = [f"rank {r['rank']} ({r['rows']} rows)" for r in ranks]
+    names = [t("view.grid.rank", rank=r["rank"], rows=count("view.count.row", r["rows"])) for r in ranks]
     own = [[None] * n for _ in range(k)]  # (K, N): the rank's number where it got the row, else a gap
     pad = [[None] * n for _ in range(k)]  # the same for the rows repeated to pad its shard
     for r in ranks:
@@ -166,18 +165,18 @@ def shard_grid(ranks: list[dict], data_size: int) -> dict:
     numbers = n <= MAX_CELL_NUMBERS
     text = [[str(i) for i in range(n)]] * k
     data = []
-    for z, opacity, colour, what in ((own, 1.0, "#ffffff", "got"), (pad, 0.3, INK, "repeated to pad")):
+    for z, opacity, colour, what in ((own, 1.0, "#ffffff", "got"), (pad, 0.3, INK, "pad")):
         data.append(dict(
             type="heatmap",
             x=list(range(n)), y=names, z=z, zmin=-0.5, zmax=k - 0.5, colorscale=scale, showscale=False,
             opacity=opacity, xgap=1 if n <= 400 else 0, ygap=4, hoverongaps=False,
             text=text, texttemplate="%{text}" if numbers else None, textfont=dict(color=colour, size=15),
-            hovertemplate=f"dataset row %{{x}}: {what} by %{{y}}<extra></extra>",
+            hovertemplate=t(f"view.grid.hover.{what}", x="%{x}", y="%{y}") + "<extra></extra>",
         ))  # fmt: skip
     # where every cell shows its row number, tick labels under the grid would only repeat them
     rows_axis = AXIS | dict(
         range=[-0.5, n - 0.5], showgrid=False, showline=False, ticks="", automargin=True,
-        showticklabels=not numbers, title=dict(text="dataset row" if not numbers else "", standoff=4),
+        showticklabels=not numbers, title=dict(text=t("view.grid.axis") if not numbers else "", standoff=4),
     )  # fmt: skip
     return dict(
         data=data,
@@ -209,27 +208,29 @@ def rank_table(step: Step) -> list[dict[str, Any]]:
     """
     losses = [_local_loss(r) for r in step.replicas]
     with_loss = any(loss is not None for loss in losses)
+    rank_, device, rows_ = t("view.col.rank"), t("view.col.device"), t("view.col.rows")
+    inp, out, local = t("view.col.input_shape"), t("view.col.output_shape"), t("view.col.local_loss")
     rows = []
     for rank, (r, loss) in enumerate(zip(step.replicas, losses)):
         row = {
-            "Rank": rank,
-            "Device": r.device,
-            "Rows": r.rows,
-            "Input shape": shape_text(r.input_shape),
-            "Output shape": shape_text(r.output_shape),
+            rank_: rank,
+            device: r.device,
+            rows_: r.rows,
+            inp: shape_text(r.input_shape),
+            out: shape_text(r.output_shape),
         }
         if with_loss:
-            row["Local loss"] = "" if loss is None else f"{loss:.6g}"
+            row[local] = "" if loss is None else f"{loss:.6g}"
         rows.append(row)
     total = {
-        "Rank": "all",
-        "Device": "All ranks together (never gathered)",
-        "Rows": step.input_shape[0],
-        "Input shape": shape_text(step.input_shape),
-        "Output shape": shape_text(step.output_shape),
+        rank_: t("view.ranks.all"),
+        device: t("view.ranks.together"),
+        rows_: step.input_shape[0],
+        inp: shape_text(step.input_shape),
+        out: shape_text(step.output_shape),
     }
     if with_loss:
-        total["Local loss"] = f"mean {step.loss:.6g}"
+        total[local] = t("view.ranks.mean", loss=f"{step.loss:.6g}")
     return rows + [total]
 
 
@@ -259,12 +260,12 @@ def _shards_source(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any) -> t
     """(title, Detail('shards') value, which epoch): the run's latest shards, or epoch 1's before them."""
     if snap is not None and snap.extra.get("shards"):
         value = snap.extra["shards"]
-        return "Each rank's shard of the dataset. " + shards_title(value, "latest"), value, "latest"
+        return t("view.shards.actual", rule=shards_title(value, "latest")), value, "latest"
     config = snap.config if snap is not None else cfg
     if config is None:
         return None
     value = planned_shards(config, gpus)
-    return "The shards each rank will get. " + shards_title(value, "first"), value, "first"
+    return t("view.shards.planned", rule=shards_title(value, "first")), value, "first"
 
 
 def _shards_section(title: str, value: dict, which: str) -> Section:
@@ -272,14 +273,11 @@ def _shards_section(title: str, value: dict, which: str) -> Section:
     n = value["data_size"]
     figure, notes = None, []
     if row_owners(value, which) is None or n > MAX_SHARD_PICTURE_ROWS:
-        notes.append(f"{n} rows are too many to draw one by one; the table below counts them.")
+        notes.append(t("view.shards.too_many", n=n))
     else:
         figure = shard_grid(shard_table(value, which), n)
     if value["padding"]:
-        notes.append(
-            "Pale cells are padding: rows repeated from the start of the epoch's order, so that every rank "
-            "has the same number of rows (DDP needs the same steps on every rank); they count twice."
-        )
+        notes.append(t("view.shards.pale"))
     return Section("shards", heading=title, figure=figure, notes=tuple(notes))
 
 
@@ -290,18 +288,15 @@ def _ranks_section(
     if snap is not None and snap.latest is not None:
         step = snap.latest
         rows = rank_table(step)
-        caption = (
-            f"Step {step.step}: each rank runs forward on its own rows and computes its own loss; the loss "
-            f"charted is their mean ({step.loss:.6g}). Nothing is gathered: DDP all-reduces the gradients."
-        )
+        caption = t("view.ranks.caption", step=step.step, loss=f"{step.loss:.6g}")
     else:
         rows = planned_rank_table(snap.config if snap is not None else cfg, gpus)
-        caption = "Step 1, planned: each rank takes ceil(batch size / ranks) rows of its shard per step."
+        caption = t("view.ranks.planned")
     return Section(
         "ranks",
-        title="Each rank's rows and shapes",
+        title=t("view.ranks.title"),
         tables=(shard_rows(value, which), rows),
-        text_columns=("Rank",),
+        text_columns=(t("view.col.rank"),),
         notes=(caption,),
     )
 

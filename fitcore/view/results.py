@@ -12,8 +12,26 @@ from typing import Any
 from fitcore import strategies
 from fitcore.config import FitConfig
 from fitcore.events import RunStarted, Step
+from fitcore.i18n import t
 from fitcore.runner import Snapshot
 from fitcore.view.common import parameter_names
+
+# The tables' column names as data (the JSON download keeps them): the page shows them through column_label.
+COLUMNS = {
+    "Parameter": "view.col.parameter",
+    "Learned": "view.col.learned",
+    "True": "view.col.true",
+    "Least squares": "view.col.lstsq",
+    "Learned − true": "view.col.learned_true",
+    "Learned − least squares": "view.col.learned_lstsq",
+    "Rank": "view.col.rank",
+    "Device": "view.col.device",
+}
+
+
+def column_label(name: str) -> str:
+    """A column of these tables as the page heads it, in the current language (a parameter's name as is)."""
+    return t(COLUMNS[name]) if name in COLUMNS else name
 
 
 def results_table(snap: Snapshot) -> list[dict[str, Any]]:
@@ -53,10 +71,10 @@ def final_agreement(snap: Snapshot) -> str | None:
         return None
     k = len(value["ranks"])
     if value["identical"] and k == 1:
-        return "The only rank ended with its own parameters: with 1 rank there is nothing to compare."
+        return t("view.final.one")
     if value["identical"]:
-        return f"All {k} ranks ended with identical parameters (largest difference 0): DDP kept them in step."
-    return f"The ranks' parameters differ: largest difference {value['max_abs_diff']:.3g}."
+        return t("view.final.identical", k=k)
+    return t("view.final.differ", diff=f"{value['max_abs_diff']:.3g}")
 
 
 def _finite_or_none(value: Any) -> Any:

@@ -3,40 +3,90 @@ console panel's latest lines."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 from fitcore import strategies
 from fitcore.config import FitConfig
 from fitcore.events import Status
+from fitcore.i18n import count, current, t
 from fitcore.runner import Snapshot
-from fitcore.text import plural, rate
-from fitcore.view.controls import FIELD_LABELS, used_fields
+from fitcore.view.controls import field_label, rate_text, used_fields
 
 
 def status_line(snap: Snapshot | None, cfg: FitConfig | None = None) -> str:
     """The status line: status, epoch, `step <n> / <total>`, speed, and the message where it helps.
 
-    Always contains `step <n> / <total>` once there is a run or a valid config (tests and benchmarks parse
-    it). Before any run (snap None) it is the Ready line, with cfg's steps when the controls are valid.
+    Always contains `step <n> / <total>` ("步数 <n> / <total>" in Chinese) once there is a run or a valid
+    config (tests and benchmarks parse it). Before any run (snap None) it is the Ready line, with cfg's
+    steps when the controls are valid.
     """
     if snap is None:
-        total = f" · step 0 / {cfg.total_steps}" if cfg is not None else ""
-        return f"Ready{total} · press Start training"
+        if cfg is None:
+            return t("view.status.ready_invalid")
+        return t("view.status.ready", total=cfg.total_steps)
     status = snap.status
-    parts = [status.capitalize()]
+    parts = [t(f"view.status.{status}")]
     if status == Status.QUEUED and snap.queue_position is not None:
-        parts.append(f"position {snap.queue_position} in the queue")
+        parts.append(t("view.status.position", n=snap.queue_position))
     if snap.epoch:
-        parts.append(f"epoch {snap.epoch} / {snap.config.epochs}")
-    parts.append(f"step {snap.step} / {snap.total_steps}")
+        parts.append(t("view.status.epoch", n=snap.epoch, total=snap.config.epochs))
+    parts.append(t("view.status.step", n=snap.step, total=snap.total_steps))
     if status in (Status.RUNNING, Status.FINISHED) and snap.steps_per_second > 0:
-        parts.append(rate(snap.steps_per_second))
+        parts.append(rate_text(snap.steps_per_second))
     if status not in (Status.RUNNING, Status.PAUSED):
-        parts.append(snap.message)
+        parts.append(message_text(snap.message))
     if strategies.of(snap).processes and snap.active and snap.step == 0:
-        k = snap.config.workers
-        parts.append(f"starting {plural(k, 'process', 'processes')}: each imports torch and joins the group")
+        parts.append(t("view.status.starting", processes=count("view.count.process", snap.config.workers)))
     return " · ".join(p for p in parts if p)
+
+
+# The runs' messages are data, in English (the JSON download and the recordings keep them as written): the
+# status line reads the ones the runner, the pool and the training loops write in the page's language.
+# A message with no pattern here (an exception's own text) is shown as written.
+_NUMBER = r"(-?[0-9.]+(?:e[-+]?[0-9]+)?|inf|-inf|nan)"
+_MESSAGES = [
+    (re.compile(p), key)
+    for p, key in (
+        (r"waiting to start", "view.message.waiting"),
+        (r"starting", "view.message.starting"),
+        (r"training", "view.message.training"),
+        (r"paused between steps", "view.message.paused"),
+        (r"epoch (?P<epoch>\d+), step (?P<step>\d+)", "view.message.at_step"),
+        (r"waiting: (?P<n>\d+) runs? ahead, counting this one; (?P<most>\d+) train at once",
+         "view.message.queued"),
+        (r"finished (?P<steps>\d+) steps? in (?P<s>[0-9.]+) s"
+         r"(?P<where> on (?P<k>\d+) process(?:es)? \(DistributedDataParallel\))?"
+         r"(?: \((?P<paused>[0-9.]+) s of it paused\))?", "view.message.finished"),
+        (r"the loss became (?P<value>" + _NUMBER + r") at step (?P<step>\d+) \(epoch (?P<epoch>\d+)\); "
+         r"the learning rate (?P<lr>\S+) is too high for this data", "view.message.diverged"),
+        (r"stopped by the user", "view.message.stopped"),
+        (r"stopped by the user before it started", "view.message.stopped_before"),
+        (r"reset by the user", "view.message.reset"),
+        (r"reset by the user before it started", "view.message.reset"),
+        (r"the server is shutting down", "view.message.shutdown"),
+        (r"the server dropped this run: the page did not read it", "view.message.dropped"),
+        (r"stopped: its page was closed \(not read(?: again)? for (?P<s>[0-9.]+) s\)", "view.message.closed"),
+        (r"stopped at the time limit of (?P<s>[0-9.]+) s", "view.message.time_limit"),
+    )
+]
+
+
+def message_text(message: str) -> str:
+    """A run's message in the current language (as written where it has no translation)."""
+    if current() == "en":
+        return message
+    for pattern, key in _MESSAGES:
+        match = pattern.fullmatch(message)
+        if match is None:
+            continue
+        fields = {name: value or "" for name, value in match.groupdict().items()}
+        if key == "view.message.finished":
+            where = t("view.message.on_processes", k=fields["k"]) if fields["k"] else ""
+            paused = t("view.message.paused_for", s=fields["paused"]) if fields["paused"] else ""
+            return t(key, steps=fields["steps"], s=fields["s"], where=where, paused=paused)
+        return t(key, **{name: value for name, value in fields.items() if name != "k"})
+    return message
 
 
 _STATUS_KINDS = {
@@ -62,7 +112,7 @@ def config_differences(values: Mapping[str, Any], running: FitConfig) -> list[st
         if name == "weights" and ours is not None:
             ours = tuple(float(w) for w in ours)
         if ours != theirs:
-            out.append(f"{FIELD_LABELS[name]}: {_show(theirs)} in the run, {_show(ours)} in the controls")
+            out.append(t("view.differs", label=field_label(name), run=_show(theirs), controls=_show(ours)))
     return out
 
 
