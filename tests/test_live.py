@@ -96,7 +96,7 @@ def test_payload_of_a_finished_run_holds_its_series_and_its_last_step():
     json.dumps(body, allow_nan=False)  # plain JSON only
     assert body["run"]["label"] == "Run 2 · DataParallel · virtual:3"
     with i18n.using("zh"):  # a Chinese page's legend and overlay; the strategy and devices stay code names
-        assert live.run_title(snap, 2) == "训练 2 · DataParallel · virtual:3"
+        assert live.run_title(snap, 2) == "第 2 次训练 · DataParallel · virtual:3"
     assert (body["run"]["status"], body["run"]["step"], body["run"]["total_steps"]) == ("finished", 30, 30)
     assert body["run"]["active"] is False and body["run"]["kind"] == "success"
     assert body["names"] == ["w1", "w2", "b"] and body["true"] == [5.2, 9.6, 3.4]
