@@ -65,8 +65,8 @@ def data_lines(source: dict, weights: tuple[float, ...], bias: float) -> list[st
     from fitcore.csvdata import data_result
 
     names = ", ".join(source["features"])
-    scaled = "features and target standardised (mean 0, std 1)" if source.get("standardized") else (
-        "features as in the file")
+    standardised = "features and target standardised (mean 0, std 1)"
+    scaled = standardised if source.get("standardized") else "features as in the file"
     lines = [f"Data:           {source['file']}: {source['target']} from {names}, {source['rows']} rows; "
              f"{scaled}"]  # fmt: skip
     if source.get("standardized") and weights:

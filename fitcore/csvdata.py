@@ -219,6 +219,22 @@ def _table(path: str, raw: bytes, target: str, features: tuple[str, ...]) -> Tab
     return Table(X, y, chosen, target, hashlib.sha256(raw).hexdigest())
 
 
+PREVIEW_ROWS = 5  # the first data rows a page shows before a run
+
+
+def preview(path: str, rows: int = PREVIEW_ROWS) -> tuple[tuple[str, ...], list[list[str]]]:
+    """The file's column names and its first `rows` data rows as text, for a page to show before a run.
+
+    The same refusals as read_table for the file as a whole (size, binary data, empty, no header); the
+    cells themselves are checked by the run's validation, which names the first bad one.
+    """
+    path = str(path)
+    text = _text(path, _read_bytes(path))
+    names = _header(path, text)
+    lines = [line for line in text.lstrip("\r\n").splitlines()[1:] if line.strip()][:rows]
+    return tuple(names), [[c.strip() for c in cells] for cells in csv.reader(lines)]
+
+
 @functools.lru_cache(maxsize=2)
 def _cached(path: str, target: str, features: tuple[str, ...], stamp: tuple[int, int]) -> Table:
     """read_table, kept for the file as it was at `stamp` (size, mtime): validation and training share it."""

@@ -36,8 +36,11 @@ def status_line(snap: Snapshot | None, cfg: FitConfig | None = None) -> str:
     if strategies.of(snap).processes and snap.active and snap.step == 0:
         k = snap.config.workers
         parts.append(f"starting {plural(k, 'process', 'processes')}: each imports torch and joins the group")
+    parts.append(snap.source_label)  # a replay: "recorded on <machine> on <date>"
     return " · ".join(p for p in parts if p)
 
+
+SYNTHETIC_FIELDS = ("weights", "bias", "noise", "data_size")  # the synthetic data's own settings
 
 _STATUS_KINDS = {
     Status.FINISHED: "success",
@@ -58,6 +61,8 @@ def config_differences(values: Mapping[str, Any], running: FitConfig) -> list[st
     either = (values.get("strategy"), running.strategy)
     workers = next((s for s in either if strategies.strategy(s).processes), running.strategy)
     for name in used_fields(workers):
+        if name in SYNTHETIC_FIELDS and (running.data or values.get("data")):
+            continue  # a file decides them: its rows and its least-squares answer
         ours, theirs = values.get(name), getattr(running, name)
         if name == "weights" and ours is not None:
             ours = tuple(float(w) for w in ours)
