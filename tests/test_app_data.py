@@ -15,10 +15,12 @@ from fitcore.events import Status
 from fitcore.uploads import KEEP_PER_KIND, UploadStore, safe_name
 from fitcore.view import datasource, results
 from fitcore.view.status import status_line
-from tests.test_app import page, wait_for_run  # noqa: F401 - the page fixture
+from tests import test_app
+from tests.test_app import wait_for_run
 
 ROOT = Path(__file__).resolve().parents[1]
 HOUSES = ROOT / "examples" / "houses.csv"
+page = test_app.page  # the fixture: fresh sessions of the page, every run stopped afterwards
 
 
 def errors(at) -> list[str]:
@@ -94,10 +96,16 @@ def test_an_uploaded_csv_trains_to_least_squares_on_the_raw_file(page):
             "CSV file: got 'bad.csv'; allowed: a finite number in every cell; line 3, column 'area' holds "
             "'n/a' (not a number)",
         ),
-        ("bin.csv", b"\x00\x01\x02", "CSV file: got 'bin.csv'; allowed: a text CSV file; found binary data "
-         "(a NUL byte at byte 0)"),  # fmt: skip
-        ("empty.csv", b"", "CSV file: got 'empty.csv'; allowed: a CSV file with a header line and rows; "
-         "the file is empty"),  # fmt: skip
+        (
+            "bin.csv",
+            b"\x00\x01\x02",
+            "CSV file: got 'bin.csv'; allowed: a text CSV file; found binary data (a NUL byte at byte 0)",
+        ),  # fmt: skip
+        (
+            "empty.csv",
+            b"",
+            "CSV file: got 'empty.csv'; allowed: a CSV file with a header line and rows; the file is empty",
+        ),  # fmt: skip
     ],
 )
 def test_a_bad_csv_is_one_error_line_and_nothing_else(page, name, data, message):
