@@ -366,7 +366,7 @@ def _event(path: str, number: int, line: str) -> Event:
     except ValueError as exc:
         raise RecordingError(path, f"not JSON ({exc.msg} at column {exc.colno})", number) from None
     kind = data.get("event") if isinstance(data, dict) else None
-    if kind not in _READERS:
+    if not isinstance(kind, str) or kind not in _READERS:  # a list or a dict cannot even be looked up
         raise RecordingError(
             path, f"an unknown event {kind!r} (expected one of {', '.join(_READERS)})", number
         )
