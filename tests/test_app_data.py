@@ -130,7 +130,8 @@ def test_a_replay_plays_to_its_recorded_end_with_its_label(page):
     label = "recorded on a CPU (x86_64, Linux, torch 2.13.0+cpu) on 2026-12-04"
     assert rec.label == label
     run = live.payload(snap, 0, 1)["run"]
-    assert status_line(snap).endswith(" · " + label) and run["status_line"] == status_line(snap)
+    assert status_line(snap).startswith(f"Finished · {label} · epoch 10 / 10 · step 20 / 20 · ")
+    assert run["status_line"] == status_line(snap)
     assert run["label"] == f"Run 1 · DataParallel · virtual:3 · {label}"
     assert [b.label for b in at.get("download_button")][-2:] == ["Record (.fitrec)", "Trace (Chrome JSON)"]
 

@@ -23,7 +23,7 @@ def status_line(snap: Snapshot | None, cfg: FitConfig | None = None) -> str:
         total = f" · step 0 / {cfg.total_steps}" if cfg is not None else ""
         return f"Ready{total} · press Start training"
     status = snap.status
-    parts = [status.capitalize()]
+    parts = [status.capitalize(), snap.source_label]  # a replay says first what it replays, "recorded on ..."
     if status == Status.QUEUED and snap.queue_position is not None:
         parts.append(f"position {snap.queue_position} in the queue")
     if snap.epoch:
@@ -36,7 +36,6 @@ def status_line(snap: Snapshot | None, cfg: FitConfig | None = None) -> str:
     if strategies.of(snap).processes and snap.active and snap.step == 0:
         k = snap.config.workers
         parts.append(f"starting {plural(k, 'process', 'processes')}: each imports torch and joins the group")
-    parts.append(snap.source_label)  # a replay: "recorded on <machine> on <date>"
     return " · ".join(p for p in parts if p)
 
 
