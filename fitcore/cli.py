@@ -277,7 +277,6 @@ def play(cfg, trainer, args, torchrun, source: dict | None = None, label: str = 
             result["details"] = seen["details"]
         if source:  # your own data: the file, and the parameters in its units
             result["data"] = data_result(source, ended.weights, ended.bias)
-            result["true_weights"] = result["true_bias"] = None  # a file has no true parameters
         say(json.dumps(result))
     else:
         rate = ended.steps / ended.elapsed if ended.elapsed > 0 else 0.0

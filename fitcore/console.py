@@ -65,9 +65,10 @@ def data_lines(source: dict, weights: tuple[float, ...], bias: float) -> list[st
     from fitcore.csvdata import data_result
 
     names = ", ".join(source["features"])
-    scaled = "standardised (mean 0, std 1)" if source.get("standardized") else "as in the file"
+    standardised = "features and target standardised (mean 0, std 1)"
+    scaled = standardised if source.get("standardized") else "features as in the file"
     lines = [f"Data:           {source['file']}: {source['target']} from {names}, {source['rows']} rows; "
-             f"features {scaled}"]  # fmt: skip
+             f"{scaled}"]  # fmt: skip
     if source.get("standardized") and weights:
         r = data_result(source, weights, bias)
         lines.append(f"In file units:  W = {_vector(r['weights_original'])}  b = {r['bias_original']:.4f}")

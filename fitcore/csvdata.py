@@ -41,15 +41,26 @@ class Table(NamedTuple):
 
 
 class Scaling(NamedTuple):
-    """Feature standardisation: X_std = (X - mean) / scale, column by column."""
+    """Standardisation: X' = (X - mean) / scale column by column, and y' = (y - target_mean) / target_scale.
+
+    The target is scaled as well as the features: Adam moves each parameter by about lr a step, so a
+    target far from 0 (a price of 425) would need hundreds of steps at the default rate before the bias got
+    there. On y' every least-squares parameter is of order 1, and the default lr 0.5 reaches it.
+    """
 
     mean: tuple[float, ...]
     scale: tuple[float, ...]  # the standard deviation; 1 for a constant column, which it cannot scale
+    target_mean: float = 0.0
+    target_scale: float = 1.0  # as scale: 1 for a constant target
 
     def original(self, weights: tuple[float, ...], bias: float) -> tuple[tuple[float, ...], float]:
-        """Parameters learned on standardised features in the file's units: W / s, b - Σ W·mean / s."""
-        w = tuple(wi / si for wi, si in zip(weights, self.scale))
-        return w, bias - sum(wi * mi for wi, mi in zip(w, self.mean))
+        """Parameters learned on the standardised data in the file's units.
+
+        y = my + sy·y' = my + sy·(Σ W'·(x - mx) / sx + b'), so W = W'·sy / sx and b = my + sy·b' - Σ W·mx.
+        """
+        sy = self.target_scale
+        w = tuple(wi * sy / si for wi, si in zip(weights, self.scale))
+        return w, self.target_mean + sy * bias - sum(wi * mi for wi, mi in zip(w, self.mean))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -208,6 +219,22 @@ def _table(path: str, raw: bytes, target: str, features: tuple[str, ...]) -> Tab
     return Table(X, y, chosen, target, hashlib.sha256(raw).hexdigest())
 
 
+PREVIEW_ROWS = 5  # the first data rows a page shows before a run
+
+
+def preview(path: str, rows: int = PREVIEW_ROWS) -> tuple[tuple[str, ...], list[list[str]]]:
+    """The file's column names and its first `rows` data rows as text, for a page to show before a run.
+
+    The same refusals as read_table for the file as a whole (size, binary data, empty, no header); the
+    cells themselves are checked by the run's validation, which names the first bad one.
+    """
+    path = str(path)
+    text = _text(path, _read_bytes(path))
+    names = _header(path, text)
+    lines = [line for line in text.lstrip("\r\n").splitlines()[1:] if line.strip()][:rows]
+    return tuple(names), [[c.strip() for c in cells] for cells in csv.reader(lines)]
+
+
 @functools.lru_cache(maxsize=2)
 def _cached(path: str, target: str, features: tuple[str, ...], stamp: tuple[int, int]) -> Table:
     """read_table, kept for the file as it was at `stamp` (size, mtime): validation and training share it."""
@@ -227,16 +254,26 @@ def load(path: str, target: str, features: tuple[str, ...] = ()) -> Table:
 # Standardising and reaching a run.
 
 
-def scaling(X: np.ndarray) -> Scaling:
-    """Each column's mean and standard deviation (a constant column keeps scale 1)."""
+def scaling(X: np.ndarray, y: np.ndarray | None = None) -> Scaling:
+    """Each column's mean and standard deviation (a constant column keeps scale 1), and the target's if
+    given (without it, the target is left as it is: mean 0, scale 1)."""
     mean = X.mean(axis=0)
     std = X.std(axis=0)
     scale = np.where(std > 0, std, 1.0)
-    return Scaling(tuple(float(m) for m in mean), tuple(float(s) for s in scale))
+    if y is None:
+        return Scaling(tuple(float(m) for m in mean), tuple(float(s) for s in scale))
+    y_std = float(np.std(y))
+    return Scaling(
+        tuple(float(m) for m in mean),
+        tuple(float(s) for s in scale),
+        float(np.mean(y)),
+        y_std if y_std > 0 else 1.0,
+    )
 
 
 def training_arrays(cfg: Any) -> tuple[np.ndarray, np.ndarray, Scaling | None]:
-    """The run's (X (N, d), y (N, 1)) in float64, standardised if cfg.standardize, and the scaling used.
+    """The run's (X (N, d), y (N, 1)) in float64, features and target standardised if cfg.standardize, and
+    the scaling used.
 
     Refuses a file whose checksum is not the one the config was validated with: each DDP rank reads the
     file itself and must see the very rows the parent saw.
@@ -251,15 +288,16 @@ def training_arrays(cfg: Any) -> tuple[np.ndarray, np.ndarray, Scaling | None]:
     X, y = table.X, table.y.reshape(-1, 1)
     if not cfg.standardize:
         return X, y, None
-    s = scaling(X)
-    return (X - np.asarray(s.mean)) / np.asarray(s.scale), y, s
+    s = scaling(X, y)
+    return (X - np.asarray(s.mean)) / np.asarray(s.scale), (y - s.target_mean) / s.target_scale, s
 
 
 def run_scaling(cfg: Any) -> Scaling | None:
     """The standardisation of cfg's run, or None (synthetic data, or --no-standardize)."""
     if not cfg.data or not cfg.standardize:
         return None
-    return scaling(load(cfg.data, cfg.target, cfg.features).X)
+    table = load(cfg.data, cfg.target, cfg.features)
+    return scaling(table.X, table.y)
 
 
 def lstsq_numpy(X: np.ndarray, y: np.ndarray) -> tuple[tuple[float, ...], float]:
@@ -300,7 +338,9 @@ def source(cfg: Any) -> dict[str, Any]:
         "standardized": s is not None,
     }
     if s is not None:
-        out.update(mean=list(s.mean), scale=list(s.scale))
+        out.update(
+            mean=list(s.mean), scale=list(s.scale), target_mean=s.target_mean, target_scale=s.target_scale
+        )
     return out
 
 
@@ -308,7 +348,13 @@ def data_result(source: dict[str, Any], weights: tuple[float, ...], bias: float)
     """source() with the learned parameters in the file's units (weights_original, bias_original)."""
     out = dict(source)
     if source.get("standardized") and weights:
-        s = Scaling(tuple(source["mean"]), tuple(source["scale"]))
+        # a source without the target's scaling (an older recording) trained on the target as it was
+        s = Scaling(
+            tuple(source["mean"]),
+            tuple(source["scale"]),
+            float(source.get("target_mean", 0.0)),
+            float(source.get("target_scale", 1.0)),
+        )
         w, b = s.original(tuple(weights), bias)
     else:
         w, b = tuple(weights), bias

@@ -50,7 +50,8 @@ def json_safe(value: Any) -> Any:
 def run_title(snap: Snapshot, number: int | None = None) -> str:
     """ "Run 2 · DataParallel · virtual:3": how the page names a run, in its legend and overlay too."""
     name = t("live.run.title", n=number) if number else snap.run_id
-    return f"{name} · {strategies.of(snap).label} · {snap.config.devices}"
+    title = f"{name} · {strategies.of(snap).label} · {snap.config.devices}"
+    return f"{title} · {snap.source_label}" if snap.source_label else title  # a replay says what it replays
 
 
 def run_part(snap: Snapshot, number: int | None = None) -> dict[str, Any]:
@@ -148,7 +149,9 @@ def payload(snap: Snapshot, since: int = 0, number: int | None = None) -> dict[s
 
 def _parameters(cfg: FitConfig) -> dict[str, list]:
     """The parameters' names (w1 ... wd, b) and their true values: the parameter chart's lines."""
-    return {"names": parameter_names(cfg.n_features), "true": list(cfg.weights) + [cfg.bias]}
+    # a CSV file has no true parameters: its config's weights are the least-squares answer, drawn as such
+    true = None if cfg.data else list(cfg.weights) + [cfg.bias]
+    return {"names": parameter_names(cfg.n_features), "true": true}
 
 
 def planned_payload(cfg: FitConfig, gpus: Any = None) -> dict[str, Any]:

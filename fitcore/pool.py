@@ -11,11 +11,24 @@ from dataclasses import dataclass
 from typing import Callable
 
 from fitcore.config import MAX_FEATURES, ConfigError, FitConfig, Limits, parse_number, validate
-from fitcore.runner import Run, Snapshot
+from fitcore.runner import Run, Snapshot, trainer_for
 from fitcore.train import warm_up
 
 # Bounds for a server that many students share; the command line has none but memory.
 CLASSROOM_LIMITS = Limits(max_data_size=1_000_000, max_epochs=10_000, max_steps=1_000_000, max_seconds=600)
+
+
+def _listened(trainer: Callable, listener: Callable) -> Callable:
+    """`trainer` with `listener` called on every event before the run's own consumer."""
+
+    def train(cfg, on_event, control, **kwargs):
+        def both(event):
+            listener(event)
+            on_event(event)
+
+        return trainer(cfg, both, control, **kwargs)
+
+    return train
 
 
 class RunNotFound(KeyError):
@@ -101,11 +114,25 @@ class RunPool:
         warm_up()  # so that a student's first Start shows a step within a second
 
     # -- owners' calls ----------------------------------------------------------------------------
-    def submit(self, owner: str, cfg: FitConfig, pace: float | None = None) -> Snapshot:
-        """Validate cfg against the server's limits, queue a run and start it if a slot is free."""
+    def submit(
+        self,
+        owner: str,
+        cfg: FitConfig,
+        pace: float | None = None,
+        listener: Callable[[FitConfig], Callable] | None = None,
+    ) -> Snapshot:
+        """Validate cfg against the server's limits, queue a run and start it if a slot is free.
+
+        Args:
+            listener: given the validated config, returns an on_event consumer that sees every event of
+                the run besides the run itself (a page's Recorder); called only once cfg is valid.
+        """
         cfg = validate(cfg, self.settings.limits)  # a CSV source comes back with its rows filled in
+        extra = {}
+        if listener is not None:
+            extra["trainer"] = _listened(trainer_for(cfg), listener(cfg))
         run = self._run_factory(
-            cfg, pace=pace, max_seconds=self.settings.limits.max_seconds, on_done=self._done
+            cfg, pace=pace, max_seconds=self.settings.limits.max_seconds, on_done=self._done, **extra
         )
         return self._enqueue(owner, run)
 
@@ -119,7 +146,7 @@ class RunPool:
 
         run = self._run_factory(
             recording.config, pace=pace, max_seconds=self.settings.limits.max_seconds, on_done=self._done,
-            trainer=replayer(recording),
+            trainer=replayer(recording), source_label=recording.label,
         )  # fmt: skip
         return self._enqueue(owner, run)
 

@@ -72,16 +72,22 @@ def machine() -> dict[str, Any]:
 
 
 def machine_label(header: dict[str, Any]) -> str:
-    """What the page labels a replay with: "recorded on 2 x NVIDIA H100 (CUDA 12.4, torch 2.13.0) on ..."."""
-    m = header.get("machine", {})
-    gpus = m.get("gpus") or []
+    """What the page labels a replay with: "recorded on 2 x NVIDIA H100 (CUDA 12.4, torch 2.13.0) on ...",
+    in the current language (fitcore.i18n)."""
+    from fitcore.i18n import t
+
+    m = header.get("machine")
+    m = m if isinstance(m, dict) else {}
+    gpus = [str(g) for g in m.get("gpus") or [] if isinstance(m.get("gpus"), list)]
+    date = str(header.get("recorded", ""))[:10] or t("data.recorded.no_date")
+    torch = m.get("torch", "?")
     if gpus:
-        names = sorted(set(gpus))
-        where = ", ".join(f"{gpus.count(n)} x {n}" for n in names) + f" (CUDA {m.get('cuda')}"
-    else:
-        where = f"a CPU ({m.get('cpu', '?')}, {m.get('os', '?')}" if m else "an unknown machine ("
-    date = str(header.get("recorded", ""))[:10] or "an unknown date"
-    return f"recorded on {where}, torch {m.get('torch', '?')}) on {date}"
+        names = ", ".join(f"{gpus.count(n)} x {n}" for n in sorted(set(gpus)))
+        return t("data.recorded.gpus", gpus=names, cuda=m.get("cuda"), torch=torch, date=date)
+    if m:
+        cpu, system = m.get("cpu", "?"), m.get("os", "?")
+        return t("data.recorded.cpu", cpu=cpu, os=system, torch=torch, date=date)
+    return t("data.recorded.unknown", date=date)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -272,6 +278,7 @@ class Recorder:
 
     def __init__(self, path: str, clock: Callable[[], float] = time.time, extra: dict | None = None):
         self.path = str(path)
+        self.complete = False  # True once the run's end is written: the file is a whole recording
         try:
             self._file: IO[str] | None = open(self.path, "w", encoding="utf-8")
         except OSError as exc:
@@ -297,6 +304,7 @@ class Recorder:
         self._write(event_dict(event))
         if isinstance(event, RunEnded):
             self.close()
+            self.complete = True
 
     def close(self) -> None:
         if self._file is not None:
@@ -358,7 +366,7 @@ def _event(path: str, number: int, line: str) -> Event:
     except ValueError as exc:
         raise RecordingError(path, f"not JSON ({exc.msg} at column {exc.colno})", number) from None
     kind = data.get("event") if isinstance(data, dict) else None
-    if kind not in _READERS:
+    if not isinstance(kind, str) or kind not in _READERS:  # a list or a dict cannot even be looked up
         raise RecordingError(
             path, f"an unknown event {kind!r} (expected one of {', '.join(_READERS)})", number
         )

@@ -93,6 +93,7 @@ class Snapshot:
     queue_position: int | None = None  # 1 = next to start; None when not queued
     extra: dict = field(default_factory=dict)  # strategy-specific details (DDP shards)
     started: RunStarted | None = None  # the run's RunStarted, once it came
+    source_label: str = ""  # a replay's "recorded on <machine> on <date>"; "" for a live run
 
     @property
     def active(self) -> bool:
@@ -130,6 +131,7 @@ class Run:
         on_done: Callable[["Run"], None] | None = None,
         recent_steps: int = 5,
         trainer: Callable[..., RunEnded] | None = None,
+        source_label: str = "",
     ):
         self.run_id = f"run-{next(_ids)}"
         self.config = cfg
@@ -137,6 +139,7 @@ class Run:
         self.clock = clock
         self._plan = plan
         self._trainer = trainer or trainer_for(cfg)
+        self.source_label = source_label  # what a replay was recorded on, for every line that names the run
         self._on_done = on_done
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -296,4 +299,5 @@ class Run:
                 lstsq_bias=started.lstsq_bias if started else None,
                 extra=dict(self._extra),
                 started=started,
+                source_label=self.source_label,
             )

@@ -267,7 +267,8 @@ def test_start_trains_and_shows_the_split_and_the_results(page):
     assert "In Model: input size torch.Size([67, 2]) output size torch.Size([67, 1])" in console
     assert "In Model: input size torch.Size([66, 2]) output size torch.Size([66, 1])" in console
     assert "Outside: input size torch.Size([200, 2]) output_size torch.Size([200, 1])" in console
-    assert len(at.get("download_button")) == 2
+    downloads = [b.key for b in at.get("download_button")]
+    assert downloads == ["download_csv", "download_json", "download_record", "download_trace"]
     assert not at.button(key="start").disabled  # ready for the next run
     check_the_charts(at, snap)
 

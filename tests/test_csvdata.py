@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -194,7 +196,9 @@ def test_validation_fills_in_the_source_and_the_least_squares_answer(tmp_path):
     assert cfg.features == ("x1", "x2", "x3") and cfg.data_size == 60 and len(cfg.data_sha256) == 64
     Xs = (X - X.mean(0)) / X.std(0)
     y = X @ np.asarray(W_TRUE) + B_TRUE
-    np.testing.assert_allclose((*cfg.weights, cfg.bias), lstsq(Xs, y), rtol=1e-9, atol=1e-9)
+    ys = (y - y.mean()) / y.std()  # the target is standardised too
+    np.testing.assert_allclose((*cfg.weights, cfg.bias), lstsq(Xs, ys), rtol=1e-9, atol=1e-9)
+    assert abs(cfg.bias) < 1e-9  # centred columns: the standardised fit has no intercept
     raw = validate(replace(FitConfig(data=str(path), target="y", batch_size=60), standardize=False))
     np.testing.assert_allclose((*raw.weights, raw.bias), (*W_TRUE, B_TRUE), rtol=1e-7, atol=1e-7)
 
@@ -205,7 +209,8 @@ def test_make_data_is_the_file_standardised(tmp_path):
     cfg = validate(FitConfig(data=str(path), target="y", batch_size=60))
     Xt, yt = make_data(cfg)
     np.testing.assert_allclose(Xt.numpy(), (X - X.mean(0)) / X.std(0), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(yt.numpy()[:, 0], X @ np.asarray(W_TRUE) + B_TRUE, rtol=1e-6)
+    y = X @ np.asarray(W_TRUE) + B_TRUE
+    np.testing.assert_allclose(yt.numpy()[:, 0], (y - y.mean()) / y.std(), rtol=1e-5, atol=1e-6)
     assert Xt.dtype == torch.float32 and yt.shape == (60, 1)
 
 
@@ -229,6 +234,35 @@ def test_scaling_back_to_the_file_units():
     assert sc.mean == (2.0, 5.0) and sc.scale == (1.0, 1.0)  # a constant column keeps scale 1
 
 
+def test_scaling_the_target_back_to_the_file_units():
+    s = csvdata.Scaling(mean=(3.0,), scale=(2.0,), target_mean=100.0, target_scale=10.0)
+    # y' = 4 (x - 3) / 2 + 0.5, y = 100 + 10 y' = 20 x - 60 + 105 = 20 x + 45
+    w, b = s.original((4.0,), 0.5)
+    assert w == (20.0,) and b == pytest.approx(45.0)
+    X, y = np.array([[1.0], [3.0]]), np.array([7.0, 7.0])
+    assert csvdata.scaling(X, y)[2:] == (7.0, 1.0)  # a constant target keeps scale 1
+
+
+HOUSES = str(Path(__file__).resolve().parents[1] / "examples" / "houses.csv")
+
+
+def test_houses_with_the_default_rate_reach_least_squares_on_the_raw_file(capsys):
+    """Adam at lr 0.5 on examples/houses.csv: the target (prices near 425) is scaled too, so the default
+    rate converges; the learned parameters in the file's units match lstsq on the raw columns."""
+    table = csvdata.read_table(HOUSES, "price")
+    expected = np.asarray(lstsq(table.X, table.y))  # (area, rooms, age, b) on the raw file
+    code, out, _ = run_cli(capsys, "--data", HOUSES, "--target", "price", "--epochs", "300", "--json")
+    assert code == 0
+    data = json.loads(out[0])["data"]
+    got = np.asarray((*data["weights_original"], data["bias_original"]))
+    np.testing.assert_allclose(got, expected, rtol=1e-4)
+    assert (data["target_mean"], data["target_scale"]) == pytest.approx((table.y.mean(), table.y.std()))
+    code, out, _ = run_cli(capsys, "--data", HOUSES, "--target", "price", "--epochs", "300", "--quiet")
+    (line,) = [line for line in out if line.startswith("In file units:")]
+    shown = [float(v) for v in re.findall(r"-?\d+\.\d+", line)]
+    np.testing.assert_allclose(shown, expected, rtol=1e-4, atol=5e-5)  # printed to 4 decimals
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Training on a file recovers its W and b.
 
@@ -250,7 +284,7 @@ def test_training_on_an_exact_file_recovers_w_and_b(tmp_path):
     )
     ended = train(cfg)
     assert ended.status == Status.FINISHED
-    w, b = csvdata.scaling(X).original(ended.weights, ended.bias)
+    w, b = csvdata.scaling(X, y).original(ended.weights, ended.bias)
     expected = lstsq(X, y)
     np.testing.assert_allclose((*w, b), expected, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(expected, (*W_TRUE, B_TRUE), rtol=1e-9, atol=1e-9)
@@ -343,5 +377,5 @@ def test_ddp_ranks_read_the_same_rows_of_the_file(tmp_path):
     # the exact file, so both reach its least squares
     y = X @ np.asarray(W_TRUE) + B_TRUE
     for w, b in ((ended.weights, ended.bias), (single.weights, single.bias)):
-        w_file, b_file = csvdata.scaling(X).original(w, b)
+        w_file, b_file = csvdata.scaling(X, y).original(w, b)
         np.testing.assert_allclose((*w_file, b_file), lstsq(X, y), rtol=1e-4, atol=1e-4)

@@ -5,7 +5,8 @@
   status.py        the status line and its colour, the controls' differences from a run, the console panel;
   results.py       the parameters' table, every rank's parameters, the history CSV and the result JSON;
   dataparallel.py  DataParallel's planned step, its shapes table, how it ran;
-  ddp.py           DistributedDataParallel's shards (table and grid), each rank's shapes, how it ran.
+  ddp.py           DistributedDataParallel's shards (table and grid), each rank's shapes, how it ran;
+  datasource.py    a CSV upload's values and preview, parameters in the file's units, recordings.
 
 A strategy's own module (its `view` in fitcore.strategies) exposes `planned_step`, `sections`,
 `parallelism`, `console_frame` and `CONSOLE_HINT`, so that app.py and fitcore.live never ask which

@@ -160,7 +160,10 @@ def used_fields(strategy: Any) -> tuple[str, ...]:
 
 
 def matching_preset(values: Mapping[str, Any]) -> Preset | None:
-    """The preset whose settings the controls hold, if any (an unused workers count does not count)."""
+    """The preset whose settings the controls hold, if any (an unused workers count does not count); none
+    while the data is a CSV file, which no preset uses."""
+    if values.get("data"):
+        return None
     for p in PRESETS:
         if all(values.get(f) == getattr(p.config, f) for f in used_fields(p.config.strategy)):
             return p

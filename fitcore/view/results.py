@@ -40,16 +40,22 @@ def results_table(snap: Snapshot) -> list[dict[str, Any]]:
         return []
     cfg = snap.config
     learned = list(snap.weights) + [snap.bias]
-    true = list(cfg.weights) + [cfg.bias]
+    true = true_parameters(cfg)
     lstsq = list(snap.lstsq_weights) + [snap.lstsq_bias] if snap.lstsq_weights is not None else None
     rows = []
     for i, name in enumerate(parameter_names(cfg.n_features)):
-        row = {"Parameter": name, "Learned": learned[i], "True": true[i]}
+        row = {"Parameter": name, "Learned": learned[i], "True": true[i] if true else None}
         row["Least squares"] = lstsq[i] if lstsq else None
-        row["Learned − true"] = learned[i] - true[i]
+        row["Learned − true"] = learned[i] - true[i] if true else None
         row["Learned − least squares"] = learned[i] - lstsq[i] if lstsq else None
         rows.append(row)
     return rows
+
+
+def true_parameters(cfg: FitConfig) -> list[float] | None:
+    """The true W and b the data was made with; None for a CSV file, which has none (its config's weights
+    are the least-squares answer, the run's reference, not a truth)."""
+    return None if cfg.data else list(cfg.weights) + [cfg.bias]
 
 
 def final_rows(snap: Snapshot) -> list[dict[str, Any]]:
@@ -153,8 +159,8 @@ def result_dict(
         "final_loss": final_loss,
         "weights": list(weights),
         "bias": bias,
-        "true_weights": list(cfg.weights),
-        "true_bias": cfg.bias,
+        "true_weights": None if cfg.data else list(cfg.weights),  # a file has no true parameters
+        "true_bias": None if cfg.data else cfg.bias,
         "lstsq_weights": list(started.lstsq_weights) if started else None,
         "lstsq_bias": started.lstsq_bias if started else None,
         "first_step": step_dict(first),

@@ -26,7 +26,7 @@ def status_line(snap: Snapshot | None, cfg: FitConfig | None = None) -> str:
             return t("view.status.ready_invalid")
         return t("view.status.ready", total=cfg.total_steps)
     status = snap.status
-    parts = [t(f"view.status.{status}")]
+    parts = [t(f"view.status.{status}"), snap.source_label]  # a replay says first what it replays
     if status == Status.QUEUED and snap.queue_position is not None:
         parts.append(t("view.status.position", n=snap.queue_position))
     if snap.epoch:
@@ -89,6 +89,8 @@ def message_text(message: str) -> str:
     return message
 
 
+SYNTHETIC_FIELDS = ("weights", "bias", "noise", "data_size")  # the synthetic data's own settings
+
 _STATUS_KINDS = {
     Status.FINISHED: "success",
     Status.STOPPED: "warning",
@@ -108,6 +110,8 @@ def config_differences(values: Mapping[str, Any], running: FitConfig) -> list[st
     either = (values.get("strategy"), running.strategy)
     workers = next((s for s in either if strategies.strategy(s).processes), running.strategy)
     for name in used_fields(workers):
+        if name in SYNTHETIC_FIELDS and (running.data or values.get("data")):
+            continue  # a file decides them: its rows and its least-squares answer
         ours, theirs = values.get(name), getattr(running, name)
         if name == "weights" and ours is not None:
             ours = tuple(float(w) for w in ours)

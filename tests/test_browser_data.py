@@ -1,0 +1,51 @@
+"""Your own data and a replay in a real browser: examples/houses.csv uploaded through the page's file input
+(Playwright's set_input_files), trained to the end, then examples/dataparallel-virtual3.fitrec replayed, with
+the status line of the live view saying what it replays.
+
+The server, browser and context fixtures are tests/test_browser.py's (it says how Chromium is found).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from fitcore import recording
+from tests import test_browser
+from tests.helpers import wait_for
+
+ROOT = Path(__file__).resolve().parents[1]
+HOUSES = ROOT / "examples" / "houses.csv"
+EXAMPLE = ROOT / "examples" / "dataparallel-virtual3.fitrec"
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+server, browser, context = test_browser.server, test_browser.browser, test_browser.context  # the fixtures
+status = test_browser.status
+
+
+def test_upload_a_csv_train_it_then_replay_a_recording(server, context):
+    page = test_browser.open_page(context, server + "/?pace=max")
+    sidebar = page.get_by_test_id("stSidebar")
+    sidebar.get_by_text("Your own CSV file").click()
+    sidebar.locator("input[type=file]").first.set_input_files(str(HOUSES))
+    sidebar.get_by_text("The first 5 rows of houses.csv").wait_for()
+    assert "area" in sidebar.get_by_test_id("stMultiSelect").inner_text()
+    page.get_by_role("button", name="Start training").click()
+    wait_for(lambda: status(page).startswith("Finished"), 60, interval=0.2, what="the CSV run to finish")
+    assert re.search(r"step 200 / 200", status(page)), status(page)
+    page.get_by_text("In the file's units", exact=True).wait_for()
+    units = page.get_by_test_id("stTable").filter(has_text="rooms").first.inner_text()
+    assert "2.8288" in units and "14.2223" in units and "44.6" in units  # lstsq on the raw columns
+    page.get_by_role("button", name="Record (.fitrec)").wait_for()
+    page.get_by_role("button", name="Trace (Chrome JSON)").wait_for()
+
+    label = recording.read(str(EXAMPLE)).label  # the first example is the replay's default choice
+    sidebar.get_by_role("button", name="Replay").click()
+    wait_for(lambda: label in status(page), 30, interval=0.2, what="the replay's label in the status line")
+    wait_for(lambda: status(page).startswith("Finished"), 60, interval=0.2, what="the replay to finish")
+    assert status(page).startswith(f"Finished · {label} · epoch 10 / 10 · step 20 / 20"), status(page)
+    legend = page.locator(".fl-chart >> nth=0").inner_text()  # the chart's legend shortens a long label
+    assert "Run 2 · DataParallel · virtual:3 · recorded" in legend, legend
+    page.screenshot(path=str(test_browser.ARTIFACTS / "replay.png"))

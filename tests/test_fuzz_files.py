@@ -1,0 +1,129 @@
+"""The two file readers fuzzed: whatever a CSV file or a recording holds, the reader gives its table (or
+recording) or a one-line refusal (ConfigError, RecordingError), never another exception.
+
+Bounded: about 100 examples each, no deadline (a slow CI machine must not turn a pass into a failure).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fitcore import csvdata, recording
+from fitcore.errors import ConfigError
+from fitcore.recording import Recording, RecordingError
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = (ROOT / "examples" / "dataparallel-virtual3.fitrec").read_text(encoding="utf-8").splitlines()
+FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# text that looks like a CSV file: a few cells of numbers, names, blanks and the characters that break them
+CELL = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.integers(-(10**20), 10**20).map(str),
+    st.sampled_from(["", " ", "x", "n/a", "nan", "inf", "-inf", "1e999", "0x10", '"1,2"', '"', "١", "²"]),
+    st.text(max_size=6),
+)
+CSV_LINE = st.lists(CELL, min_size=0, max_size=5).map(",".join)
+CSV_TEXT = st.lists(CSV_LINE, max_size=8).map("\n".join)
+
+
+def _write(data: bytes) -> str:
+    handle, path = tempfile.mkstemp(suffix=".csv")
+    with os.fdopen(handle, "wb") as f:
+        f.write(data)
+    return path
+
+
+def _read_csv(data: bytes, target: str) -> None:
+    path = _write(data)
+    try:
+        table = csvdata.read_table(path, target)
+    except ConfigError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith(("data: got ", "target: got ", "features: got "))
+        return
+    finally:
+        os.unlink(path)
+    # accepted: finite numbers, one row per line read, a target and 1 to 16 features
+    assert np.isfinite(table.X).all() and np.isfinite(table.y).all()
+    assert table.X.shape == (len(table.y), len(table.features)) and 1 <= len(table.features) <= 16
+    assert table.target == target and target not in table.features
+
+
+@FUZZ
+@given(data=st.binary(max_size=300), target=st.sampled_from(["a", "y", ""]))
+def test_any_bytes_as_a_csv_file_are_a_table_or_one_refusal(data, target):
+    _read_csv(data, target)
+
+
+@FUZZ
+@given(body=CSV_TEXT, target=st.sampled_from(["a", "b", "y"]))
+def test_any_text_under_a_header_is_a_table_or_one_refusal(body, target):
+    _read_csv(("a,b,y\n" + body).encode("utf-8"), target)
+
+
+@FUZZ
+@given(text=CSV_TEXT, encoding=st.sampled_from(["utf-8", "utf-8-sig", "utf-16", "latin-1"]))
+def test_any_text_in_any_encoding_is_a_table_or_one_refusal(text, encoding):
+    _read_csv(text.encode(encoding, errors="replace"), "a")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Recordings.
+
+
+def _read_recording(lines: list[str]) -> None:
+    handle, path = tempfile.mkstemp(suffix=".fitrec")
+    with os.fdopen(handle, "w", encoding="utf-8", errors="surrogatepass") as f:
+        f.write("\n".join(lines) + "\n")
+    try:
+        before = Path(path).read_bytes()
+        try:
+            rec = recording.read(path)
+        except RecordingError as exc:
+            assert "\n" not in str(exc) and str(exc).startswith("recording: got ")
+            return
+        assert isinstance(rec, Recording) and rec.ended is rec.events[-1]
+        assert Path(path).read_bytes() == before  # a replay never changes the file
+    finally:
+        os.unlink(path)
+
+
+JSON_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@FUZZ
+@given(lines=st.lists(st.text(max_size=40), max_size=6))
+def test_any_lines_are_a_recording_or_one_refusal(lines):
+    _read_recording(lines)
+
+
+@FUZZ
+@given(
+    index=st.integers(0, len(EXAMPLE) - 1),
+    key=st.sampled_from(["event", "step", "config", "replicas", "phases", "weights", "status", "x"]),
+    value=JSON_VALUE,
+)
+def test_a_recording_with_one_field_changed_is_read_or_refused_with_its_line(index, key, value):
+    lines = list(EXAMPLE)
+    event = json.loads(lines[index])
+    event[key] = value
+    lines[index] = json.dumps(event)
+    _read_recording(lines)
+
+
+@FUZZ
+@given(cut=st.integers(0, len(EXAMPLE) - 1), junk=st.text(max_size=30))
+def test_a_truncated_or_extended_recording_is_refused_with_its_line(cut, junk):
+    lines = EXAMPLE[:cut] + ([junk] if junk else [])
+    _read_recording(lines)
