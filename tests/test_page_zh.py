@@ -49,6 +49,8 @@ CODE_NAMES = {
     "English",
     "Rajbhandari", "Li", "PyTorch", "SC", "VLDB", "Hugging", "Face", "Ultra-Scale", "Playbook",
     "docs/scaling.md", "fitcore", "inf", "nan",
+    # the trace's format and the viewers that open it
+    "Chrome", "Perfetto",
     # the command line's flag the compare tab's causes name
     "--drop-last", "--batch-size",
 }
@@ -69,12 +71,13 @@ def english(text: str) -> list[str]:
     text = NOT_WORDS.sub(" ", text.replace("\\", ""))  # a Markdown escape is no part of a word
     words = [w.rstrip("./-") for w in WORD.findall(text)]
     return [w for w in words if w and w not in CODE_NAMES and not re.fullmatch(r"[a-z]?\d.*", w)
-            and not re.fullmatch(r"(virtual|cuda|rank|run)[:-]\d+.*", w)]  # fmt: skip
+            and not re.fullmatch(r"(virtual|cuda|rank|run)[:-]\d+.*", w)
+            and not re.fullmatch(r"[\w.-]*\.?(fitrec|csv)", w)]  # file names and their types  # fmt: skip
 
 
 def _proto_texts(message, out: list[str]) -> None:
     for field, value in message.ListFields():
-        if field.name in SKIP_FIELDS:
+        if field.name in SKIP_FIELDS or field.name.endswith("_id"):
             continue
         values = value if isinstance(value, Sequence) and not isinstance(value, str) else [value]
         for v in values:
