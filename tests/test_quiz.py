@@ -78,7 +78,9 @@ def test_the_outputs_meet_where_the_loss_ran_device_ids_0():
     check_choices(q)
 
 
-@pytest.mark.parametrize("name, rows", [("Uneven split", (67, 67, 66)), ("Fewer rows than devices", (1,) * 5)])
+@pytest.mark.parametrize(
+    "name, rows", [("Uneven split", (67, 67, 66)), ("Fewer rows than devices", (1,) * 5)]
+)
 def test_gather_bytes_are_the_recorded_gather_phases(name, rows):
     snap = one_epoch(name)
     q = asked(snap, "gather_bytes")

@@ -88,8 +88,9 @@ def rows_question(step: Step, cfg: FitConfig, labels: Sequence[str]) -> Question
     ask = text("classroom.q.rows_ddp" if ddp else "classroom.q.rows", step=step.step, batch=batch, k=k,
                device=device)  # fmt: skip
     if ddp:
-        why = text("classroom.why.rows_ddp", k=k, batch_size=cfg.batch_size, size=math.ceil(cfg.batch_size / k),
-                   device=device, rows=replica.rows)  # fmt: skip
+        per_rank = math.ceil(cfg.batch_size / k)
+        why = text("classroom.why.rows_ddp", k=k, batch_size=cfg.batch_size, size=per_rank, device=device,
+                   rows=replica.rows)  # fmt: skip
     else:
         why = text("classroom.why.rows", k=k, batch=batch, size=size, device=device, start=replica.start,
                    stop=replica.stop, rows=replica.rows)  # fmt: skip
@@ -144,7 +145,9 @@ def gather_bytes_question(step: Step, cfg: FitConfig, labels: Sequence[str]) -> 
 
 def padded_question(step: Step, cfg: FitConfig, labels: Sequence[str], shards: dict) -> Question:
     """Which ranks hold a padded duplicate this epoch: those whose shard in Detail('shards') has one."""
-    epoch = next((shards[w] for w in ("latest", "first") if shards[w]["epoch"] == step.epoch), shards["latest"])
+    # the ranks that pad are the same every epoch (positions N ... K*ceil(N/K)-1); the step's epoch if kept
+    same = [shards[w] for w in ("latest", "first") if shards[w]["epoch"] == step.epoch]
+    epoch = same[0] if same else shards["latest"]
     padded = tuple(r["rank"] for r in epoch["ranks"] if r["padded"])
     k, p = len(epoch["ranks"]), shards["padding"]
     ranks = tuple(range(k))
@@ -183,7 +186,9 @@ def questions(step: Step, cfg: FitConfig, labels: Sequence[str], extra: dict | N
     return out
 
 
-def question_for(step: Step, cfg: FitConfig, labels: Sequence[str], extra: dict | None = None) -> Question | None:
+def question_for(
+    step: Step, cfg: FitConfig, labels: Sequence[str], extra: dict | None = None
+) -> Question | None:
     """The one question a step asks: each step in turn takes the next kind it can answer."""
     found = questions(step, cfg, labels, extra)
     return found[step.step % len(found)] if found else None
