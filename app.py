@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -24,7 +26,7 @@ from fitcore.i18n import count, t
 from fitcore.pool import RunNotFound, RunPool, server_pool
 from fitcore.runner import Snapshot
 from fitcore.uploads import server_store
-from fitcore.view import controls, datasource, results, status
+from fitcore.view import controls, datasource, quiz, results, status
 from fitcore.view.common import Section, escape_markdown, parameter_names
 
 FRONTEND = Path(__file__).parent / "frontend"  # the live view's JavaScript and CSS
@@ -118,6 +120,7 @@ def init_session(gpus: dict) -> None:
     if pace is not None:
         ss.pace = pace
     ss.url_errors = [controls.error_text(e) for e in errors]
+    init_classroom()
 
 
 def apply_values(values: dict, gpus: dict) -> None:
@@ -201,6 +204,8 @@ def _on_run(action: str) -> None:
         getattr(get_pool(), action)(ss.owner, ss.run_id)
     except RunNotFound:
         ss.run_id = None  # already dropped by the pool; the page keeps what it last read
+    if action == "step_once" and ss.ask:
+        await_step()
 
 
 def reset_run() -> None:
@@ -235,7 +240,7 @@ def presets_ui() -> None:
     ss = st.session_state
     match = controls.matching_preset(control_values())
     ss.preset = match.name if match else "Custom"  # the selectbox follows the controls; names are its ids
-    st.selectbox(
+    obey(st).selectbox(
         t("page.preset"),
         ["Custom"] + [p.name for p in controls.PRESETS],
         key="preset",
@@ -259,7 +264,7 @@ def language_ui() -> None:
 
 def data_controls_ui() -> None:
     st.subheader(t("page.data"))
-    st.number_input(
+    obey(st).number_input(
         t("page.features"),
         min_value=1,
         max_value=controls.MAX_FEATURE_CONTROL,
@@ -271,18 +276,18 @@ def data_controls_ui() -> None:
     cols = st.columns(2)
     for i in range(n):
         with cols[i % 2]:
-            st.number_input(t("page.weight", i=i + 1), step=0.1, format="%g", key=f"weight_{i}")
-    left, right = st.columns(2)
+            obey(st).number_input(t("page.weight", i=i + 1), step=0.1, format="%g", key=f"weight_{i}")
+    left, right = map(Obeying, st.columns(2))
     left.number_input(t("page.bias"), step=0.1, format="%g", key="bias")
     right.number_input(t("page.noise"), step=0.1, format="%g", key="noise")
     left.number_input(t("page.data_size"), step=1, key="data_size")
     right.number_input(t("page.seed"), step=1, key="seed")
-    st.checkbox(t("page.shuffle"), key="shuffle")
+    obey(st).checkbox(t("page.shuffle"), key="shuffle")
 
 
 def training_controls_ui() -> None:
     st.subheader(t("page.training"))
-    left, right = st.columns(2)
+    left, right = map(Obeying, st.columns(2))
     left.number_input(t("page.batch_size"), step=1, key="batch_size")
     right.number_input(t("page.epochs"), step=1, key="epochs")
     left.number_input(t("page.lr"), step=0.05, format="%g", key="lr")
@@ -292,8 +297,10 @@ def training_controls_ui() -> None:
 
 
 def strategy_ui() -> None:
+    if st.session_state.classroom.hidden("strategy"):
+        return
     st.subheader(t("page.strategy"))
-    st.radio(
+    obey(st).radio(
         t("page.strategy"),
         strategies.NAMES,
         key="strategy",
@@ -306,10 +313,12 @@ def strategy_ui() -> None:
 def devices_ui(gpus: dict) -> None:
     ss = st.session_state
     processes = strategies.strategy(ss.strategy).processes  # workers on the CPU, one per GPU with CUDA
+    if ss.classroom.hidden("devices") and (ss.classroom.hidden("workers") or not processes):
+        return
     st.subheader(t("page.devices"))
     if gpus:
         on_cpu = t("page.mode.processes") if processes else t("page.mode.virtual")
-        st.radio(
+        obey(st).radio(
             t("page.run_on"),
             ["cuda", "virtual"],
             key="device_mode",
@@ -319,14 +328,14 @@ def devices_ui(gpus: dict) -> None:
     else:
         st.caption(t("page.no_gpu"))
     if ss.device_mode == "cuda":
-        st.multiselect("GPUs", sorted(gpus), key="gpus", format_func=lambda i: gpus[i].label)
+        obey(st).multiselect("GPUs", sorted(gpus), key="gpus", format_func=lambda i: gpus[i].label)
         if processes:
             n = len(ss.gpus)
             st.caption(t("page.gpu.ranks", ranks=count("view.count.rank", n)))
         else:
             st.caption(t("page.gpu.dataparallel"))
     elif processes:
-        st.number_input(
+        obey(st).number_input(
             t("page.workers"),
             step=1,
             key="workers",
@@ -334,10 +343,10 @@ def devices_ui(gpus: dict) -> None:
         )
         st.caption(t("page.workers.caption"))
     else:
-        st.slider(t("page.mode.virtual"), 1, MAX_VIRTUAL, key="virtual_devices")
+        obey(st).slider(t("page.mode.virtual"), 1, MAX_VIRTUAL, key="virtual_devices")
         if gpus:  # one GPU is enough to show the split on real CUDA kernels
             places = ["cpu"] + [f"cuda:{i}" for i in sorted(gpus)]
-            st.radio(t("page.emulate_on"), places, key="emulate_on", horizontal=True)
+            obey(st).radio(t("page.emulate_on"), places, key="emulate_on", horizontal=True)
         where = t("page.the_cpu") if ss.emulate_on == "cpu" else ss.emulate_on
         st.caption(t("page.emulated", where=where))
 
@@ -372,6 +381,7 @@ def sidebar_ui(gpus: dict) -> None:
         devices_ui(gpus)
         chart_controls_ui()
         replay_ui()
+        classroom_ui()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -436,7 +446,7 @@ def run_controls_ui(gpus: dict, can_start: bool) -> None:
     )
     cols[4].button(t("page.reset"), key="reset", disabled=snap is None, on_click=reset_run, width="stretch")
     # a select box as tall as the buttons, its label inside: the live view starts one row higher
-    cols[5].selectbox(
+    obey(cols[5]).selectbox(
         t("page.pace"),
         controls.PACE_CHOICES,
         key="pace",
@@ -592,6 +602,7 @@ def live_data(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> dict:
         "overlay": live.json_safe(overlay),
         "lang": i18n.current(),  # the live route answers in it (poll.js sends it as `&lang=`)
         "texts": i18n.browser_texts("live."),  # the live view's own words, in that language
+        **classroom_data(snap),
     }
 
 
@@ -607,10 +618,14 @@ def live_view_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> No
 
 def below_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict, values: dict) -> None:
     """What is read rather than watched: the lesson, shards, shapes, console, results, downloads."""
-    lesson_ui(values)
+    if revealed(snap):  # a pending question's answer is in the lesson, the step's tables and its console
+        lesson_ui(values)
     differences_ui(snap, values)
-    sections_ui(snap, cfg, gpus)
-    console_ui(snap)
+    if revealed(snap):
+        sections_ui(snap, cfg, gpus)
+        console_ui(snap)
+    else:
+        st.caption(i18n.t("classroom.quiz.below"))
     results_ui(snap)
     data_results_ui(snap)
     downloads_ui(snap)
@@ -639,6 +654,7 @@ def main() -> None:
     init_session(gpus)
     st.session_state.pool = pool  # tests reach the server's pool through the session
     keep_widget_defaults(gpus)
+    pin_classroom(gpus)
     refresh_snapshot()
     sidebar_ui(gpus)
 
@@ -653,9 +669,10 @@ def main() -> None:
     # the link names the language once it is not the browser's own (or the link already named it)
     lang = st.session_state.lang
     keep_lang = "lang" in st.query_params or lang != browser_language()
-    want = controls.to_query(values, st.session_state.pace, lang if keep_lang else None)
+    want = controls.to_query(values, st.session_state.pace, lang if keep_lang else None, page_classroom())
     if st.query_params.to_dict() != {**st.query_params.to_dict(), **want}:
         st.query_params.update(want)  # the link reproduces the setup
+    forget_classroom_params(want)
 
     # one projector screen: a compact header, the buttons, then the live view; what is read comes below
     strategy = st.session_state.strategy
@@ -663,6 +680,7 @@ def main() -> None:
     messages_ui(values, config_error)
     run_controls_ui(gpus, can_start=cfg is not None)
     snap = st.session_state.snap
+    quiz_ui(snap)
     live_view_ui(snap, cfg, gpus)
     below_ui(snap, cfg, gpus, values)
     explain_ui(strategy)
@@ -906,6 +924,172 @@ def _file_bytes(path: str) -> bytes:
             return f.read()
     except OSError:
         return b""
+
+
+# The classroom (fitcore.view.controls.Classroom, fitcore.view.quiz): a teacher's link that hides or locks
+# controls, the presenter's bigger picture, and a question before a paused step's picture.
+
+STEP_WAIT_S = 3.0  # how long Step waits, in ask mode, for its step, so that the rerun asks about that step
+
+
+def init_classroom() -> None:
+    """The teacher's link: the controls it hides or locks keep the values the page holds now (the link's,
+    where it gave them); the presenter and question modes start as the link says."""
+    ss = st.session_state
+    room, errors = controls.classroom_from_query(st.query_params.to_dict())
+    ss.classroom = room
+    ss.url_errors += [controls.error_text(e) for e in errors]
+    values = control_values()
+    ss.pinned = {name: values[name] for name in room.pinned if name in values}
+    ss.pinned_pace = ss.pace if room.locked("pace") else None
+    ss.presenter, ss.ask = room.presenter, room.ask
+
+
+def pin_classroom(gpus: dict) -> None:
+    """Every run, before the widgets: a hidden or locked control holds the link's value, whatever a preset
+    or the session says."""
+    ss = st.session_state
+    apply_values(ss.pinned, gpus)
+    if ss.pinned_pace is not None:
+        ss.pace = ss.pinned_pace
+
+
+class Obeying:
+    """A place to draw widgets (st, a column) whose widgets obey the teacher's link, by their key: a hidden
+    control's widget is not drawn (its value stays in the session), a locked one's is drawn disabled."""
+
+    def __init__(self, where):
+        self._where = where
+
+    def __getattr__(self, name: str):
+        draw = getattr(self._where, name)
+
+        def widget(*args, **kwargs):
+            room, key = st.session_state.classroom, kwargs.get("key")
+            control = controls.control_of(key)
+            if control is not None and room.hidden(control):
+                return st.session_state.get(key)
+            if control is not None and room.locked(control):
+                kwargs["disabled"] = True
+            return draw(*args, **kwargs)
+
+        return widget
+
+
+obey = Obeying
+
+
+def page_classroom() -> controls.Classroom:
+    """This page's classroom: the link's hidden and locked controls, the sidebar's two modes."""
+    ss = st.session_state
+    return dataclasses.replace(ss.classroom, presenter=bool(ss.presenter), ask=bool(ss.ask))
+
+
+def forget_classroom_params(want: dict) -> None:
+    """A mode switched off leaves the link (query_params.update only adds and changes)."""
+    for name in controls.CLASSROOM_PARAMS:
+        if name not in want and name in st.query_params:
+            del st.query_params[name]
+
+
+def classroom_ui() -> None:
+    ss = st.session_state
+    st.subheader(i18n.t("classroom.title"))
+    st.toggle(i18n.t("classroom.presenter"), key="presenter", help=i18n.t("classroom.presenter.help"))
+    st.toggle(i18n.t("classroom.ask"), key="ask", help=i18n.t("classroom.ask.help"))
+    if not (ss.classroom.hide or ss.classroom.lock):  # a student's page does not offer to unlock
+        teacher_link_ui()
+
+
+def teacher_link_ui() -> None:
+    """The link builder: controls to hide and to lock, and the whole link with the settings as they are."""
+    ss = st.session_state
+    with st.expander(i18n.t("classroom.builder")):
+        hide = st.multiselect(i18n.t("classroom.builder.hide"), controls.CLASSROOM_NAMES, key="teach_hide")
+        lock = st.multiselect(i18n.t("classroom.builder.lock"), controls.CLASSROOM_NAMES, key="teach_lock")
+        room = controls.Classroom(tuple(hide), tuple(n for n in lock if n not in hide), ss.presenter, ss.ask)
+        query = controls.to_query(control_values(), ss.pace, room)
+        base = (st.context.url or "").rstrip("/")
+        st.code(f"{base}/?{urlencode(query, safe=',:@')}", language=None, wrap_lines=True)
+        st.caption(i18n.t("classroom.builder.caption"))
+
+
+@st.cache_resource(show_spinner=False)
+def quiz_scores() -> quiz.Scores:
+    """Right answers of every browser on this server, each by its owner id; a page shows its own only."""
+    return quiz.Scores()
+
+
+def current_question(snap: Snapshot | None) -> tuple[str, quiz.Question] | None:
+    """In ask mode, a paused run's latest step (the one its picture is about to show) asks a question."""
+    ss = st.session_state
+    if not ss.ask or snap is None or snap.status != Status.PAUSED or snap.latest is None:
+        return None
+    question = quiz.question_for(snap.latest, snap.config, snap.devices, snap.extra)
+    return None if question is None else (f"{snap.run_id}/{question.step}", question)
+
+
+def revealed(snap: Snapshot | None) -> bool:
+    """False while the step the picture is about to show has a question this browser has not answered."""
+    asked = current_question(snap)
+    return asked is None or quiz_scores().chosen(st.session_state.owner, asked[0]) is not None
+
+
+def answer_question(question_id: str, question: quiz.Question, choice: int) -> None:
+    quiz_scores().answer(st.session_state.owner, question_id, choice, choice == question.answer)
+
+
+def await_step() -> None:
+    """After Step in ask mode: wait (briefly) for the new step, so the rerun asks about it, not the last."""
+    ss = st.session_state
+    before = ss.snap.step if ss.snap is not None else 0
+    deadline = time.monotonic() + STEP_WAIT_S
+    while ss.run_id is not None and time.monotonic() < deadline:
+        try:
+            snap = get_pool().snapshot(ss.owner, ss.run_id)
+        except RunNotFound:
+            return
+        if snap.step > before or not snap.active:
+            return
+        time.sleep(0.02)
+
+
+def quiz_ui(snap: Snapshot | None) -> None:
+    """The question about the step the picture is about to show, its choices, then the answer and why."""
+    asked = current_question(snap)
+    if asked is None:
+        return
+    question_id, question = asked
+    scores, owner = quiz_scores(), st.session_state.owner
+    chosen = scores.chosen(owner, question_id)
+    with st.container(border=True, key="quiz"):
+        st.markdown(f"**{i18n.t('classroom.quiz.title')}** · {escape_markdown(question.text.say())}")
+        if chosen is None:
+            cols = st.columns(len(question.choices))
+            for i, (col, choice) in enumerate(zip(cols, question.choices)):
+                col.button(choice.say(), key=f"quiz_choice_{i}", on_click=answer_question,
+                           args=(question_id, question, i), width="stretch")  # fmt: skip
+        else:
+            why = question.explanation.say()
+            if chosen == question.answer:
+                st.success(escape_markdown(i18n.t("classroom.quiz.right", why=why)))
+            else:
+                answer = question.choices[question.answer].say()
+                st.error(escape_markdown(i18n.t("classroom.quiz.wrong", answer=answer, why=why)))
+        right, answered = scores.tally(owner)
+        st.caption(i18n.t("classroom.quiz.score", right=right, asked=answered))
+
+
+def classroom_data(snap: Snapshot | None) -> dict:
+    """What the live view needs of the classroom: the presenter's bigger picture, and whether to show
+    the step or a veil until its question is answered."""
+    asked = current_question(snap)
+    return {
+        "presenter": bool(st.session_state.presenter),
+        "reveal": revealed(snap),
+        "ask_step": asked[1].step if asked else None,
+        "veil": i18n.t("classroom.quiz.veil"),
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -90,6 +90,8 @@ class Control:
             self._next = now if self._next is None else max(self._next + 1 / self.pace, now)
             if self._next > now and self._stop.wait(self._next - now):
                 return False
+            if not self._running.is_set():  # paused while waiting for the pace: no step after the pause
+                self._wait_paused()
         if self.max_seconds is not None:
             self._out_of_time()
         return not self._stop.is_set()

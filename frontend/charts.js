@@ -137,9 +137,14 @@ function line(points, name, colour, { width = 2.5, dash, hover = ".4~g" } = {}) 
            line: { color: colour, width, dash, simplify: false }, yhoverformat: hover, connectgaps: false };
 }
 
+// live.css may make the plots lower (the presenter's bigger picture on a short screen): --fl-chart-h
+function chartHeight(state) {
+  return parseFloat(getComputedStyle(state.dom.root).getPropertyValue("--fl-chart-h")) || CHART_H;
+}
+
 function layout(state, width, xr, yaxis, extras) {
   return {
-    width, height: CHART_H, margin: MARGIN, showlegend: false, hovermode: "x unified",
+    width, height: chartHeight(state), margin: MARGIN, showlegend: false, hovermode: "x unified",
     uirevision: state.run ? state.run.id || "planned" : "none",  // a reader's zoom survives redraws
     font: { family: FONT, size: 14, color: "#343a40" },
     paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#ffffff",

@@ -54,6 +54,7 @@ function createState(parentElement) {
   state.redraw = () => render(state);
   state.showConnection = () => renderConnection(state);
   state.dom = buildDom(state);
+  state.dom.veil = addVeil(state.dom.picture);
   parentElement.appendChild(state.dom.root);
   state.resizeObserver = new ResizeObserver(() => onResize(state));
   state.resizeObserver.observe(state.dom.root);
@@ -171,6 +172,7 @@ function acceptMountData(state, data) {
   state.smoothing = isNum(data.smoothing) ? data.smoothing : 0;
   state.overlay = Array.isArray(data.overlay) ? data.overlay : [];
   if (data.owner) keepOwner(data.owner);
+  acceptClassroom(state, data);
   state.dataVersion += 1;  // the charts are drawn again from this data, not appended to
   state.dirty.charts = true;
   const payload = data.payload;
@@ -204,6 +206,7 @@ function render(state) {
   if (!state.width) state.width = Math.floor(state.dom.root.clientWidth) || 960;
   renderStatus(state);
   renderPicture(state);
+  renderVeil(state);
   if (state.dirty.timeline) renderTimeline(state);
   if (state.dirty.charts) renderCharts(state);
   state.dirty.timeline = false;
@@ -236,4 +239,35 @@ function renderConnection(state) {
     conn.textContent = "";
   }
   conn.hidden = !conn.textContent;
+}
+
+// The classroom (app.py's classroom_data): the presenter's bigger picture (live.css zooms the SVG, which
+// step_view.js draws at the width divided by that zoom), and a veil over the step while its question waits.
+function addVeil(picture) {
+  const veil = el("div", "fl-veil");
+  veil.hidden = true;
+  picture.append(veil);
+  return veil;
+}
+
+function acceptClassroom(state, data) {
+  state.dom.root.classList.toggle("fl-presenter", data.presenter === true);
+  state.reveal = data.reveal !== false;
+  state.askStep = isNum(data.ask_step) ? data.ask_step : null;
+  state.dom.veil.textContent = data.veil || "";
+  state.dirty.picture = true;
+}
+
+// Veiled: the question about the shown step is not answered yet, or a newer step came in while paused
+// (the script then reruns once, so that the page asks about that step).
+function renderVeil(state) {
+  const pic = state.picture;
+  const newer = state.askStep !== null && !!pic && pic.step > state.askStep;
+  const veiled = state.reveal === false || newer;
+  state.dom.root.classList.toggle("fl-veiled", veiled);
+  state.dom.veil.hidden = !veiled;
+  if (newer && state.askedFor !== pic.step && state.setTriggerValue) {
+    state.askedFor = pic.step;
+    state.setTriggerValue("status", state.run.status);
+  }
 }

@@ -46,10 +46,12 @@ function scheduleFrame(state) {
   });
 }
 
-// The section's inner width (its padding is 6 px a side): the SVG is drawn at exactly that size.
+// The section's inner width (its padding is 6 px a side): the SVG is drawn at exactly that size, or where
+// CSS zooms it (the presenter's bigger picture, live.css) at that size over the zoom, so that it fills it.
 function pictureWidth(state) {
   const inner = state.dom.picture.clientWidth - 12;
-  return inner > 0 ? inner : state.width - 24;
+  const zoom = parseFloat(getComputedStyle(state.dom.pictureSvg).zoom) || 1;
+  return (inner > 0 ? inner : state.width - 24) / zoom;
 }
 
 function renderPills(state, pic, groups, phase, drawer) {

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 import torch
 
+from fitcore import i18n
 from fitcore.config import ConfigError, FitConfig, validate
 from fitcore.data import make_data
 from fitcore.devices import GPU
@@ -293,3 +294,79 @@ def test_weights_widgets_hold_floats_one_per_feature():
     # a widget left over from more features is not read
     more = {**fresh_widgets(), **widgets, "weight_3": 7.0}
     assert controls.control_values(more)["weights"] == (1.0, 2.5, -3.0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The teacher's link: ?hide=, ?lock=, ?presenter=, ?ask=.
+
+
+def test_classroom_parameters_parse_in_the_controls_order():
+    room, errors = controls.classroom_from_query(
+        {"hide": "devices, weights", "lock": ["bias", "batch_size,pace"], "presenter": "1", "ask": "true"}
+    )
+    assert errors == []
+    assert room == controls.Classroom(("weights", "devices"), ("batch_size", "pace"), True, True)
+    assert room.hidden("devices") and not room.hidden("bias")
+    assert room.locked("devices") and room.locked("pace") and not room.locked("seed")
+    assert room.pinned == ("weights", "batch_size", "devices", "pace")
+    assert controls.classroom_from_query({}) == (controls.Classroom(), [])
+    assert controls.classroom_from_query({"hide": "", "ask": "0"}) == (controls.Classroom(), [])
+
+
+@pytest.mark.parametrize(
+    "params, field, value, allowed",
+    [
+        ({"hide": "bias,colour"}, "hide", "bias,colour", "comma-separated control names from: weights, bias"),
+        ({"lock": "Batch size"}, "lock", "Batch size", "comma-separated control names from: weights, bias"),
+        ({"presenter": "big"}, "presenter", "big", "1 or 0 (or true/false, on/off, yes/no)"),
+        ({"ask": "2"}, "ask", "2", "1 or 0"),
+    ],
+)
+def test_bad_classroom_parameters_name_the_parameter_the_value_and_what_is_allowed(
+    params, field, value, allowed
+):
+    room, errors = controls.classroom_from_query({**params, "lock": params.get("lock", "seed")})
+    (error,) = errors
+    assert (error.field, error.value) == (field, value)
+    assert error.allowed.startswith(allowed)
+    assert controls.error_text(error).startswith(f"{field}: got {value!r}; allowed: ")
+    assert error.allowed.endswith("devices, strategy, workers, pace, preset") or field in ("presenter", "ask")
+    if field != "lock":
+        assert room.lock == ("seed",)  # the good parameters still apply
+
+
+def test_classroom_error_in_chinese():
+    with i18n.using("zh"):
+        (error,) = controls.classroom_from_query({"hide": "x"})[1]
+    assert error.allowed.startswith("以逗号分隔的控件名，可选：weights, bias")
+
+
+def test_the_link_keeps_the_classroom_and_reads_back_the_same():
+    values = controls.config_values(FitConfig(devices="virtual:3"))
+    room = controls.Classroom(hide=("strategy", "preset"), lock=("batch_size", "devices"), ask=True)
+    query = controls.to_query(values, "5", room)
+    assert query["hide"] == "strategy,preset" and query["lock"] == "batch_size,devices"
+    assert query["ask"] == "1" and "presenter" not in query
+    assert controls.classroom_from_query(query) == (room, [])
+    read, pace, errors = controls.from_query(query)
+    assert (read, pace, errors) == (values, "5", [])
+    # a plain page's link has none of them
+    assert not set(controls.to_query(values, "5", controls.Classroom())) & set(controls.CLASSROOM_PARAMS)
+    assert controls.to_query(values, "5") == controls.to_query(values, "5", controls.Classroom())
+
+
+def test_a_locked_name_that_is_also_hidden_is_written_once():
+    room = controls.Classroom(hide=("bias",), lock=("bias", "seed"))
+    assert controls.classroom_query(room) == {"hide": "bias", "lock": "seed"}
+    assert controls.Classroom(hide=("bias",), lock=("bias",)).pinned == ("bias",)
+    assert controls.classroom_query(controls.Classroom(hide=("bias",), lock=("bias",))) == {"hide": "bias"}
+
+
+@pytest.mark.parametrize(
+    "key, name",
+    [("n_features", "weights"), ("weight_3", "weights"), ("virtual_devices", "devices"), ("gpus", "devices"),
+     ("emulate_on", "devices"), ("device_mode", "devices"), ("batch_size", "batch_size"), ("pace", "pace"),
+     ("preset", "preset"), ("workers", "workers"), ("start", None), ("smoothing", None), (None, None)],
+)  # fmt: skip
+def test_every_widget_belongs_to_its_control(key, name):
+    assert controls.control_of(key) == name

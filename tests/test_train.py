@@ -369,6 +369,19 @@ def test_stop_during_a_paced_wait():
     assert result == [False] and control.stop_reason == "enough"
 
 
+def test_pause_during_a_paced_wait_takes_no_further_step():
+    control = Control(pace=5.0)  # 0.2 s between steps
+    assert control.wait()
+    done = threading.Event()
+    waiter = threading.Thread(target=lambda: (control.wait(), done.set()))
+    waiter.start()
+    control.pause()  # while the waiter waits for its slot: the step after it must wait for the resume
+    assert not done.wait(0.6)
+    control.step_once()  # Step lets exactly that one through
+    assert done.wait(10)
+    waiter.join(10)
+
+
 def test_time_limit(fake_clock):
     control = Control(max_seconds=10, clock=fake_clock)
     assert control.wait()

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, Mapping
 
-from fitcore import strategies
+from fitcore import i18n, strategies
 from fitcore.config import MAX_FEATURES, OPTIMIZERS, STRATEGIES, ConfigError, FitConfig, Limits, validate
 from fitcore.devices import GPU, MAX_VIRTUAL, parse_devices
 from fitcore.i18n import LANGUAGES, language, t
@@ -295,9 +295,11 @@ def _number_text(value: float) -> str:
     return repr(float(value)) if not float(value).is_integer() else str(int(value))
 
 
-def to_query(values: Mapping[str, Any], pace: str, lang: str | None = None) -> dict[str, str]:
-    """The controls as URL query parameters: every controlled field and the pace, as text, and the page's
-    language where it is given."""
+def to_query(
+    values: Mapping[str, Any], pace: str, lang: str | None = None, classroom: Classroom | None = None
+) -> dict[str, str]:
+    """The controls as URL query parameters: every controlled field and the pace, as text, the page's language
+    where it is given, and the teacher's classroom parameters where any is set."""
     out = {}
     for name in CONTROL_FIELDS:
         value = values[name]
@@ -312,6 +314,8 @@ def to_query(values: Mapping[str, Any], pace: str, lang: str | None = None) -> d
     out["pace"] = pace
     if lang is not None:
         out["lang"] = lang
+    if classroom is not None:
+        out.update(classroom_query(classroom))
     return out
 
 
@@ -393,3 +397,89 @@ def from_query(
         else:
             errors.append(ConfigError("lang", raw, t("view.or").join(LANGUAGES)))
     return values, pace, errors
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The teacher's link: controls hidden or locked, the presenter's bigger picture, a question before a step.
+
+# What ?hide= and ?lock= name: the controlled fields, the pace and the preset menu (which would change them).
+CLASSROOM_NAMES = CONTROL_FIELDS + ("pace", "preset")
+CLASSROOM_PARAMS = ("hide", "lock", "presenter", "ask")  # the link's parameters of the classroom
+_ON, _OFF = ("1", "true", "on", "yes"), ("0", "false", "off", "no", "")
+
+
+@dataclass(frozen=True)
+class Classroom:
+    """What a teacher's link fixes for a class: controls not drawn, controls drawn disabled, two modes."""
+
+    hide: tuple[str, ...] = ()  # not drawn: the run uses the link's value (or the default) for them
+    lock: tuple[str, ...] = ()  # drawn disabled, holding the link's value
+    presenter: bool = False  # bigger text in the step picture, for a projector
+    ask: bool = False  # a paused step asks a question before its picture shows
+
+    def hidden(self, name: str) -> bool:
+        return name in self.hide
+
+    def locked(self, name: str) -> bool:
+        """Drawn disabled; a hidden control is fixed too, so it counts as locked wherever it is asked."""
+        return name in self.lock or name in self.hide
+
+    @property
+    def pinned(self) -> tuple[str, ...]:
+        """The names whose value the link fixes, hidden or locked, in CLASSROOM_NAMES' order."""
+        return tuple(n for n in CLASSROOM_NAMES if self.locked(n))
+
+
+def control_of(widget_key: str | None) -> str | None:
+    """The control name (as ?hide= and ?lock= spell it) that a widget of the page belongs to, if any."""
+    if widget_key is None:
+        return None
+    if widget_key == "n_features" or widget_key.startswith("weight_"):
+        return "weights"
+    if widget_key in ("device_mode", "gpus", "virtual_devices", "emulate_on"):
+        return "devices"
+    return widget_key if widget_key in CLASSROOM_NAMES else None
+
+
+def _names(param: str, raw: Any) -> tuple[str, ...]:
+    """The control names of a comma-separated list, in CLASSROOM_NAMES' order; ConfigError for any other."""
+    given = [n.strip().lower() for n in str(raw).split(",") if n.strip()]
+    if any(n not in CLASSROOM_NAMES for n in given):
+        raise ConfigError(param, raw, i18n.t("classroom.link.names", names=", ".join(CLASSROOM_NAMES)))
+    return tuple(n for n in CLASSROOM_NAMES if n in given)
+
+
+def _switch(param: str, raw: Any) -> bool:
+    text = str(raw).strip().lower()
+    if text not in _ON + _OFF:
+        raise ConfigError(param, raw, i18n.t("classroom.link.switch"))
+    return text in _ON
+
+
+def classroom_from_query(params: Mapping[str, Any]) -> tuple[Classroom, list[ConfigError]]:
+    """Read ?hide=, ?lock=, ?presenter= and ?ask=; a bad one is left out and reported, as from_query does."""
+    found: dict[str, Any] = {}
+    errors: list[ConfigError] = []
+    for param in CLASSROOM_PARAMS:
+        if param not in params:
+            continue
+        try:
+            read = _names if param in ("hide", "lock") else _switch
+            found[param] = read(param, _last(params[param]))
+        except ConfigError as exc:
+            errors.append(exc)
+    return Classroom(**found), errors
+
+
+def classroom_query(classroom: Classroom) -> dict[str, str]:
+    """The link's classroom parameters: only those set, so a plain page's link stays as it was."""
+    out = {}
+    if classroom.hide:
+        out["hide"] = ",".join(classroom.hide)
+    if classroom.lock:
+        out["lock"] = ",".join(n for n in classroom.lock if n not in classroom.hide)
+    if classroom.presenter:
+        out["presenter"] = "1"
+    if classroom.ask:
+        out["ask"] = "1"
+    return {k: v for k, v in out.items() if v}

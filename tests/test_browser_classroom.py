@@ -1,0 +1,74 @@
+"""The classroom in a real browser: the presenter's bigger picture on a projector's first screen, and the veil
+over a paused step until its question is answered (the system Chromium, as tests/test_browser.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests import test_browser
+from tests.helpers import wait_for
+from tests.test_browser import ARTIFACTS, inside, open_page, status, step_of
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+server, browser, context = test_browser.server, test_browser.browser, test_browser.context  # the fixtures
+PARTS = (("picture", ".fl-picture"), ("loss", ".fl-chart >> nth=0"), ("params", ".fl-chart >> nth=1"))
+PRESENTER_ZOOM = {1080: 1.3, 720: 1.2}  # live.css: a short screen zooms less
+
+
+def overflow(page) -> dict:
+    """How far the page and the step picture's SVG reach past their boxes, in px (0: no overflow)."""
+    return page.evaluate(
+        """() => {
+            const root = document.documentElement;
+            return {page: root.scrollWidth - root.clientWidth};
+        }"""
+    ) | page.locator(".fl-svg").evaluate(
+        """(svg) => {
+            const pic = svg.closest('.fl-picture').getBoundingClientRect();
+            const box = svg.getBoundingClientRect();
+            return {svg: Math.max(0, box.right - pic.right, pic.left - box.left),
+                    zoom: parseFloat(getComputedStyle(svg).zoom), fill: box.width / pic.width};
+        }"""
+    )
+
+
+def test_presenter_mode_fits_the_first_screen_at_1920_and_1280(server, context):
+    page = open_page(context, server + "/?pace=20&presenter=1")
+    page.get_by_role("button", name="Start training").click()
+    # past step 100: the longest step line ("step 100 · epoch 100, batch 1") beside the phases
+    wait_for(lambda: step_of(page)[0] >= 101, 30, interval=0.1, what="a hundred steps")
+    for width, height in ((1920, 1080), (1280, 720)):
+        page.set_viewport_size({"width": width, "height": height})
+        time.sleep(0.8)  # the picture redraws at its new width
+        boxes = {name: inside(page, sel) for name, sel in PARTS}
+        assert all(b["inside"] for b in boxes.values()), (width, height, boxes)
+        over = overflow(page)
+        assert over["page"] <= 0 and over["svg"] <= 1, (width, height, over)
+        # the picture is drawn narrower and zoomed: its text is bigger, and it still fills its box
+        assert over["zoom"] == PRESENTER_ZOOM[height] and over["fill"] > 0.95, over
+        page.screenshot(path=str(ARTIFACTS / f"presenter-{width}x{height}.png"))
+    page.get_by_role("button", name="Stop").click()
+    wait_for(lambda: status(page).startswith("Stopped"), 15, interval=0.1, what="the run to stop")
+
+
+def test_a_paused_step_is_veiled_until_its_question_is_answered(server, context):
+    page = open_page(context, server + "/?pace=2&ask=1")
+    page.get_by_role("button", name="Start training").click()
+    wait_for(lambda: step_of(page)[0] >= 1, 30, interval=0.1, what="a first step")
+    page.get_by_role("button", name="Pause").click()
+    question = page.locator(".st-key-quiz")
+    question.wait_for()
+    veil = page.locator(".fl-veil")
+    veil.wait_for()
+    assert veil.inner_text() == "Answer the question to see the step."
+    assert page.locator(".fl-svg").evaluate("(svg) => getComputedStyle(svg).visibility") == "hidden"
+    page.screenshot(path=str(ARTIFACTS / "ask-before-showing.png"))
+    question.get_by_role("button").first.click()
+    veil.wait_for(state="hidden")
+    assert page.locator(".fl-svg").evaluate("(svg) => getComputedStyle(svg).visibility") == "visible"
+    assert "Right answers in this browser: " in question.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "ask-answered.png"))
+    page.get_by_role("button", name="Stop").click()

@@ -1,0 +1,165 @@
+"""The classroom on the page, through AppTest: the teacher's link, the presenter mode, predict then reveal."""
+
+from __future__ import annotations
+
+import pytest
+
+from fitcore.live import short_label
+from fitcore.view import quiz
+from tests import test_app
+from tests.helpers import wait_for
+from tests.test_app import _pool, live_view, shown
+
+page = test_app.page  # the page fixture: fresh sessions, and every run stopped afterwards
+
+ASK = {"ask": "1", "pace": "1"}  # one step a second: a paused run stays at a step the test can read
+
+
+def test_a_hidden_control_is_absent_and_a_locked_one_disabled_with_the_links_value(page):
+    at = page({"batch_size": "50", "seed": "3", "hide": "strategy,seed", "lock": "batch_size,devices,preset"})
+    assert not at.exception and at.error == []
+    with pytest.raises(KeyError):
+        at.radio(key="strategy")
+    with pytest.raises(KeyError):
+        at.number_input(key="seed")
+    assert "Strategy" not in [h.value for h in at.sidebar.subheader]
+    batch = at.number_input(key="batch_size")
+    assert batch.disabled and batch.value == 50
+    assert at.slider(key="virtual_devices").disabled and at.selectbox(key="preset").disabled
+    assert not at.number_input(key="epochs").disabled
+    # the link keeps the classroom (in the controls' order), and the link's values
+    assert at.query_params["hide"] == "seed,strategy"
+    assert at.query_params["lock"] == "batch_size,devices,preset"
+    assert (at.query_params["seed"], at.query_params["batch_size"]) == ("3", "50")
+    # a locked control keeps the link's value even when the session says otherwise
+    at.session_state["batch_size"] = 120
+    at.session_state["seed"] = 9
+    at.run()
+    assert at.number_input(key="batch_size").value == 50
+    assert (at.query_params["seed"], at.query_params["batch_size"]) == ("3", "50")
+    # a student's page does not offer the builder
+    assert "Teacher's link" not in [e.proto.label for e in at.sidebar.expander]
+    at.button(key="start").click()
+    at.run()
+    pool, owner = _pool(at)
+    cfg = pool.snapshot(owner, at.session_state["run_id"]).config
+    assert (cfg.batch_size, cfg.seed, cfg.devices) == (50, 3, "virtual:2")
+    at.button(key="stop").click()
+    at.run()
+
+
+def test_bad_classroom_parameters_show_one_error_each(page):
+    at = page({"hide": "bias,colour", "presenter": "big"})
+    errors = [shown(e) for e in at.error]
+    link = "The link had a bad value, so the default is used. "
+    assert errors == [
+        link + "hide: got 'bias,colour'; allowed: comma-separated control names from: weights, bias, "
+        "noise, data_size, batch_size, epochs, lr, optimizer, shuffle, seed, devices, strategy, workers, "
+        "pace, preset",
+        link + "presenter: got 'big'; allowed: 1 or 0 (or true/false, on/off, yes/no)",
+    ]
+    assert not at.number_input(key="bias").disabled  # nothing hidden or locked
+    assert "hide" not in at.query_params and "presenter" not in at.query_params
+
+
+def test_the_builder_writes_the_whole_link(page):
+    at = page()
+    (builder,) = [e for e in at.sidebar.expander if e.proto.label == "Teacher's link"]
+    at.multiselect(key="teach_hide").set_value(["seed", "preset"])
+    at.multiselect(key="teach_lock").set_value(["batch_size", "seed"])
+    at.toggle(key="presenter").set_value(True)
+    at.run()
+    (code,) = [c.value for c in at.sidebar.code]
+    assert code.startswith("/?weights=5.2,9.6&bias=3.4&")
+    assert code.endswith("&pace=20&hide=seed,preset&lock=batch_size&presenter=1")
+    # the builder's choices shape the link it shows, not this page
+    assert not at.number_input(key="seed").disabled and "hide" not in at.query_params
+
+
+def test_presenter_goes_to_the_live_view_and_the_link_and_leaves_it(page):
+    at = page({"presenter": "1"})
+    assert at.toggle(key="presenter").value is True
+    assert live_view(at)["presenter"] is True and at.query_params["presenter"] == "1"
+    at.toggle(key="presenter").set_value(False)
+    at.run()
+    assert live_view(at)["presenter"] is False and "presenter" not in at.query_params
+
+
+def paused_at_a_step(at):
+    at.button(key="start").click()
+    at.run()
+    pool, owner = _pool(at)
+    run_id = at.session_state["run_id"]
+    wait_for(lambda: pool.snapshot(owner, run_id).step >= 1, 30, interval=0.02, what="a first step")
+    at.button(key="pause").click()
+    at.run()
+    return pool.snapshot(owner, run_id)
+
+
+def from_events(snap, question: quiz.Question):
+    """The answer to a DataParallel step's question, read off the Step itself."""
+    step = snap.latest
+    if question.kind == "rows":
+        device = dict(question.text.fields)["device"]
+        return next(r.rows for r in step.replicas if short_label(r.device) == device)
+    if question.kind == "idle":
+        busy = {r.device for r in step.replicas}
+        return tuple(short_label(d) for d in snap.devices if d not in busy)
+    phases = step.phases.phases()
+    if question.kind == "meet":
+        return next(short_label(p.device) for p in phases if p.name == "loss")
+    return sum(p.bytes for p in phases if p.name == "gather")
+
+
+def asked_of(snap) -> quiz.Question:
+    return quiz.question_for(snap.latest, snap.config, snap.devices, snap.extra)
+
+
+def test_a_paused_run_asks_and_a_right_answer_counts_and_reveals_the_step(page):
+    at = page(ASK)
+    snap = paused_at_a_step(at)
+    question = asked_of(snap)
+    data = live_view(at)
+    assert data["reveal"] is False and data["ask_step"] == snap.latest.step == question.step
+    assert data["veil"] == "Answer the question to see the step."
+    labels = [at.button(key=f"quiz_choice_{i}").label for i in range(len(question.choices))]
+    assert labels == [c.say("en") for c in question.choices]
+    assert question.value == from_events(snap, question)
+    at.button(key=f"quiz_choice_{question.answer}").click()
+    at.run()
+    assert [s.value for s in at.success if s.value.startswith("Right.")]
+    assert "Right answers in this browser: 1 of 1" in [c.value for c in at.caption]
+    assert live_view(at)["reveal"] is True
+    # Step takes one step and asks about it; a wrong answer counts as asked, not as right
+    at.button(key="step").click()
+    at.run()
+    pool, owner = _pool(at)
+    after = pool.snapshot(owner, at.session_state["run_id"])
+    assert after.step == snap.step + 1 and live_view(at)["ask_step"] == after.step
+    assert live_view(at)["reveal"] is False
+    question = asked_of(after)
+    assert question.value == from_events(after, question)
+    wrong = (question.answer + 1) % len(question.choices)
+    at.button(key=f"quiz_choice_{wrong}").click()
+    at.run()
+    assert [e.value for e in at.error if e.value.startswith("Not quite: the answer is ")]
+    assert "Right answers in this browser: 1 of 2" in [c.value for c in at.caption]
+    assert live_view(at)["reveal"] is True
+    # another browser (another owner id) has its own count
+    other = page(ASK)
+    paused_at_a_step(other)
+    assert other.session_state["owner"] != at.session_state["owner"]
+    assert "Right answers in this browser: 0 of 0" in [c.value for c in other.caption]
+    for each in (at, other):
+        each.button(key="stop").click()
+        each.run()
+
+
+def test_without_ask_a_paused_run_shows_its_picture(page):
+    at = page({"pace": "1"})
+    paused_at_a_step(at)
+    assert live_view(at)["reveal"] is True and live_view(at)["ask_step"] is None
+    with pytest.raises(KeyError):
+        at.button(key="quiz_choice_0")
+    at.button(key="stop").click()
+    at.run()
