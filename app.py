@@ -669,7 +669,9 @@ def main() -> None:
     # the link names the language once it is not the browser's own (or the link already named it)
     lang = st.session_state.lang
     keep_lang = "lang" in st.query_params or lang != browser_language()
-    want = controls.to_query(values, st.session_state.pace, lang if keep_lang else None, page_classroom())
+    want = controls.to_query(
+        values, st.session_state.pace, lang=lang if keep_lang else None, classroom=page_classroom()
+    )
     if st.query_params.to_dict() != {**st.query_params.to_dict(), **want}:
         st.query_params.update(want)  # the link reproduces the setup
     forget_classroom_params(want)
@@ -1005,10 +1007,15 @@ def teacher_link_ui() -> None:
     """The link builder: controls to hide and to lock, and the whole link with the settings as they are."""
     ss = st.session_state
     with st.expander(i18n.t("classroom.builder")):
-        hide = st.multiselect(i18n.t("classroom.builder.hide"), controls.CLASSROOM_NAMES, key="teach_hide")
-        lock = st.multiselect(i18n.t("classroom.builder.lock"), controls.CLASSROOM_NAMES, key="teach_lock")
+        name = controls.field_label  # the controls by their labels; the link names them by their fields
+        hide = st.multiselect(
+            i18n.t("classroom.builder.hide"), controls.CLASSROOM_NAMES, key="teach_hide", format_func=name
+        )
+        lock = st.multiselect(
+            i18n.t("classroom.builder.lock"), controls.CLASSROOM_NAMES, key="teach_lock", format_func=name
+        )
         room = controls.Classroom(tuple(hide), tuple(n for n in lock if n not in hide), ss.presenter, ss.ask)
-        query = controls.to_query(control_values(), ss.pace, room)
+        query = controls.to_query(control_values(), ss.pace, classroom=room)
         base = (st.context.url or "").rstrip("/")
         st.code(f"{base}/?{urlencode(query, safe=',:@')}", language=None, wrap_lines=True)
         st.caption(i18n.t("classroom.builder.caption"))
@@ -1144,7 +1151,7 @@ def compare_ui(cfg: FitConfig) -> None:
                 t("lab.col.strategy"): [t(f"lab.strategy.{r['strategy']}") for r in rows],
                 t("lab.col.devices"): [r["devices"] for r in rows],
                 t("lab.col.max_diff"): [f"{r['max_abs_diff']:.3g}" for r in rows],
-                t("lab.col.first_step"): [r["first_divergent_step"] or "-" for r in rows],
+                t("lab.col.first_step"): [str(r["first_divergent_step"] or "-") for r in rows],
                 t("lab.col.engine"): [result["config"]["engines"][r["strategy"]] for r in rows],
             }
         ),

@@ -344,15 +344,16 @@ def test_classroom_error_in_chinese():
 def test_the_link_keeps_the_classroom_and_reads_back_the_same():
     values = controls.config_values(FitConfig(devices="virtual:3"))
     room = controls.Classroom(hide=("strategy", "preset"), lock=("batch_size", "devices"), ask=True)
-    query = controls.to_query(values, "5", room)
+    query = controls.to_query(values, "5", classroom=room)
     assert query["hide"] == "strategy,preset" and query["lock"] == "batch_size,devices"
     assert query["ask"] == "1" and "presenter" not in query
     assert controls.classroom_from_query(query) == (room, [])
     read, pace, errors = controls.from_query(query)
     assert (read, pace, errors) == (values, "5", [])
     # a plain page's link has none of them
-    assert not set(controls.to_query(values, "5", controls.Classroom())) & set(controls.CLASSROOM_PARAMS)
-    assert controls.to_query(values, "5") == controls.to_query(values, "5", controls.Classroom())
+    plain = controls.to_query(values, "5", classroom=controls.Classroom())
+    assert not set(plain) & set(controls.CLASSROOM_PARAMS)
+    assert controls.to_query(values, "5") == controls.to_query(values, "5", classroom=controls.Classroom())
 
 
 def test_a_locked_name_that_is_also_hidden_is_written_once():

@@ -52,6 +52,7 @@ FIELD_LABELS = {
     "workers": "Workers",
     "pace": "Pace",
     "lang": "Language",
+    "preset": "Preset",
 }
 
 # A widget can hold more features than a run may use, so that asking for too many gets validate()'s message.
@@ -296,7 +297,7 @@ def _number_text(value: float) -> str:
 
 
 def to_query(
-    values: Mapping[str, Any], pace: str, lang: str | None = None, classroom: Classroom | None = None
+    values: Mapping[str, Any], pace: str, *, lang: str | None = None, classroom: Classroom | None = None
 ) -> dict[str, str]:
     """The controls as URL query parameters: every controlled field and the pace, as text, the page's language
     where it is given, and the teacher's classroom parameters where any is set."""
