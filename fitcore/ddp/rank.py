@@ -18,7 +18,7 @@ from fitcore.config import FitConfig
 from fitcore.data import make_data
 from fitcore.ddp.shards import Layout
 from fitcore.devices import DevicePlan
-from fitcore.errors import ConfigError
+from fitcore.errors import ConfigError, Text
 from fitcore.events import Replica, Status, Step
 from fitcore.parallel import LinearModel, ShapeRecorder, init_parameters
 from fitcore.phases import (
@@ -60,7 +60,7 @@ def placement(cfg: FitConfig, plan: DevicePlan, world_size: int | None = None) -
         return "gloo", ("cpu",) * k
     if k != len(plan.device_ids):
         raise ConfigError(
-            "workers", k, f"{len(plan.device_ids)}: one process per GPU in devices {plan.spec} for ddp"
+            "workers", k, Text("config.workers_gpus_ddp", n=len(plan.device_ids), spec=plan.spec)
         )
     return "nccl", tuple(f"cuda:{i}" for i in plan.device_ids)
 

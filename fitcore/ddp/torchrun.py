@@ -37,7 +37,7 @@ from fitcore.ddp.rank import (
 )
 from fitcore.ddp.shards import Layout, first_epoch_value
 from fitcore.devices import DevicePlan, parse_devices
-from fitcore.errors import ConfigError
+from fitcore.errors import ConfigError, Text
 from fitcore.events import Detail, Event, RunEnded, Status, run_started
 from fitcore.text import plural
 from fitcore.train import Control, describe_failure, finished_message
@@ -81,7 +81,7 @@ def torchrun_env(environ: Mapping[str, str] | None = None) -> TorchrunEnv | None
         )
     except ValueError:
         given = {name: env.get(name) for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
-        raise ConfigError("torchrun environment", given, "integers") from None
+        raise ConfigError("torchrun environment", given, Text("config.torchrun_env")) from None
 
 
 def config_for_torchrun(cfg: FitConfig, env: TorchrunEnv, workers_given: bool = False) -> FitConfig:
@@ -92,12 +92,12 @@ def config_for_torchrun(cfg: FitConfig, env: TorchrunEnv, workers_given: bool = 
     """
     if workers_given and cfg.workers != env.world_size:
         raise ConfigError(
-            "workers", cfg.workers, f"{env.world_size} (torchrun's WORLD_SIZE), or leave --workers out"
+            "workers", cfg.workers, Text("config.torchrun_workers", n=env.world_size)
         )
     local = validate(replace(cfg, workers=min(env.local_world_size, MAX_WORKERS)))
     cfg = replace(local, workers=cfg.workers)  # a CSV source comes back resolved: its rows, columns, checksum
     if env.world_size > cfg.data_size:
-        raise ConfigError("workers", env.world_size, f"at most the data size ({cfg.data_size}) ranks")
+        raise ConfigError("workers", env.world_size, Text("config.torchrun_ranks", rows=cfg.data_size))
     return replace(cfg, workers=env.world_size)
 
 
