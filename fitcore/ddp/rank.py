@@ -38,7 +38,7 @@ from fitcore.phases import (
     StepPhases,
     ddp_specs,
 )
-from fitcore.train import make_optimizer
+from fitcore.train import diverged_message, make_optimizer
 
 COLLECTIVE_TIMEOUT = timedelta(seconds=120)  # a collective waiting longer than this fails its rank
 MAX_IDS = 8  # dataset row ids each rank reports per step: where its first rows came from
@@ -233,13 +233,8 @@ def train_rank(
                 return state, raw
             if not math.isfinite(mean):
                 state.last_times = _previous_times(table, pass_times, state.steps)
-                state.status, state.message = (
-                    Status.DIVERGED,
-                    (
-                        f"the loss became {mean} at step {state.steps + 1} (epoch {epoch}); "
-                        f"the learning rate {cfg.lr:g} is too high for this data"
-                    ),
-                )
+                state.status = Status.DIVERGED
+                state.message = diverged_message(mean, state.steps + 1, epoch, cfg.lr)
                 return state, raw
             optimizer.zero_grad(set_to_none=True)
             hook.started = False

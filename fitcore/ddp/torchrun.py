@@ -39,7 +39,7 @@ from fitcore.ddp.shards import Layout, first_epoch_value
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.errors import ConfigError, Text
 from fitcore.events import Detail, Event, RunEnded, Status, run_started
-from fitcore.text import plural
+from fitcore.i18n import count, t
 from fitcore.train import Control, describe_failure, finished_message
 
 
@@ -182,7 +182,7 @@ def train_torchrun(
             lstsq = least_squares(X, y)
             behind.specs = ranks_specs(labels, cfg.n_features, X.element_size())
             del X, y
-            header = f"Using DistributedDataParallel under torchrun: {plural(k, 'rank')}, backend {backend}."
+            header = t("cli.ddp.header.torchrun", ranks=count("cli.count.rank", k), backend=backend)
             emit(run_started(cfg, labels, header, layout.steps_per_epoch, lstsq))
             group = group_value(
                 layout, backend, (env.master_addr, env.master_port), "launched by torchrun",
@@ -223,7 +223,7 @@ def train_torchrun(
         if state.status == Status.STOPPED:
             state.message = control.stop_reason or "stopped by another rank"
         elif state.status == Status.FINISHED:
-            where = f" on {plural(k, 'rank')} (torchrun)"
+            where = t("cli.run.where.torchrun", ranks=count("cli.count.rank", k))
             state.message = finished_message(state.steps, clock() - t0, control.paused_seconds, where)
     except Exception as exc:  # noqa: BLE001 - a failed rank ends with its message; torchrun sees the exit status
         behind.release(None)  # the last step taken, whose times no rank will share now
