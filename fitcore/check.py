@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 import time
-import unicodedata
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable
 
@@ -37,6 +36,7 @@ from fitcore.devices import GPU, cuda_gpus, parse_devices
 from fitcore.events import Detail, Step
 from fitcore.i18n import t
 from fitcore.phases import dataparallel_bytes
+from fitcore.text import pad, width
 
 # The tutorial's 200 rows in one batch of 200, with SGD at lr 0.3: full-batch gradient descent on standard
 # normal X converges to the least-squares answer within about 20 steps, so 40 steps leave it at float32's
@@ -400,15 +400,6 @@ def _time(seconds: float) -> str:
     return t("cli.check.seconds", seconds=f"{seconds:.2f}") if seconds else "-"
 
 
-def width(text: str) -> int:
-    """Columns `text` takes in a terminal: a Chinese character takes two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def _pad(text: str, columns: int, right: bool = False) -> str:
-    fill = " " * max(0, columns - width(text))
-    return fill + text if right else text + fill
-
 
 def _wrapped(verified: str) -> list[str]:
     """What a row verified, indented, a figure never cut: its "; "-separated parts packed into lines."""
@@ -427,7 +418,7 @@ def table_lines(results: list[Result]) -> list[str]:
     w = [max(width(c[i]) for c in cells) for i in range(3)]
     lines = []
     for i, c in enumerate(cells):
-        lines.append(f"{_pad(c[0], w[0])}  {_pad(c[1], w[1])}  {_pad(c[2], w[2], right=True)}")
+        lines.append(f"{pad(c[0], w[0])}  {pad(c[1], w[1])}  {pad(c[2], w[2], right=True)}")
         if i and results[i - 1].verified:
             lines += _wrapped(results[i - 1].verified)
     lines.insert(1, "-" * max(width(line) for line in lines))
