@@ -12,7 +12,7 @@ from dataclasses import fields
 from fitcore import i18n, strategies
 from fitcore.cliparse import Parser, error_line, language_of
 from fitcore.config import ConfigError, FitConfig, integer_range, validate
-from fitcore.console import data_lines, summary_lines
+from fitcore.console import data_lines, final_lines, group_line, shard_lines, summary_lines
 from fitcore.csvdata import data_result
 from fitcore.ddp.torchrun import config_for_torchrun, exit_rank, torchrun_env, train_torchrun
 from fitcore.errors import Text
@@ -195,6 +195,17 @@ def data_source(cfg: FitConfig) -> dict:
     return csvdata.source(cfg)
 
 
+def detail_text(event: Detail) -> str:
+    """A Detail's lines in the current language: made again from its value, so that a replay of a
+    recording made in another language reads in this one."""
+    lines = {
+        "ddp": lambda v: [group_line(v)],
+        "shards": lambda v: shard_lines(v, "first"),
+        "final": final_lines,
+    }.get(event.key)
+    return "\n".join(lines(event.value)) if lines else event.text
+
+
 def play(cfg, trainer, args, torchrun, source: dict | None = None, label: str = "") -> int:
     """Run `trainer` on cfg and print what args ask for; write the recording and the trace. The exit code."""
     lead = torchrun is None or torchrun.rank == 0
@@ -240,7 +251,7 @@ def play(cfg, trainer, args, torchrun, source: dict | None = None, label: str = 
         elif isinstance(event, Detail):
             seen.setdefault("details", {})[event.key] = event.value
             if verbose and event.text:
-                say(event.text)
+                say(detail_text(event))
 
     # Ctrl-C ends the run between steps, and the summary is still printed
     control = Control()

@@ -10,7 +10,16 @@ import threading
 
 import pytest
 
+from fitcore import i18n
 from tests.helpers import FakeClock
+
+
+@pytest.fixture(autouse=True)
+def english_unless_asked(monkeypatch):
+    """The tests read English unless they ask for Chinese (--lang zh, LANG=zh_CN in their own env): on a
+    machine whose locale is Chinese, the command line would otherwise answer in Chinese."""
+    if i18n.from_env() != "en":
+        monkeypatch.setenv("LC_ALL", "C.UTF-8")
 
 
 @pytest.fixture
