@@ -20,6 +20,7 @@ import math
 import platform
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable
@@ -27,12 +28,15 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from fitcore import strategies
+from fitcore import i18n, strategies
+from fitcore.cliparse import Parser, language_of
 from fitcore.config import FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.devices import GPU, cuda_gpus, parse_devices
 from fitcore.events import Detail, Step
+from fitcore.i18n import t
 from fitcore.phases import dataparallel_bytes
+from fitcore.text import pad, width
 
 # The tutorial's 200 rows in one batch of 200, with SGD at lr 0.3: full-batch gradient descent on standard
 # normal X converges to the least-squares answer within about 20 steps, so 40 steps leave it at float32's
@@ -92,7 +96,8 @@ class Result:
     @property
     def result(self) -> str:
         """The table's result column: "passed", "failed: ..." or "skipped: ..."."""
-        return f"{self.status}: {self.reason}" if self.reason else self.status
+        status = t(f"cli.check.status.{self.status}")
+        return t("cli.check.result", status=status, reason=self.reason) if self.reason else status
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -150,13 +155,14 @@ def safe_probe() -> Machine:
 def check_environment(machine: Machine) -> Verified:
     """The versions and devices the other rows run on."""
     if machine.error:
-        raise CheckFailed(f"reading the machine raised {machine.error}; the CUDA rows are skipped")
-    gpus = "; ".join(g.label for g in machine.gpus) or "no CUDA GPU"
-    text = (
-        f"Python {machine.python}; torch {machine.torch}; CUDA runtime {machine.cuda_runtime or 'none'}; "
-        f"driver {machine.driver or 'none'}; {gpus}; nccl {'yes' if machine.nccl else 'no'}, "
-        f"gloo {'yes' if machine.gloo else 'no'}"
-    )
+        raise CheckFailed(t("cli.check.fail.probe", error=machine.error))
+    gpus = "; ".join(g.label for g in machine.gpus) or t("cli.check.skip.no_gpu")
+    none, yes, no = t("cli.check.none"), t("cli.check.yes"), t("cli.check.no")
+    text = t(
+        "cli.check.environment", python=machine.python, torch=machine.torch,
+        cuda=machine.cuda_runtime or none, driver=machine.driver or none, gpus=gpus,
+        nccl=yes if machine.nccl else no, gloo=yes if machine.gloo else no,
+    )  # fmt: skip
     figures = asdict(machine)
     figures["gpus"] = [asdict(g) for g in machine.gpus]
     return Verified(text, figures)
@@ -201,14 +207,17 @@ def _cpu_reference(cfg: FitConfig) -> tuple[float, ...]:
 
 def _require_finished(cfg: FitConfig, ended) -> None:
     if ended.steps != cfg.total_steps:
-        raise CheckFailed(f"ran {ended.steps} of {cfg.total_steps} steps: {ended.status}: {ended.message}")
+        raise CheckFailed(
+            t("cli.check.fail.steps", steps=ended.steps, total=cfg.total_steps, status=ended.status,
+              message=ended.message)
+        )  # fmt: skip
 
 
 def _within(what: str, diff: float, tol: float) -> str:
-    text = f"|W - {what}| = {diff:.1g} <= {tol:.0e}"
+    text = f"|W - {what}| = {diff:.1g}"
     if not diff <= tol:  # also catches NaN
-        raise CheckFailed(text.replace("<=", "is not <="))
-    return text
+        raise CheckFailed(t("cli.check.fail.within", text=text, tol=f"{tol:.0e}"))
+    return f"{text} <= {tol:.0e}"
 
 
 def _sizes(sizes) -> str:
@@ -236,11 +245,11 @@ def check_dataparallel(spec: str, gpus: tuple[GPU, ...] = (), reference: bool = 
         devices = tuple(r.device for r in step.replicas)
         if split != chunks or devices != plan.labels[: len(chunks)]:
             raise CheckFailed(
-                f"step {step.step}: split {_sizes(split)} on {devices}; tensor.chunk gives {_sizes(chunks)} "
-                f"on {plan.labels[: len(chunks)]}"
-            )
+                t("cli.check.fail.split", step=step.step, split=_sizes(split), devices=devices,
+                  chunks=_sizes(chunks), expected=plan.labels[: len(chunks)])
+            )  # fmt: skip
     first = tuple(r.stop - r.start for r in steps[0].replicas)
-    parts = [f"split {_sizes(first)} = tensor.chunk on all {len(steps)} steps"]
+    parts = [t("cli.check.split", split=_sizes(first), steps=len(steps))]
     figures: dict[str, Any] = {"split": list(first), "steps": len(steps), "devices": list(plan.labels)}
     # 2. the learned parameters, against one CPU device and against least squares
     learned = _params(ended)
@@ -261,25 +270,27 @@ def _phases_checked(steps: list, figures: dict) -> str:
     per-device phase, none negative, the bytes of DataParallel's formulas."""
     for step in steps:
         if step.phases is None:
-            raise CheckFailed(f"step {step.step} recorded no phases")
+            raise CheckFailed(t("cli.check.fail.no_phases", step=step.step))
         got = step.phases.phases()
         busy = len(step.replicas)
         for name in ("scatter", "replicate", "parallel_apply", "gather", "reduce"):
             count = sum(p.name == name for p in got)
             if count != busy:
-                raise CheckFailed(f"step {step.step}: {count} {name} records for {busy} busy devices")
+                raise CheckFailed(
+                    t("cli.check.fail.records", step=step.step, count=count, name=name, busy=busy)
+                )
         if any(p.start < 0 or p.duration < 0 for p in got):
-            raise CheckFailed(f"step {step.step}: a phase with a negative time")
+            raise CheckFailed(t("cli.check.fail.negative", step=step.step))
         sizes = [r.stop - r.start for r in step.replicas]
         d = step.input_shape[1]
         if step.phases.bytes != dataparallel_bytes(sizes, d, 4):
             raise CheckFailed(
-                f"step {step.step}: {step.phases.bytes} B; the formula gives "
-                f"{dataparallel_bytes(sizes, d, 4)} B"
-            )
+                t("cli.check.fail.bytes", step=step.step, bytes=step.phases.bytes,
+                  formula=dataparallel_bytes(sizes, d, 4))
+            )  # fmt: skip
     total = sum(p.duration for p in steps[-1].phases.phases() if p.device == steps[-1].replicas[0].device)
     figures.update(phases_bytes=steps[-1].phases.bytes, phases_seconds_first_device=total)
-    return f"phases on all {len(steps)} steps, {steps[-1].phases.bytes} B a step"
+    return t("cli.check.phases", steps=len(steps), bytes=steps[-1].phases.bytes)
 
 
 def _lstsq(cfg: FitConfig, learned: tuple[float, ...], figures: dict) -> str:
@@ -312,15 +323,15 @@ def check_ddp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
         split = tuple(r.stop - r.start for r in step.replicas)
         if split != expected:
             raise CheckFailed(
-                f"step {step.step}: ranks got {_sizes(split)} rows, expected {_sizes(expected)}"
+                t("cli.check.fail.rows", step=step.step, split=_sizes(split), expected=_sizes(expected))
             )
     finals = [e.value for e in events if isinstance(e, Detail) and e.key == "final"]
     if not finals or not finals[0]["identical"]:
-        diff = finals[0]["max_abs_diff"] if finals else "none reported"
-        raise CheckFailed(f"the ranks' final parameters differ: {diff}")
+        diff = finals[0]["max_abs_diff"] if finals else t("cli.check.fail.none_reported")
+        raise CheckFailed(t("cli.check.fail.ranks_differ", diff=diff))
     parts = [
-        f"rows per rank {_sizes(expected)} = ceil({rows}/{workers}) on all {len(steps)} steps",
-        f"{workers} ranks identical",
+        t("cli.check.rows_per_rank", split=_sizes(expected), rows=rows, workers=workers, steps=len(steps)),
+        t("cli.check.ranks_identical", workers=workers),
     ]
     figures: dict[str, Any] = {"split": list(expected), "steps": len(steps), "ranks_identical": True}
     # 2. the parameters, against one process on the same rows and against least squares
@@ -348,21 +359,19 @@ def plan_rows(machine: Machine) -> list[Row]:
     def row(name: str, run: Callable[[], Verified], skip: str = "") -> Row:
         return Row(name, None if skip else run, skip)
 
-    no_gpu = "" if n else "no CUDA GPU"
-    two_gpus = "" if n >= 2 else "needs 2 GPUs"
-    no_gloo = "" if machine.gloo else "gloo not available"
-    no_nccl = "" if machine.nccl else "nccl not available"
+    no_gpu = "" if n else t("cli.check.skip.no_gpu")
+    two_gpus = "" if n >= 2 else t("cli.check.skip.two_gpus")
+    no_gloo = "" if machine.gloo else t("cli.check.skip.unavailable", backend="gloo")
+    no_nccl = "" if machine.nccl else t("cli.check.skip.unavailable", backend="nccl")
     return [
-        Row("environment", lambda: check_environment(machine)),
+        Row(t("cli.check.row.environment"), lambda: check_environment(machine)),
         Row("dataparallel cpu", dp("cpu", reference=False)),
         *(Row(f"dataparallel virtual:{k}", dp(f"virtual:{k}")) for k in VIRTUAL_KS),
         row("dataparallel cuda:0", dp("cuda:0"), no_gpu),
         row("dataparallel virtual:3@cuda:0", dp("virtual:3@cuda:0"), no_gpu),
-        row(f"dataparallel cuda ({max(n, 2)} GPUs, nn.DataParallel)", dp("cuda"), two_gpus),
-        row("ddp gloo 2 ranks (CPU)", lambda: check_ddp("cpu", 2), no_gloo),
-        row(
-            f"ddp nccl {max(n, 2)} ranks (1 per GPU)", lambda: check_ddp("cuda", n, gpus), no_nccl or two_gpus
-        ),
+        row(t("cli.check.row.cuda", n=max(n, 2)), dp("cuda"), two_gpus),
+        row(t("cli.check.row.gloo", n=2), lambda: check_ddp("cpu", 2), no_gloo),
+        row(t("cli.check.row.nccl", n=max(n, 2)), lambda: check_ddp("cuda", n, gpus), no_nccl or two_gpus),
     ]
 
 
@@ -383,19 +392,20 @@ def run_row(row: Row, clock: Callable[[], float] = time.perf_counter) -> Result:
 # ---------------------------------------------------------------------------------------------------------
 # Output.
 
-HEADERS = ("path", "result", "time")
+HEADERS = ("cli.check.header.path", "cli.check.header.result", "cli.check.header.time")
 WIDTH = 100  # a terminal's width for what a row verified, on the lines under it
 
 
 def _time(seconds: float) -> str:
-    return f"{seconds:.2f} s" if seconds else "-"
+    return t("cli.check.seconds", seconds=f"{seconds:.2f}") if seconds else "-"
+
 
 
 def _wrapped(verified: str) -> list[str]:
     """What a row verified, indented, a figure never cut: its "; "-separated parts packed into lines."""
     lines = [""]
     for part in verified.split("; "):
-        if lines[-1] and len(lines[-1]) + 2 + len(part) > WIDTH - 4:
+        if lines[-1] and width(lines[-1]) + 2 + width(part) > WIDTH - 4:
             lines.append("")
         lines[-1] += ("; " if lines[-1] else "") + part
     return ["    " + line for line in lines]
@@ -404,23 +414,25 @@ def _wrapped(verified: str) -> list[str]:
 def table_lines(results: list[Result]) -> list[str]:
     """An aligned text table: a line per row (path, result, time), and what it verified indented beneath,
     wrapped to a terminal's width."""
-    cells = [HEADERS] + [(r.name, r.result, _time(r.seconds)) for r in results]
-    w = [max(len(c[i]) for c in cells) for i in range(3)]
+    cells = [tuple(map(t, HEADERS))] + [(r.name, r.result, _time(r.seconds)) for r in results]
+    w = [max(width(c[i]) for c in cells) for i in range(3)]
     lines = []
     for i, c in enumerate(cells):
-        lines.append(f"{c[0]:<{w[0]}}  {c[1]:<{w[1]}}  {c[2]:>{w[2]}}")
+        lines.append(f"{pad(c[0], w[0])}  {pad(c[1], w[1])}  {pad(c[2], w[2], right=True)}")
         if i and results[i - 1].verified:
             lines += _wrapped(results[i - 1].verified)
-    lines.insert(1, "-" * max(len(line) for line in lines))
+    lines.insert(1, "-" * max(width(line) for line in lines))
     return lines
 
 
 def summary_line(results: list[Result]) -> str:
     """The last line: the counts, and the name of every row that failed."""
     counts = {s: sum(r.status == s for r in results) for s in (PASSED, FAILED, SKIPPED)}
-    text = f"{counts[PASSED]} passed, {counts[FAILED]} failed, {counts[SKIPPED]} skipped"
+    text = t("cli.check.counts", passed=counts[PASSED], failed=counts[FAILED], skipped=counts[SKIPPED])
     failed = [r.name for r in results if r.status == FAILED]
-    return f"check: FAILED: {', '.join(failed)} ({text})" if failed else f"check: OK ({text})"
+    if failed:
+        return t("cli.check.summary.failed", names=", ".join(failed), counts=text)
+    return t("cli.check.summary.ok", counts=text)
 
 
 def exit_code(results: list[Result]) -> int:
@@ -435,30 +447,22 @@ def json_object(results: list[Result]) -> dict:
     }
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        """Bad flags: one line on stderr and exit status 2, like `python -m fitcore`."""
-        self.exit(2, f"fitcore check: error: {message} (see python -m fitcore check --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog="python -m fitcore check",
-        description=(
-            "Run every training path this machine can run (CPU, emulated devices, CUDA GPUs, DDP on gloo "
-            "and nccl), each against tensor.chunk, one-device training and least squares, and print one "
-            "row per path. Exit status: 0 all that ran passed, 1 a row failed, 2 bad arguments."
-        ),
-    )
-    p.add_argument(
-        "--json", action="store_true", help="print one JSON object (a list of rows) and nothing else"
-    )
+    p = Parser(prog="python -m fitcore check", description=t("cli.check.description"))
+    p.add_argument("--json", action="store_true", help=t("cli.check.help.json"))
     return p
 
 
 def main(argv: list[str] | None = None, machine: Machine | None = None) -> int:
-    """`python -m fitcore check [--json]`; returns the exit status."""
+    """`python -m fitcore check [--json] [--lang zh]`; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else argv
+    with i18n.using(language_of(argv)):
+        return _main(argv, machine)
+
+
+def _main(argv: list[str], machine: Machine | None) -> int:
     args = build_parser().parse_args(argv)
+    i18n.set_language(args.lang or i18n.current())
     machine = safe_probe() if machine is None else machine
     results = [run_row(row) for row in plan_rows(machine)]
     if args.json:

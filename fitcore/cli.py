@@ -10,12 +10,15 @@ import signal
 import sys
 from dataclasses import fields
 
-from fitcore import strategies
-from fitcore.config import ConfigError, FitConfig, validate
-from fitcore.console import data_lines, summary_lines
+from fitcore import i18n, strategies
+from fitcore.cliparse import Parser, error_line, language_of
+from fitcore.config import ConfigError, FitConfig, integer_range, validate
+from fitcore.console import data_lines, final_lines, group_line, shard_lines, summary_lines
 from fitcore.csvdata import data_result
 from fitcore.ddp.torchrun import config_for_torchrun, exit_rank, torchrun_env, train_torchrun
+from fitcore.errors import Text
 from fitcore.events import Detail, RunStarted, Status, Step
+from fitcore.i18n import t
 from fitcore.recording import Recorder, check_recordable, replayer
 from fitcore.recording import read as read_recording
 from fitcore.runner import trainer_for
@@ -27,16 +30,8 @@ from fitcore.view.results import result_dict
 def _count(text: str) -> int:
     """--print-every's value: ASCII digits only, as every number fitcore reads (int() also takes "١٢")."""
     if not re.fullmatch(r"[+-]?[0-9]{1,18}", text.strip(" ")):
-        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: an integer 1 or more")
+        raise argparse.ArgumentTypeError(t("cli.error.got", value=repr(text), allowed=integer_range(1, None)))
     return int(text)
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        """Bad flags: one line on stderr and exit status 2, like every other bad input."""
-        # argparse quotes the words as typed: a line break or control character among them is escaped
-        message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
-        self.exit(2, f"fitcore: error: {message} (see python -m fitcore --help)\n")
 
 
 def add_training_flags(p: argparse.ArgumentParser) -> None:
@@ -48,49 +43,39 @@ def add_training_flags(p: argparse.ArgumentParser) -> None:
         "--weights",
         nargs="+",
         default=None,
-        help=f"true W, 1 to 16 numbers (default {' '.join(map(str, d.weights))})",
+        help=t("cli.help.weights", default=" ".join(map(str, d.weights))),
     )
-    p.add_argument("--bias", help=f"true b (default {d.bias})")
-    p.add_argument("--noise", help=f"std of the noise added to y (default {d.noise})")
-    p.add_argument("--data-size", help=f"rows of data (default {d.data_size})")
-    p.add_argument("--batch-size", help=f"rows per batch (default {d.batch_size})")
-    p.add_argument("--epochs", help=f"passes over the data (default {d.epochs})")
-    p.add_argument("--lr", help=f"learning rate (default {d.lr})")
-    p.add_argument("--optimizer", help=f"adam or sgd (default {d.optimizer})")
-    p.add_argument("--no-shuffle", action="store_true", help="take the batches in order")
-    p.add_argument("--seed", help=f"seed for data, initial parameters and shuffling (default {d.seed})")
-    p.add_argument(
-        "--devices", help=f"cpu, cuda, cuda:0,1, virtual:K or virtual:K@cuda:0 (default {d.devices})"
-    )
-    p.add_argument("--strategy", help=f"dataparallel or ddp (default {d.strategy})")
-    p.add_argument("--workers", help=f"processes for --strategy ddp (default {d.workers})")
+    p.add_argument("--bias", help=t("cli.help.bias", default=d.bias))
+    p.add_argument("--noise", help=t("cli.help.noise", default=d.noise))
+    p.add_argument("--data-size", help=t("cli.help.data_size", default=d.data_size))
+    p.add_argument("--batch-size", help=t("cli.help.batch_size", default=d.batch_size))
+    p.add_argument("--epochs", help=t("cli.help.epochs", default=d.epochs))
+    p.add_argument("--lr", help=t("cli.help.lr", default=d.lr))
+    p.add_argument("--optimizer", help=t("cli.help.optimizer", default=d.optimizer))
+    p.add_argument("--no-shuffle", action="store_true", help=t("cli.help.no_shuffle"))
+    p.add_argument("--seed", help=t("cli.help.seed", default=d.seed))
+    p.add_argument("--devices", help=t("cli.help.devices", default=d.devices))
+    p.add_argument("--strategy", help=t("cli.help.strategy", default=d.strategy))
+    p.add_argument("--workers", help=t("cli.help.workers", default=d.workers))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog="python -m fitcore",
-        description="Fit y = X·W + b with a data-parallel linear model and show how each batch is split.",
-        epilog=(
-            "python -m fitcore check: run every training path this machine can run and verify each one. "
-            "python -m fitcore compare: does DataParallel, or DDP, give the same model as one device? "
-            "python -m fitcore whatif: one step projected to 2 ... 1,024 devices."
-        ),
-    )
+    p = Parser(prog="python -m fitcore", description=t("cli.description"), epilog=t("cli.epilog"))
     add_training_flags(p)
     p.add_argument(
         "--print-every",
         type=_count,
         default=1,
-        help="print the lines of the first step, every Nth after it and the last (default 1)",
+        help=t("cli.help.print_every"),
     )
-    p.add_argument("--data", help="fit the rows of this CSV file (a header line, numbers only) instead")
-    p.add_argument("--target", help="with --data: the column to predict")
-    p.add_argument("--features", help="with --data: 1 to 16 columns A,B,... (default: every other column)")
+    p.add_argument("--data", help=t("cli.help.data"))
+    p.add_argument("--target", help=t("cli.help.target"))
+    p.add_argument("--features", help=t("cli.help.features"))
     p.add_argument(
         "--standardize",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="with --data: scale each feature to mean 0, std 1 (default on)",
+        help=t("cli.help.standardize"),
     )
     add_output_flags(p)
     return p
@@ -98,11 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_output_flags(p: argparse.ArgumentParser) -> None:
     """The flags a run and a replay share: what is printed, and the files written."""
-    p.add_argument("--record", help="write every event of the run to this file (JSON lines, .fitrec)")
-    p.add_argument("--trace", help="write a Chrome trace of every step's phases (ui.perfetto.dev)")
+    p.add_argument("--record", help=t("cli.help.record"))
+    p.add_argument("--trace", help=t("cli.help.trace"))
     out = p.add_mutually_exclusive_group()
-    out.add_argument("--quiet", action="store_true", help="print only the summary")
-    out.add_argument("--json", action="store_true", help="print one JSON object and nothing else")
+    out.add_argument("--quiet", action="store_true", help=t("cli.help.quiet"))
+    out.add_argument("--json", action="store_true", help=t("cli.help.json"))
 
 
 def config_from_args(args: argparse.Namespace) -> FitConfig:
@@ -147,6 +132,12 @@ def _silence_stdout() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # the language first: --lang, else LANG; the subcommands choose theirs from the same arguments
+    with i18n.using(language_of(argv)):
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["check"]:  # the subcommands; every other command line parses as it always has
         from fitcore.check import main as check_main
 
@@ -158,13 +149,14 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["replay"]:
         return replay_main(argv[1:])
     args = build_parser().parse_args(argv)
+    i18n.set_language(args.lang or i18n.current())  # an abbreviated --la zh, which argparse accepts
     try:
         cfg = config_from_args(args)
         if args.record:
             check_recordable(cfg, args.record)
         _check_print_every(args.print_every)
     except ConfigError as exc:
-        print(f"fitcore: error: {flag_error(exc)}", file=sys.stderr)
+        print(error_line("fitcore", flag_error(exc)), file=sys.stderr)
         return 2
     # under torchrun this process is one rank, and only rank 0 prints
     strategy = strategies.strategy(cfg.strategy)
@@ -176,23 +168,29 @@ def main(argv: list[str] | None = None) -> int:
 
 def _check_print_every(every: int) -> None:
     if every < 1:
-        raise ConfigError("--print-every", every, "an integer 1 or more")
+        raise ConfigError("--print-every", every, integer_range(1, None))
 
 
 def replay_main(argv: list[str]) -> int:
     """`python -m fitcore replay run.fitrec`: the recorded run's lines, JSON, trace, as the live run gave."""
-    p = _Parser(prog="python -m fitcore replay", description="Replay a recording made with --record.")
-    p.add_argument("recording", help="a .fitrec file written by python -m fitcore --record")
-    p.add_argument("--print-every", type=int, default=1, help="print the first step, every Nth and the last")
+    with i18n.using(language_of(argv)):
+        return _replay(argv)
+
+
+def _replay(argv: list[str]) -> int:
+    p = Parser(prog="python -m fitcore replay", description=t("cli.replay.description"))
+    p.add_argument("recording", help=t("cli.help.recording"))
+    p.add_argument("--print-every", type=_count, default=1, help=t("cli.help.replay_print_every"))
     add_output_flags(p)
     args = p.parse_args(argv)
+    i18n.set_language(args.lang or i18n.current())
     try:
         _check_print_every(args.print_every)
         if args.record:
-            raise ConfigError("record", args.record, "nothing: a replay writes no recording")
+            raise ConfigError("record", args.record, Text("cli.replay.no_record"))
         recording = read_recording(args.recording)
     except ConfigError as exc:
-        print(f"fitcore: error: {flag_error(exc)}", file=sys.stderr)
+        print(error_line("fitcore", flag_error(exc)), file=sys.stderr)
         return 2
     source = recording.header.get("data")
     return play(recording.config, replayer(recording), args, None, source, recording.label)
@@ -203,6 +201,17 @@ def data_source(cfg: FitConfig) -> dict:
     from fitcore import csvdata
 
     return csvdata.source(cfg)
+
+
+def detail_text(event: Detail) -> str:
+    """A Detail's lines in the current language: made again from its value, so that a replay of a
+    recording made in another language reads in this one."""
+    lines = {
+        "ddp": lambda v: [group_line(v)],
+        "shards": lambda v: shard_lines(v, "first"),
+        "final": final_lines,
+    }.get(event.key)
+    return "\n".join(lines(event.value)) if lines else event.text
 
 
 def play(cfg, trainer, args, torchrun, source: dict | None = None, label: str = "") -> int:
@@ -220,7 +229,7 @@ def play(cfg, trainer, args, torchrun, source: dict | None = None, label: str = 
             _writable("trace", args.trace)
             listeners.append(tracer)
     except ConfigError as exc:
-        print(f"fitcore: error: {flag_error(exc)}", file=sys.stderr)
+        print(error_line("fitcore", flag_error(exc)), file=sys.stderr)
         return 2
 
     def say(text: str) -> None:
@@ -232,7 +241,7 @@ def play(cfg, trainer, args, torchrun, source: dict | None = None, label: str = 
         except BrokenPipeError:
             seen["closed"] = True
             _silence_stdout()
-            control.stop("the output was closed")
+            control.stop(t("cli.stop.closed"))
 
     def on_event(event) -> None:
         for listener in listeners:
@@ -250,14 +259,14 @@ def play(cfg, trainer, args, torchrun, source: dict | None = None, label: str = 
         elif isinstance(event, Detail):
             seen.setdefault("details", {})[event.key] = event.value
             if verbose and event.text:
-                say(event.text)
+                say(detail_text(event))
 
     # Ctrl-C ends the run between steps, and the summary is still printed
     control = Control()
-    previous = signal.signal(signal.SIGINT, lambda *_: control.stop("interrupted (Ctrl-C)"))
+    previous = signal.signal(signal.SIGINT, lambda *_: control.stop(t("cli.stop.interrupted")))
     try:
         if verbose and label:
-            say(f"Replaying a recording: {label}")
+            say(t("cli.replaying", label=label))
         ended = trainer(cfg, on_event, control)
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -281,9 +290,9 @@ def play(cfg, trainer, args, torchrun, source: dict | None = None, label: str = 
     else:
         rate = ended.steps / ended.elapsed if ended.elapsed > 0 else 0.0
         lstsq = (started.lstsq_weights, started.lstsq_bias) if started else (None, None)
-        summary = summary_lines(ended, cfg.weights, cfg.bias, *lstsq, rate)
-        if source:  # a file has no true parameters: its least-squares answer is the reference
-            summary = [line for line in summary if not line.startswith("True:")]
+        true = (None, None) if source else (cfg.weights, cfg.bias)  # a file has no true parameters
+        summary = summary_lines(ended, *true, *lstsq, rate)
+        if source:  # its least-squares answer is the reference
             summary[1:1] = data_lines(source, ended.weights, ended.bias)
         say("\n".join(summary))
     if lead and args.trace:
@@ -302,4 +311,4 @@ def _writable(flag: str, path: str) -> None:
         with open(path, "w", encoding="utf-8"):
             pass
     except OSError as exc:
-        raise ConfigError(flag, path, f"a file that can be written ({exc.strerror or exc})") from None
+        raise ConfigError(flag, path, Text("recording.writable", why=exc.strerror or exc)) from None

@@ -30,12 +30,15 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DistributedSampler
 
+from fitcore import i18n
+from fitcore.cliparse import Parser, error_line, language_of
 from fitcore.config import FitConfig, _parse_bool
 from fitcore.data import make_data
 from fitcore.devices import DevicePlan, parse_devices
-from fitcore.errors import ConfigError
+from fitcore.errors import ConfigError, Listed, Text
 from fitcore.i18n import t
 from fitcore.parallel import EmulatedDataParallel, LinearModel, init_parameters, wrap
+from fitcore.text import pad
 from fitcore.train import make_optimizer
 
 TOL = 1e-5  # a parameter further than this from the reference's counts as a difference
@@ -60,7 +63,7 @@ class Toggles:
         kwargs = {}
         for name, raw in values.items():
             if name not in known:
-                raise ConfigError(name, raw, "one of " + ", ".join(sorted(known)))
+                raise ConfigError(name, raw, Text("config.one_of", names=", ".join(sorted(known))))
             if name == "loss_reduction":
                 kwargs[name] = str(raw).strip().lower()
             else:
@@ -69,7 +72,7 @@ class Toggles:
 
     def validate(self) -> "Toggles":
         if self.loss_reduction not in LOSS_REDUCTIONS:
-            raise ConfigError("loss_reduction", self.loss_reduction, " or ".join(LOSS_REDUCTIONS))
+            raise ConfigError("loss_reduction", self.loss_reduction, Listed(LOSS_REDUCTIONS))
         return self
 
 
@@ -193,9 +196,8 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def _finite(value: float, who: str, step: int, lr: float) -> None:
     if not math.isfinite(value):
-        raise ConfigError(
-            "lr", lr, f"a smaller learning rate: the {who} diverged at step {step} (its loss became {value})"
-        )
+        why = Text("cli.compare.diverged", who=Text(f"cli.compare.who.{who}"), step=step, value=value)
+        raise ConfigError("lr", lr, why)
 
 
 class _Trained(NamedTuple):
@@ -223,15 +225,15 @@ def train_all(cfg: FitConfig, plan: DevicePlan, toggles: Toggles, strategies=STR
         for n, rows in enumerate(steps, 1):
             dp_worst = 0.0
             for ids in rows.batches:  # the reference and DataParallel: the very same batches
-                _finite(reference.step(ids, red), "one-device reference", n, cfg.lr)
+                _finite(reference.step(ids, red), "reference", n, cfg.lr)
                 if "dataparallel" in trainers:
-                    _finite(trainers["dataparallel"].step(ids, red), "DataParallel run", n, cfg.lr)
+                    _finite(trainers["dataparallel"].step(ids, red), "dataparallel", n, cfg.lr)
                     dp_worst = max(dp_worst, _max_diff(trainers["dataparallel"].flat(), reference.flat()))
             if "dataparallel" in trainers:
                 per_step["dataparallel"].append(dp_worst)
             if "ddp" in trainers:
                 ddp = trainers["ddp"]
-                _finite(ddp.ddp_step(rows.ranks, red), "DDP run", n, ddp.optimizer.param_groups[0]["lr"])
+                _finite(ddp.ddp_step(rows.ranks, red), "ddp", n, ddp.optimizer.param_groups[0]["lr"])
                 per_step["ddp"].append(_max_diff(ddp.flat(), reference.flat()))
         finals = {"reference": reference.flat().tolist()}
         finals.update({name: t.flat().tolist() for name, t in trainers.items()})
@@ -263,20 +265,16 @@ def _ddp_causes(cfg, plan, toggles, trained) -> list[str]:
     padded = [s for s in trained.steps if s.padded]
     if padded:
         first = trained.steps.index(padded[0]) + 1
-        causes.append(t("lab.cause.padding", padded=padded[0].padded, k=k, n=cfg.data_size, first=first))
+        causes.append(
+            t("cli.compare.cause.padding", padded=padded[0].padded, k=k, rows=cfg.data_size, first=first)
+        )
     reasons = {
-        "loss_reduction": (
-            "sum",
-            t("lab.cause.sum", k=k),
-        ),
+        "loss_reduction": ("sum", t("cli.compare.cause.sum", k=k)),
         "per_rank_batch": (
             True,
-            t("lab.cause.per_rank", batch=cfg.batch_size, total=k * cfg.batch_size, k=k),
+            t("cli.compare.cause.per_rank", batch=cfg.batch_size, global_batch=k * cfg.batch_size, k=k),
         ),
-        "scale_lr": (
-            True,
-            t("lab.cause.scale_lr", k=k, lr=f"{cfg.lr:g}"),
-        ),
+        "scale_lr": (True, t("cli.compare.cause.scale_lr", k=k, lr=f"{cfg.lr:g}")),
     }
     for name, (on, text) in reasons.items():
         if getattr(toggles, name) != on or k == 1:
@@ -284,7 +282,8 @@ def _ddp_causes(cfg, plan, toggles, trained) -> list[str]:
         off = replace(toggles, **{name: Toggles().__getattribute__(name)})
         without = _worst(train_all(cfg, plan, off, ("ddp",)), "ddp")
         if without < worst / 2 or without <= TOL:  # taking it away brings DDP closer: it made the difference
-            causes.append(t("lab.cause.measured", cause=text, worst=f"{worst:.3g}", without=f"{without:.3g}"))
+            measured = t("cli.compare.measured", text=text, worst=f"{worst:.3g}", without=f"{without:.3g}")
+            causes.append(measured)
     return causes
 
 
@@ -294,10 +293,12 @@ def _shared_causes(cfg, plan, toggles, trained) -> dict[str, list[str]]:
     causes: dict[str, list[str]] = {name: [] for name in trained.per_step}
     if not toggles.set_epoch:
         other = train_all(cfg, plan, replace(toggles, set_epoch=True), tuple(trained.per_step))
-        why = t("lab.cause.same_order", epochs=cfg.epochs) if cfg.shuffle else t("lab.cause.no_shuffle")
+        why = t("cli.compare.set_epoch.why", epochs=cfg.epochs)
+        if not cfg.shuffle:
+            why = t("cli.compare.set_epoch.none")
         for name in causes:
             d = max(abs(a - b) for a, b in zip(trained.finals[name], other.finals[name]))
-            causes[name].append(t("lab.cause.set_epoch", why=why, diff=f"{d:.3g}"))
+            causes[name].append(t("cli.compare.cause.set_epoch", why=why, d=f"{d:.3g}"))
     if toggles.drop_last:
         other = train_all(cfg, plan, replace(toggles, drop_last=False), tuple(trained.per_step))
         kept = cfg.data_size // k * k
@@ -307,10 +308,10 @@ def _shared_causes(cfg, plan, toggles, trained) -> dict[str, list[str]]:
         never = cfg.data_size - len(unseen)
         for name in causes:
             d = max(abs(a - b) for a, b in zip(trained.finals[name], other.finals[name]))
-            causes[name].append(t(
-                "lab.cause.drop_last", kept=kept, n=cfg.data_size, unseen=cfg.data_size - kept, never=never,
-                diff=f"{d:.3g}",
-            ))  # fmt: skip
+            causes[name].append(
+                t("cli.compare.cause.drop_last", kept=kept, rows=cfg.data_size, unseen=cfg.data_size - kept,
+                  never=never, d=f"{d:.3g}")
+            )  # fmt: skip
     return causes
 
 
@@ -322,15 +323,15 @@ def engines(plan: DevicePlan) -> dict[str, str]:
     """Which engine ran each strategy: say what is real, emulated or simulated."""
     k = len(plan.labels)
     if plan.uses_data_parallel:
-        dp = t("lab.engine.real", spec=plan.spec)
+        dp = t("cli.compare.engine.real", spec=plan.spec)
     elif plan.emulated:
-        dp = t("lab.engine.emulated", host=plan.host, spec=plan.spec)
+        dp = t("cli.compare.engine.emulated", host=plan.host, spec=plan.spec)
     else:
-        dp = t("lab.engine.one_dp")
+        dp = t("cli.compare.engine.one")
     return {
-        "reference": t("lab.engine.reference", device=plan.first_device),
+        "reference": t("cli.compare.engine.reference", device=plan.first_device),
         "dataparallel": dp,
-        "ddp": t("lab.engine.ddp", k=k),
+        "ddp": t("cli.compare.engine.ddp", k=k),
     }
 
 
@@ -358,9 +359,8 @@ def run(
         shard = cfg.data_size // k if toggles.drop_last else math.ceil(cfg.data_size / k)
         steps = cfg.epochs * math.ceil(shard / b)
         if steps > max_steps:
-            raise ConfigError(
-                "epochs", cfg.epochs, f"at most {max_steps} steps to compare; these are {steps}"
-            )
+            allowed = Text("cli.compare.max_steps", most=max_steps, steps=steps)
+            raise ConfigError("epochs", cfg.epochs, allowed)
     trained = train_all(cfg, plan, toggles)
     shared = _shared_causes(cfg, plan, toggles, trained)
     causes = {"dataparallel": shared["dataparallel"], "ddp": _ddp_causes(cfg, plan, toggles, trained)}
@@ -394,56 +394,48 @@ def run(
 def table_lines(result: dict) -> list[str]:
     """The result for a terminal: a row per strategy, its causes beneath it."""
     cfg = result["config"]
+    head = (t("cli.compare.col.strategy"), t("cli.compare.col.devices"), t("cli.compare.col.diff"),
+            t("cli.compare.col.first", tol=format(TOL, "g")), t("cli.compare.col.engine"))  # fmt: skip
     lines = [
-        f"{cfg['steps']} steps on {cfg['k']} device(s), each strategy against one device's parameters",
-        "the reference and DataParallel take the rows the DDP ranks hold at each step, without the padding",
+        t("cli.compare.title", steps=cfg["steps"], k=cfg["k"]),
+        t("cli.compare.rows"),
         "",
-        f"{'strategy':<14}{'devices':>8}{'max |diff|':>13}  {'first step > ' + format(TOL, 'g'):<20}engine",
+        f"{pad(head[0], 14)}{pad(head[1], 8, True)}{pad(head[2], 13, True)}  {pad(head[3], 20)}{head[4]}",
     ]
     for r in result["results"]:
         first = "-" if r["first_divergent_step"] is None else str(r["first_divergent_step"])
-        engine = "simulated" if r["strategy"] == "ddp" else _engine_word(cfg["engines"]["dataparallel"])
+        engine = t("cli.compare.word.simulated") if r["strategy"] == "ddp" else _engine_word(cfg)
         lines.append(f"{r['strategy']:<14}{r['devices']:>8}{r['max_abs_diff']:>13.3g}  {first:<20}{engine}")
         lines += [f"    - {c}" for c in r["causes"]]
-    lines += ["", *(f"{name}: {text}" for name, text in cfg["engines"].items())]
+    names = {"reference": t("cli.compare.name.reference")}  # the strategies keep their code names
+    lines += ["", *(f"{names.get(name, name)}: {text}" for name, text in cfg["engines"].items())]
     return lines
 
 
-def _engine_word(text: str) -> str:
-    return "real" if text.startswith("torch.nn.DataParallel") else "emulated" if "emulated" in text else "one"
+def _engine_word(cfg: dict) -> str:
+    """DataParallel's engine in a word: the real nn.DataParallel, the emulation, or one device."""
+    if cfg["engines"]["dataparallel"].startswith("torch.nn.DataParallel"):
+        return t("cli.compare.word.real")
+    emulated = str(cfg["devices"]).startswith("virtual")
+    return t("cli.compare.word.emulated") if emulated else t("cli.compare.word.one")
 
 
 # ---------------------------------------------------------------------------------------------------------
 # `python -m fitcore compare`
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        """Bad flags: one line on stderr and exit status 2, like `python -m fitcore`."""
-        self.exit(2, f"fitcore compare: error: {message} (see python -m fitcore compare --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
     from fitcore.cli import add_training_flags
 
-    p = _Parser(
-        prog="python -m fitcore compare",
-        description=(
-            "Train one device, DataParallel and DDP on the same data, seed and initial parameters, step by "
-            "step, and print how far each strategy's parameters are from one device's. --devices gives K: "
-            "DataParallel's devices and DDP's ranks (DDP's arithmetic is simulated in one process)."
-        ),
-    )
+    p = Parser(prog="python -m fitcore compare", description=t("cli.compare.description"))
     add_training_flags(p)
-    t = p.add_argument_group("toggles")
-    t.add_argument("--loss-reduction", default="mean", help="mean or sum (default mean)")
-    t.add_argument("--drop-last", action="store_true", help="DistributedSampler(drop_last=True): no padding")
-    t.add_argument("--no-set-epoch", action="store_true", help="never call sampler.set_epoch")
-    t.add_argument(
-        "--per-rank-batch", action="store_true", help="every DDP rank takes --batch-size rows, not B / K"
-    )
-    t.add_argument("--scale-lr", action="store_true", help="DDP's learning rate times K")
-    p.add_argument("--json", action="store_true", help="print one JSON object and nothing else")
+    g = p.add_argument_group(t("cli.compare.toggles"))
+    g.add_argument("--loss-reduction", default="mean", help=t("cli.compare.help.loss_reduction"))
+    g.add_argument("--drop-last", action="store_true", help=t("cli.compare.help.drop_last"))
+    g.add_argument("--no-set-epoch", action="store_true", help=t("cli.compare.help.no_set_epoch"))
+    g.add_argument("--per-rank-batch", action="store_true", help=t("cli.compare.help.per_rank_batch"))
+    g.add_argument("--scale-lr", action="store_true", help=t("cli.compare.help.scale_lr"))
+    p.add_argument("--json", action="store_true", help=t("cli.help.json"))
     return p
 
 
@@ -456,9 +448,16 @@ def _flag(exc: ConfigError) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m fitcore compare [training flags] [toggles] [--json]`; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else argv
+    with i18n.using(language_of(argv)):
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     from fitcore.cli import config_from_args
 
     args = build_parser().parse_args(argv)
+    i18n.set_language(args.lang or i18n.current())
     try:
         cfg = config_from_args(args)
         toggles = Toggles(
@@ -470,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         ).validate()
         result = run(cfg, toggles)
     except ConfigError as exc:
-        print(f"fitcore compare: error: {_flag(exc)}", file=sys.stderr)
+        print(error_line("fitcore compare", _flag(exc)), file=sys.stderr)
         return 2
     print(json.dumps(result) if args.json else "\n".join(table_lines(result)), flush=True)
     return 0

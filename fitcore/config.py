@@ -11,8 +11,7 @@ from typing import Any, Mapping
 
 from fitcore import strategies
 from fitcore.devices import parse_devices
-from fitcore.errors import ConfigError
-from fitcore.text import plural
+from fitcore.errors import ConfigError, Listed, Text
 
 __all__ = [  # ConfigError lives in fitcore.errors; `from fitcore.config import ConfigError` keeps working
     "GATHER_ROWS",
@@ -105,7 +104,7 @@ class FitConfig:
         for name, raw in values.items():
             if name not in known:  # named as given, or by its repr where it would break the line
                 shown = name if isinstance(name, str) and name.isprintable() else repr(name)
-                raise ConfigError(shown, raw, "one of " + ", ".join(sorted(known)))
+                raise ConfigError(shown, raw, Text("config.one_of", names=", ".join(sorted(known))))
             kwargs[name] = _PARSERS[name](name, raw)
         return cls(**kwargs)
 
@@ -146,37 +145,37 @@ def _text(field: str, raw: Any, allowed: str) -> str:
 
 def _parse_int(field: str, raw: Any) -> int:
     if isinstance(raw, bool):
-        raise ConfigError(field, raw, "an integer")
+        raise ConfigError(field, raw, Text("config.integer"))
     if isinstance(raw, int):
         return raw
     if isinstance(raw, float):
         if math.isfinite(raw) and raw == int(raw):
             return int(raw)
-        raise ConfigError(field, raw, "an integer")
-    text = _text(field, raw, "an integer").strip(_SPACE)
+        raise ConfigError(field, raw, Text("config.integer"))
+    text = _text(field, raw, Text("config.integer")).strip(_SPACE)
     if _INT_TEXT.fullmatch(text):
         try:
             return int(text)
         except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits())
-            raise ConfigError(field, raw, "an integer") from None
+            raise ConfigError(field, raw, Text("config.integer")) from None
     value = float(text) if _FLOAT_TEXT.fullmatch(text) else math.nan  # "2e3", "200.0"
     if math.isfinite(value) and value == int(value):
         return int(value)
-    raise ConfigError(field, raw, "an integer")
+    raise ConfigError(field, raw, Text("config.integer"))
 
 
 def _parse_float(field: str, raw: Any) -> float:
     if isinstance(raw, bool):
-        raise ConfigError(field, raw, "a number")
+        raise ConfigError(field, raw, Text("config.number"))
     if isinstance(raw, str):
         text = raw.strip(_SPACE)
         if not _FLOAT_TEXT.fullmatch(text):
-            raise ConfigError(field, raw, "a number")
+            raise ConfigError(field, raw, Text("config.number"))
         return float(text)  # "1e999" is inf, refused by validate() as not finite
     try:
         return float(raw)
     except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float's range
-        raise ConfigError(field, raw, "a number") from None
+        raise ConfigError(field, raw, Text("config.number")) from None
 
 
 def parse_number(field: str, raw: str, kind: type) -> int | float:
@@ -184,7 +183,7 @@ def parse_number(field: str, raw: str, kind: type) -> int | float:
     if kind is float:
         return _parse_float(field, raw)
     if not _INT_TEXT.fullmatch(raw.strip(_SPACE)):
-        raise ConfigError(field, raw, "an integer")
+        raise ConfigError(field, raw, Text("config.integer"))
     return _parse_int(field, raw)
 
 
@@ -194,13 +193,13 @@ def _parse_weights(field: str, raw: Any) -> tuple[float, ...]:
     elif isinstance(raw, (list, tuple)):
         parts = list(raw)
     else:
-        raise ConfigError(field, raw, f"1 to {MAX_FEATURES} numbers")
+        raise ConfigError(field, raw, Text("config.weights", most=MAX_FEATURES))
     if not parts:
-        raise ConfigError(field, raw, f"1 to {MAX_FEATURES} numbers")
+        raise ConfigError(field, raw, Text("config.weights", most=MAX_FEATURES))
     try:
         return tuple(_parse_float(field, p) for p in parts)
     except ConfigError:
-        raise ConfigError(field, raw, f"1 to {MAX_FEATURES} numbers") from None
+        raise ConfigError(field, raw, Text("config.weights", most=MAX_FEATURES)) from None
 
 
 def _parse_bool(field: str, raw: Any) -> bool:
@@ -211,7 +210,7 @@ def _parse_bool(field: str, raw: Any) -> bool:
         return True
     if text in ("0", "false", "no", "off"):
         return False
-    raise ConfigError(field, raw, "true or false")
+    raise ConfigError(field, raw, Text("config.bool"))
 
 
 def _parse_str(field: str, raw: Any) -> str:
@@ -226,7 +225,7 @@ def _parse_text(field: str, raw: Any) -> str:
 def _parse_names(field: str, raw: Any) -> tuple[str, ...]:
     parts = raw.split(",") if isinstance(raw, str) else list(raw) if isinstance(raw, (list, tuple)) else None
     if parts is None:
-        raise ConfigError(field, raw, "column names separated by commas")
+        raise ConfigError(field, raw, Text("config.names"))
     return tuple(str(p).strip() for p in parts if str(p).strip())
 
 
@@ -299,20 +298,24 @@ def max_data_size(n_features: int, available: int, memory_fraction: float = 0.5,
     return lo
 
 
-def _range(lo: Any, hi: Any | None) -> str:
-    return f"from {lo} to {hi}" if hi is not None else f"{lo} or more"
+def integer_range(lo: Any, hi: Any | None, why: str = "") -> Text:
+    """ "an integer from 1 to 200", "an integer 0 or more"; `why` is the key of a reason after it."""
+    reason = Text(why) if why else ""
+    if hi is None:
+        return Text("config.int_min", lo=lo, why=reason)
+    return Text("config.int_range", lo=lo, hi=hi, why=reason)
 
 
 def _check_int(field: str, value: int, lo: int, hi: int | None, why: str = "") -> None:
     # a bool is an int to Python, and a float such as 2.5 would only fail later, inside torch
     bad_type = isinstance(value, bool) or not isinstance(value, numbers.Integral)
     if bad_type or value < lo or (hi is not None and value > hi):
-        raise ConfigError(field, value, f"an integer {_range(lo, hi)}{why}")
+        raise ConfigError(field, value, integer_range(lo, hi, why))
 
 
 def _check_finite(field: str, value: float) -> None:
     if not math.isfinite(value):
-        raise ConfigError(field, value, "a finite number")
+        raise ConfigError(field, value, Text("config.finite"))
 
 
 def validate(
@@ -335,57 +338,60 @@ def validate(
 
         cfg = csvdata.resolve(cfg)
         if limits.max_data_size is not None and cfg.data_size > limits.max_data_size:
-            raise ConfigError("data", cfg.data, f"at most {limits.max_data_size} rows here")
+            raise ConfigError("data", cfg.data, Text("config.data_rows", most=limits.max_data_size))
     elif cfg.target or cfg.features:
         raise ConfigError("target" if cfg.target else "features", cfg.target or ",".join(cfg.features),
-                          "nothing without a CSV file (data)")  # fmt: skip
+                          Text("config.needs_data"))  # fmt: skip
 
     # 1. the true parameters
     d = len(cfg.weights)
     if not 1 <= d <= limits.max_features:
-        raise ConfigError("weights", list(cfg.weights), f"1 to {limits.max_features} numbers")
+        raise ConfigError("weights", list(cfg.weights), Text("config.weights", most=limits.max_features))
     for w in cfg.weights:
         if not (math.isfinite(w) and (abs(w) <= MAX_VALUE or cfg.data)):  # a file's answer may be large
-            raise ConfigError(
-                "weights", list(cfg.weights), f"finite numbers from -{MAX_VALUE} to {MAX_VALUE}"
-            )
+            raise ConfigError("weights", list(cfg.weights), Text("config.weights_range", most=MAX_VALUE))
     _check_finite("bias", cfg.bias)
     if abs(cfg.bias) > MAX_VALUE and not cfg.data:
-        raise ConfigError("bias", cfg.bias, f"a number from -{MAX_VALUE} to {MAX_VALUE}")
+        raise ConfigError("bias", cfg.bias, Text("config.bias_range", most=MAX_VALUE))
     _check_finite("noise", cfg.noise)
     if not 0 <= cfg.noise <= MAX_VALUE:
-        raise ConfigError("noise", cfg.noise, f"a finite number from 0 to {MAX_VALUE}")
+        raise ConfigError("noise", cfg.noise, Text("config.noise_range", most=MAX_VALUE))
 
     # 2. sizes and schedule
     _check_int("data_size", cfg.data_size, 1, limits.max_data_size)
     if cfg.data_size > MAX_ROWS:
-        raise ConfigError("data_size", cfg.data_size, f"at most {MAX_ROWS} rows (torch's sizes are int64)")
-    _check_int("batch_size", cfg.batch_size, 1, cfg.data_size, " (the data size)")
+        raise ConfigError("data_size", cfg.data_size, Text("config.max_rows", n=MAX_ROWS))
+    _check_int("batch_size", cfg.batch_size, 1, cfg.data_size, "config.why.data_size")
     _check_int("epochs", cfg.epochs, 1, limits.max_epochs)
     if limits.max_steps is not None and cfg.total_steps > limits.max_steps:
         raise ConfigError(
             "epochs",
             cfg.epochs,
-            f"at most {plural(limits.max_steps, 'step')} in all; {plural(cfg.epochs, 'epoch')} x "
-            f"{plural(cfg.batches_per_epoch, 'batch', 'batches')} is {cfg.total_steps}",
+            Text(
+                "config.max_steps",
+                steps=Text.count("count.step", limits.max_steps),
+                epochs=Text.count("count.epoch", cfg.epochs),
+                batches=Text.count("config.count.batch", cfg.batches_per_epoch),
+                total=cfg.total_steps,
+            ),
         )
     if not (math.isfinite(cfg.lr) and 0 < cfg.lr <= MAX_LR):
-        raise ConfigError("lr", cfg.lr, f"a finite number greater than 0 and at most {MAX_LR:g}")
+        raise ConfigError("lr", cfg.lr, Text("config.lr", most=f"{MAX_LR:g}"))
     if cfg.optimizer not in OPTIMIZERS:
-        raise ConfigError("optimizer", cfg.optimizer, " or ".join(OPTIMIZERS))
+        raise ConfigError("optimizer", cfg.optimizer, Listed(OPTIMIZERS))
     _check_int("seed", cfg.seed, 0, 2**63 - 1)
 
     # 3. where it runs
     if cfg.strategy not in STRATEGIES:
-        raise ConfigError("strategy", cfg.strategy, " or ".join(STRATEGIES))
+        raise ConfigError("strategy", cfg.strategy, Listed(STRATEGIES))
     plan = parse_devices(cfg.devices, gpus)
     if len(plan.labels) > cfg.data_size:
-        raise ConfigError("devices", cfg.devices, f"at most as many devices as data rows ({cfg.data_size})")
+        raise ConfigError("devices", cfg.devices, Text("config.devices_rows", rows=cfg.data_size))
     if strategies.strategy(cfg.strategy).processes:
-        _check_int("workers", cfg.workers, 1, min(MAX_WORKERS, cfg.data_size), " (and at most the data size)")
+        _check_int("workers", cfg.workers, 1, min(MAX_WORKERS, cfg.data_size), "config.why.workers")
         if plan.kind == "cuda" and cfg.workers != len(plan.device_ids):
             raise ConfigError(
-                "workers", cfg.workers, f"{len(plan.device_ids)}: one process per GPU in devices {plan.spec}"
+                "workers", cfg.workers, Text("config.workers_gpus", n=len(plan.device_ids), spec=plan.spec)
             )
 
     # 4. memory, estimated before any tensor exists
@@ -397,7 +403,12 @@ def validate(
         raise ConfigError(
             "data_size",
             cfg.data_size,
-            f"at most {plural(most, 'row')} with {plural(d, 'feature')} here "
-            f"(needs about {need / 2**20:.0f} MiB, {budget / 2**20:.0f} MiB may be used)",
+            Text(
+                "config.memory",
+                rows=Text.count("count.row", most),
+                features=Text.count("config.count.feature", d),
+                need=f"{need / 2**20:.0f}",
+                budget=f"{budget / 2**20:.0f}",
+            ),
         )
     return cfg

@@ -6,8 +6,16 @@ did, and describe the process group, the shards and every rank's final parameter
 
 from __future__ import annotations
 
+import re
+
 from fitcore.events import Replica, RunEnded, Step
-from fitcore.text import plural, rate
+from fitcore.i18n import count, t
+
+EMULATED_LABEL = re.compile(r"^(virtual:\d+) \(emulated on (.+)\)$")  # fitcore.devices.virtual_label's
+LAUNCHERS = {  # a ddp group's launcher, as its Detail value records it, to its words
+    "spawned with torch.multiprocessing": "cli.console.launcher.spawned",
+    "launched by torchrun": "cli.console.launcher.torchrun",
+}
 
 
 def size(shape: tuple[int, ...]) -> str:
@@ -15,19 +23,34 @@ def size(shape: tuple[int, ...]) -> str:
     return f"torch.Size({list(shape)})"
 
 
+def device_label(label: str) -> str:
+    """A device's label in the current language: "virtual:0 (emulated on CPU)", "virtual:0（在 CPU 上模拟）".
+
+    The label itself stays English in events and recordings (it names the device); only the words change.
+    """
+    emulated = EMULATED_LABEL.match(label)
+    return t("cli.console.emulated", name=emulated[1], host=emulated[2]) if emulated else label
+
+
 def in_model_line(replica: Replica) -> str:
     """The tutorial's `In Model:` line, printed from inside each replica's forward, plus its device."""
-    return (
-        f"\tIn Model: input size {size(replica.input_shape)} output size {size(replica.output_shape)}"
-        f"  [{replica.device}]"
+    return t(
+        "cli.console.in_model",
+        input=size(replica.input_shape),
+        output=size(replica.output_shape),
+        device=device_label(replica.device),
     )
 
 
 def outside_line(step: Step) -> str:
     """The tutorial's `Outside:` line, printed by the loop after the gather, plus the loss."""
-    return (
-        f"Outside: input size {size(step.input_shape)} output_size {size(step.output_shape)} "
-        f"loss: {step.loss:.6g}  (epoch {step.epoch}, step {step.step})"
+    return t(
+        "cli.console.outside",
+        input=size(step.input_shape),
+        output=size(step.output_shape),
+        loss=f"{step.loss:.6g}",
+        epoch=step.epoch,
+        step=step.step,
     )
 
 
@@ -40,23 +63,35 @@ def _vector(values) -> str:
     return "[" + ", ".join(f"{v:.4f}" for v in values) + "]"
 
 
+def _params(key: str, weights, bias: float) -> str:
+    return t(key, w=_vector(weights), b=f"{bias:.4f}")
+
+
+def rate(per_second: float) -> str:
+    """ "1 step/s", "20 steps/s", "20 步/秒": a speed rounded to a whole number."""
+    n = f"{per_second:.0f}"
+    return t(f"cli.console.rate.{'one' if n == '1' else 'other'}", n=n)
+
+
 def summary_lines(
     ended: RunEnded,
-    true_weights: tuple[float, ...],
-    true_bias: float,
+    true_weights: tuple[float, ...] | None,
+    true_bias: float | None,
     lstsq_weights: tuple[float, ...] | None,
     lstsq_bias: float | None,
     steps_per_second: float,
 ) -> list[str]:
-    """Learned, true and least-squares parameters, and how the run ended."""
-    lines = [
-        f"Learned:        W = {_vector(ended.weights)}  b = {ended.bias:.4f}",
-        f"True:           W = {_vector(true_weights)}  b = {true_bias:.4f}",
-    ]
+    """Learned, true (None: a CSV file has none) and least-squares parameters, and how the run ended."""
+    lines = [_params("cli.console.learned", ended.weights, ended.bias)]
+    if true_weights is not None:
+        lines.append(_params("cli.console.true", true_weights, true_bias))
     if lstsq_weights is not None:
-        lines.append(f"Least squares:  W = {_vector(lstsq_weights)}  b = {lstsq_bias:.4f}")
-    loss = f"{ended.final_loss:.6g}" if ended.final_loss is not None else "none"
-    lines.append(f"Status: {ended.status} ({ended.message}); final loss {loss}; {rate(steps_per_second)}")
+        lines.append(_params("cli.console.lstsq", lstsq_weights, lstsq_bias))
+    loss = f"{ended.final_loss:.6g}" if ended.final_loss is not None else t("cli.console.no_loss")
+    status = t(f"cli.status.{ended.status}")
+    lines.append(
+        t("cli.console.status", status=status, message=ended.message, loss=loss, rate=rate(steps_per_second))
+    )
     return lines
 
 
@@ -65,13 +100,11 @@ def data_lines(source: dict, weights: tuple[float, ...], bias: float) -> list[st
     from fitcore.csvdata import data_result
 
     names = ", ".join(source["features"])
-    standardised = "features and target standardised (mean 0, std 1)"
-    scaled = standardised if source.get("standardized") else "features as in the file"
-    lines = [f"Data:           {source['file']}: {source['target']} from {names}, {source['rows']} rows; "
-             f"{scaled}"]  # fmt: skip
+    key = "cli.console.data.standardized" if source.get("standardized") else "cli.console.data.as_is"
+    lines = [t(key, file=source["file"], target=source["target"], names=names, rows=source["rows"])]
     if source.get("standardized") and weights:
         r = data_result(source, weights, bias)
-        lines.append(f"In file units:  W = {_vector(r['weights_original'])}  b = {r['bias_original']:.4f}")
+        lines.append(_params("cli.console.file_units", r["weights_original"], r["bias_original"]))
     return lines
 
 
@@ -81,18 +114,23 @@ def data_lines(source: dict, weights: tuple[float, ...], bias: float) -> list[st
 
 def rank_line(replica: Replica) -> str:
     """The tutorial's `In Model:` line, as one rank prints it from inside its forward."""
-    return (
-        f"\t[{replica.device}] In Model: input size {size(replica.input_shape)} "
-        f"output size {size(replica.output_shape)}"
+    return t(
+        "cli.console.rank_in_model",
+        device=replica.device,
+        input=size(replica.input_shape),
+        output=size(replica.output_shape),
     )
 
 
 def global_line(step: Step) -> str:
     """What the step did over all ranks: there is no gathered output, only the all-reduced gradients."""
-    return (
-        f"All ranks: input size {size(step.input_shape)} over {plural(len(step.replicas), 'rank')}, "
-        "no gather; "
-        f"mean loss: {step.loss:.6g}, gradients all-reduced  (epoch {step.epoch}, step {step.step})"
+    return t(
+        "cli.console.all_ranks",
+        input=size(step.input_shape),
+        ranks=count("cli.count.rank", len(step.replicas)),
+        loss=f"{step.loss:.6g}",
+        epoch=step.epoch,
+        step=step.step,
     )
 
 
@@ -103,12 +141,17 @@ def rank_step_lines(step: Step) -> list[str]:
 
 def group_line(value: dict) -> str:
     """Detail('ddp'): the process group and how each step is cut."""
-    return (
-        f"Process group: {plural(value['world_size'], 'rank')}, backend {value['backend']}, "
-        f"{value['master_addr']}:{value['master_port']} ({value['launcher']}); each rank takes "
-        f"{value['per_rank_batch']} of its {plural(value['rows_per_rank'], 'row')} per step, "
-        f"{plural(value['steps_per_epoch'], 'step')} per epoch, "
-        f"global batch {value['global_batch']}"
+    launcher = value["launcher"]
+    return t(
+        "cli.console.group",
+        ranks=count("cli.count.rank", value["world_size"]),
+        backend=value["backend"],
+        address=f"{value['master_addr']}:{value['master_port']}",
+        launcher=t(LAUNCHERS[launcher]) if launcher in LAUNCHERS else launcher,
+        per_rank=value["per_rank_batch"],
+        rows=count("count.row", value["rows_per_rank"]),
+        steps=count("count.step", value["steps_per_epoch"]),
+        global_batch=value["global_batch"],
     )
 
 
@@ -120,23 +163,26 @@ def _preview(indices: list[int], most: int = 8) -> str:
 def shard_lines(value: dict, which: str = "first") -> list[str]:
     """Detail('shards'): which dataset rows each rank got in the first (or latest) epoch."""
     epoch = value[which]
-    lines = [
-        f"Epoch {epoch['epoch']} shards (DistributedSampler, set_epoch({epoch['set_epoch']}), "
-        f"shuffle={value['shuffle']}): {plural(value['data_size'], 'row')}, {value['rows_per_rank']} per rank"
-        + (f", {value['padding']} repeated to pad: {epoch['repeated']}" if value["padding"] else "")
-    ]
+    fields = dict(
+        epoch=epoch["epoch"], set_epoch=epoch["set_epoch"], shuffle=value["shuffle"],
+        rows=count("count.row", value["data_size"]), per_rank=value["rows_per_rank"],
+    )  # fmt: skip
+    if value["padding"]:
+        head = t("cli.console.shards.padded", padding=value["padding"], repeated=epoch["repeated"], **fields)
+    else:
+        head = t("cli.console.shards", **fields)
+    lines = [head]
     for r in epoch["ranks"]:
-        pad = f" (padded with {r['padded']})" if r["padded"] else ""
-        lines.append(f"\t[{r['device']}] rows {_preview(r['indices'])}{pad}")
+        key = "cli.console.shard.padded" if r["padded"] else "cli.console.shard"
+        lines.append(t(key, device=r["device"], rows=_preview(r["indices"]), padded=r["padded"]))
     return lines
 
 
 def final_lines(value: dict) -> list[str]:
     """Detail('final'): every rank's parameters after the last step, and whether they are identical."""
     lines = [f"\t[{r['device']}] W = {_vector(r['weights'])}  b = {r['bias']:.4f}" for r in value["ranks"]]
-    same = (
-        "identical on every rank"
-        if value["identical"]
-        else f"NOT identical (largest difference {value['max_abs_diff']:.3g})"
-    )
-    return ["Parameters per rank after the last step: " + same] + lines
+    if value["identical"]:
+        head = t("cli.console.final.identical")
+    else:
+        head = t("cli.console.final.different", diff=f"{value['max_abs_diff']:.3g}")
+    return [head] + lines

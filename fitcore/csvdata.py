@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from fitcore.errors import ConfigError
+from fitcore.errors import ConfigError, Text
 
 MAX_BYTES = 64 * 2**20  # the largest CSV file, in bytes (the page's upload limit says 64 MB)
 MAX_ROWS = 1_000_000  # the most data rows, the header not counted
@@ -67,7 +67,7 @@ class Scaling(NamedTuple):
 # Reading and refusing.
 
 
-def _refuse(path: str, allowed: str) -> ConfigError:
+def _refuse(path: str, allowed: Text) -> ConfigError:
     return ConfigError("data", os.path.basename(str(path)), allowed)
 
 
@@ -75,9 +75,9 @@ def _read_bytes(path: str) -> bytes:
     try:
         size = os.path.getsize(path)
     except OSError as exc:
-        raise _refuse(path, f"a readable CSV file ({exc.strerror or exc})") from None
+        raise _refuse(path, Text("csv.readable", why=exc.strerror or exc)) from None
     if size > MAX_BYTES:
-        raise _refuse(path, f"a CSV file of at most {MAX_BYTES} bytes (64 MiB); this one has {size}")
+        raise _refuse(path, Text("csv.too_big", most=MAX_BYTES, size=size))
     with open(path, "rb") as f:
         return f.read(MAX_BYTES + 1)
 
@@ -86,15 +86,15 @@ def _text(path: str, raw: bytes) -> str:
     """The file as text; binary data (a NUL byte, or bytes that are not UTF-8) is refused."""
     nul = raw.find(b"\0", 0, SNIFF_BYTES)
     if nul >= 0:
-        raise _refuse(path, f"a text CSV file; found binary data (a NUL byte at byte {nul})")
+        raise _refuse(path, Text("csv.nul", at=nul))
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise _refuse(
-            path, f"a UTF-8 text CSV file; found binary data (byte {exc.start} is not UTF-8)"
+            path, Text("csv.not_utf8", at=exc.start)
         ) from None
     if not text.strip():
-        raise _refuse(path, "a CSV file with a header line and rows; the file is empty")
+        raise _refuse(path, Text("csv.empty"))
     return text
 
 
@@ -110,15 +110,15 @@ def _header(path: str, text: str) -> list[str]:
     first = text.lstrip("\r\n").splitlines()[0]
     names = [n.strip() for n in next(csv.reader([first]))]
     if len(names) < 2:
-        raise _refuse(path, "at least two columns (a target and a feature); the header has one")
+        raise _refuse(path, Text("csv.one_column"))
     if all(_is_number(n) for n in names if n):
-        raise _refuse(path, f"a header line naming the columns first; line 1 is numbers ({first[:40]!r})")
+        raise _refuse(path, Text("csv.no_header", first=repr(first[:40])))
     for i, name in enumerate(names, 1):
         if not name:
-            raise _refuse(path, f"a name for every column in the header; column {i} has none")
+            raise _refuse(path, Text("csv.unnamed", column=i))
     seen = {n for n in names if names.count(n) > 1}
     if seen:
-        raise _refuse(path, f"distinct column names; {sorted(seen)[0]!r} appears twice")
+        raise _refuse(path, Text("csv.twice", name=repr(sorted(seen)[0])))
     return names
 
 
@@ -142,13 +142,13 @@ def _cells(path: str, text: str, names: list[str]) -> np.ndarray:
         except (pd.errors.ParserError, ValueError) as exc:
             detail = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
             raise _refuse(
-                path, f"a CSV file with the same number of cells on every line ({detail})"
+                path, Text("csv.ragged", detail=detail)
             ) from None
         _first_bad_cell(path, text, frame, names)
     if len(cells) > MAX_ROWS:
-        raise _refuse(path, f"at most {MAX_ROWS} data rows; this file has more")
+        raise _refuse(path, Text("csv.too_many_rows", most=MAX_ROWS))
     if len(cells) == 0:
-        raise _refuse(path, "at least one data row under the header; there is none")
+        raise _refuse(path, Text("csv.no_rows"))
     return cells
 
 
@@ -157,20 +157,20 @@ def _first_bad_cell(path: str, text: str, frame: Any, names: list[str]) -> None:
     import pandas as pd
 
     if len(frame) > MAX_ROWS:
-        raise _refuse(path, f"at most {MAX_ROWS} data rows; this file has more")
+        raise _refuse(path, Text("csv.too_many_rows", most=MAX_ROWS))
     for name in names:
         column = frame[name].str.strip()
         bad = ~np.isfinite(pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64))
         if bad.any():
             i = int(np.argmax(bad))
             cell = column.iloc[i]
-            what = "an empty cell" if cell == "" else repr(cell)
-            kind = "not finite" if _is_number(cell) else "not a number"
+            what = Text("csv.empty_cell") if cell == "" else repr(cell)
+            kind = Text("csv.not_finite") if _is_number(cell) else Text("csv.not_a_number")
             line = _line_numbers(text, i + 1)[i]
             raise _refuse(
-                path, f"a finite number in every cell; line {line}, column {name!r} holds {what} ({kind})"
+                path, Text("csv.bad_cell", line=line, name=repr(name), what=what, kind=kind)
             )
-    raise _refuse(path, "numbers in every cell")  # the C parser refused what the text read accepts
+    raise _refuse(path, Text("csv.numbers"))  # the C parser refused what the text read accepts
 
 
 def _line_numbers(text: str, rows: int) -> np.ndarray:
@@ -184,19 +184,19 @@ def _columns(
 ) -> tuple[str, tuple[str, ...]]:
     """The target and the feature columns; features () means every other column."""
     if not target:
-        raise ConfigError("target", target, "the name of a column of the file: " + ", ".join(names))
+        raise ConfigError("target", target, Text("csv.target_needed", names=", ".join(names)))
     if target not in names:
-        raise ConfigError("target", target, "a column of the file: " + ", ".join(names))
+        raise ConfigError("target", target, Text("csv.target", names=", ".join(names)))
     chosen = tuple(features) or tuple(n for n in names if n != target)
     for name in chosen:
         if name not in names:
-            raise ConfigError("features", ",".join(chosen), "columns of the file: " + ", ".join(names))
+            raise ConfigError("features", ",".join(chosen), Text("csv.features", names=", ".join(names)))
     if target in chosen:
-        raise ConfigError("features", ",".join(chosen), f"columns other than the target {target!r}")
+        raise ConfigError("features", ",".join(chosen), Text("csv.not_target", target=repr(target)))
     if len(set(chosen)) != len(chosen):
-        raise ConfigError("features", ",".join(chosen), "each column once")
+        raise ConfigError("features", ",".join(chosen), Text("csv.once"))
     if not 1 <= len(chosen) <= MAX_FEATURES:
-        raise ConfigError("features", ",".join(chosen), f"1 to {MAX_FEATURES} columns")
+        raise ConfigError("features", ",".join(chosen), Text("csv.how_many", most=MAX_FEATURES))
     return target, chosen
 
 
@@ -205,7 +205,7 @@ def read_table(path: str, target: str, features: tuple[str, ...] = ()) -> Table:
     path = str(path)
     raw = _read_bytes(path)
     if len(raw) > MAX_BYTES:  # it grew after the size was read
-        raise _refuse(path, f"a CSV file of at most {MAX_BYTES} bytes (64 MiB)")
+        raise _refuse(path, Text("csv.too_big_now", most=MAX_BYTES))
     return _table(path, raw, target, tuple(features))
 
 
@@ -246,7 +246,7 @@ def load(path: str, target: str, features: tuple[str, ...] = ()) -> Table:
     try:
         st = os.stat(path)
     except OSError as exc:
-        raise _refuse(path, f"a readable CSV file ({exc.strerror or exc})") from None
+        raise _refuse(path, Text("csv.readable", why=exc.strerror or exc)) from None
     return _cached(str(path), target, tuple(features), (st.st_size, st.st_mtime_ns))
 
 
@@ -283,7 +283,7 @@ def training_arrays(cfg: Any) -> tuple[np.ndarray, np.ndarray, Scaling | None]:
         raise ConfigError(
             "data",
             os.path.basename(cfg.data),
-            f"the file as validated (sha256 {cfg.data_sha256[:12]}...); it has changed",
+            Text("csv.changed", sha=cfg.data_sha256[:12]),
         )
     X, y = table.X, table.y.reshape(-1, 1)
     if not cfg.standardize:
@@ -320,7 +320,7 @@ def resolve(cfg: Any) -> Any:
     X, y, _ = training_arrays(cfg)
     weights, bias = lstsq_numpy(X, y)
     if not all(math.isfinite(v) for v in (*weights, bias)):
-        raise _refuse(cfg.data, "columns whose least-squares fit is finite")
+        raise _refuse(cfg.data, Text("csv.lstsq"))
     return replace(cfg, weights=weights, bias=bias, noise=0.0)
 
 

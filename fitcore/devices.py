@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
-from fitcore.errors import ConfigError
+from fitcore.errors import ConfigError, Text
+from fitcore.i18n import t
 
 MAX_VIRTUAL = 8
 # a count or a GPU index: ASCII digits only (str.isdigit() also takes "²", which int() refuses, and "٣")
@@ -66,19 +67,16 @@ class DevicePlan:
     def describe(self) -> str:
         """The first line of the tutorial's output, honest about emulation."""
         k = len(self.labels)
+        devices = Text.count("count.device", k)
         if self.kind == "virtual":
             if self.device_ids:
-                return (
-                    f"Emulating {k} device{'s' if k > 1 else ''} on {self.host} ({self.spec}): "
-                    f"the batch is split with DataParallel's rule, and every replica runs on {self.host}."
-                )
-            return (
-                f"Emulating {k} device{'s' if k > 1 else ''} on the CPU ({self.spec}): "
-                "the batch is split with DataParallel's rule, but no GPU is used."
-            )
+                return t("devices.describe.virtual_gpu", devices=devices, host=self.host, spec=self.spec)
+            return t("devices.describe.virtual_cpu", devices=devices, spec=self.spec)
         if self.kind == "cuda":
-            return f"Let's use {k} GPUs!" if k > 1 else f"Using 1 GPU (cuda:{self.device_ids[0]})."
-        return "Using the CPU (1 device)."
+            if k > 1:
+                return t("devices.describe.gpus", k=k)
+            return t("devices.describe.gpu", id=self.device_ids[0])
+        return t("devices.describe.cpu")
 
 
 def cuda_gpus() -> list[GPU]:
@@ -107,10 +105,10 @@ def parse_devices(spec: str, gpus: list[GPU] | None = None) -> DevicePlan:
     """
     gpus = cuda_gpus() if gpus is None else gpus
     text = str(spec).strip().lower().replace(" ", "")
-    have = f"this machine has {len(gpus)} CUDA GPU{'s' if len(gpus) != 1 else ''}"
-    allowed = "cpu, virtual:K (K from 1 to 8)" + (
-        f", cuda or cuda:i,j,... with i, j from 0 to {len(gpus) - 1}" if gpus else f"; {have}"
-    )
+    if gpus:
+        allowed = Text("devices.allowed.gpus", most=MAX_VIRTUAL, last=len(gpus) - 1)
+    else:
+        allowed = Text("devices.allowed.cpu", most=MAX_VIRTUAL, gpus=Text.count("devices.count.gpu", 0))
     if text == "cpu":
         return DevicePlan("cpu", "cpu", ("cpu",))
     if text.startswith("virtual:") and "@" in text:
@@ -143,10 +141,10 @@ def parse_devices(spec: str, gpus: list[GPU] | None = None) -> DevicePlan:
     raise ConfigError("devices", spec, allowed)
 
 
-def _virtual_on_gpu(spec: str, text: str, gpus: list[GPU], allowed: str) -> DevicePlan:
+def _virtual_on_gpu(spec: str, text: str, gpus: list[GPU], allowed: Text) -> DevicePlan:
     """virtual:K@cuda:i: the emulation with its K replicas on GPU i; without GPUs, the general `allowed`."""
     if gpus:
-        allowed = f"virtual:K@cuda:i with K from 1 to {MAX_VIRTUAL} and i from 0 to {len(gpus) - 1}"
+        allowed = Text("devices.allowed.virtual_gpu", most=MAX_VIRTUAL, last=len(gpus) - 1)
     k, _, host = text[len("virtual:") :].partition("@")
     index = host[len("cuda:") :] if host.startswith("cuda:") else ""
     if not gpus or not (INDEX_PATTERN.fullmatch(k) and 1 <= int(k) <= MAX_VIRTUAL):

@@ -5,17 +5,75 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from fitcore.i18n import t
+
+
+class Text:
+    """A catalog text that is put into words when it is read: `str()` renders it in the language current
+    then, so an error raised before the page or the command line chose its language still reads in it.
+
+    Fields may be Texts themselves ("at most {steps} in all", steps = Text.count("count.step", 300)).
+    """
+
+    __slots__ = ("key", "fields")
+
+    def __init__(self, key: str, /, **fields: Any):
+        self.key, self.fields = key, fields
+
+    @classmethod
+    def count(cls, key: str, n: int) -> "Text":
+        """A count with its noun, as i18n.count renders it: "1 step", "2 steps", "2 步"."""
+        return cls(f"{key}.{'one' if n == 1 else 'other'}", n=n)
+
+    def __str__(self) -> str:
+        return t(self.key, **{k: str(v) if isinstance(v, Text) else v for k, v in self.fields.items()})
+
+    def __repr__(self) -> str:
+        return f"Text({self.key!r}, **{self.fields!r})"
+
+    def __reduce__(self):  # a rank's error crosses to its parent: keep the key, not the words
+        return _text, (self.key, self.fields)
+
+
+def _text(key: str, fields: dict) -> Text:
+    return Text(key, **fields)
+
+
+class Listed(Text):
+    """Names joined by a separator of the catalog: "adam or sgd", "adam 或 sgd"."""
+
+    def __init__(self, items, separator: str = "config.sep.or"):
+        super().__init__(separator, items=tuple(map(str, items)))
+
+    def __str__(self) -> str:
+        return t(self.key).join(self.fields["items"])
+
+    def __reduce__(self):
+        return Listed, (self.fields["items"], self.key)
+
 
 class ConfigError(ValueError):
-    """A bad setting. The message names the field, the value given and what is allowed."""
+    """A bad setting. The message names the field, the value given and what is allowed.
 
-    def __init__(self, field: str, value: Any, allowed: str):
-        self.field, self.value, self.allowed = field, value, allowed
-        super().__init__(self.named(field))
+    `allowed` is plain text or a Text; the message is made when it is read (`str(exc)`, `named()`), in
+    the language current then.
+    """
+
+    def __init__(self, field: str, value: Any, allowed: str | Text):
+        self.field, self.value, self._allowed = field, value, allowed
+        super().__init__(field, value, allowed)
+
+    @property
+    def allowed(self) -> str:
+        """What is allowed, in the current language."""
+        return str(self._allowed)
+
+    def __str__(self) -> str:
+        return self.named(self.field)
 
     def named(self, name: str) -> str:
         """The message with the field called `name`: the page's label ("Batch size"), the CLI's flag."""
-        return f"{name}: got {_shown(self.value)}; allowed: {self.allowed}"
+        return t("config.error", name=name, value=_shown(self.value), allowed=self.allowed)
 
 
 def _shown(value: Any) -> str:

@@ -25,8 +25,9 @@ import time
 from typing import IO, Any, Callable, NamedTuple
 
 from fitcore.config import FitConfig
-from fitcore.errors import ConfigError
+from fitcore.errors import ConfigError, Text
 from fitcore.events import Detail, Event, Replica, RunEnded, RunStarted, Status, Step
+from fitcore.i18n import t
 from fitcore.phases import PhaseSpec, StepPhases
 
 FORMAT = "fitcore-recording"
@@ -38,13 +39,10 @@ MAX_STEPS = 100_000  # the most steps a run may record: about 150 MB at 8 device
 class RecordingError(ConfigError):
     """A recording that cannot be replayed: the message names the file, the line and the problem."""
 
-    def __init__(self, path: str, problem: str, line: int | None = None):
-        where = f"line {line}: " if line is not None else ""
-        super().__init__(
-            "recording",
-            os.path.basename(str(path)),
-            f"a {FORMAT} file of version {VERSION}; {where}{problem}",
-        )
+    def __init__(self, path: str, problem: Text, line: int | None = None):
+        key = "recording.frame.line" if line is not None else "recording.frame"
+        allowed = Text(key, format=FORMAT, version=VERSION, line=line, problem=problem)
+        super().__init__("recording", os.path.basename(str(path)), allowed)
         self.line = line
 
 
@@ -72,22 +70,19 @@ def machine() -> dict[str, Any]:
 
 
 def machine_label(header: dict[str, Any]) -> str:
-    """What the page labels a replay with: "recorded on 2 x NVIDIA H100 (CUDA 12.4, torch 2.13.0) on ...",
-    in the current language (fitcore.i18n)."""
-    from fitcore.i18n import t
-
+    """What the page labels a replay with: "recorded on 2 x NVIDIA H100 (CUDA 12.4, torch 2.13.0) on ..."."""
     m = header.get("machine")
     m = m if isinstance(m, dict) else {}
     gpus = [str(g) for g in m.get("gpus") or [] if isinstance(m.get("gpus"), list)]
-    date = str(header.get("recorded", ""))[:10] or t("data.recorded.no_date")
+    date = str(header.get("recorded", ""))[:10] or t("recording.no_date")
     torch = m.get("torch", "?")
     if gpus:
-        names = ", ".join(f"{gpus.count(n)} x {n}" for n in sorted(set(gpus)))
-        return t("data.recorded.gpus", gpus=names, cuda=m.get("cuda"), torch=torch, date=date)
+        names = sorted(set(gpus))
+        where = ", ".join(f"{gpus.count(n)} x {n}" for n in names)
+        return t("recording.on.gpus", gpus=where, cuda=m.get("cuda"), torch=torch, date=date)
     if m:
-        cpu, system = m.get("cpu", "?"), m.get("os", "?")
-        return t("data.recorded.cpu", cpu=cpu, os=system, torch=torch, date=date)
-    return t("data.recorded.unknown", date=date)
+        return t("recording.on.cpu", cpu=m.get("cpu", "?"), os=m.get("os", "?"), torch=torch, date=date)
+    return t("recording.on.unknown", date=date)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -283,7 +278,7 @@ class Recorder:
             self._file: IO[str] | None = open(self.path, "w", encoding="utf-8")
         except OSError as exc:
             raise ConfigError(
-                "record", self.path, f"a file that can be written ({exc.strerror or exc})"
+                "record", self.path, Text("recording.writable", why=exc.strerror or exc)
             ) from None
         when = _dt.datetime.fromtimestamp(clock(), _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         header = {
@@ -316,7 +311,7 @@ def check_recordable(cfg: FitConfig, path: str) -> None:
     """Refuse, before the run, a run too long to record (MAX_STEPS)."""
     if cfg.total_steps > MAX_STEPS:
         raise ConfigError(
-            "record", path, f"runs of at most {MAX_STEPS} steps; this one has {cfg.total_steps}"
+            "record", path, Text("recording.too_long", most=MAX_STEPS, steps=cfg.total_steps)
         )
 
 
@@ -354,9 +349,9 @@ def _header(path: str, line: str) -> dict[str, Any]:
     except ValueError:
         header = None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise RecordingError(path, f'not a recording header (expected {{"format": "{FORMAT}", ...}})', 1)
+        raise RecordingError(path, Text("recording.no_header", expected=f'{{"format": "{FORMAT}", ...}}'), 1)
     if header.get("version") != VERSION:
-        raise RecordingError(path, f"unknown version {header.get('version')!r}", 1)
+        raise RecordingError(path, Text("recording.version", version=repr(header.get("version"))), 1)
     return header
 
 
@@ -364,17 +359,18 @@ def _event(path: str, number: int, line: str) -> Event:
     try:
         data = json.loads(line)
     except ValueError as exc:
-        raise RecordingError(path, f"not JSON ({exc.msg} at column {exc.colno})", number) from None
+        problem = Text("recording.not_json", msg=exc.msg, column=exc.colno)
+        raise RecordingError(path, problem, number) from None
     kind = data.get("event") if isinstance(data, dict) else None
     if not isinstance(kind, str) or kind not in _READERS:  # a list or a dict cannot even be looked up
         raise RecordingError(
-            path, f"an unknown event {kind!r} (expected one of {', '.join(_READERS)})", number
+            path, Text("recording.unknown_event", kind=repr(kind), known=", ".join(_READERS)), number
         )
     try:
         return _READERS[kind](data)
     except (KeyError, TypeError, ValueError, ConfigError) as exc:
-        what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
-        raise RecordingError(path, f"a bad {kind} event ({what})", number) from None
+        what = Text("recording.missing", key=str(exc)) if isinstance(exc, KeyError) else exc
+        raise RecordingError(path, Text("recording.bad_event", kind=kind, what=what), number) from None
 
 
 def read(path: str) -> Recording:
@@ -385,31 +381,32 @@ def read(path: str) -> Recording:
         with open(path, "rb") as f:
             raw = f.read(MAX_BYTES + 1)
     except OSError as exc:
-        raise RecordingError(path, f"a readable file ({exc.strerror or exc})") from None
+        raise RecordingError(path, Text("recording.readable", why=exc.strerror or exc)) from None
     if max(size, len(raw)) > MAX_BYTES:
-        raise RecordingError(path, f"at most {MAX_BYTES} bytes (256 MiB); this file has {size}")
+        raise RecordingError(path, Text("recording.too_big", most=MAX_BYTES, size=size))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise RecordingError(path, f"UTF-8 text; byte {exc.start} is not (binary data)") from None
+        raise RecordingError(path, Text("recording.not_utf8", at=exc.start)) from None
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     if not lines:
-        raise RecordingError(path, "a header line; the file is empty", 1)
+        raise RecordingError(path, Text("recording.empty"), 1)
     header = _header(path, lines[0])
     events, steps = [], 0
     for number, line in enumerate(lines[1:], 2):
         if isinstance(events[-1] if events else None, RunEnded):
-            raise RecordingError(path, "nothing after the run's end", number)
+            raise RecordingError(path, Text("recording.after_end"), number)
         event = _event(path, number, line)
         if isinstance(event, Step):
             if event.step != steps + 1:
-                raise RecordingError(path, f"step {steps + 1} next, found step {event.step}", number)
+                problem = Text("recording.step_order", next=steps + 1, found=event.step)
+                raise RecordingError(path, problem, number)
             steps += 1
         events.append(event)
     if not events or not isinstance(events[-1], RunEnded):
-        raise RecordingError(path, "the run's end; the file stops before it (truncated)", len(lines) + 1)
+        raise RecordingError(path, Text("recording.truncated"), len(lines) + 1)
     return Recording(header, tuple(events))
 
 

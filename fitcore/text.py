@@ -1,11 +1,24 @@
-"""Counts as people read them ("1 step", "2 steps"): one helper for every line and page, importing nothing."""
+"""Counts as people read them ("1 step", "2 steps") and text widths: helpers for every line and page."""
 
 from __future__ import annotations
+
+import unicodedata
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
     """ "1 step", "2 steps": a count with its noun (`many` where adding an s is wrong: "processes")."""
     return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def width(text: str) -> int:
+    """Columns `text` takes in a terminal: a Chinese character takes two, so tables line up in Chinese."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def pad(text: str, columns: int, right: bool = False) -> str:
+    """`text` padded with spaces to `columns` terminal columns, on the right (or the left with right=True)."""
+    fill = " " * max(0, columns - width(text))
+    return fill + text if right else text + fill
 
 
 def rate(per_second: float, word: str = "step") -> str:

@@ -16,6 +16,7 @@ from fitcore.config import FitConfig
 from fitcore.data import epoch_order, least_squares, make_data, ordered_batches
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.events import Event, Replica, RunEnded, Status, Step, run_started
+from fitcore.i18n import count, t
 from fitcore.parallel import (
     EmulatedDataParallel,
     LinearModel,
@@ -26,7 +27,6 @@ from fitcore.parallel import (
     wrap,
 )
 from fitcore.phases import BACKWARD_END, LOSS_END, OPTIMIZER_END
-from fitcore.text import plural
 
 
 class Control:
@@ -121,8 +121,16 @@ class Control:
 
 def finished_message(steps: int, elapsed: float, paused: float, where: str = "") -> str:
     """How long a finished run took (where: " on 2 processes", say), and how much of that it was paused."""
-    text = f"finished {plural(steps, 'step')} in {elapsed:.2f} s{where}"
-    return text + (f" ({paused:.1f} s of it paused)" if paused > 0 else "")
+    paused_text = t("cli.run.paused", seconds=f"{paused:.1f}") if paused > 0 else ""
+    return t(
+        "cli.run.finished", steps=count("count.step", steps), seconds=f"{elapsed:.2f}", where=where,
+        paused=paused_text,
+    )  # fmt: skip
+
+
+def diverged_message(value: float, step: int, epoch: int, lr: float) -> str:
+    """Why a run diverged: the loss that stopped being a number, and the learning rate to blame."""
+    return t("cli.run.diverged", value=value, step=step, epoch=epoch, lr=f"{lr:g}")
 
 
 def warm_up() -> None:
@@ -262,10 +270,7 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, str]:
             loss = F.mse_loss(out, yb)
             value = loss.item()
             if not math.isfinite(value):
-                return Status.DIVERGED, (
-                    f"the loss became {value} at step {state.step + 1} (epoch {epoch}); "
-                    f"the learning rate {cfg.lr:g} is too high for this data"
-                )
+                return Status.DIVERGED, diverged_message(value, state.step + 1, epoch, cfg.lr)
             if phases:
                 phases.mark(LOSS_END)
             clear_grads(params)  # optimizer.zero_grad(set_to_none=True)

@@ -29,11 +29,14 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
+from fitcore import i18n
+from fitcore.cliparse import Parser, error_line, language_of
 from fitcore.config import FitConfig
-from fitcore.errors import ConfigError
+from fitcore.errors import ConfigError, Listed, Text
 from fitcore.i18n import t
+from fitcore.text import pad
 
-PROJECTED = "projected, not measured"
+PROJECTED = "projected, not measured"  # the rows' label in the JSON; the table says it in its language
 DEVICE_COUNTS = (2, 8, 64, 256, 1024)
 STRATEGIES = ("dataparallel", "ddp", "zero1", "zero2", "zero3")
 NAMES = {
@@ -89,7 +92,7 @@ class Measured:
     where: str  # what ran: "virtual:2 (emulated on the CPU), 200 steps"
 
 
-def _check(field: str, value, lo, hi, what: str):
+def _check(field: str, value, lo, hi, what: Text):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(field, value, what)
     if value < lo or (hi is not None and value > hi):
@@ -176,15 +179,17 @@ def table(
         rows_per_device: rows each device computes per step (the run's when None): the global batch grows
             with K, as it does when one scales out with DDP.
     """
-    params = measured.params if params is None else _check("params", params, 1, MAX_PARAMS, "1 to 1e12")
+    if params is None:
+        params = measured.params
+    _check("params", params, 1, MAX_PARAMS, Text("cli.whatif.allowed.params"))
     link = _link(link)
-    _check("device_memory", device_memory, 1, None, "a number of bytes greater than 0")
-    _check("flops", flops, 1, None, "FLOP/s greater than 0")
+    _check("device_memory", device_memory, 1, None, Text("cli.whatif.allowed.bytes"))
+    _check("flops", flops, 1, None, Text("cli.whatif.allowed.flops"))
     rows = measured.rows_per_device if rows_per_device is None else rows_per_device
-    _check("rows_per_device", rows, 1, None, "1 or more rows")
+    _check("rows_per_device", rows, 1, None, Text("cli.whatif.allowed.rows"))
     out = []
     for k in devices:
-        _check("devices", k, 1, MAX_DEVICES, f"device counts from 1 to {MAX_DEVICES}")
+        _check("devices", k, 1, MAX_DEVICES, Text("cli.whatif.allowed.devices", most=MAX_DEVICES))
         batch_bytes = k * rows * measured.row_bytes
         for s in STRATEGIES:
             out.append(_row(s, int(k), params, link, device_memory, flops, rows, batch_bytes, measured))
@@ -205,16 +210,17 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured) 
     }
     if s == "dataparallel" and k > DEVICES_PER_MACHINE:
         row["fits"] = False
-        row["note"] = t("lab.note.one_machine", n=DEVICES_PER_MACHINE)
+        row["note"] = t("cli.whatif.note.one_machine", n=DEVICES_PER_MACHINE)
         return {**row, "comm_bytes_per_device": None, "comm_seconds": None, "compute_seconds": None,
                 "step_seconds": None, "comm_share": None}  # fmt: skip
     wire = comm_bytes_per_device(s, params, k, batch_bytes)
     comm = comm_seconds(s, params, k, link, batch_bytes)
     compute = compute_seconds(measured, params, rows, flops)
     if not row["fits"]:
-        row["note"] = t("lab.note.oom", need=f"{memory / 1e9:.3g}", have=f"{device_memory / 1e9:.3g}")
+        need, have = f"{memory / 1e9:.3g}", f"{device_memory / 1e9:.3g}"
+        row["note"] = t("cli.whatif.note.memory", need=need, have=have)
     elif comm > compute:
-        row["note"] = t("lab.note.comm")
+        row["note"] = t("cli.whatif.note.comm")
     return {
         **row,
         "comm_bytes_per_device": wire,
@@ -227,11 +233,11 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured) 
 
 def _link(link: Link | str) -> Link:
     if isinstance(link, Link):
-        _check("bandwidth", link.bandwidth, 1, None, "bytes per second greater than 0")
-        _check("latency", link.latency, 0, None, "seconds, 0 or more")
+        _check("bandwidth", link.bandwidth, 1, None, Text("cli.whatif.allowed.bytes_per_second"))
+        _check("latency", link.latency, 0, None, Text("cli.whatif.allowed.seconds"))
         return link
     if link not in LINKS:
-        raise ConfigError("link", link, " or ".join(LINKS))
+        raise ConfigError("link", link, Listed(LINKS))
     return LINKS[link]
 
 
@@ -257,17 +263,17 @@ def measure(cfg: FitConfig, steps: int | None = None) -> Measured:
     seen: list[Step] = []
     ended = train(cfg, lambda e: seen.append(e) if isinstance(e, Step) else None, plan=plan)
     if ended.status != "finished":
-        raise ConfigError("lr", cfg.lr, f"a run that finishes to measure from; it ended: {ended.message}")
+        raise ConfigError("lr", cfg.lr, Text("cli.whatif.allowed.finished", message=ended.message))
     times = [_compute(s) for s in seen]
     k = len(plan.labels)
-    kind = t("lab.emulated") if plan.emulated else plan.kind
     return Measured(
         compute_seconds=statistics.median(times),
         rows_per_device=cfg.batch_size / k,
         row_bytes=(cfg.n_features + 2) * 4,
         devices=k,
         params=cfg.n_features + 1,
-        where=t("lab.where", spec=plan.spec, kind=kind, steps=len(seen)),
+        where=t("cli.whatif.where", spec=plan.spec, steps=len(seen),
+                kind=t("cli.whatif.emulated") if plan.emulated else plan.kind),  # fmt: skip
     )
 
 
@@ -322,15 +328,17 @@ def _seconds(t: float | None) -> str:
 def table_lines(result: dict) -> list[str]:
     """The projection for a terminal: the measured start first, then the projected rows."""
     m, a = result["measured"], result["assumptions"]
+    columns = ("strategy", "memory", "sent", "comm", "compute", "step", "note")
+    head = [t(f"cli.whatif.col.{c}") for c in columns]
     lines = [
-        f"measured on this machine: {_seconds(m['compute_seconds'])} of compute per step "
-        f"({m['where']}, {m['params']} parameters, {m['rows_per_device']:g} rows per device)",
-        f"link: {a['link']['name']}, {_human(a['link']['bandwidth'], 'B/s')}, "
-        f"{_seconds(a['link']['latency'])} latency; {_human(a['device_memory_bytes'], 'B')} per device",
-        f"every number below is {PROJECTED}",
+        t("cli.whatif.measured", seconds=_seconds(m["compute_seconds"]), where=m["where"], params=m["params"],
+          rows=f"{m['rows_per_device']:g}"),
+        t("cli.whatif.link", name=a["link"]["name"], bandwidth=_human(a["link"]["bandwidth"], "B/s"),
+          latency=_seconds(a["link"]["latency"]), memory=_human(a["device_memory_bytes"], "B")),
+        t("cli.whatif.every", projected=t("cli.whatif.projected")),
         "",
-        f"{'strategy':<24}{'K':>6}{'memory':>11}{'sent':>11}{'comm':>11}{'compute':>11}{'step':>11}  note",
-    ]
+        pad(head[0], 24) + pad("K", 6, True) + "".join(pad(h, 11, True) for h in head[1:6]) + "  " + head[6],
+    ]  # fmt: skip
     for r in result["rows"]:
         lines.append(
             f"{r['name']:<24}{r['devices']:>6}{_human(r['memory_per_device_bytes'], 'B'):>11}"
@@ -340,38 +348,25 @@ def table_lines(result: dict) -> list[str]:
     return lines
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        """Bad flags: one line on stderr and exit status 2, like `python -m fitcore`."""
-        self.exit(2, f"fitcore whatif: error: {message} (see python -m fitcore whatif --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
     from fitcore.cli import add_training_flags
 
-    p = _Parser(
-        prog="python -m fitcore whatif",
-        description=(
-            "Measure one step of the run on this machine, then project it to 2 ... 1,024 devices for "
-            f"DataParallel, DDP and ZeRO-1/2/3 (FSDP). Every projected number is {PROJECTED}; "
-            "docs/scaling.md gives each formula and its source."
-        ),
-    )
+    p = Parser(prog="python -m fitcore whatif", description=t("cli.whatif.description"))
     add_training_flags(p)
-    w = p.add_argument_group("projection")
-    w.add_argument("--params", help="the model's parameters, 1 to 1e12 (default: the run's, d + 1)")
-    w.add_argument("--link", default="nvlink", help=f"{', '.join(LINKS)} (default nvlink)")
-    w.add_argument("--bandwidth", help="link bandwidth in GB/s, one direction (default: the link's)")
-    w.add_argument("--latency", help="link latency in microseconds (default: the link's)")
-    w.add_argument("--memory-gb", default="80", help="one device's memory in GB (default 80)")
-    w.add_argument("--tflops", default=str(DEVICE_FLOPS / 1e12), help="effective TFLOP/s of one device")
-    w.add_argument("--rows-per-device", help="rows each device computes per step (default: the run's)")
-    w.add_argument("--counts", default=",".join(map(str, DEVICE_COUNTS)), help="device counts to project")
-    p.add_argument("--json", action="store_true", help="print one JSON object and nothing else")
+    w = p.add_argument_group(t("cli.whatif.projection"))
+    w.add_argument("--params", help=t("cli.whatif.help.params"))
+    w.add_argument("--link", default="nvlink", help=t("cli.whatif.help.link", links=", ".join(LINKS)))
+    w.add_argument("--bandwidth", help=t("cli.whatif.help.bandwidth"))
+    w.add_argument("--latency", help=t("cli.whatif.help.latency"))
+    w.add_argument("--memory-gb", default="80", help=t("cli.whatif.help.memory_gb"))
+    w.add_argument("--tflops", default=str(DEVICE_FLOPS / 1e12), help=t("cli.whatif.help.tflops"))
+    w.add_argument("--rows-per-device", help=t("cli.whatif.help.rows_per_device"))
+    w.add_argument("--counts", default=",".join(map(str, DEVICE_COUNTS)), help=t("cli.whatif.help.counts"))
+    p.add_argument("--json", action="store_true", help=t("cli.help.json"))
     return p
 
 
-def _number(flag: str, raw: str, allowed: str) -> float:
+def _number(flag: str, raw: str, allowed: Text) -> float:
     try:
         value = float(str(raw).replace("_", ""))
     except ValueError:
@@ -382,7 +377,7 @@ def _number(flag: str, raw: str, allowed: str) -> float:
 
 
 def _counts(raw: str) -> tuple[int, ...]:
-    allowed = f"comma-separated integers from 1 to {MAX_DEVICES}"
+    allowed = Text("cli.whatif.allowed.counts", most=MAX_DEVICES)
     parts = [c for c in str(raw).split(",") if c.strip()]
     if not parts or not all(c.strip().isdigit() and 1 <= int(c) <= MAX_DEVICES for c in parts):
         raise ConfigError("--counts", raw, allowed)
@@ -392,53 +387,61 @@ def _counts(raw: str) -> tuple[int, ...]:
 def projection(args: argparse.Namespace, measured: Measured) -> dict:
     """The JSON object of the command line's flags, from a measured step."""
     if args.link not in LINKS:
-        raise ConfigError("--link", args.link, " or ".join(LINKS))
+        raise ConfigError("--link", args.link, Listed(LINKS))
     base = LINKS[args.link]
+    positive = {unit: Text("cli.whatif.allowed.positive", unit=unit) for unit in ("GB/s", "GB", "TFLOP/s")}
     bandwidth = base.bandwidth
     if args.bandwidth is not None:
-        bandwidth = _number("--bandwidth", args.bandwidth, "GB/s greater than 0") * 1e9
+        bandwidth = _number("--bandwidth", args.bandwidth, positive["GB/s"]) * 1e9
         if bandwidth <= 0:
-            raise ConfigError("--bandwidth", args.bandwidth, "GB/s greater than 0")
+            raise ConfigError("--bandwidth", args.bandwidth, positive["GB/s"])
     latency = base.latency
     if args.latency is not None:
-        latency = _number("--latency", args.latency, "microseconds, 0 or more") * 1e-6
+        latency = _number("--latency", args.latency, Text("cli.whatif.allowed.microseconds")) * 1e-6
         if latency < 0:
-            raise ConfigError("--latency", args.latency, "microseconds, 0 or more")
+            raise ConfigError("--latency", args.latency, Text("cli.whatif.allowed.microseconds"))
     link = Link(base.name, bandwidth, latency, base.source)
-    memory = _number("--memory-gb", args.memory_gb, "GB greater than 0") * 1e9
-    flops = _number("--tflops", args.tflops, "TFLOP/s greater than 0") * 1e12
+    memory = _number("--memory-gb", args.memory_gb, positive["GB"]) * 1e9
+    flops = _number("--tflops", args.tflops, positive["TFLOP/s"]) * 1e12
     if memory <= 0:
-        raise ConfigError("--memory-gb", args.memory_gb, "GB greater than 0")
+        raise ConfigError("--memory-gb", args.memory_gb, positive["GB"])
     if flops <= 0:
-        raise ConfigError("--tflops", args.tflops, "TFLOP/s greater than 0")
+        raise ConfigError("--tflops", args.tflops, positive["TFLOP/s"])
     params = None
     if args.params is not None:
-        params = _number("--params", args.params, "1 to 1e12")
+        params = _number("--params", args.params, Text("cli.whatif.allowed.params"))
         if not 1 <= params <= MAX_PARAMS:
-            raise ConfigError("--params", args.params, "1 to 1e12")
+            raise ConfigError("--params", args.params, Text("cli.whatif.allowed.params"))
     per_device = None
     if args.rows_per_device is not None:
-        per_device = _number("--rows-per-device", args.rows_per_device, "1 or more rows")
+        per_device = _number("--rows-per-device", args.rows_per_device, Text("cli.whatif.allowed.rows"))
         if per_device < 1:
-            raise ConfigError("--rows-per-device", args.rows_per_device, "1 or more rows")
+            raise ConfigError("--rows-per-device", args.rows_per_device, Text("cli.whatif.allowed.rows"))
     rows = table(measured, params, _counts(args.counts), link, memory, flops, per_device)
     return to_dict(measured, rows, link, memory, flops)
 
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m fitcore whatif [training flags] [projection flags] [--json]`; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else argv
+    with i18n.using(language_of(argv)):
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     from fitcore.cli import config_from_args, flag_error
 
     args = build_parser().parse_args(argv)
+    i18n.set_language(args.lang or i18n.current())
     try:
         cfg = config_from_args(args)
         if cfg.strategy != "dataparallel":
-            raise ConfigError("strategy", cfg.strategy, "dataparallel: the step is measured in one process")
+            raise ConfigError("strategy", cfg.strategy, Text("cli.whatif.allowed.strategy"))
         _counts(args.counts)  # bad flags fail before the run
         measured = measure(cfg)
         result = projection(args, measured)
     except ConfigError as exc:
-        print(f"fitcore whatif: error: {flag_error(exc)}", file=sys.stderr)
+        print(error_line("fitcore whatif", flag_error(exc)), file=sys.stderr)
         return 2
     print(json.dumps(result) if args.json else "\n".join(table_lines(result)), flush=True)
     return 0

@@ -12,12 +12,21 @@ import threading
 import pytest
 from hypothesis import settings
 
+from fitcore import i18n
 from tests.helpers import FakeClock
 
 # The same examples on every run and every machine, and no example database written into the tree: a
 # property test that fails in CI fails the same way here. Each test bounds its own number of examples.
 settings.register_profile("fitcore", database=None, derandomize=True, deadline=None)
 settings.load_profile("fitcore")
+
+
+@pytest.fixture(autouse=True)
+def english_unless_asked(monkeypatch):
+    """The tests read English unless they ask for Chinese (--lang zh, LANG=zh_CN in their own env): on a
+    machine whose locale is Chinese, the command line would otherwise answer in Chinese."""
+    if i18n.from_env() != "en":
+        monkeypatch.setenv("LC_ALL", "C.UTF-8")
 
 
 @pytest.fixture

@@ -267,7 +267,7 @@ def test_bad_arguments_exit_2_with_one_line(capsys, monkeypatch, argv):
 
 def test_help_exits_0(capsys, monkeypatch):
     code, out, _ = run_check(capsys, monkeypatch, (), "--help")
-    assert code == 0 and out[0] == "usage: python -m fitcore check [-h] [--json]"
+    assert code == 0 and out[0] == "usage: python -m fitcore check [-h] [--lang LANG] [--json]"
 
 
 @pytest.mark.slow

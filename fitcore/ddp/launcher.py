@@ -40,7 +40,7 @@ from fitcore.ddp.rank import (
 from fitcore.ddp.shards import Layout, epoch_shards, epoch_value, shards_value
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.events import Detail, Event, RunEnded, Status, run_started
-from fitcore.text import plural
+from fitcore.i18n import DEFAULT, count, current, set_language, t
 from fitcore.train import Control, describe_failure, finished_message
 
 HOST = "127.0.0.1"  # spawned ranks talk over loopback only
@@ -136,8 +136,9 @@ def _loopback_interface() -> str | None:
     return next((n for n in ("lo", "lo0") if n in names), None)
 
 
-def _worker(rank, cfg, world_size, backend, devices, port, out, gate, parent_pid) -> None:
+def _worker(rank, cfg, world_size, backend, devices, port, out, gate, parent_pid, lang=DEFAULT) -> None:
     """One spawned rank: join the process group through the parent's store, train, report, leave."""
+    set_language(lang)  # a rank's messages (a diverged loss, a failure) in the parent's language
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops every rank
     try:
         from torch.multiprocessing import _prctl_pr_set_pdeathsig
@@ -252,7 +253,7 @@ class _Launch:
         self.store, self.port = _loopback_store()
         ctx = mp.get_context("spawn")
         self.queue, self.gate = ctx.Queue(), _Gate(ctx, k)
-        args = (cfg, k, backend, devices, self.port, self.queue, self.gate, os.getpid())
+        args = (cfg, k, backend, devices, self.port, self.queue, self.gate, os.getpid(), current())
         self.procs = mp.start_processes(
             _worker, args, nprocs=k, join=False, daemon=True, start_method="spawn"
         )
@@ -273,9 +274,8 @@ class _Launch:
         self.specs = ranks_specs(self.labels, cfg.n_features, itemsize)
         startup = self.clock() - started
         self.t0 = self.clock()  # like train(), time the training, not the seconds the ranks took to start
-        header = f"Using DistributedDataParallel: {plural(k, 'process', 'processes')}, backend {backend}" + (
-            " on the CPU." if backend == "gloo" else " with one GPU each."
-        )
+        key = "cli.ddp.header.cpu" if backend == "gloo" else "cli.ddp.header.gpu"
+        header = t(key, processes=count("count.process", k), backend=backend)
         self.on_event(run_started(cfg, self.labels, header, self.layout.steps_per_epoch, (lstsq_w, lstsq_b)))
         self._emit_group(backend, devices, startup)
         self._update_shards(1)
@@ -357,7 +357,7 @@ class _Launch:
             return Status.DIVERGED, next(m.message for m in ordered if m.status == Status.DIVERGED)
         if Status.STOPPED in statuses or self.steps < self.cfg.epochs * self.layout.steps_per_epoch:
             return Status.STOPPED, self.control.stop_reason or "stopped"
-        where = f" on {plural(self.k, 'process', 'processes')} (DistributedDataParallel)"
+        where = t("cli.run.where.ddp", processes=count("count.process", self.k))
         return Status.FINISHED, finished_message(
             self.steps, self.clock() - self.t0, self.control.paused_seconds, where
         )

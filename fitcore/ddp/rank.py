@@ -18,7 +18,7 @@ from fitcore.config import FitConfig
 from fitcore.data import make_data
 from fitcore.ddp.shards import Layout
 from fitcore.devices import DevicePlan
-from fitcore.errors import ConfigError
+from fitcore.errors import ConfigError, Text
 from fitcore.events import Replica, Status, Step
 from fitcore.parallel import LinearModel, ShapeRecorder, init_parameters
 from fitcore.phases import (
@@ -38,7 +38,7 @@ from fitcore.phases import (
     StepPhases,
     ddp_specs,
 )
-from fitcore.train import make_optimizer
+from fitcore.train import diverged_message, make_optimizer
 
 COLLECTIVE_TIMEOUT = timedelta(seconds=120)  # a collective waiting longer than this fails its rank
 MAX_IDS = 8  # dataset row ids each rank reports per step: where its first rows came from
@@ -60,7 +60,7 @@ def placement(cfg: FitConfig, plan: DevicePlan, world_size: int | None = None) -
         return "gloo", ("cpu",) * k
     if k != len(plan.device_ids):
         raise ConfigError(
-            "workers", k, f"{len(plan.device_ids)}: one process per GPU in devices {plan.spec} for ddp"
+            "workers", k, Text("config.workers_gpus_ddp", n=len(plan.device_ids), spec=plan.spec)
         )
     return "nccl", tuple(f"cuda:{i}" for i in plan.device_ids)
 
@@ -233,13 +233,8 @@ def train_rank(
                 return state, raw
             if not math.isfinite(mean):
                 state.last_times = _previous_times(table, pass_times, state.steps)
-                state.status, state.message = (
-                    Status.DIVERGED,
-                    (
-                        f"the loss became {mean} at step {state.steps + 1} (epoch {epoch}); "
-                        f"the learning rate {cfg.lr:g} is too high for this data"
-                    ),
-                )
+                state.status = Status.DIVERGED
+                state.message = diverged_message(mean, state.steps + 1, epoch, cfg.lr)
                 return state, raw
             optimizer.zero_grad(set_to_none=True)
             hook.started = False

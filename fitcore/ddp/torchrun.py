@@ -37,9 +37,9 @@ from fitcore.ddp.rank import (
 )
 from fitcore.ddp.shards import Layout, first_epoch_value
 from fitcore.devices import DevicePlan, parse_devices
-from fitcore.errors import ConfigError
+from fitcore.errors import ConfigError, Text
 from fitcore.events import Detail, Event, RunEnded, Status, run_started
-from fitcore.text import plural
+from fitcore.i18n import count, t
 from fitcore.train import Control, describe_failure, finished_message
 
 
@@ -81,7 +81,7 @@ def torchrun_env(environ: Mapping[str, str] | None = None) -> TorchrunEnv | None
         )
     except ValueError:
         given = {name: env.get(name) for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
-        raise ConfigError("torchrun environment", given, "integers") from None
+        raise ConfigError("torchrun environment", given, Text("config.torchrun_env")) from None
 
 
 def config_for_torchrun(cfg: FitConfig, env: TorchrunEnv, workers_given: bool = False) -> FitConfig:
@@ -92,12 +92,12 @@ def config_for_torchrun(cfg: FitConfig, env: TorchrunEnv, workers_given: bool = 
     """
     if workers_given and cfg.workers != env.world_size:
         raise ConfigError(
-            "workers", cfg.workers, f"{env.world_size} (torchrun's WORLD_SIZE), or leave --workers out"
+            "workers", cfg.workers, Text("config.torchrun_workers", n=env.world_size)
         )
     local = validate(replace(cfg, workers=min(env.local_world_size, MAX_WORKERS)))
     cfg = replace(local, workers=cfg.workers)  # a CSV source comes back resolved: its rows, columns, checksum
     if env.world_size > cfg.data_size:
-        raise ConfigError("workers", env.world_size, f"at most the data size ({cfg.data_size}) ranks")
+        raise ConfigError("workers", env.world_size, Text("config.torchrun_ranks", rows=cfg.data_size))
     return replace(cfg, workers=env.world_size)
 
 
@@ -182,7 +182,7 @@ def train_torchrun(
             lstsq = least_squares(X, y)
             behind.specs = ranks_specs(labels, cfg.n_features, X.element_size())
             del X, y
-            header = f"Using DistributedDataParallel under torchrun: {plural(k, 'rank')}, backend {backend}."
+            header = t("cli.ddp.header.torchrun", ranks=count("cli.count.rank", k), backend=backend)
             emit(run_started(cfg, labels, header, layout.steps_per_epoch, lstsq))
             group = group_value(
                 layout, backend, (env.master_addr, env.master_port), "launched by torchrun",
@@ -223,7 +223,7 @@ def train_torchrun(
         if state.status == Status.STOPPED:
             state.message = control.stop_reason or "stopped by another rank"
         elif state.status == Status.FINISHED:
-            where = f" on {plural(k, 'rank')} (torchrun)"
+            where = t("cli.run.where.torchrun", ranks=count("cli.count.rank", k))
             state.message = finished_message(state.steps, clock() - t0, control.paused_seconds, where)
     except Exception as exc:  # noqa: BLE001 - a failed rank ends with its message; torchrun sees the exit status
         behind.release(None)  # the last step taken, whose times no rank will share now
