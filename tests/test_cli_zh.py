@@ -123,7 +123,7 @@ def test_a_bad_lang_exits_2_with_one_line_naming_it(capsys, command):
     [
         (["--bogus"], "无法识别的参数：--bogus"),
         (["--batch-size"], "参数 --batch-size：需要一个值"),
-        (["--print-every", "x"], "参数 --print-every：无效的 int 值：'x'"),
+        (["--print-every", "x"], "参数 --print-every：给定的值为 'x'；允许：不小于 1 的整数"),
         (["--quiet", "--json"], "参数 --json：不能与参数 --quiet 同时使用"),
     ],
 )

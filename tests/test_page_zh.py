@@ -51,8 +51,9 @@ CODE_NAMES = {
     "docs/scaling.md", "fitcore", "inf", "nan",
     # the trace's format and the viewers that open it
     "Chrome", "Perfetto",
-    # the command line's flag the compare tab's causes name
-    "--drop-last", "--batch-size",
+    # the command line's flag the compare tab's causes name, and the cause words that carry a flag's name
+    # (the lab's JSON promises them: `sum`, `padding`, `drop_last`, `set_epoch`, `batch`, `lr`)
+    "--drop-last", "--batch-size", "padding", "batch", "lr",
 }
 WORD = re.compile(r"-{0,2}[A-Za-zµ][A-Za-z0-9_./-]*")
 # left out before looking for words: Markdown code spans (code, written as code), plotly's <extra> tag and
