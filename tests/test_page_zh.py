@@ -246,9 +246,11 @@ def test_the_language_control_switches_and_a_bad_lang_is_reported(zh_page):
 
 
 def test_every_key_the_page_names_is_in_the_catalog():
-    """A key written in app.py or fitcore/view that the catalog lacks fails here, not in front of a class."""
+    """A key written in app.py, dashboard/ or fitcore/view that the catalog lacks fails here, not in front of
+    a class."""
     root = Path(__file__).resolve().parents[1]
-    files = [root / "app.py", *sorted((root / "fitcore" / "view").glob("*.py")), root / "fitcore" / "live.py",
+    files = [root / "app.py", *sorted((root / "dashboard").glob("*.py")),
+             *sorted((root / "fitcore" / "view").glob("*.py")), root / "fitcore" / "live.py",
              root / "fitcore" / "compare.py", root / "fitcore" / "whatif.py", root / "fitcore" / "explain.py"]
     literal = re.compile(r"""\b(?:t|count)\(\s*f?["']([a-z_]+\.[a-z_.{}\[\]"']+)["']""")
     catalog = i18n.catalog()

@@ -1,0 +1,166 @@
+"""The classroom (fitcore.view.controls.Classroom, fitcore.view.quiz): a teacher's link that hides or locks
+controls, the presenter's bigger picture, and a question before a paused step's picture.
+
+The link is read once, when the session starts (dashboard.state.init_classroom).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from dashboard.state import control_values, get_pool
+from fitcore import i18n
+from fitcore.events import Status
+from fitcore.pool import RunNotFound
+from fitcore.runner import Snapshot
+from fitcore.view import controls, quiz
+from fitcore.view.common import escape_markdown
+
+STEP_WAIT_S = 3.0  # how long Step waits, in ask mode, for its step, so that the rerun asks about that step
+
+
+class Obeying:
+    """A place to draw widgets (st, a column) whose widgets obey the teacher's link, by their key: a hidden
+    control's widget is not drawn (its value stays in the session), a locked one's is drawn disabled."""
+
+    def __init__(self, where):
+        self._where = where
+
+    def __getattr__(self, name: str):
+        draw = getattr(self._where, name)
+
+        def widget(*args, **kwargs):
+            room, key = st.session_state.classroom, kwargs.get("key")
+            control = controls.control_of(key)
+            if control is not None and room.hidden(control):
+                return st.session_state.get(key)
+            if control is not None and room.locked(control):
+                kwargs["disabled"] = True
+            return draw(*args, **kwargs)
+
+        return widget
+
+
+obey = Obeying
+
+
+def page_classroom() -> controls.Classroom:
+    """This page's classroom: the link's hidden and locked controls, the sidebar's two modes."""
+    ss = st.session_state
+    return dataclasses.replace(ss.classroom, presenter=bool(ss.presenter), ask=bool(ss.ask))
+
+
+def forget_classroom_params(want: dict) -> None:
+    """A mode switched off leaves the link (query_params.update only adds and changes)."""
+    for name in controls.CLASSROOM_PARAMS:
+        if name not in want and name in st.query_params:
+            del st.query_params[name]
+
+
+def classroom_ui() -> None:
+    ss = st.session_state
+    st.subheader(i18n.t("classroom.title"))
+    st.toggle(i18n.t("classroom.presenter"), key="presenter", help=i18n.t("classroom.presenter.help"))
+    st.toggle(i18n.t("classroom.ask"), key="ask", help=i18n.t("classroom.ask.help"))
+    if not (ss.classroom.hide or ss.classroom.lock):  # a student's page does not offer to unlock
+        teacher_link_ui()
+
+
+def teacher_link_ui() -> None:
+    """The link builder: controls to hide and to lock, and the whole link with the settings as they are."""
+    ss = st.session_state
+    with st.expander(i18n.t("classroom.builder")):
+        name = controls.field_label  # the controls by their labels; the link names them by their fields
+        hide = st.multiselect(
+            i18n.t("classroom.builder.hide"), controls.CLASSROOM_NAMES, key="teach_hide", format_func=name
+        )
+        lock = st.multiselect(
+            i18n.t("classroom.builder.lock"), controls.CLASSROOM_NAMES, key="teach_lock", format_func=name
+        )
+        room = controls.Classroom(tuple(hide), tuple(n for n in lock if n not in hide), ss.presenter, ss.ask)
+        query = controls.to_query(control_values(), ss.pace, classroom=room)
+        base = (st.context.url or "").rstrip("/")
+        st.code(f"{base}/?{urlencode(query, safe=',:@')}", language=None, wrap_lines=True)
+        st.caption(i18n.t("classroom.builder.caption"))
+
+
+@st.cache_resource(show_spinner=False)
+def quiz_scores() -> quiz.Scores:
+    """Right answers of every browser on this server, each by its owner id; a page shows its own only."""
+    return quiz.Scores()
+
+
+def current_question(snap: Snapshot | None) -> tuple[str, quiz.Question] | None:
+    """In ask mode, a paused run's latest step (the one its picture is about to show) asks a question."""
+    ss = st.session_state
+    if not ss.ask or snap is None or snap.status != Status.PAUSED or snap.latest is None:
+        return None
+    question = quiz.question_for(snap.latest, snap.config, snap.devices, snap.extra)
+    return None if question is None else (f"{snap.run_id}/{question.step}", question)
+
+
+def revealed(snap: Snapshot | None) -> bool:
+    """False while the step the picture is about to show has a question this browser has not answered."""
+    asked = current_question(snap)
+    return asked is None or quiz_scores().chosen(st.session_state.owner, asked[0]) is not None
+
+
+def answer_question(question_id: str, question: quiz.Question, choice: int) -> None:
+    quiz_scores().answer(st.session_state.owner, question_id, choice, choice == question.answer)
+
+
+def await_step() -> None:
+    """After Step in ask mode: wait (briefly) for the new step, so the rerun asks about it, not the last."""
+    ss = st.session_state
+    before = ss.snap.step if ss.snap is not None else 0
+    deadline = time.monotonic() + STEP_WAIT_S
+    while ss.run_id is not None and time.monotonic() < deadline:
+        try:
+            snap = get_pool().snapshot(ss.owner, ss.run_id)
+        except RunNotFound:
+            return
+        if snap.step > before or not snap.active:
+            return
+        time.sleep(0.02)
+
+
+def quiz_ui(snap: Snapshot | None) -> None:
+    """The question about the step the picture is about to show, its choices, then the answer and why."""
+    asked = current_question(snap)
+    if asked is None:
+        return
+    question_id, question = asked
+    scores, owner = quiz_scores(), st.session_state.owner
+    chosen = scores.chosen(owner, question_id)
+    with st.container(border=True, key="quiz"):
+        st.markdown(f"**{i18n.t('classroom.quiz.title')}** · {escape_markdown(question.text.say())}")
+        if chosen is None:
+            cols = st.columns(len(question.choices))
+            for i, (col, choice) in enumerate(zip(cols, question.choices)):
+                col.button(choice.say(), key=f"quiz_choice_{i}", on_click=answer_question,
+                           args=(question_id, question, i), width="stretch")  # fmt: skip
+        else:
+            why = question.explanation.say()
+            if chosen == question.answer:
+                st.success(escape_markdown(i18n.t("classroom.quiz.right", why=why)))
+            else:
+                answer = question.choices[question.answer].say()
+                st.error(escape_markdown(i18n.t("classroom.quiz.wrong", answer=answer, why=why)))
+        right, answered = scores.tally(owner)
+        st.caption(i18n.t("classroom.quiz.score", right=right, asked=answered))
+
+
+def classroom_data(snap: Snapshot | None) -> dict:
+    """What the live view needs of the classroom: the presenter's bigger picture, and whether to show
+    the step or a veil until its question is answered."""
+    asked = current_question(snap)
+    return {
+        "presenter": bool(st.session_state.presenter),
+        "reveal": revealed(snap),
+        "ask_step": asked[1].step if asked else None,
+        "veil": i18n.t("classroom.quiz.veil"),
+    }

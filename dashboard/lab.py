@@ -1,0 +1,146 @@
+"""The equivalence lab and the what-if projection (fitcore.compare, fitcore.whatif), below the first
+screen."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from dashboard.panels import PLOT_CONFIG
+from fitcore.config import ConfigError, FitConfig
+from fitcore.i18n import t
+from fitcore.view import controls
+
+COMPARE_MAX_STEPS = 5_000  # the lab trains in the page's own script run: three models, and more per toggle
+WHATIF_STEPS = 50  # steps the what-if measures its starting point on
+TOGGLE_LABELS = {"loss_reduction": "lab.reduction"}  # the only toggle a form can get wrong: its catalog key
+
+
+def lab_ui(cfg: FitConfig | None) -> None:
+    """Two questions after a run: does DDP give the same model, and what would 1,024 devices do?"""
+    if cfg is None:
+        return
+    compare_tab, whatif_tab = st.tabs([t("lab.compare.tab"), t("lab.whatif.tab")])
+    with compare_tab:
+        compare_ui(cfg)
+    with whatif_tab:
+        whatif_ui(cfg)
+
+
+def compare_ui(cfg: FitConfig) -> None:
+    from fitcore import compare
+
+    st.caption(t("lab.compare.caption"))
+    cols = st.columns(5)
+    reduction = cols[0].selectbox(
+        t("lab.reduction"), compare.LOSS_REDUCTIONS, key="cmp_reduction", help=t("lab.reduction.help"),
+        format_func=lambda r: t(f"lab.reduction.{r}"),
+    )  # fmt: skip
+    drop_last = cols[1].checkbox("drop_last", key="cmp_drop_last", help=t("lab.drop_last.help"))
+    no_set_epoch = cols[2].checkbox(
+        t("lab.no_set_epoch"), key="cmp_no_set_epoch", help=t("lab.no_set_epoch.help")
+    )
+    per_rank = cols[3].checkbox(t("lab.per_rank"), key="cmp_per_rank", help=t("lab.per_rank.help"))
+    scale_lr = cols[4].checkbox(t("lab.scale_lr"), key="cmp_scale_lr", help=t("lab.scale_lr.help"))
+    if st.button(t("lab.compare"), key="cmp_run"):
+        try:
+            toggles = compare.Toggles(reduction, drop_last, not no_set_epoch, per_rank, scale_lr)
+            st.session_state.cmp_result = compare.run(cfg, toggles, max_steps=COMPARE_MAX_STEPS)
+        except ConfigError as exc:
+            st.session_state.cmp_result = None
+            label = TOGGLE_LABELS.get(exc.field)
+            st.error(exc.named(t(label)) if label else controls.error_text(exc))
+    result = st.session_state.get("cmp_result")
+    if not result:
+        return
+    rows = result["results"]
+    st.dataframe(
+        pd.DataFrame(
+            {
+                t("lab.col.strategy"): [t(f"lab.strategy.{r['strategy']}") for r in rows],
+                t("lab.col.devices"): [r["devices"] for r in rows],
+                t("lab.col.max_diff"): [f"{r['max_abs_diff']:.3g}" for r in rows],
+                t("lab.col.first_step"): [str(r["first_divergent_step"] or "-") for r in rows],
+                t("lab.col.engine"): [result["config"]["engines"][r["strategy"]] for r in rows],
+            }
+        ),
+        hide_index=True,
+        key="cmp_table",
+    )
+    for r in rows:
+        for cause in r["causes"]:
+            st.markdown(t("lab.cause", strategy=t(f"lab.strategy.{r['strategy']}"), cause=cause))
+    floor = 1e-12  # a log axis has no 0: identical parameters are drawn at the floor
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": t(f"lab.strategy.{r['strategy']}"),
+            "y": [max(v, floor) for v in r["per_step"]],
+        }
+        for r in rows
+    ]
+    layout = {
+        "height": 260, "margin": {"l": 50, "r": 10, "t": 10, "b": 40},
+        "yaxis": {"type": "log", "title": t("lab.chart.y")}, "xaxis": {"title": t("lab.chart.x")},
+        "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1e-5, "y1": 1e-5,
+                    "line": {"dash": "dot", "width": 1}}],
+    }  # fmt: skip
+    st.plotly_chart(go.Figure(data, layout), config=PLOT_CONFIG, key="cmp_chart")
+
+
+def whatif_ui(cfg: FitConfig) -> None:
+    from fitcore import whatif
+
+    st.caption(t("lab.whatif.caption"))
+    cols = st.columns(3)
+    params = cols[0].select_slider(
+        t("lab.params"), [3, 1e6, 1e8, 1e9, 7e9, 13e9, 70e9], value=7e9, key="wi_params",
+        format_func=lambda p: f"{p:.3g}", help=t("lab.sources"),
+    )  # fmt: skip
+    link = cols[1].selectbox(
+        t("lab.link"), list(whatif.LINKS), key="wi_link", format_func=lambda n: whatif.LINKS[n].name,
+        help=t("lab.link.help", sources=t("lab.sources")),
+    )  # fmt: skip
+    memory = cols[2].number_input(t("lab.memory"), 1.0, 10_000.0, 80.0, key="wi_memory")
+    if st.button(t("lab.measure"), key="wi_run"):
+        try:
+            measured = whatif.measure(dataclasses.replace(cfg, strategy="dataparallel"), WHATIF_STEPS)
+            st.session_state.wi_measured = measured
+        except ConfigError as exc:
+            st.error(controls.error_text(exc))
+    measured = st.session_state.get("wi_measured")
+    if measured is None:
+        return
+    st.metric(
+        t("lab.measured"), f"{measured.compute_seconds * 1e6:.0f} µs", help=measured.where
+    )
+    rows = whatif.table(measured, params, link=link, device_memory=memory * 1e9)
+    st.caption(t("lab.projected"))
+    st.dataframe(
+        pd.DataFrame(
+            {
+                t("lab.col.strategy"): [t("lab.ring") if r["strategy"] == "ddp" else r["name"] for r in rows],
+                t("lab.col.devices"): [r["devices"] for r in rows],
+                t("lab.col.memory"): [r["memory_per_device_bytes"] / 1e9 for r in rows],
+                t("lab.col.fits"): [r["fits"] for r in rows],
+                t("lab.col.sent"): [_gb(r["comm_bytes_per_device"]) for r in rows],
+                t("lab.col.step"): [_ms(r["step_seconds"]) for r in rows],
+                t("lab.col.share"): [r["comm_share"] for r in rows],
+                t("lab.col.note"): [r["note"] for r in rows],
+            }
+        ),
+        hide_index=True,
+        key="wi_table",
+    )
+
+
+def _gb(value: float | None) -> float | None:
+    return None if value is None else value / 1e9
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else value * 1e3

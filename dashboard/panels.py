@@ -1,0 +1,196 @@
+"""The live view's component and what is read below it: the lesson, the controls' differences from the run,
+the strategy's panels, the console, the results and their downloads, the explanations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from dashboard.classroom import classroom_data
+from dashboard.state import QUEUED_POLL_MS
+from fitcore import api, i18n, live, strategies
+from fitcore.config import FitConfig
+from fitcore.i18n import t
+from fitcore.runner import Snapshot
+from fitcore.view import controls, results, status
+from fitcore.view.common import Section, escape_markdown, parameter_names
+
+FRONTEND = Path(__file__).resolve().parents[1] / "frontend"  # the live view's JavaScript and CSS
+PLOT_CONFIG = {"displaylogo": False, "displayModeBar": False}  # no toolbar over a picture on a projector
+
+
+@st.cache_resource(show_spinner=False)
+def live_component():
+    """The live view's browser component, registered once per server (fitcore.live says what it reads).
+
+    Its script is frontend/component.js, which imports the view's modules from fitcore's static route.
+    """
+    return st.components.v2.component(
+        "fitcore_live",
+        html='<div class="fitcore-live"></div>',
+        css=(FRONTEND / "live.css").read_text(encoding="utf-8"),
+        js=(FRONTEND / "component.js").read_text(encoding="utf-8"),
+    )
+
+
+def live_data(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> dict:
+    """What the live view starts from: the run's whole payload, or before a run the planned first step."""
+    ss = st.session_state
+    if snap is not None:
+        body = live.payload(snap, 0, ss.get("run_number"))
+    elif cfg is not None:
+        body = live.planned_payload(cfg, list(gpus.values()))
+    else:
+        body = None
+    overlay = []  # earlier runs' losses, copied only when they are shown: up to five whole histories
+    if ss.overlay:
+        overlay = [{"label": label, "loss": [[s, v] for s, v in history]} for label, history in ss.past]
+    return {
+        "payload": body,
+        "owner": ss.owner,  # kept in a cookie, so that a reload finds this browser's runs again
+        "endpoint": api.LIVE_PATH,
+        "bye": api.BYE_PATH,
+        "assets": api.STATIC_PATH,  # frontend/'s modules
+        "plotly": api.plotly_url(),  # the charts' plotly.js, from the same route
+        "poll_ms": int(ss.refresh_ms),
+        "queued_poll_ms": QUEUED_POLL_MS,
+        "smoothing": float(ss.smoothing),
+        "overlay": live.json_safe(overlay),
+        "lang": i18n.current(),  # the live route answers in it (poll.js sends it as `&lang=`)
+        "texts": i18n.browser_texts("live."),  # the live view's own words, in that language
+        **classroom_data(snap),
+    }
+
+
+def live_view_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
+    """The status, the step picture and the charts: drawn and kept live in the browser.
+
+    While a run trains, the browser asks fitcore's /fitcore/live route for the steps since the last it
+    drew; the script reruns only when a control is used or the run's status changes (the component's
+    `status` trigger), so a live page costs the server a small JSON answer, not a rerun of this script.
+    """
+    live_component()(data=live_data(snap, cfg, gpus), key="live", on_status_change=lambda: None)
+
+
+def lesson_ui(values: dict) -> None:
+    """What the chosen preset shows: below the live view, where it does not push the picture down."""
+    match = controls.matching_preset(values)
+    if match is not None:
+        st.info(f"**{match.title}.** {match.lesson}")
+
+
+def differences_ui(snap: Snapshot | None, values: dict) -> None:
+    if snap is None:
+        return
+    diffs = status.config_differences(values, snap.config)
+    if not diffs:
+        return
+    if snap.active:
+        listed = escape_markdown("; ".join(diffs))
+        st.warning(t("page.differ.active", run=snap.run_id, diffs=listed))
+    else:
+        st.caption(t("page.differ.ended", run=snap.run_id, diffs="; ".join(diffs)))
+
+
+def section_ui(section: Section) -> None:
+    """One of the strategy's panels below the live view, as its view module gives it."""
+    if section.title:
+        st.subheader(section.title)
+    if section.heading:
+        st.markdown(f"**{escape_markdown(section.heading)}**")
+    if section.figure is not None:  # a figure dict of plotly's names, built in fitcore.view
+        st.plotly_chart(
+            go.Figure(section.figure), theme=None, config=PLOT_CONFIG, key=f"{section.name}_chart"
+        )
+    for rows in section.tables:
+        table = pd.DataFrame(rows)
+        text = {c: str for c in section.text_columns if c in table}
+        st.table(table.astype(text), hide_index=True)
+    for note in section.notes:
+        st.caption(note)
+
+
+def sections_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
+    """The strategy's own panels: the run's, or before any run the controls' strategy's."""
+    source = snap if snap is not None else cfg
+    if source is None:
+        return
+    for section in strategies.of(source).view_module.sections(snap, cfg, list(gpus.values())):
+        section_ui(section)
+
+
+def console_ui(snap: Snapshot | None) -> None:
+    st.subheader(t("page.console"))
+    if snap is None or not snap.recent:
+        hint = strategies.of(snap if snap is not None else FitConfig()).view_module.CONSOLE_HINT
+        st.caption(t("page.console.hint", hint=t(hint)))
+        return
+    # a tab as 4 spaces keeps the tutorial's lines on one line at the page's width
+    st.code(status.console_text(snap).expandtabs(4), language="text", wrap_lines=True)
+
+
+def results_ui(snap: Snapshot | None) -> None:
+    if snap is None or not snap.weights:
+        return
+    title = t("page.results") if not snap.active else t("page.results.so_far", step=snap.step)
+    st.subheader(title)
+    rows = results.results_table(snap)
+    table = pd.DataFrame(rows)
+    for column in ("Learned", "True", "Least squares"):
+        table[column] = table[column].map(lambda v: "" if v is None else f"{v:.4f}")
+    for column in ("Learned − true", "Learned − least squares"):
+        table[column] = table[column].map(lambda v: "" if v is None else f"{v:+.4f}")
+    st.table(table.rename(columns=results.column_label), hide_index=True)  # the data's names, translated
+    if snap.final_loss is not None:
+        st.caption(t("page.results.loss", loss=f"{snap.final_loss:.6g}"))
+    if strategies.of(snap).processes:  # each process ends with its own copy of the parameters
+        ranks_results_ui(snap)
+
+
+def ranks_results_ui(snap: Snapshot) -> None:
+    """Every rank's own parameters after the last step, which DDP's all-reduce keeps identical."""
+    rows = results.final_rows(snap)
+    if not rows:
+        if not snap.active:
+            st.caption(t("page.ranks.missing"))
+        return
+    st.markdown(f"**{t('page.ranks.title')}**")
+    table = pd.DataFrame(rows)
+    for name in parameter_names(snap.config.n_features):
+        table[name] = table[name].map(lambda v: f"{v:.6f}")
+    st.table(table.astype({"Rank": str}).rename(columns=results.column_label), hide_index=True)
+    agreement = results.final_agreement(snap)
+    (st.success if snap.extra["final"]["identical"] else st.warning)(agreement)
+
+
+def downloads_ui(snap: Snapshot | None) -> None:
+    if snap is None or snap.active or not snap.loss_history:
+        return
+    left, right, _ = st.columns([1, 1, 2])
+    left.download_button(
+        t("page.download.csv"),
+        results.history_csv(snap),
+        file_name=f"fitcore-{snap.run_id}-history.csv",
+        mime="text/csv",
+        key="download_csv",
+        on_click="ignore",
+    )
+    right.download_button(
+        t("page.download.json"),
+        results.result_json(snap),
+        file_name=f"fitcore-{snap.run_id}-result.json",
+        mime="application/json",
+        key="download_json",
+        on_click="ignore",
+    )
+
+
+def explain_ui(strategy: str) -> None:
+    """Every strategy's explanation; a chosen strategy other than the default opens its own (the default's
+    is the page's title and first screen)."""
+    for s in strategies.STRATEGIES.values():
+        with st.expander(t(f"page.explain.{s.name}"), expanded=s.name == strategy != strategies.DEFAULT):
+            st.markdown(s.markdown)

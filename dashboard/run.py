@@ -1,0 +1,125 @@
+"""The messages above the live view and the run buttons: start, pause or resume, step, stop, reset, the pace.
+
+Every action goes through the server's pool, as this session's owner.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard.classroom import await_step, obey
+from dashboard.data import run_config, submit_run
+from dashboard.state import archive_current, control_values, get_pool
+from fitcore.config import ConfigError
+from fitcore.events import Status
+from fitcore.i18n import t
+from fitcore.pool import RunNotFound
+from fitcore.runner import Snapshot
+from fitcore.view import controls
+from fitcore.view.common import escape_markdown
+
+
+def error_ui(text: str) -> None:
+    """An error exactly as written: it quotes what the user typed or linked, which must not become Markdown
+    (a value like [click me](http://example.com) would otherwise show as a link inside the red box)."""
+    st.error(escape_markdown(text))
+
+
+def messages_ui(values: dict, config_error: str | None) -> None:
+    ss = st.session_state
+    for text in ss.url_errors:
+        error_ui(t("page.link_error", error=text))
+    if config_error:
+        error_ui(config_error)
+    elif ss.start_error:
+        error_ui(ss.start_error)
+
+
+def run_controls_ui(gpus: dict, can_start: bool) -> None:
+    snap: Snapshot | None = st.session_state.snap
+    active = snap is not None and snap.active
+    paused = active and snap.status == Status.PAUSED
+    cols = st.columns([1.6, 1.1, 0.9, 0.9, 0.9, 3.0], vertical_alignment="bottom")
+    cols[0].button(
+        t("page.start"),
+        key="start",
+        type="primary",
+        disabled=not can_start or active,
+        on_click=start_run,
+        args=(gpus,),
+        width="stretch",
+    )
+    if paused:
+        cols[1].button(t("page.resume"), key="resume", on_click=_on_run, args=("resume",), width="stretch")
+    else:
+        cols[1].button(
+            t("page.pause"), key="pause", disabled=not active, on_click=_on_run, args=("pause",),
+            width="stretch",
+        )  # fmt: skip
+    cols[2].button(
+        t("page.step"),
+        key="step",
+        disabled=not paused,
+        on_click=_on_run,
+        args=("step_once",),
+        width="stretch",
+        help=t("page.step.help"),
+    )
+    cols[3].button(
+        t("page.stop"), key="stop", disabled=not active, on_click=_on_run, args=("stop",), width="stretch"
+    )
+    cols[4].button(t("page.reset"), key="reset", disabled=snap is None, on_click=reset_run, width="stretch")
+    # a select box as tall as the buttons, its label inside: the live view starts one row higher
+    obey(cols[5]).selectbox(
+        t("page.pace"),
+        controls.PACE_CHOICES,
+        key="pace",
+        format_func=lambda choice: t("page.pace.choice", pace=controls.pace_label(choice)),
+        on_change=pace_changed,
+        label_visibility="collapsed",
+        help=t("page.pace.help"),
+    )
+
+
+def start_run(gpus: dict) -> None:
+    ss = st.session_state
+    pool = get_pool()
+    ss.start_error, ss.url_errors = None, []
+    try:
+        cfg = run_config(control_values(), gpus)
+        snap = submit_run(cfg)
+    except ConfigError as exc:
+        ss.start_error = controls.error_text(exc)
+        return
+    archive_current()
+    ss.run_id, ss.snap = snap.run_id, snap
+    ss.run_number = pool.run_number(ss.owner, snap.run_id)
+
+
+def _on_run(action: str) -> None:
+    ss = st.session_state
+    if ss.run_id is None:
+        return
+    try:
+        getattr(get_pool(), action)(ss.owner, ss.run_id)
+    except RunNotFound:
+        ss.run_id = None  # already dropped by the pool; the page keeps what it last read
+    if action == "step_once" and ss.ask:
+        await_step()
+
+
+def reset_run() -> None:
+    ss = st.session_state
+    _on_run("forget")
+    archive_current()
+    ss.run_id, ss.snap, ss.start_error = None, None, None
+
+
+def pace_changed() -> None:
+    """The pace is the one setting a run takes live."""
+    ss = st.session_state
+    if ss.run_id is not None:
+        try:
+            get_pool().set_pace(ss.owner, ss.run_id, controls.parse_pace(ss.pace))
+        except RunNotFound:
+            ss.run_id = None

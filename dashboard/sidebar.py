@@ -1,0 +1,173 @@
+"""The sidebar: the language, presets, the data, training, strategy, devices and charts controls, then the
+data source's, the replay's and the classroom's own (dashboard.data, dashboard.classroom)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard.classroom import Obeying, classroom_ui, obey
+from dashboard.data import data_source_ui, replay_ui
+from dashboard.state import KEEP_RUNS, apply_values, clear_overlay, control_values, get_gpus
+from fitcore import i18n, strategies
+from fitcore.config import MAX_WORKERS, OPTIMIZERS
+from fitcore.devices import MAX_VIRTUAL
+from fitcore.i18n import count, t
+from fitcore.view import controls
+
+# the projected page may ask ten times a second: each answer costs the server about a millisecond
+REFRESH_CHOICES = {400: "page.refresh.normal", 100: "page.refresh.projected"}  # catalog keys
+
+
+def sidebar_ui(gpus: dict) -> None:
+    with st.sidebar:
+        language_ui()
+        presets_ui()
+        if data_source_ui():  # a CSV file: the synthetic data's controls out of the way (the seed applies)
+            with st.expander(t("data.synthetic.hidden")):
+                data_controls_ui()
+        else:
+            data_controls_ui()
+        training_controls_ui()
+        strategy_ui()
+        devices_ui(gpus)
+        chart_controls_ui()
+        replay_ui()
+        classroom_ui()
+
+
+def language_ui() -> None:
+    """English or 中文, each written in its own language; the link keeps the choice (`?lang=`)."""
+    st.segmented_control(
+        t("language.name"),
+        list(i18n.LANGUAGES),
+        key="lang",
+        format_func=i18n.LANGUAGES.get,
+        required=True,
+        label_visibility="collapsed",
+    )
+
+
+def presets_ui() -> None:
+    ss = st.session_state
+    match = controls.matching_preset(control_values())
+    ss.preset = match.name if match else "Custom"  # the selectbox follows the controls; names are its ids
+    obey(st).selectbox(
+        t("page.preset"),
+        ["Custom"] + [p.name for p in controls.PRESETS],
+        key="preset",
+        on_change=preset_chosen,
+        format_func=lambda name: t("page.preset.custom") if name == "Custom" else controls.preset(name).title,
+        help=t("page.preset.help"),
+    )
+
+
+def preset_chosen() -> None:
+    ss = st.session_state
+    if ss.preset != "Custom":
+        apply_values(controls.config_values(controls.preset(ss.preset).config), get_gpus())
+        ss.url_errors = []
+
+
+def data_controls_ui() -> None:
+    st.subheader(t("page.data"))
+    obey(st).number_input(
+        t("page.features"),
+        min_value=1,
+        max_value=controls.MAX_FEATURE_CONTROL,
+        step=1,
+        key="n_features",
+        help=t("page.features.help"),
+    )
+    n = st.session_state.n_features
+    cols = st.columns(2)
+    for i in range(n):
+        with cols[i % 2]:
+            obey(st).number_input(t("page.weight", i=i + 1), step=0.1, format="%g", key=f"weight_{i}")
+    left, right = map(Obeying, st.columns(2))
+    left.number_input(t("page.bias"), step=0.1, format="%g", key="bias")
+    right.number_input(t("page.noise"), step=0.1, format="%g", key="noise")
+    left.number_input(t("page.data_size"), step=1, key="data_size")
+    right.number_input(t("page.seed"), step=1, key="seed")
+    obey(st).checkbox(t("page.shuffle"), key="shuffle")
+
+
+def training_controls_ui() -> None:
+    st.subheader(t("page.training"))
+    left, right = map(Obeying, st.columns(2))
+    left.number_input(t("page.batch_size"), step=1, key="batch_size")
+    right.number_input(t("page.epochs"), step=1, key="epochs")
+    left.number_input(t("page.lr"), step=0.05, format="%g", key="lr")
+    right.selectbox(
+        t("page.optimizer"), OPTIMIZERS, key="optimizer", format_func=lambda o: {"adam": "Adam"}.get(o, "SGD")
+    )
+
+
+def strategy_ui() -> None:
+    if st.session_state.classroom.hidden("strategy"):
+        return
+    st.subheader(t("page.strategy"))
+    obey(st).radio(
+        t("page.strategy"),
+        strategies.NAMES,
+        key="strategy",
+        format_func=lambda name: strategies.strategy(name).label,
+        label_visibility="collapsed",
+        help=t("page.strategy.help"),
+    )
+
+
+def devices_ui(gpus: dict) -> None:
+    ss = st.session_state
+    processes = strategies.strategy(ss.strategy).processes  # workers on the CPU, one per GPU with CUDA
+    if ss.classroom.hidden("devices") and (ss.classroom.hidden("workers") or not processes):
+        return
+    st.subheader(t("page.devices"))
+    if gpus:
+        on_cpu = t("page.mode.processes") if processes else t("page.mode.virtual")
+        obey(st).radio(
+            t("page.run_on"),
+            ["cuda", "virtual"],
+            key="device_mode",
+            horizontal=True,
+            format_func=lambda m: t("page.mode.cuda") if m == "cuda" else on_cpu,
+        )
+    else:
+        st.caption(t("page.no_gpu"))
+    if ss.device_mode == "cuda":
+        obey(st).multiselect("GPUs", sorted(gpus), key="gpus", format_func=lambda i: gpus[i].label)
+        if processes:
+            n = len(ss.gpus)
+            st.caption(t("page.gpu.ranks", ranks=count("view.count.rank", n)))
+        else:
+            st.caption(t("page.gpu.dataparallel"))
+    elif processes:
+        obey(st).number_input(
+            t("page.workers"),
+            step=1,
+            key="workers",
+            help=t("page.workers.help", most=MAX_WORKERS),
+        )
+        st.caption(t("page.workers.caption"))
+    else:
+        obey(st).slider(t("page.mode.virtual"), 1, MAX_VIRTUAL, key="virtual_devices")
+        if gpus:  # one GPU is enough to show the split on real CUDA kernels
+            places = ["cpu"] + [f"cuda:{i}" for i in sorted(gpus)]
+            obey(st).radio(t("page.emulate_on"), places, key="emulate_on", horizontal=True)
+        where = t("page.the_cpu") if ss.emulate_on == "cpu" else ss.emulate_on
+        st.caption(t("page.emulated", where=where))
+
+
+def chart_controls_ui() -> None:
+    ss = st.session_state
+    st.subheader(t("page.charts"))
+    st.slider(t("page.smoothing"), 0.0, 0.95, step=0.05, key="smoothing", help=t("page.smoothing.help"))
+    st.selectbox(
+        t("page.refresh"),
+        list(REFRESH_CHOICES),
+        key="refresh_ms",
+        format_func=lambda ms: t(REFRESH_CHOICES[ms]),
+        help=t("page.refresh.help"),
+    )
+    left, right = st.columns([3, 1], vertical_alignment="center")
+    left.toggle(t("page.overlay"), key="overlay", help=t("page.overlay.help", n=KEEP_RUNS))
+    right.button(t("page.clear"), key="clear_overlay", on_click=clear_overlay, disabled=not ss.past)

@@ -1,0 +1,178 @@
+"""The page's session: this browser's owner id, the current run and the last snapshot read, earlier runs,
+the server's pool and GPUs, the teacher's link, and the controls' values to and from the session."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+import streamlit as st
+
+from fitcore import api, i18n, live
+from fitcore.config import FitConfig
+from fitcore.devices import cuda_gpus
+from fitcore.events import Status
+from fitcore.pool import RunNotFound, RunPool, server_pool
+from fitcore.runner import Snapshot
+from fitcore.view import controls, datasource
+
+# The live view asks the server for news this often (ms): a request costs the server well under a millisecond,
+# where a script rerun cost 9-25 ms. A queued run changes only its place in the queue.
+POLL_MS, QUEUED_POLL_MS = 400, 1000
+KEEP_RUNS = 5  # earlier runs of this session kept for the loss chart's overlay
+# widgets that are not always drawn (a hidden widget's value is forgotten by Streamlit unless kept)
+KEPT_WIDGETS = ("virtual_devices", "gpus", "workers", "emulate_on")
+
+
+def get_pool() -> RunPool:
+    """One pool for the whole server: every browser session's runs share its cap and queue."""
+    return server_pool()
+
+
+@st.cache_resource(show_spinner=False)
+def get_gpus() -> dict:
+    """The CUDA GPUs this server sees, by index (empty on a CPU-only machine)."""
+    return {g.index: g for g in cuda_gpus()}
+
+
+def browser_owner() -> str:
+    """This browser's owner id: the pool lets it touch its own runs only.
+
+    The live view keeps it in a cookie, so a reloaded or reopened page (same browser) is the same owner and
+    finds its runs again; a link opened in another browser has no cookie and gets an owner of its own.
+    """
+    return api.owner_of(st.context.cookies) or uuid.uuid4().hex
+
+
+def browser_language() -> str:
+    """The language the browser asks for (`navigator.language`), English where the catalog lacks it."""
+    return i18n.language(st.context.locale) or i18n.DEFAULT
+
+
+def page_language() -> str:
+    """This script run's language: the language control's, or on a session's first run the link's
+    `?lang=` and else the browser's."""
+    ss = st.session_state
+    if ss.get("lang") not in i18n.LANGUAGES:
+        ss.lang = i18n.language(st.query_params.get("lang")) or browser_language()
+    return ss.lang
+
+
+def init_session(gpus: dict) -> None:
+    ss = st.session_state
+    if "owner" in ss:
+        return
+    ss.owner = browser_owner()
+    ss.run_id = get_pool().latest_run(ss.owner)  # a reloaded page shows its run again
+    ss.snap = None  # the last snapshot read: kept when the run ends or the pool drops it
+    ss.past = []  # (label, loss history) of this session's earlier runs
+    ss.start_error = None
+    apply_values(controls.defaults(), gpus)
+    ss.device_mode = "virtual"  # "virtual": on the CPU (emulated devices, or CPU processes); "cuda"
+    ss.pace = controls.DEFAULT_PACE
+    ss.smoothing = 0.0
+    ss.overlay = False  # earlier runs only when asked: the current run is the lesson
+    ss.refresh_ms = POLL_MS
+    if ss.run_id is not None:
+        try:
+            snap = get_pool().snapshot(ss.owner, ss.run_id)
+        except RunNotFound:
+            ss.run_id = None
+        else:  # without a link, the controls are the run's own, so that they match what is shown
+            ss.run_number = get_pool().run_number(ss.owner, ss.run_id)
+            apply_values(controls.config_values(snap.config), gpus)
+            ss.pace = controls.pace_choice(snap.pace)
+    # a link sets the controls (a reload's link is the run's own); bad values are reported, the defaults kept
+    values, pace, errors = controls.from_query(st.query_params.to_dict(), list(gpus.values()))
+    apply_values(values, gpus)
+    if pace is not None:
+        ss.pace = pace
+    ss.url_errors = [controls.error_text(e) for e in errors]
+    init_classroom()
+
+
+def init_classroom() -> None:
+    """The teacher's link: the controls it hides or locks keep the values the page holds now (the link's,
+    where it gave them); the presenter and question modes start as the link says."""
+    ss = st.session_state
+    room, errors = controls.classroom_from_query(st.query_params.to_dict())
+    ss.classroom = room
+    ss.url_errors += [controls.error_text(e) for e in errors]
+    values = control_values()
+    ss.pinned = {name: values[name] for name in room.pinned if name in values}
+    ss.pinned_pace = ss.pace if room.locked("pace") else None
+    ss.presenter, ss.ask = room.presenter, room.ask
+
+
+def pin_classroom(gpus: dict) -> None:
+    """Every run, before the widgets: a hidden or locked control holds the link's value, whatever a preset
+    or the session says."""
+    ss = st.session_state
+    apply_values(ss.pinned, gpus)
+    if ss.pinned_pace is not None:
+        ss.pace = ss.pinned_pace
+
+
+def apply_values(values: dict, gpus: dict) -> None:
+    """Set the controls' widgets from typed config values (a preset, a link, the defaults, a run's)."""
+    for key, value in controls.widget_values(values, list(gpus.values())).items():
+        st.session_state[key] = value
+
+
+def keep_widget_defaults(gpus: dict) -> None:
+    """Streamlit forgets a widget's value while the widget is not drawn: put back a default before drawing."""
+    ss = st.session_state
+    for i in range(ss.n_features):
+        ss.setdefault(f"weight_{i}", 1.0)
+    ss.setdefault("virtual_devices", 2)
+    ss.setdefault("gpus", sorted(gpus))
+    ss.setdefault("workers", FitConfig.workers)
+    ss.setdefault("emulate_on", "cpu")
+    for key in KEPT_WIDGETS:
+        ss[key] = ss[key]  # set through the session, so that switching strategy does not forget it
+    if not gpus:
+        ss.device_mode, ss.emulate_on = "virtual", "cpu"
+
+
+def control_values() -> dict:
+    """The controls' current values, typed like FitConfig's fields (not yet validated)."""
+    return controls.control_values(st.session_state) | data_values()
+
+
+def data_values() -> dict:
+    """The CSV source's config values, or none for the synthetic data."""
+    ss = st.session_state
+    if ss.get("data_source") != "csv" or not ss.get("csv_path"):
+        return {}
+    features = ss.get("csv_features") or []
+    return datasource.csv_values(
+        ss.csv_path, ss.get("csv_target", ""), features, ss.get("csv_standardize", True)
+    )
+
+
+def refresh_snapshot() -> Snapshot | None:
+    """Read the current run from the pool; keep the last snapshot when the pool no longer has it."""
+    ss = st.session_state
+    if ss.run_id is None:
+        return ss.snap
+    try:
+        ss.snap = get_pool().snapshot(ss.owner, ss.run_id)
+    except RunNotFound:
+        ss.run_id = None
+        if ss.snap is not None and ss.snap.active:
+            message = "the server dropped this run: the page did not read it"  # status.message_text reads it
+            ss.snap = dataclasses.replace(ss.snap, status=Status.STOPPED, message=message)
+    return ss.snap
+
+
+def archive_current() -> None:
+    """Keep the current run's loss curve for the overlay before it is replaced or reset."""
+    ss = st.session_state
+    snap = ss.snap
+    if snap is not None and snap.loss_history:
+        label = live.run_title(snap, ss.get("run_number"))
+        ss.past = (ss.past + [(label, snap.loss_history)])[-KEEP_RUNS:]
+
+
+def clear_overlay() -> None:
+    st.session_state.past = []
