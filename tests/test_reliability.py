@@ -195,9 +195,9 @@ def test_many_threads_racing_never_train_beyond_the_cap(make_pool, fake_clock):
     for t in threads:
         t.join(60)
     assert errors == []
-    pool.shutdown()
+    assert pool.shutdown()  # every run's thread ended, those reset or reaped a moment ago too
 
-    assert all(run.done for run in made)
+    assert all(run.done and run.ended for run in made)
     assert gauge.now == 0
     assert gauge.most == cap  # the cap was reached, and never passed
     assert pool.counts()["max_active_seen"] == cap
