@@ -115,7 +115,7 @@ class RunPool:
             self._seen[run.run_id] = self.clock()
             self._latest[owner] = run.run_id
             self._counts[owner] = self._numbers[run.run_id] = self._counts.get(owner, 0) + 1
-            self._unended = {r for r in self._unended if not r.ended}
+            self._forget_ended()
             self._unended.add(run)
             closing = self._closed.is_set()  # under the lock: shutdown has taken its list of runs, or will
             if not closing:
@@ -258,6 +258,7 @@ class RunPool:
             entries = [(rid, self._runs.get(rid)) for rid in idle + closed]
             for rid, _ in entries:
                 self._drop(rid)
+            self._forget_ended()  # a quiet server lets go of ended runs too, not only at the next submit
         for rid, entry in entries:
             if entry is None:
                 continue
@@ -281,6 +282,10 @@ class RunPool:
             del self._latest[owner]  # nothing to find again: the map holds only runs the pool keeps
         if run in self._queue:
             self._queue.remove(run)
+
+    def _forget_ended(self) -> None:
+        """Let go of runs whose threads have ended (under the lock): shutdown has nothing left to wait for."""
+        self._unended = {run for run in self._unended if not run.ended}
 
     def _reap_forever(self) -> None:
         while not self._closed.wait(self.reap_interval):
