@@ -103,7 +103,8 @@ class Gauge:
                 self.calls += 1
                 self.most = max(self.most, self.now)
                 self.lock.notify_all()
-                self.lock.wait_for(lambda: self.now >= hold_until, timeout=30)
+                # `most`, not `now`: by the time a held trainer wakes, another may have finished already
+                self.lock.wait_for(lambda: self.most >= hold_until, timeout=30)
             status, message, done = FINISHED, "finished", 0
             try:
                 while done < steps:
