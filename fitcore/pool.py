@@ -107,6 +107,9 @@ class RunPool:
         self._counts: dict[str, int] = {}  # owner -> runs it has submitted
         self._queue: deque[Run] = deque()
         self._active: set[str] = set()
+        # every run until its thread has ended, kept or not: a run reset or reaped a moment ago may still be
+        # ending in its thread, and shutdown must stop and wait for it too
+        self._unended: set[Run] = set()
         self.max_active_seen = 0
         self._closed = threading.Event()
         self._reaper = threading.Thread(target=self._reap_forever, name="fitcore-reaper", daemon=True)
@@ -154,9 +157,15 @@ class RunPool:
         with self._lock:
             self._runs[run.run_id] = (owner, run)
             self._seen[run.run_id] = self.clock()
-            self._queue.append(run)
             self._latest[owner] = run.run_id
             self._counts[owner] = self._numbers[run.run_id] = self._counts.get(owner, 0) + 1
+            self._forget_ended()
+            self._unended.add(run)
+            closing = self._closed.is_set()  # under the lock: shutdown has taken its list of runs, or will
+            if not closing:
+                self._queue.append(run)
+        if closing:
+            run.stop("the server is shutting down")  # never started: it ends here
         self._schedule()
         return self._read(run)  # not through _get: the reaper may already have dropped it
 
@@ -239,17 +248,22 @@ class RunPool:
     def closed(self) -> bool:
         return self._closed.is_set()
 
-    def shutdown(self, timeout: float = 10.0) -> None:
-        """Stop every run and the reaper; wait for their threads."""
+    def shutdown(self, timeout: float = 10.0) -> bool:
+        """Stop every run and the reaper and wait for their threads; True if all ended within `timeout`.
+
+        Every run means every run whose thread has not ended, kept or not: one reset or reaped a moment
+        ago may still be finishing its step. A run submitted afterwards is stopped before it starts.
+        """
+        deadline = time.monotonic() + timeout
         self._closed.set()
         with self._lock:
-            runs = [run for _, run in self._runs.values()]
+            runs = list(self._unended)
             self._queue.clear()
         for run in runs:
             run.stop("the server is shutting down")
-        for run in runs:
-            run.wait(timeout)
-        self._reaper.join(timeout)
+        ended = all([run.join(max(0.0, deadline - time.monotonic())) for run in runs])
+        self._reaper.join(max(0.0, deadline - time.monotonic()))
+        return ended and not self._reaper.is_alive()
 
     # -- inside -----------------------------------------------------------------------------------
     def _get(self, owner: str, run_id: str) -> Run:
@@ -263,7 +277,7 @@ class RunPool:
         """Start queued runs while slots are free."""
         to_start = []
         with self._lock:
-            while self._queue and len(self._active) < self.settings.max_active:
+            while not self._closed.is_set() and self._queue and len(self._active) < self.settings.max_active:
                 run = self._queue.popleft()
                 self._active.add(run.run_id)
                 to_start.append(run)
@@ -288,6 +302,7 @@ class RunPool:
             entries = [(rid, self._runs.get(rid)) for rid in idle + closed]
             for rid, _ in entries:
                 self._drop(rid)
+            self._forget_ended()  # a quiet server lets go of ended runs too, not only at the next submit
         for rid, entry in entries:
             if entry is None:
                 continue
@@ -312,6 +327,10 @@ class RunPool:
         if run in self._queue:
             self._queue.remove(run)
 
+    def _forget_ended(self) -> None:
+        """Let go of runs whose threads have ended (under the lock): shutdown has nothing left to wait for."""
+        self._unended = {run for run in self._unended if not run.ended}
+
     def _reap_forever(self) -> None:
         while not self._closed.wait(self.reap_interval):
             self.reap()
@@ -335,10 +354,12 @@ def server_pool() -> RunPool:
         return _server_pool
 
 
-def close_server_pool(timeout: float = 10.0) -> None:
-    """Shut the process's pool down and forget it; the next server_pool() reads FITCORE_* afresh."""
+def close_server_pool(timeout: float = 10.0) -> bool:
+    """Shut the process's pool down and forget it; the next server_pool() reads FITCORE_* afresh.
+
+    True if every run's thread ended within `timeout` (or there was no pool).
+    """
     global _server_pool
     with _server_pool_lock:
         pool, _server_pool = _server_pool, None
-    if pool is not None:
-        pool.shutdown(timeout)
+    return pool is None or pool.shutdown(timeout)

@@ -164,7 +164,13 @@ class Run:
                 return self
             self._status, self._message = Status.RUNNING, "starting"
             self._thread = threading.Thread(target=self._work, name=f"fitcore-{self.run_id}", daemon=True)
-        self._thread.start()
+        try:
+            self._thread.start()
+        except RuntimeError as exc:  # no thread to be had: the run must still end, or its slot stays taken
+            with self._lock:
+                self._thread = None
+                self._status, self._message = Status.FAILED, f"could not start its thread: {exc}"
+            self._finish()
         return self
 
     def pause(self) -> None:
@@ -194,9 +200,28 @@ class Run:
         """Block until the run has ended; True if it has."""
         return self._done.wait(timeout)
 
+    def join(self, timeout: float | None = None) -> bool:
+        """Block until the run has ended and its thread has exited too; True if both happened in time.
+
+        The thread outlives `done` by a little: it still calls on_done, which may start the next run.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._done.wait(timeout):
+            return False
+        thread = self._thread  # done and a thread: that thread set done, so it was started
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return self.ended
+
     @property
     def done(self) -> bool:
         return self._done.is_set()
+
+    @property
+    def ended(self) -> bool:
+        """Done, and its thread (if it had one) has exited: nothing of this run runs any more."""
+        thread = self._thread
+        return self._done.is_set() and (thread is None or not thread.is_alive())
 
     @property
     def thread(self) -> threading.Thread | None:

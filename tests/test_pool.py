@@ -103,7 +103,12 @@ def test_queue_is_first_come_first_served(make_pool):
     def positions():
         return [pool.snapshot(o, i).queue_position for o, i in zip(owners, ids)]
 
-    wait_for(lambda: gates.started == [1, 2])
+    def started():
+        # runs 1 and 2 start together, and their threads reach the trainer in either order; after them
+        # one slot frees at a time, so the order of the rest is the queue's
+        return sorted(gates.started[:2]) + gates.started[2:]
+
+    wait_for(lambda: started() == [1, 2])
     assert positions() == [None, None, 1, 2, 3]
     third = pool.snapshot(owners[2], ids[2])
     assert third.status == "queued"
@@ -111,15 +116,15 @@ def test_queue_is_first_come_first_served(make_pool):
     assert pool.snapshot(owners[4], ids[4]).message.startswith("waiting: 3 runs ahead")
 
     gates.release(1)
-    wait_for(lambda: gates.started == [1, 2, 3])
+    wait_for(lambda: started() == [1, 2, 3])
     assert positions() == [None, None, None, 1, 2]
     gates.release(3)
-    wait_for(lambda: gates.started == [1, 2, 3, 4])
+    wait_for(lambda: started() == [1, 2, 3, 4])
     assert positions() == [None, None, None, None, 1]
     for seed in (2, 4, 5):
         gates.release(seed)
     wait_for(lambda: pool.counts()["active"] == 0)
-    assert gates.started == [1, 2, 3, 4, 5]
+    assert started() == [1, 2, 3, 4, 5]
     assert [pool.snapshot(o, i).status for o, i in zip(owners, ids)] == ["finished"] * 5
     assert pool.counts()["max_active_seen"] == 2
 
@@ -272,6 +277,69 @@ def test_shutdown_stops_running_and_queued_runs(no_leftover_threads):
     assert gates.started == [1]  # the queued run was not started by the running one's end
     assert pool.counts()["queued"] == 0
     assert (pool.snapshot("alice", running).status, pool.snapshot("bob", queued).status) == ("stopped",) * 2
+
+
+class Lingering:
+    """A trainer that runs until stopped, then holds its thread until let go: a run still ending."""
+
+    def __init__(self):
+        self.stopped, self.let_go = threading.Event(), threading.Event()
+        self.runs: list[Run] = []
+
+    def trainer(self, cfg, on_event, control, plan=None) -> RunEnded:
+        wait_for(lambda: control.stopped, what="the run to be stopped")
+        self.stopped.set()
+        assert self.let_go.wait(60), "the test never let the run end"
+        ended = RunEnded("stopped", control.stop_reason, 0, (), 0.0, None, 0.0)
+        on_event(ended)
+        return ended
+
+    def factory(self, cfg, **kwargs) -> Run:
+        run = Run(cfg, trainer=self.trainer, **kwargs)
+        self.runs.append(run)
+        return run
+
+
+def reset(pool, clock, run_id):
+    pool.forget("alice", run_id)
+
+
+def reaped(pool, clock, run_id):
+    clock.advance(61)
+    assert pool.reap() == [run_id]
+
+
+@pytest.mark.parametrize("leave", [reset, reaped])
+def test_shutdown_waits_for_a_run_that_left_the_pool_while_its_thread_still_ends(
+    no_leftover_threads, fake_clock, leave
+):
+    lingering = Lingering()
+    settings = PoolSettings(max_active=1, idle_timeout=60)
+    pool = RunPool(settings, clock=fake_clock, reap_interval=FAR, run_factory=lingering.factory)
+    run_id = pool.submit("alice", small(1)).run_id
+    leave(pool, fake_clock, run_id)
+    with pytest.raises(RunNotFound):
+        pool.snapshot("alice", run_id)
+    assert lingering.stopped.wait(30)
+    [run] = lingering.runs
+    # its thread cannot end yet: shutdown must say so rather than return as if the server were quiet
+    assert pool.shutdown(timeout=0.05) is False
+    assert not run.done and run.thread.is_alive()
+    lingering.let_go.set()
+    assert pool.shutdown() is True
+    assert run.done and not run.thread.is_alive()
+
+
+def test_a_run_submitted_after_shutdown_never_starts(no_leftover_threads):
+    gates = Gates()
+    pool = RunPool(PoolSettings(max_active=1), reap_interval=FAR, run_factory=gates.factory)
+    assert pool.shutdown() is True
+    snap = pool.submit("alice", small(1))
+    assert (snap.status, snap.queue_position) == ("stopped", None)
+    assert snap.message == "the server is shutting down before it started"
+    [run] = gates.runs
+    assert run.done and run.thread is None and gates.started == []
+    assert pool.counts() == {"active": 0, "queued": 0, "kept": 1, "max_active_seen": 0}
 
 
 # -- PoolSettings.from_env ------------------------------------------------------------------------------

@@ -91,15 +91,20 @@ class Gauge:
     """Counts trainers inside their loop at this moment, and the most there ever were."""
 
     def __init__(self):
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
         self.now = self.most = self.calls = 0
 
-    def trainer(self, steps: int):
+    def trainer(self, steps: int, hold_until: int = 0):
+        """A trainer of `steps` short steps; first it waits until `hold_until` trainers are inside at once."""
+
         def fake_train(cfg, on_event, control, plan=None) -> RunEnded:
             with self.lock:
                 self.now += 1
                 self.calls += 1
                 self.most = max(self.most, self.now)
+                self.lock.notify_all()
+                # `most`, not `now`: by the time a held trainer wakes, another may have finished already
+                self.lock.wait_for(lambda: self.most >= hold_until, timeout=30)
             status, message, done = FINISHED, "finished", 0
             try:
                 while done < steps:
@@ -111,6 +116,7 @@ class Gauge:
             finally:
                 with self.lock:
                     self.now -= 1
+                    self.lock.notify_all()
             ended = RunEnded(status, message, done, (0.0,), 0.0, None, 0.0)
             on_event(ended)
             return ended
@@ -138,13 +144,17 @@ def wait_ended(pool: RunPool, owner: str, run_id: str, timeout: float = 20.0):
 
 
 # -- 1. concurrency ---------------------------------------------------------------------------------
+WARM_UP = 1000  # seeds from here on are the warm-up's; the sessions draw theirs below it
+
+
 def test_many_threads_racing_never_train_beyond_the_cap(make_pool, fake_clock):
     """12 sessions race submit / read / pause / resume / stop / reset / reap while the reaper runs."""
     cap, gauge, clock, made = 3, Gauge(), fake_clock, []
     lock = threading.Lock()
 
     def factory(cfg, **kw):
-        run = Run(cfg, trainer=gauge.trainer(steps=5 + cfg.seed % 25), **kw)
+        hold = cap if cfg.seed >= WARM_UP else 0
+        run = Run(cfg, trainer=gauge.trainer(steps=5 + cfg.seed % 25, hold_until=hold), **kw)
         with lock:
             made.append(run)
         return run
@@ -155,6 +165,11 @@ def test_many_threads_racing_never_train_beyond_the_cap(make_pool, fake_clock):
         reap_interval=0.002,
         run_factory=factory,
     )
+    # first the cap is reached on purpose, whatever the scheduler does: cap runs whose trainers wait until
+    # all cap train at once (the race alone reaches it only by luck)
+    for k in range(cap):
+        pool.submit("warm-up", tiny(seed=WARM_UP + k))
+    assert all([run.wait(30) for run in made]) and gauge.most == cap
     start, errors, ids_by_owner = threading.Barrier(12), [], {}
 
     def session(i: int) -> None:
@@ -195,9 +210,9 @@ def test_many_threads_racing_never_train_beyond_the_cap(make_pool, fake_clock):
     for t in threads:
         t.join(60)
     assert errors == []
-    pool.shutdown()
+    assert pool.shutdown()  # every run's thread ended, those reset or reaped a moment ago too
 
-    assert all(run.done for run in made)
+    assert all(run.done and run.ended for run in made)
     assert gauge.now == 0
     assert gauge.most == cap  # the cap was reached, and never passed
     assert pool.counts()["max_active_seen"] == cap

@@ -282,6 +282,35 @@ def test_stop_a_run_that_never_started():
     assert run.thread is None and run.snapshot().status == "stopped"
 
 
+def test_a_run_whose_thread_cannot_start_fails_and_ends(monkeypatch):
+    def no_thread(self):
+        raise RuntimeError("can't start new thread")
+
+    done = []
+    run = make_run(on_done=done.append)
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    run.start()
+    monkeypatch.undo()
+    assert run.done and run.ended and run.join(0) and run.thread is None and done == [run]
+    snap = run.snapshot()
+    assert (snap.status, snap.message) == ("failed", "could not start its thread: can't start new thread")
+
+
+def test_join_waits_for_the_thread_after_done():
+    """done comes before its thread's end (on_done, which may start another run): join waits for both."""
+    in_on_done, let_go = threading.Event(), threading.Event()
+
+    def on_done(run):
+        in_on_done.set()
+        assert let_go.wait(30)
+
+    run = make_run(cfg={"epochs": 1}, on_done=on_done).start()
+    assert in_on_done.wait(60)
+    assert run.done and not run.ended and run.join(0.01) is False
+    let_go.set()
+    assert run.join(30) and run.ended and not run.thread.is_alive()
+
+
 def test_time_limit_through_run(fake_clock):
     run = make_run(
         cfg={"epochs": 100000, "devices": "cpu"}, pace=200, max_seconds=10, clock=fake_clock
