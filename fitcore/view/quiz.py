@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, NamedTuple, Sequence
 
-from fitcore import i18n
+from fitcore import i18n, strategies
 from fitcore.config import FitConfig
 from fitcore.events import Step
 from fitcore.live import ITEMSIZE, short_label
@@ -84,7 +84,7 @@ def rows_question(step: Step, cfg: FitConfig, labels: Sequence[str]) -> Question
     device = short_label(replica.device)
     others = [size, batch // k, batch, size - 1, size + 1, batch - replica.rows, replica.rows + 1]
     others = [n for n in others if n > 0]
-    ddp = cfg.strategy == "ddp"
+    ddp = strategies.of(cfg).processes  # one process per rank: each takes ceil(B / K) rows of its own shard
     ask = text("classroom.q.rows_ddp" if ddp else "classroom.q.rows", step=step.step, batch=batch, k=k,
                device=device)  # fmt: skip
     if ddp:
@@ -174,7 +174,7 @@ def questions(step: Step, cfg: FitConfig, labels: Sequence[str], extra: dict | N
         extra: Snapshot.extra, where DDP's shards are.
     """
     out = [rows_question(step, cfg, labels)] if step.replicas else []
-    if cfg.strategy == "ddp":
+    if strategies.of(cfg).processes:  # ranks with shards: the padded duplicates are the question
         shards = (extra or {}).get("shards")
         if shards and shards["padding"] and len(labels) > 1:
             out.append(padded_question(step, cfg, labels, shards))
