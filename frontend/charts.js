@@ -13,8 +13,8 @@ import {
 
 const CHART_H = 180;
 const MARGIN = { l: 58, r: 14, t: 14, b: 26, pad: 0 };
-const COLUMNS = 1000;        // a history longer than two points a column is thinned to each column's extremes
-const MAX_TRACE = 6000;      // appended points up to this many in a trace; then it is thinned again
+const COLUMNS = 500;         // a history longer than two points a column is thinned to each column's extremes
+const MAX_TRACE = 2000;      // appended points up to this many in a trace; then it is thinned again
 const RAW_COLOUR = "#9aa5b1";  // the unsmoothed loss, behind the smoothed one
 const GRID = "#eef0f3";
 const AXIS = "#8a94a0";
