@@ -20,7 +20,6 @@ import math
 import platform
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable
@@ -29,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 from fitcore import i18n, strategies
-from fitcore.cliparse import Parser, language_of
+from fitcore.cliparse import Parser, command
 from fitcore.config import FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.devices import GPU, cuda_gpus, parse_devices
@@ -453,14 +452,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None, machine: Machine | None = None) -> int:
+@command
+def main(argv: list[str], machine: Machine | None = None) -> int:
     """`python -m fitcore check [--json] [--lang zh]`; returns the exit status."""
-    argv = sys.argv[1:] if argv is None else argv
-    with i18n.using(language_of(argv)):
-        return _main(argv, machine)
-
-
-def _main(argv: list[str], machine: Machine | None) -> int:
     args = build_parser().parse_args(argv)
     i18n.set_language(args.lang or i18n.current())
     machine = safe_probe() if machine is None else machine

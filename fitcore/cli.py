@@ -11,7 +11,7 @@ import sys
 from dataclasses import fields
 
 from fitcore import i18n, strategies
-from fitcore.cliparse import Parser, error_line, language_of
+from fitcore.cliparse import Parser, command, error_line
 from fitcore.config import ConfigError, FitConfig, integer_range, validate
 from fitcore.console import data_lines, final_lines, group_line, shard_lines, summary_lines
 from fitcore.csvdata import data_result
@@ -130,14 +130,9 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    # the language first: --lang, else LANG; the subcommands choose theirs from the same arguments
-    with i18n.using(language_of(argv)):
-        return _main(argv)
-
-
-def _main(argv: list[str]) -> int:
+@command  # the language first: --lang, else LANG; the subcommands choose theirs from the same arguments
+def main(argv: list[str]) -> int:
+    """`python -m fitcore [flags]` and its subcommands; returns the exit status."""
     if argv[:1] == ["check"]:  # the subcommands; every other command line parses as it always has
         from fitcore.check import main as check_main
 
@@ -171,13 +166,9 @@ def _check_print_every(every: int) -> None:
         raise ConfigError("--print-every", every, integer_range(1, None))
 
 
+@command
 def replay_main(argv: list[str]) -> int:
     """`python -m fitcore replay run.fitrec`: the recorded run's lines, JSON, trace, as the live run gave."""
-    with i18n.using(language_of(argv)):
-        return _replay(argv)
-
-
-def _replay(argv: list[str]) -> int:
     p = Parser(prog="python -m fitcore replay", description=t("cli.replay.description"))
     p.add_argument("recording", help=t("cli.help.recording"))
     p.add_argument("--print-every", type=_count, default=1, help=t("cli.help.replay_print_every"))

@@ -8,8 +8,10 @@ before the parser is built, because argparse takes the help texts when the flags
 from __future__ import annotations
 
 import argparse
+import functools
+import sys
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 from fitcore import i18n
 from fitcore.i18n import t
@@ -69,6 +71,19 @@ def language_of(argv: list[str]) -> str:
         if (arg == "--lang" or arg.startswith("--lang=")) and i18n.language(value):
             return i18n.language(value)
     return i18n.from_env()
+
+
+def command(body: Callable[..., int]) -> Callable[..., int]:
+    """A command's main(argv=None, ...): `body(argv, ...)` in the language its command line asks for (--lang,
+    else LANG), set inside the call only, so a caller (a test, the page) keeps its own language."""
+
+    @functools.wraps(body)
+    def main(argv: list[str] | None = None, *args, **kwargs) -> int:
+        argv = sys.argv[1:] if argv is None else argv
+        with i18n.using(language_of(argv)):
+            return body(argv, *args, **kwargs)
+
+    return main
 
 
 class Parser(argparse.ArgumentParser):

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch.utils.data import DistributedSampler
 
 from fitcore import i18n
-from fitcore.cliparse import Parser, error_line, language_of
+from fitcore.cliparse import Parser, command, error_line
 from fitcore.config import FitConfig, _parse_bool
 from fitcore.data import make_data
 from fitcore.devices import DevicePlan, parse_devices
@@ -446,14 +446,9 @@ def _flag(exc: ConfigError) -> str:
     return exc.named(toggles[exc.field]) if exc.field in toggles else flag_error(exc)
 
 
-def main(argv: list[str] | None = None) -> int:
+@command
+def main(argv: list[str]) -> int:
     """`python -m fitcore compare [training flags] [toggles] [--json]`; returns the exit status."""
-    argv = sys.argv[1:] if argv is None else argv
-    with i18n.using(language_of(argv)):
-        return _main(argv)
-
-
-def _main(argv: list[str]) -> int:
     from fitcore.cli import config_from_args
 
     args = build_parser().parse_args(argv)

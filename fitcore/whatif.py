@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Sequence
 
 from fitcore import i18n
-from fitcore.cliparse import Parser, error_line, language_of
+from fitcore.cliparse import Parser, command, error_line
 from fitcore.config import FitConfig
 from fitcore.errors import ConfigError, Listed, Text
 from fitcore.i18n import t
@@ -421,14 +421,9 @@ def projection(args: argparse.Namespace, measured: Measured) -> dict:
     return to_dict(measured, rows, link, memory, flops)
 
 
-def main(argv: list[str] | None = None) -> int:
+@command
+def main(argv: list[str]) -> int:
     """`python -m fitcore whatif [training flags] [projection flags] [--json]`; returns the exit status."""
-    argv = sys.argv[1:] if argv is None else argv
-    with i18n.using(language_of(argv)):
-        return _main(argv)
-
-
-def _main(argv: list[str]) -> int:
     from fitcore.cli import config_from_args, flag_error
 
     args = build_parser().parse_args(argv)
