@@ -270,7 +270,7 @@ def test_every_key_the_page_names_is_in_the_catalog():
 
     built = [f"view.status.{s}" for s in Status] + [f"page.title.{s}" for s in strategies.NAMES]
     built += [f"page.explain.{s}" for s in strategies.NAMES] + [f"explain.{s}" for s in strategies.NAMES]
-    built += [f"view.field.{f}" for f in controls.FIELD_LABELS]
+    built += [f"view.field.{f}" for f in controls.LABELLED_FIELDS]
     built += [f"view.preset.{p.key}.{part}" for p in controls.PRESETS for part in ("name", "lesson")]
     assert [k for k in built if k not in catalog] == []
 

@@ -34,26 +34,12 @@ CONTROL_FIELDS = (
     "workers",
 )
 
-# What each field is called on the page (English; field_label gives the page's language), for error messages
-# that name both the control and the field.
-FIELD_LABELS = {
-    "weights": "True weights",
-    "bias": "True bias",
-    "noise": "Noise",
-    "data_size": "Data size",
-    "batch_size": "Batch size",
-    "epochs": "Epochs",
-    "lr": "Learning rate",
-    "optimizer": "Optimizer",
-    "shuffle": "Shuffle",
-    "seed": "Seed",
-    "devices": "Devices",
-    "strategy": "Strategy",
-    "workers": "Workers",
-    "pace": "Pace",
-    "lang": "Language",
-    "preset": "Preset",
-}
+# The fields the page names by a label of their own (the catalog's `view.field.<name>`: "Batch size",
+# "批大小"), for error messages that name both the control and the field.
+LABELLED_FIELDS = (
+    "weights", "bias", "noise", "data_size", "batch_size", "epochs", "lr", "optimizer", "shuffle", "seed",
+    "devices", "strategy", "workers", "pace", "lang", "preset",
+)  # fmt: skip
 
 # A widget can hold more features than a run may use, so that asking for too many gets validate()'s message.
 MAX_FEATURE_CONTROL = 2 * MAX_FEATURES
@@ -67,7 +53,7 @@ DEFAULT_PACE = "20"  # the tutorial's 200 steps take ten seconds on screen
 
 def field_label(name: str) -> str:
     """What the page calls a field, in the current language ("Batch size", "批大小")."""
-    return t(f"view.field.{name}") if name in FIELD_LABELS else name
+    return t(f"view.field.{name}") if name in LABELLED_FIELDS else name
 
 
 def error_text(exc: ConfigError) -> str:
