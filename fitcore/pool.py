@@ -149,7 +149,7 @@ class RunPool:
 
         run = self._run_factory(
             recording.config, pace=pace, max_seconds=self.settings.limits.max_seconds, on_done=self._done,
-            trainer=replayer(recording), source_label=recording.label,
+            trainer=replayer(recording), source_label=recording.short_label,
         )  # fmt: skip
         return self._enqueue(owner, run)
 

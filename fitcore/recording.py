@@ -69,8 +69,9 @@ def machine() -> dict[str, Any]:
     }
 
 
-def machine_label(header: dict[str, Any]) -> str:
-    """What the page labels a replay with: "recorded on 2 x NVIDIA H100 (CUDA 12.4, torch 2.13.0) on ..."."""
+def machine_label(header: dict[str, Any], detail: bool = True) -> str:
+    """What a replay is labelled with: "recorded on 2 x NVIDIA H100 (CUDA 12.4, torch 2.13.0) on ...", or with
+    detail=False the page's short form, "recorded on 2 x NVIDIA H100 on ...", which fits its status line."""
     m = header.get("machine")
     m = m if isinstance(m, dict) else {}
     gpus = [str(g) for g in m.get("gpus") or [] if isinstance(m.get("gpus"), list)]
@@ -79,8 +80,12 @@ def machine_label(header: dict[str, Any]) -> str:
     if gpus:
         names = sorted(set(gpus))
         where = ", ".join(f"{gpus.count(n)} x {n}" for n in names)
+        if not detail:
+            return t("recording.on.gpus_short", gpus=where, date=date)
         return t("recording.on.gpus", gpus=where, cuda=m.get("cuda"), torch=torch, date=date)
     if m:
+        if not detail:
+            return t("recording.on.cpu_short", date=date)
         return t("recording.on.cpu", cpu=m.get("cpu", "?"), os=m.get("os", "?"), torch=torch, date=date)
     return t("recording.on.unknown", date=date)
 
@@ -341,6 +346,11 @@ class Recording(NamedTuple):
     @property
     def label(self) -> str:
         return machine_label(self.header)
+
+    @property
+    def short_label(self) -> str:
+        """The label without the versions: the page's status line and run label."""
+        return machine_label(self.header, detail=False)
 
 
 def _header(path: str, line: str) -> dict[str, Any]:

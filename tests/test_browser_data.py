@@ -41,7 +41,7 @@ def test_upload_a_csv_train_it_then_replay_a_recording(server, context):
     page.get_by_role("button", name="Record (.fitrec)").wait_for()
     page.get_by_role("button", name="Trace (Chrome JSON)").wait_for()
 
-    label = recording.read(str(EXAMPLE)).label  # the first example is the replay's default choice
+    label = recording.read(str(EXAMPLE)).short_label  # the first example is the replay's default choice
     sidebar.get_by_role("button", name="Replay").click()
     wait_for(lambda: label in status(page), 30, interval=0.2, what="the replay's label in the status line")
     wait_for(lambda: status(page).startswith("Finished"), 60, interval=0.2, what="the replay to finish")

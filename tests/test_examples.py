@@ -20,6 +20,9 @@ def test_the_examples_include_a_real_gpu_recording():
     gpus = {p.name: read(str(p)).header["machine"].get("gpus") for p in EXAMPLES}
     assert gpus["h200-virtual4-cuda.fitrec"] == ["NVIDIA H200"]
     assert gpus["h200-cuda0.fitrec"] == ["NVIDIA H200"]
+    rec = read(str(EXAMPLES[0].parent / "h200-virtual4-cuda.fitrec"))
+    assert rec.label == "recorded on 1 x NVIDIA H200 (CUDA 13.0, torch 2.11.0+cu130) on 2026-12-04"
+    assert rec.short_label == "recorded on 1 x NVIDIA H200 on 2026-12-04"  # the page's status line
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
