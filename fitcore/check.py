@@ -27,7 +27,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from fitcore import i18n, strategies
+from fitcore import strategies
 from fitcore.cliparse import Parser, command
 from fitcore.config import FitConfig, validate
 from fitcore.data import least_squares, make_data
@@ -456,7 +456,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str], machine: Machine | None = None) -> int:
     """`python -m fitcore check [--json] [--lang zh]`; returns the exit status."""
     args = build_parser().parse_args(argv)
-    i18n.set_language(args.lang or i18n.current())
     machine = safe_probe() if machine is None else machine
     results = [run_row(row) for row in plan_rows(machine)]
     if args.json:

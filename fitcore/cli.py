@@ -10,7 +10,7 @@ import signal
 import sys
 from dataclasses import fields
 
-from fitcore import i18n, strategies
+from fitcore import strategies
 from fitcore.cliparse import Parser, command, error_line
 from fitcore.config import ConfigError, FitConfig, integer_range, validate
 from fitcore.console import data_lines, final_lines, group_line, shard_lines, summary_lines
@@ -144,7 +144,6 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["replay"]:
         return replay_main(argv[1:])
     args = build_parser().parse_args(argv)
-    i18n.set_language(args.lang or i18n.current())  # an abbreviated --la zh, which argparse accepts
     try:
         cfg = config_from_args(args)
         if args.record:
@@ -174,7 +173,6 @@ def replay_main(argv: list[str]) -> int:
     p.add_argument("--print-every", type=_count, default=1, help=t("cli.help.replay_print_every"))
     add_output_flags(p)
     args = p.parse_args(argv)
-    i18n.set_language(args.lang or i18n.current())
     try:
         _check_print_every(args.print_every)
         if args.record:

@@ -97,7 +97,10 @@ class Parser(argparse.ArgumentParser):
 
     def parse_args(self, args=None, namespace=None):  # noqa: D102 - argparse's, in the current language
         with argparse_words():
-            return super().parse_args(args, namespace)
+            parsed = super().parse_args(args, namespace)
+        if parsed.lang:  # what --lang (or argparse's abbreviation, --la zh) chose, for the rest of the command
+            i18n.set_language(parsed.lang)
+        return parsed
 
     def format_help(self) -> str:
         with argparse_words():

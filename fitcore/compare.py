@@ -30,7 +30,6 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DistributedSampler
 
-from fitcore import i18n
 from fitcore.cliparse import Parser, command, error_line
 from fitcore.config import FitConfig, _parse_bool
 from fitcore.data import make_data
@@ -452,7 +451,6 @@ def main(argv: list[str]) -> int:
     from fitcore.cli import config_from_args
 
     args = build_parser().parse_args(argv)
-    i18n.set_language(args.lang or i18n.current())
     try:
         cfg = config_from_args(args)
         toggles = Toggles(

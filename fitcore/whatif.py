@@ -29,7 +29,6 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from fitcore import i18n
 from fitcore.cliparse import Parser, command, error_line
 from fitcore.config import FitConfig
 from fitcore.errors import ConfigError, Listed, Text
@@ -427,7 +426,6 @@ def main(argv: list[str]) -> int:
     from fitcore.cli import config_from_args, flag_error
 
     args = build_parser().parse_args(argv)
-    i18n.set_language(args.lang or i18n.current())
     try:
         cfg = config_from_args(args)
         if cfg.strategy != "dataparallel":
