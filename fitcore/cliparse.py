@@ -98,7 +98,7 @@ class Parser(argparse.ArgumentParser):
     def parse_args(self, args=None, namespace=None):  # noqa: D102 - argparse's, in the current language
         with argparse_words():
             parsed = super().parse_args(args, namespace)
-        if parsed.lang:  # what --lang (or argparse's abbreviation, --la zh) chose, for the rest of the command
+        if parsed.lang:  # what --lang (or argparse's abbreviation, --la zh) chose, for the rest of the run
             i18n.set_language(parsed.lang)
         return parsed
 
