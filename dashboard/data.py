@@ -66,7 +66,7 @@ def csv_columns_ui() -> None:
     path = ss.csv_path
     if ss.get("csv_preview") is None or ss.csv_preview[0] != path:
         try:
-            ss.csv_preview = (path, *csvdata_preview(path))
+            ss.csv_preview = (path, *datasource.csvdata.preview(path))
         except ConfigError:
             ss.csv_preview = (path, None, None)  # the run's validation names what is wrong, once
     _, names, rows = ss.csv_preview
@@ -86,10 +86,6 @@ def csv_columns_ui() -> None:
     fit_batch_to_file()
     st.caption(t("data.preview", n=len(rows), file=os.path.basename(path)))
     st.dataframe(pd.DataFrame(datasource.preview_rows(names, rows)), hide_index=True, key="csv_preview_table")
-
-
-def csvdata_preview(path: str):
-    return datasource.csvdata.preview(path)
 
 
 def fit_batch_to_file() -> None:

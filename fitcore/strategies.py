@@ -25,14 +25,11 @@ class Strategy:
 
     name: str  # the value of FitConfig.strategy
     label: str  # what the page and the messages call it
-    title: str  # the page's title while it is chosen
-    devices_help: str  # what `devices` means for it
     processes: bool  # one process per worker: `workers` applies, `cpu` means workers CPU processes
     steps_per_epoch: Callable[[FitConfig], int]  # optimizer steps per epoch (pure arithmetic)
     trainer: str  # "module:function" of its train(cfg, on_event, control, plan=...) -> RunEnded
     lines: str  # "module:function" of its console lines for one Step
     explanation: str  # "module:NAME" of its Markdown for the page
-    explanation_title: str  # the title of the page's expander that holds it
     step_bytes: str  # "module:function" of bytes(rows, k, d, itemsize): one step's bytes on k devices
     view: str  # its module in fitcore.view: planned step, the page's panels, parallelism, console frame
     drawer: str  # the key of its step picture's drawer in the browser (frontend/), sent with every picture
@@ -85,14 +82,11 @@ STRATEGIES: dict[str, Strategy] = {
         Strategy(
             name="dataparallel",
             label="DataParallel",
-            title="How DataParallel splits a batch",
-            devices_help="the devices one process cuts every batch over: virtual:K (emulated) or cuda GPUs",
             processes=False,
             steps_per_epoch=_batches,
             trainer="fitcore.train:train",
             lines="fitcore.console:step_lines",
             explanation="fitcore.explain:DATAPARALLEL_MARKDOWN",
-            explanation_title="How DataParallel splits a batch",
             step_bytes="fitcore.phases:dataparallel_step_bytes",
             view="fitcore.view.dataparallel",
             drawer="dataparallel",
@@ -100,14 +94,11 @@ STRATEGIES: dict[str, Strategy] = {
         Strategy(
             name="ddp",
             label="DistributedDataParallel",
-            title="How DistributedDataParallel shards the data",
-            devices_help="cpu (workers CPU processes, gloo) or one cuda GPU per worker (nccl)",
             processes=True,
             steps_per_epoch=_ddp_steps,
             trainer="fitcore.ddp:train_ddp",
             lines="fitcore.console:rank_step_lines",
             explanation="fitcore.explain:DDP_MARKDOWN",
-            explanation_title="DataParallel versus DistributedDataParallel",
             step_bytes="fitcore.phases:ddp_step_bytes",
             view="fitcore.view.ddp",
             drawer="ddp",
