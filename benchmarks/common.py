@@ -22,7 +22,8 @@ import torch
 
 from fitcore.config import FitConfig, validate
 from fitcore.events import RunEnded, RunStarted
-from fitcore.train import train, warm_up
+from fitcore.strategies.dataparallel.train import train
+from fitcore.train import warm_up
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository: `python -m benchmarks.x` runs from here
 clock = time.perf_counter
@@ -106,7 +107,7 @@ def config(**fields) -> FitConfig:
 
 
 def time_fitcore(cfg: FitConfig, on_event: Callable = lambda event: None) -> dict:
-    """One call of fitcore.train.train: its whole time, the set-up (data, reference, model) and the loop.
+    """One call of DataParallel's train: its whole time, the set-up (data, reference, model) and the loop.
 
     The loop runs from RunStarted to RunEnded, so it holds every step and its event, and nothing else.
     """

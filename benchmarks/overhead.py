@@ -22,7 +22,8 @@ from fitcore.data import epoch_batches, make_data
 from fitcore.events import RunEnded, RunStarted
 from fitcore.parallel import LinearModel, init_parameters
 from fitcore.runner import Run
-from fitcore.train import clear_grads, make_optimizer, train
+from fitcore.strategies.dataparallel.train import train
+from fitcore.train import clear_grads, make_optimizer
 
 TARGET = 0.90
 
@@ -56,7 +57,7 @@ def bare_loop(cfg, X: torch.Tensor, y: torch.Tensor, marks: list[float] | None =
 
 
 def fitcore_loop(cfg) -> dict:
-    """fitcore.train.train with a consumer that keeps the latest event, as a UI's would."""
+    """fitcore's DataParallel train with a consumer that keeps the latest event, as a UI's would."""
     latest = []
     timing = common.time_fitcore(cfg, lambda event: latest[:1].clear() or latest.append(event))
     ended = latest[-1]

@@ -6,7 +6,7 @@ way, so their difference is what fitcore's recording and events add; the median 
 epoch's batch gathering and whatever else the machine was doing.
 
 fitcore's steps are timed by the consumer, from one Step event to the next (each interval holds one whole
-step of the real fitcore.train.train loop and its event); the bare loop of benchmarks.overhead takes the same
+step of DataParallel's real train loop and its event); the bare loop of benchmarks.overhead takes the same
 clock reading after every step. Both run in alternating rounds; the first round is thrown away.
 
     python -m benchmarks.step_times [--quick]
@@ -22,7 +22,7 @@ from benchmarks import common
 from benchmarks.overhead import bare_loop
 from fitcore.data import make_data
 from fitcore.events import Step
-from fitcore.train import train
+from fitcore.strategies.dataparallel.train import train
 
 FIGURES = ("min", "p10", "p50", "mean")  # µs a step
 
@@ -35,7 +35,7 @@ def bare_steps(cfg, X: torch.Tensor, y: torch.Tensor) -> list[float]:
 
 
 def fitcore_steps(cfg) -> list[float]:
-    """fitcore.train.train, timed from one Step event to the next; the seconds of each step but the first."""
+    """DataParallel's train, timed from one Step event to the next; the seconds of each step but the first."""
     marks = []
     train(cfg, lambda event: marks.append(common.clock()) if type(event) is Step else None)
     return [b - a for a, b in zip(marks, marks[1:])]

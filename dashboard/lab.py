@@ -108,7 +108,8 @@ def whatif_ui(cfg: FitConfig) -> None:
     memory = cols[2].number_input(t("lab.memory"), 1.0, 10_000.0, 80.0, key="wi_memory")
     if st.button(t("lab.measure"), key="wi_run"):
         try:
-            measured = whatif.measure(dataclasses.replace(cfg, strategy="dataparallel"), WHATIF_STEPS)
+            one = dataclasses.replace(cfg, strategy=whatif.measured_strategy())
+            measured = whatif.measure(one, WHATIF_STEPS)
             st.session_state.wi_measured = measured
         except ConfigError as exc:
             st.error(controls.error_text(exc))
@@ -123,7 +124,7 @@ def whatif_ui(cfg: FitConfig) -> None:
     st.dataframe(
         pd.DataFrame(
             {
-                t("lab.col.strategy"): [t("lab.ring") if r["strategy"] == "ddp" else r["name"] for r in rows],
+                t("lab.col.strategy"): [whatif.page_title(r["strategy"]) for r in rows],
                 t("lab.col.devices"): [r["devices"] for r in rows],
                 t("lab.col.memory"): [r["memory_per_device_bytes"] / 1e9 for r in rows],
                 t("lab.col.fits"): [r["fits"] for r in rows],

@@ -193,4 +193,4 @@ def explain_ui(strategy: str) -> None:
     is the page's title and first screen)."""
     for s in strategies.STRATEGIES.values():
         with st.expander(t(f"page.explain.{s.name}"), expanded=s.name == strategy != strategies.DEFAULT):
-            st.markdown(s.markdown)
+            st.markdown(s.markdown())

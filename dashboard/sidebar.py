@@ -139,7 +139,7 @@ def devices_ui(gpus: dict) -> None:
             n = len(ss.gpus)
             st.caption(t("page.gpu.ranks", ranks=count("view.count.rank", n)))
         else:
-            st.caption(t("page.gpu.dataparallel"))
+            st.caption(t("page.gpu.split"))
     elif processes:
         obey(st).number_input(
             t("page.workers"),

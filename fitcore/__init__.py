@@ -6,7 +6,7 @@ from fitcore.events import Replica, RunEnded, RunStarted, Status, Step
 from fitcore.parallel import chunk_sizes
 from fitcore.runner import Run, Snapshot
 
-# the training function is fitcore.train.train; re-exporting it here would hide the module fitcore.train
+# each strategy's training function is its package's (fitcore.strategies); fitcore.train holds what they share
 from fitcore.train import Control
 
 __all__ = [

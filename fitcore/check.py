@@ -22,19 +22,18 @@ import shutil
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 import torch.distributed as dist
 
 from fitcore import strategies
 from fitcore.cliparse import Parser, command
-from fitcore.config import FitConfig, validate
+from fitcore.config import FitConfig
 from fitcore.data import least_squares, make_data
 from fitcore.devices import GPU, cuda_gpus, parse_devices
-from fitcore.events import Detail, Step
+from fitcore.events import Step
 from fitcore.i18n import t
-from fitcore.phases import dataparallel_bytes
 from fitcore.text import pad, width
 
 # The tutorial's 200 rows in one batch of 200, with SGD at lr 0.3: full-batch gradient descent on standard
@@ -223,124 +222,11 @@ def _sizes(sizes) -> str:
     return "/".join(map(str, sizes))
 
 
-def check_dataparallel(spec: str, gpus: tuple[GPU, ...] = (), reference: bool = True) -> Verified:
-    """Train CHECK_CONFIG on the devices of `spec` and verify its split and what it learned.
-
-    Args:
-        spec: a device spec: "cpu", "virtual:3", "cuda:0", "virtual:3@cuda:0", "cuda".
-        gpus: the machine's GPUs, for parse_devices.
-        reference: compare with one CPU device (within 1e-5, or 1e-4 where a GPU ran); False for the
-            reference run itself.
-    """
-    plan = parse_devices(spec, list(gpus))
-    cfg = validate(replace(CHECK_CONFIG, devices=spec), gpus=list(gpus))
-    events, ended = _train(cfg, gpus)
-    _require_finished(cfg, ended)
-    steps = _steps(events)
-    # 1. every step's split: the rows each replica recorded, against tensor.chunk of that batch
-    for step in steps:
-        split = tuple(r.stop - r.start for r in step.replicas)
-        chunks = tuple(len(c) for c in torch.arange(step.input_shape[0]).chunk(len(plan.labels)))
-        devices = tuple(r.device for r in step.replicas)
-        if split != chunks or devices != plan.labels[: len(chunks)]:
-            raise CheckFailed(
-                t("cli.check.fail.split", step=step.step, split=_sizes(split), devices=devices,
-                  chunks=_sizes(chunks), expected=plan.labels[: len(chunks)])
-            )  # fmt: skip
-    first = tuple(r.stop - r.start for r in steps[0].replicas)
-    parts = [t("cli.check.split", split=_sizes(first), steps=len(steps))]
-    figures: dict[str, Any] = {"split": list(first), "steps": len(steps), "devices": list(plan.labels)}
-    # 2. the learned parameters, against one CPU device and against least squares
-    learned = _params(ended)
-    if reference:
-        tol = CUDA_TOL if plan.device_ids else SAME_DEVICE_TOL
-        diff = _max_diff(learned, _cpu_reference(CHECK_CONFIG))
-        parts.append(_within("W_cpu" if plan.device_ids else "W_1dev", diff, tol))
-        figures.update(reference_diff=diff, reference_tol=tol)
-    parts.append(_lstsq(cfg, learned, figures))
-    # 3. the phases the step picture draws: on every step, for each busy device, measured and in order
-    if len(plan.labels) > 1:
-        parts.append(_phases_checked(steps, figures))
-    return Verified("; ".join(parts), figures)
-
-
-def _phases_checked(steps: list, figures: dict) -> str:
-    """Every step's phases (perf_counter on the CPU, CUDA events on a GPU): one per busy device for each
-    per-device phase, none negative, the bytes of DataParallel's formulas."""
-    for step in steps:
-        if step.phases is None:
-            raise CheckFailed(t("cli.check.fail.no_phases", step=step.step))
-        got = step.phases.phases()
-        busy = len(step.replicas)
-        for name in ("scatter", "replicate", "parallel_apply", "gather", "reduce"):
-            count = sum(p.name == name for p in got)
-            if count != busy:
-                raise CheckFailed(
-                    t("cli.check.fail.records", step=step.step, count=count, name=name, busy=busy)
-                )
-        if any(p.start < 0 or p.duration < 0 for p in got):
-            raise CheckFailed(t("cli.check.fail.negative", step=step.step))
-        sizes = [r.stop - r.start for r in step.replicas]
-        d = step.input_shape[1]
-        if step.phases.bytes != dataparallel_bytes(sizes, d, 4):
-            raise CheckFailed(
-                t("cli.check.fail.bytes", step=step.step, bytes=step.phases.bytes,
-                  formula=dataparallel_bytes(sizes, d, 4))
-            )  # fmt: skip
-    total = sum(p.duration for p in steps[-1].phases.phases() if p.device == steps[-1].replicas[0].device)
-    figures.update(phases_bytes=steps[-1].phases.bytes, phases_seconds_first_device=total)
-    return t("cli.check.phases", steps=len(steps), bytes=steps[-1].phases.bytes)
-
-
 def _lstsq(cfg: FitConfig, learned: tuple[float, ...], figures: dict) -> str:
     w, b = least_squares(*make_data(cfg))
     diff = _max_diff(learned, tuple(w) + (b,))
     figures.update(lstsq_diff=diff, lstsq_tol=LSTSQ_TOL, learned=list(learned))
     return _within("W_lstsq", diff, LSTSQ_TOL)
-
-
-def check_ddp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
-    """Train CHECK_CONFIG with DistributedDataParallel on `workers` ranks and verify rows and parameters.
-
-    The data size is rounded up to a multiple of the ranks, so no row is repeated to pad a shard and a
-    step's global batch is every row once: DDP then learns what one process learns on the same rows.
-
-    Args:
-        spec: "cpu" (gloo, one CPU process per rank) or "cuda"/"cuda:0,1" (nccl, one GPU per rank).
-        workers: the ranks.
-        gpus: the machine's GPUs, for parse_devices.
-    """
-    rows = workers * math.ceil(CHECK_CONFIG.data_size / workers)
-    base = replace(CHECK_CONFIG, data_size=rows, batch_size=rows)
-    cfg = validate(replace(base, strategy="ddp", devices=spec, workers=workers), gpus=list(gpus))
-    events, ended = _train(cfg, gpus)
-    _require_finished(cfg, ended)
-    steps = _steps(events)
-    # 1. each rank's rows per step: ceil(N / K) rows of its shard, all of them in the one step per epoch
-    expected = (rows // workers,) * workers
-    for step in steps:
-        split = tuple(r.stop - r.start for r in step.replicas)
-        if split != expected:
-            raise CheckFailed(
-                t("cli.check.fail.rows", step=step.step, split=_sizes(split), expected=_sizes(expected))
-            )
-    finals = [e.value for e in events if isinstance(e, Detail) and e.key == "final"]
-    if not finals or not finals[0]["identical"]:
-        diff = finals[0]["max_abs_diff"] if finals else t("cli.check.fail.none_reported")
-        raise CheckFailed(t("cli.check.fail.ranks_differ", diff=diff))
-    parts = [
-        t("cli.check.rows_per_rank", split=_sizes(expected), rows=rows, workers=workers, steps=len(steps)),
-        t("cli.check.ranks_identical", workers=workers),
-    ]
-    figures: dict[str, Any] = {"split": list(expected), "steps": len(steps), "ranks_identical": True}
-    # 2. the parameters, against one process on the same rows and against least squares
-    learned = _params(ended)
-    tol = CUDA_TOL if spec.startswith("cuda") else SAME_DEVICE_TOL
-    diff = _max_diff(learned, _cpu_reference(base))
-    parts.append(_within("W_1proc", diff, tol))
-    figures.update(reference_diff=diff, reference_tol=tol)
-    parts.append(_lstsq(cfg, learned, figures))
-    return Verified("; ".join(parts), figures)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -349,29 +235,15 @@ def check_ddp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
 
 def plan_rows(machine: Machine) -> list[Row]:
     """Every path, in order: a runnable Row where the machine allows it, a skipped one where not."""
-    gpus = machine.gpus
-    n = len(gpus)
+    rows = [Row(t("cli.check.row.environment"), lambda: check_environment(machine))]
+    for s in strategies.STRATEGIES.values():
+        rows += s.check_rows(machine)
+    return rows
 
-    def dp(spec: str, **kw) -> Callable[[], Verified]:
-        return lambda: check_dataparallel(spec, gpus, **kw)
 
-    def row(name: str, run: Callable[[], Verified], skip: str = "") -> Row:
-        return Row(name, None if skip else run, skip)
-
-    no_gpu = "" if n else t("cli.check.skip.no_gpu")
-    two_gpus = "" if n >= 2 else t("cli.check.skip.two_gpus")
-    no_gloo = "" if machine.gloo else t("cli.check.skip.unavailable", backend="gloo")
-    no_nccl = "" if machine.nccl else t("cli.check.skip.unavailable", backend="nccl")
-    return [
-        Row(t("cli.check.row.environment"), lambda: check_environment(machine)),
-        Row("dataparallel cpu", dp("cpu", reference=False)),
-        *(Row(f"dataparallel virtual:{k}", dp(f"virtual:{k}")) for k in VIRTUAL_KS),
-        row("dataparallel cuda:0", dp("cuda:0"), no_gpu),
-        row("dataparallel virtual:3@cuda:0", dp("virtual:3@cuda:0"), no_gpu),
-        row(t("cli.check.row.cuda", n=max(n, 2)), dp("cuda"), two_gpus),
-        row(t("cli.check.row.gloo", n=2), lambda: check_ddp("cpu", 2), no_gloo),
-        row(t("cli.check.row.nccl", n=max(n, 2)), lambda: check_ddp("cuda", n, gpus), no_nccl or two_gpus),
-    ]
+def row(name: str, run: Callable[[], Verified], skip: str = "") -> Row:
+    """A Row that runs, or one that is skipped with its reason when `skip` is not empty."""
+    return Row(name, None if skip else run, skip)
 
 
 def run_row(row: Row, clock: Callable[[], float] = time.perf_counter) -> Result:
@@ -397,7 +269,6 @@ WIDTH = 100  # a terminal's width for what a row verified, on the lines under it
 
 def _time(seconds: float) -> str:
     return t("cli.check.seconds", seconds=f"{seconds:.2f}") if seconds else "-"
-
 
 
 def _wrapped(verified: str) -> list[str]:

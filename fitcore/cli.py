@@ -13,15 +13,15 @@ from dataclasses import fields
 from fitcore import strategies
 from fitcore.cliparse import Parser, command, error_line
 from fitcore.config import ConfigError, FitConfig, integer_range, validate
-from fitcore.console import data_lines, final_lines, group_line, shard_lines, summary_lines
+from fitcore.console import data_lines, final_lines, shard_lines, summary_lines
 from fitcore.csvdata import data_result
-from fitcore.ddp.torchrun import config_for_torchrun, exit_rank, torchrun_env, train_torchrun
 from fitcore.errors import Text
 from fitcore.events import Detail, RunStarted, Status, Step
 from fitcore.i18n import t
 from fitcore.recording import Recorder, check_recordable, replayer
 from fitcore.recording import read as read_recording
 from fitcore.runner import trainer_for
+from fitcore.strategies.ddp.torchrun import config_for_torchrun, exit_rank, torchrun_env, train_torchrun
 from fitcore.trace import TraceBuilder
 from fitcore.train import Control
 from fitcore.view.results import result_dict
@@ -196,7 +196,7 @@ def detail_text(event: Detail) -> str:
     """A Detail's lines in the current language: made again from its value, so that a replay of a
     recording made in another language reads in this one."""
     lines = {
-        "ddp": lambda v: [group_line(v)],
+        **{key: f for s in strategies.STRATEGIES.values() for key, f in s.detail_lines.items()},
         "shards": lambda v: shard_lines(v, "first"),
         "final": final_lines,
     }.get(event.key)

@@ -8,7 +8,7 @@ The same data, seed and initial parameters are trained three ways, step by step:
                 DistributedSampler, its own loss and gradient, the gradients divided by K and summed (what
                 DDP's all-reduce hook does), then the same optimizer step for every rank. The ranks' replicas
                 stay identical, so one copy of the parameters stands for all of them. tests/test_compare.py
-                checks this simulation against torch's own DDP (fitcore.ddp.train_ddp, gloo) to 1e-6.
+                checks this simulation against torch's own DDP (fitcore.strategies.ddp, gloo) to 1e-6.
 
 The step schedule is DDP's: at each step the reference and DataParallel get the dataset rows the ranks hold,
 in rank order, without DistributedSampler's padding duplicates (a one-device run has none), so that a
@@ -24,25 +24,25 @@ import json
 import math
 import sys
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Iterator, Mapping, NamedTuple
+from typing import Any, Iterator, Mapping, NamedTuple, Protocol
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DistributedSampler
 
+from fitcore import strategies
 from fitcore.cliparse import Parser, command, error_line
 from fitcore.config import FitConfig, _parse_bool
 from fitcore.data import make_data
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.errors import ConfigError, Listed, Text
 from fitcore.i18n import t
-from fitcore.parallel import EmulatedDataParallel, LinearModel, init_parameters, wrap
+from fitcore.parallel import EmulatedDataParallel
+from fitcore.shards import epoch_shards, is_padding, steps_per_epoch
 from fitcore.text import pad
-from fitcore.train import make_optimizer
+from fitcore.train import first_model, make_optimizer
 
 TOL = 1e-5  # a parameter further than this from the reference's counts as a difference
 LOSS_REDUCTIONS = ("mean", "sum")
-STRATEGIES = ("dataparallel", "ddp")
 
 
 @dataclass(frozen=True)
@@ -89,20 +89,6 @@ def rank_batch(cfg: FitConfig, k: int, toggles: Toggles) -> int:
     return cfg.batch_size if toggles.per_rank_batch else math.ceil(cfg.batch_size / k)
 
 
-def epoch_shards(cfg: FitConfig, k: int, toggles: Toggles, epoch: int) -> list[list[int]]:
-    """Each rank's rows for the 1-based `epoch`, from DistributedSampler itself."""
-    shards = []
-    for rank in range(k):
-        sampler = DistributedSampler(
-            range(cfg.data_size), num_replicas=k, rank=rank, shuffle=cfg.shuffle, seed=cfg.seed,
-            drop_last=toggles.drop_last,
-        )  # fmt: skip
-        if toggles.set_epoch:  # forgotten, the sampler stays at epoch 0: the same order every epoch
-            sampler.set_epoch(epoch - 1)
-        shards.append(list(sampler))
-    return shards
-
-
 def schedule(cfg: FitConfig, k: int, toggles: Toggles) -> Iterator[StepRows]:
     """Every DDP step of the run, in order, with the rows each rank holds and the reference's batches.
 
@@ -110,14 +96,15 @@ def schedule(cfg: FitConfig, k: int, toggles: Toggles) -> Iterator[StepRows]:
     """
     b = rank_batch(cfg, k, toggles)
     for epoch in range(1, cfg.epochs + 1):
-        shards = epoch_shards(cfg, k, toggles, epoch)
+        n, shuffle, seed = cfg.data_size, cfg.shuffle, cfg.seed
+        shards = epoch_shards(n, k, shuffle, seed, epoch, toggles.drop_last, toggles.set_epoch)
         for start in range(0, len(shards[0]), b):
             ranks = tuple(shard[start : start + b] for shard in shards)
             real = [
                 row
                 for r, rows in enumerate(ranks)
                 for i, row in enumerate(rows, start)
-                if r + i * k < cfg.data_size
+                if not is_padding(r, i, k, cfg.data_size)
             ]
             padded = sum(len(rows) for rows in ranks) - len(real)
             # with per_rank_batch the one-device run keeps its --batch-size: several steps on the same rows
@@ -130,18 +117,17 @@ def schedule(cfg: FitConfig, k: int, toggles: Toggles) -> Iterator[StepRows]:
 # The three ways to train. Each takes a step on given rows and exposes its parameters.
 
 
-def _loss(out: torch.Tensor, y: torch.Tensor, reduction: str) -> torch.Tensor:
+def loss_of(out: torch.Tensor, y: torch.Tensor, reduction: str) -> torch.Tensor:
     return F.mse_loss(out, y, reduction=reduction)
 
 
-class _Trainer:
+class Trainer:
     """A model, its optimizer and the data: the reference, and the base of the other two."""
 
     def __init__(self, cfg: FitConfig, data, device, model=None, lr: float | None = None):
         self.X, self.y = data
         self.device = device
-        self.raw = LinearModel(cfg.n_features)
-        init_parameters(self.raw, cfg.seed + 1)
+        self.raw = first_model(cfg)
         self.raw.to(device)
         self.model = model(self.raw) if model else self.raw
         self.params = list(self.raw.parameters())
@@ -153,7 +139,7 @@ class _Trainer:
 
     def step(self, ids: list[int], reduction: str) -> float:
         xb, yb = self.rows(ids)
-        loss = _loss(self.model(xb), yb, reduction)  # outside the wrapped module, as fitcore.train does
+        loss = loss_of(self.model(xb), yb, reduction)  # outside the wrapped module, as the trainers do
         for p in self.params:
             p.grad = None
         loss.backward()
@@ -169,31 +155,25 @@ class _Trainer:
             self.model.close()
 
 
-class _SimulatedDDP(_Trainer):
-    """DDP's arithmetic for K ranks in one process: per-rank loss and gradient, then DDP's averaging."""
-
-    def ddp_step(self, ranks: tuple[list[int], ...], reduction: str) -> float:
-        k = len(ranks)
-        total, losses = None, []
-        for ids in ranks:  # rank r: forward and backward on its own rows only
-            xb, yb = self.rows(ids)
-            loss = _loss(self.raw(xb), yb, reduction)
-            grads = torch.autograd.grad(loss, self.params)
-            # DDP's allreduce_hook divides each rank's gradient by K, then all-reduces with a sum
-            shares = [g / k for g in grads]
-            total = shares if total is None else [t + s for t, s in zip(total, shares)]
-            losses.append(loss.item())
-        for p, g in zip(self.params, total):
-            p.grad = g
-        self.optimizer.step()
-        return sum(losses) / k
-
-
-def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a - b).abs().max().item()
 
 
-def _finite(value: float, who: str, step: int, lr: float) -> None:
+class Comparer(Protocol):
+    """One strategy's column of the lab (its package's `comparer` makes it)."""
+
+    def batch(self, ids: list[int], reduction: str, n: int, reference: Trainer) -> None:
+        """The reference has just stepped on the batch `ids` of step n."""
+
+    def step(self, rows: StepRows, reduction: str, n: int, reference: Trainer) -> float:
+        """Step n is over for the reference: take it, and return the largest |parameter - reference|."""
+
+    def flat(self) -> torch.Tensor: ...
+
+    def close(self) -> None: ...
+
+
+def finite(value: float, who: str, step: int, lr: float) -> None:
     if not math.isfinite(value):
         why = Text("cli.compare.diverged", who=Text(f"cli.compare.who.{who}"), step=step, value=value)
         raise ConfigError("lr", lr, why)
@@ -205,35 +185,27 @@ class _Trained(NamedTuple):
     steps: list[StepRows]
 
 
-def train_all(cfg: FitConfig, plan: DevicePlan, toggles: Toggles, strategies=STRATEGIES) -> _Trained:
-    """Train the reference and `strategies` on DDP's schedule: per-step differences and final parameters."""
-    k = len(plan.labels)
+def train_all(cfg: FitConfig, plan: DevicePlan, toggles: Toggles, names: tuple[str, ...] = ()) -> _Trained:
+    """Train the reference and the strategies `names` (all of them when empty) on DDP's schedule: per-step
+    differences and final parameters. Each strategy's `comparer` takes the reference's batches as they come
+    (`batch`) and the ranks' rows of the step (`step`), and says how far it is from the reference."""
     device = plan.first_device
     data = make_data(cfg, device)
-    reference = _Trainer(cfg, data, device)
-    trainers: dict[str, _Trainer] = {}
-    if "dataparallel" in strategies:
-        trainers["dataparallel"] = _Trainer(cfg, data, device, lambda raw: wrap(raw, plan))
-    if "ddp" in strategies:
-        lr = cfg.lr * k if toggles.scale_lr else cfg.lr
-        trainers["ddp"] = _SimulatedDDP(cfg, data, device, lr=lr)
+    reference = Trainer(cfg, data, device)
+    trainers: dict[str, Comparer] = {}
+    for name in names or strategies.NAMES:
+        trainers[name] = strategies.strategy(name).comparer(cfg, data, device, plan, toggles)
     per_step: dict[str, list[float]] = {name: [] for name in trainers}
-    steps = list(schedule(cfg, k, toggles))
+    steps = list(schedule(cfg, len(plan.labels), toggles))
     red = toggles.loss_reduction
     try:
         for n, rows in enumerate(steps, 1):
-            dp_worst = 0.0
             for ids in rows.batches:  # the reference and DataParallel: the very same batches
-                _finite(reference.step(ids, red), "reference", n, cfg.lr)
-                if "dataparallel" in trainers:
-                    _finite(trainers["dataparallel"].step(ids, red), "dataparallel", n, cfg.lr)
-                    dp_worst = max(dp_worst, _max_diff(trainers["dataparallel"].flat(), reference.flat()))
-            if "dataparallel" in trainers:
-                per_step["dataparallel"].append(dp_worst)
-            if "ddp" in trainers:
-                ddp = trainers["ddp"]
-                _finite(ddp.ddp_step(rows.ranks, red), "ddp", n, ddp.optimizer.param_groups[0]["lr"])
-                per_step["ddp"].append(_max_diff(ddp.flat(), reference.flat()))
+                finite(reference.step(ids, red), "reference", n, cfg.lr)
+                for trainer in trainers.values():
+                    trainer.batch(ids, red, n, reference)
+            for name, trainer in trainers.items():
+                per_step[name].append(trainer.step(rows, red, n, reference))
         finals = {"reference": reference.flat().tolist()}
         finals.update({name: t.flat().tolist() for name, t in trainers.items()})
     finally:
@@ -253,37 +225,6 @@ def first_divergent(per_step: list[float], tol: float = TOL) -> int | None:
 
 def _worst(trained: _Trained, strategy: str) -> float:
     return max(trained.per_step[strategy], default=0.0)
-
-
-def _ddp_causes(cfg, plan, toggles, trained) -> list[str]:
-    """The reasons DDP differs from the reference, each measured; none when it matches."""
-    k, worst = len(plan.labels), _worst(trained, "ddp")
-    if first_divergent(trained.per_step["ddp"]) is None:
-        return []
-    causes = []
-    padded = [s for s in trained.steps if s.padded]
-    if padded:
-        first = trained.steps.index(padded[0]) + 1
-        causes.append(
-            t("cli.compare.cause.padding", padded=padded[0].padded, k=k, rows=cfg.data_size, first=first)
-        )
-    reasons = {
-        "loss_reduction": ("sum", t("cli.compare.cause.sum", k=k)),
-        "per_rank_batch": (
-            True,
-            t("cli.compare.cause.per_rank", batch=cfg.batch_size, global_batch=k * cfg.batch_size, k=k),
-        ),
-        "scale_lr": (True, t("cli.compare.cause.scale_lr", k=k, lr=f"{cfg.lr:g}")),
-    }
-    for name, (on, text) in reasons.items():
-        if getattr(toggles, name) != on or k == 1:
-            continue
-        off = replace(toggles, **{name: Toggles().__getattribute__(name)})
-        without = _worst(train_all(cfg, plan, off, ("ddp",)), "ddp")
-        if without < worst / 2 or without <= TOL:  # taking it away brings DDP closer: it made the difference
-            measured = t("cli.compare.measured", text=text, worst=f"{worst:.3g}", without=f"{without:.3g}")
-            causes.append(measured)
-    return causes
 
 
 def _shared_causes(cfg, plan, toggles, trained) -> dict[str, list[str]]:
@@ -320,18 +261,8 @@ def _shared_causes(cfg, plan, toggles, trained) -> dict[str, list[str]]:
 
 def engines(plan: DevicePlan) -> dict[str, str]:
     """Which engine ran each strategy: say what is real, emulated or simulated."""
-    k = len(plan.labels)
-    if plan.uses_data_parallel:
-        dp = t("cli.compare.engine.real", spec=plan.spec)
-    elif plan.emulated:
-        dp = t("cli.compare.engine.emulated", host=plan.host, spec=plan.spec)
-    else:
-        dp = t("cli.compare.engine.one")
-    return {
-        "reference": t("cli.compare.engine.reference", device=plan.first_device),
-        "dataparallel": dp,
-        "ddp": t("cli.compare.engine.ddp", k=k),
-    }
+    named = {name: s.engine(plan) for name, s in strategies.STRATEGIES.items()}
+    return {"reference": t("cli.compare.engine.reference", device=plan.first_device), **named}
 
 
 def run(
@@ -354,18 +285,16 @@ def run(
     plan = plan or parse_devices(cfg.devices)
     k = len(plan.labels)
     if max_steps is not None:
-        b = rank_batch(cfg, k, toggles)
-        shard = cfg.data_size // k if toggles.drop_last else math.ceil(cfg.data_size / k)
-        steps = cfg.epochs * math.ceil(shard / b)
+        steps = cfg.epochs * steps_per_epoch(cfg.data_size, k, rank_batch(cfg, k, toggles), toggles.drop_last)
         if steps > max_steps:
             allowed = Text("cli.compare.max_steps", most=max_steps, steps=steps)
             raise ConfigError("epochs", cfg.epochs, allowed)
     trained = train_all(cfg, plan, toggles)
     shared = _shared_causes(cfg, plan, toggles, trained)
-    causes = {"dataparallel": shared["dataparallel"], "ddp": _ddp_causes(cfg, plan, toggles, trained)}
-    causes["ddp"] += shared["ddp"]
+    causes = {name: s.compare_causes(cfg, plan, toggles, trained) + shared[name]
+              for name, s in strategies.STRATEGIES.items()}  # fmt: skip
     results = []
-    for name in STRATEGIES:
+    for name in strategies.NAMES:
         per_step = trained.per_step[name]
         results.append(
             {
@@ -390,9 +319,10 @@ def run(
     return {"config": config, "results": results}
 
 
-def table_lines(result: dict) -> list[str]:
-    """The result for a terminal: a row per strategy, its causes beneath it."""
+def table_lines(result: dict, plan: DevicePlan | None = None) -> list[str]:
+    """The result for a terminal: a row per strategy, its causes beneath it (plan: the run's devices)."""
     cfg = result["config"]
+    plan = plan or parse_devices(cfg["devices"])
     head = (t("cli.compare.col.strategy"), t("cli.compare.col.devices"), t("cli.compare.col.diff"),
             t("cli.compare.col.first", tol=format(TOL, "g")), t("cli.compare.col.engine"))  # fmt: skip
     lines = [
@@ -403,20 +333,12 @@ def table_lines(result: dict) -> list[str]:
     ]
     for r in result["results"]:
         first = "-" if r["first_divergent_step"] is None else str(r["first_divergent_step"])
-        engine = t("cli.compare.word.simulated") if r["strategy"] == "ddp" else _engine_word(cfg)
+        engine = strategies.strategy(r["strategy"]).engine_word(plan)
         lines.append(f"{r['strategy']:<14}{r['devices']:>8}{r['max_abs_diff']:>13.3g}  {first:<20}{engine}")
         lines += [f"    - {c}" for c in r["causes"]]
     names = {"reference": t("cli.compare.name.reference")}  # the strategies keep their code names
     lines += ["", *(f"{names.get(name, name)}: {text}" for name, text in cfg["engines"].items())]
     return lines
-
-
-def _engine_word(cfg: dict) -> str:
-    """DataParallel's engine in a word: the real nn.DataParallel, the emulation, or one device."""
-    if cfg["engines"]["dataparallel"].startswith("torch.nn.DataParallel"):
-        return t("cli.compare.word.real")
-    emulated = str(cfg["devices"]).startswith("virtual")
-    return t("cli.compare.word.emulated") if emulated else t("cli.compare.word.one")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -460,9 +382,10 @@ def main(argv: list[str]) -> int:
             per_rank_batch=args.per_rank_batch,
             scale_lr=args.scale_lr,
         ).validate()
-        result = run(cfg, toggles)
+        plan = parse_devices(cfg.devices)
+        result = run(cfg, toggles, plan)
     except ConfigError as exc:
         print(error_line("fitcore compare", _flag(exc)), file=sys.stderr)
         return 2
-    print(json.dumps(result) if args.json else "\n".join(table_lines(result)), flush=True)
+    print(json.dumps(result) if args.json else "\n".join(table_lines(result, plan)), flush=True)
     return 0

@@ -64,7 +64,7 @@ class FitConfig:
     shuffle: bool = True  # draw each epoch's batches from a fresh permutation, like DataLoader(shuffle=True)
     seed: int = 0  # seeds the data, the initial parameters and the permutations
     devices: str = "virtual:2"  # "cpu", "cuda", "cuda:0,1", or "virtual:K" (K emulated CPU devices)
-    strategy: str = "dataparallel"  # "dataparallel" (one process) or "ddp" (one process per worker)
+    strategy: str = strategies.DEFAULT  # one of fitcore.strategies.NAMES; the first is one process
     workers: int = 2  # worker processes for the ddp strategy
     # Your own data (fitcore.csvdata): a CSV file fitted instead of the synthetic data. validate() fills in
     # features, data_size, data_sha256, and as weights and bias the file's least-squares answer.

@@ -1,6 +1,6 @@
 """What a training run emits, for every strategy: RunStarted, one Step per optimizer step, Detail, RunEnded.
 
-Trainers (fitcore.train for DataParallel, fitcore.ddp for DistributedDataParallel) only emit these; the
+Trainers (each in its package of fitcore.strategies) only emit these; the
 runner, the command line and the page consume them. Every value is a plain Python number, string or tuple
 (`.item()` already called), so an event can be kept, compared and sent between processes.
 

@@ -153,19 +153,9 @@ def ddp_bytes(k: int, d: int, itemsize: int) -> int:
     return k * (load_bytes() + allreduce_bytes(k, d, itemsize))
 
 
-def dataparallel_step_bytes(rows: int, k: int, d: int, itemsize: int) -> int:
-    """A DataParallel step's bytes for a batch of `rows` on k devices: only those its scatter gives rows."""
-    return dataparallel_bytes(chunk_sizes(rows, k), d, itemsize)
-
-
-def ddp_step_bytes(rows: int, k: int, d: int, itemsize: int) -> int:
-    """A DDP step's bytes on k ranks: the same whatever the rows, since every rank all-reduces d + 1."""
-    return ddp_bytes(k, d, itemsize)
-
-
 def step_bytes(rows: int, k: int, d: int, itemsize: int) -> dict[str, int]:
     """One step's bytes under every strategy, side by side, by strategy name: batch `rows` on k devices, d
-    features. Each strategy's entry in fitcore.strategies names its own formula (`step_bytes`)."""
+    features. Each strategy's package gives its own formula (`bytes_of_step`)."""
     return {s.name: s.bytes_of_step(rows, k, d, itemsize) for s in strategies.STRATEGIES.values()}
 
 

@@ -1,4 +1,5 @@
-"""How DDP cuts an epoch: each rank's shard from DistributedSampler, rows per step, and the shards as data."""
+"""How an epoch is cut across ranks: each rank's shard from DistributedSampler, rows per step, and the shards
+as data. Every strategy with ranks uses it, and so does the lab's schedule (fitcore.compare)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ class Layout:
 
     @property
     def steps_per_epoch(self) -> int:
-        return math.ceil(self.rows_per_rank / self.per_rank_batch)
+        return steps_per_epoch(self.data_size, self.world_size, self.per_rank_batch)
 
     def local_rows(self, batch: int) -> int:
         """Rows each rank takes at the 1-based `batch` of an epoch (the last one may be smaller)."""
@@ -48,14 +49,34 @@ class Layout:
         return cls(cfg.data_size, cfg.workers, cfg.batch_size)
 
 
-def epoch_shards(data_size: int, world_size: int, shuffle: bool, seed: int, epoch: int) -> list[list[int]]:
-    """Each rank's dataset indices for the 1-based `epoch`, from DistributedSampler itself."""
+def steps_per_epoch(data_size: int, world_size: int, per_rank_batch: int, drop_last: bool = False) -> int:
+    """Optimizer steps per epoch: shards of ceil(N / K) rows (floor with drop_last), per_rank_batch a step."""
+    shard = data_size // world_size if drop_last else math.ceil(data_size / world_size)
+    return math.ceil(shard / per_rank_batch)
+
+
+def is_padding(rank: int, i: int, world_size: int, data_size: int) -> bool:
+    """Whether entry i of rank's shard is DistributedSampler's padding: position rank + i * K of the padded
+    order is N or more."""
+    return rank + i * world_size >= data_size
+
+
+def epoch_shards(
+    data_size: int, world_size: int, shuffle: bool, seed: int, epoch: int, drop_last: bool = False,
+    set_epoch: bool = True,
+) -> list[list[int]]:  # fmt: skip
+    """Each rank's dataset indices for the 1-based `epoch`, from DistributedSampler itself.
+
+    set_epoch=False forgets sampler.set_epoch, as a user might: the sampler stays at epoch 0's order.
+    """
     shards = []
     for rank in range(world_size):
         sampler = DistributedSampler(
-            range(data_size), num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed, drop_last=False
-        )
-        sampler.set_epoch(epoch - 1)
+            range(data_size), num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed,
+            drop_last=drop_last,
+        )  # fmt: skip
+        if set_epoch:
+            sampler.set_epoch(epoch - 1)
         shards.append(list(sampler))
     return shards
 
@@ -65,8 +86,8 @@ def epoch_value(layout: Layout, labels, epoch: int, shards: list[list[int]]) -> 
     k, n = layout.world_size, layout.data_size
     ranks, repeated = [], []
     for rank, shard in enumerate(shards):
-        padded = [index for i, index in enumerate(shard) if rank + i * k >= n]
-        repeated += [(rank + i * k, index) for i, index in enumerate(shard) if rank + i * k >= n]
+        padded = [index for i, index in enumerate(shard) if is_padding(rank, i, k, n)]
+        repeated += [(rank + i * k, index) for i, index in enumerate(shard) if is_padding(rank, i, k, n)]
         ranks.append(
             {
                 "rank": rank,

@@ -27,7 +27,7 @@ import math
 import statistics
 import sys
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from fitcore.cliparse import Parser, command, error_line
 from fitcore.config import FitConfig
@@ -37,14 +37,6 @@ from fitcore.text import pad
 
 PROJECTED = "projected, not measured"  # the rows' label in the JSON; the table says it in its language
 DEVICE_COUNTS = (2, 8, 64, 256, 1024)
-STRATEGIES = ("dataparallel", "ddp", "zero1", "zero2", "zero3")
-NAMES = {
-    "dataparallel": "DataParallel",
-    "ddp": "DDP (ring all-reduce)",
-    "zero1": "ZeRO-1",
-    "zero2": "ZeRO-2",
-    "zero3": "ZeRO-3 / FSDP",
-}
 # mixed-precision Adam, bytes per parameter (ZeRO paper, section 3.1: 2Ψ + 2Ψ + KΨ with K = 12)
 PARAM_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 2, 12
 STATE_BYTES = PARAM_BYTES + GRAD_BYTES + OPTIMIZER_BYTES  # 16
@@ -56,6 +48,68 @@ DEVICE_FLOPS = 400e12
 DEVICES_PER_MACHINE = 8  # nn.DataParallel is one process: it reaches only one machine's devices
 MAX_PARAMS = 1e12
 MAX_DEVICES = 65_536
+
+
+@dataclass(frozen=True)
+class Projection:
+    """One row kind of the projection: a strategy's memory, bytes and messages per device, from its source.
+
+    A strategy package gives its own (its `projections` hook); the ZeRO stages, which no package runs yet,
+    are here. memory(p, g, o, k) takes the bytes of parameters, gradients and optimizer state; wire(params,
+    k, batch_bytes) the bytes the busiest device sends or receives per step.
+    """
+
+    name: str  # the row's key in the JSON ("strategy")
+    title: str  # its name in the JSON and the table
+    memory: Callable[[float, float, float, int], float]
+    wire: Callable[[float, int, float], float]
+    latency_per_device: int  # messages in a row per step, per device but one
+    one_machine: bool = False  # one process: it reaches only one machine's devices
+    page_title: Callable[[], str] | None = None  # its name on the page, in its language (None: title)
+
+
+def _ring(params: float, k: int, batch_bytes: float = 0.0) -> float:
+    """A ring all-reduce = reduce-scatter + all-gather: 2(K-1)/K of the parameters each."""
+    return 2 * (k - 1) / k * params * WIRE_BYTES
+
+
+ZERO = (
+    Projection("zero1", "ZeRO-1", lambda p, g, o, k: p + g + o / k, _ring, 2),
+    Projection("zero2", "ZeRO-2", lambda p, g, o, k: p + (g + o) / k, _ring, 2),
+    # all-gather in forward, again in backward, reduce-scatter of the gradients
+    Projection("zero3", "ZeRO-3 / FSDP", lambda p, g, o, k: (p + g + o) / k,
+               lambda params, k, batch_bytes=0.0: 3 * (k - 1) / k * params * WIRE_BYTES, 3),
+)  # fmt: skip
+
+
+def projections() -> dict[str, Projection]:
+    """Every row kind, by name: each strategy's own, in the registry's order, then the ZeRO stages."""
+    from fitcore import strategies
+
+    own = [p for s in strategies.STRATEGIES.values() for p in s.projections()]
+    return {p.name: p for p in (*own, *ZERO)}
+
+
+def __getattr__(name: str):
+    # STRATEGIES and NAMES are read from the packages when first asked for (they import this module)
+    if name == "STRATEGIES":
+        return tuple(projections())
+    if name == "NAMES":
+        return {n: p.title for n, p in projections().items()}
+    raise AttributeError(name)
+
+
+def page_title(strategy: str) -> str:
+    """A row kind's name on the page, in the page's language."""
+    p = _projection(strategy)
+    return p.page_title() if p.page_title else p.title
+
+
+def _projection(strategy: str) -> Projection:
+    every = projections()
+    if strategy not in every:
+        raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(every)}")
+    return every[strategy]
 
 
 @dataclass(frozen=True)
@@ -106,15 +160,7 @@ def _check(field: str, value, lo, hi, what: Text):
 def memory_per_device(strategy: str, params: float, k: int) -> float:
     """Bytes of parameters, gradients and Adam state on the fullest device (activations not counted)."""
     p, g, o = PARAM_BYTES * params, GRAD_BYTES * params, OPTIMIZER_BYTES * params
-    if strategy in ("dataparallel", "ddp"):  # DataParallel's device 0 holds the master copy and the state
-        return p + g + o
-    if strategy == "zero1":
-        return p + g + o / k
-    if strategy == "zero2":
-        return p + (g + o) / k
-    if strategy == "zero3":
-        return (p + g + o) / k
-    raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
+    return _projection(strategy).memory(p, g, o, k)
 
 
 def comm_bytes_per_device(strategy: str, params: float, k: int, batch_bytes: float = 0.0) -> float:
@@ -124,21 +170,13 @@ def comm_bytes_per_device(strategy: str, params: float, k: int, batch_bytes: flo
         batch_bytes: the global batch's rows, outputs and output gradients (DataParallel moves (K-1)/K of
             them through device 0; the others read their own rows).
     """
-    share = (k - 1) / k
-    if strategy == "dataparallel":  # through device 0: parameters out, gradients back, rows out and back
-        return 2 * (k - 1) * params * WIRE_BYTES + share * batch_bytes
-    if strategy in ("ddp", "zero1", "zero2"):  # ring all-reduce = reduce-scatter + all-gather
-        return 2 * share * params * WIRE_BYTES
-    if strategy == "zero3":  # all-gather in forward, again in backward, reduce-scatter of the gradients
-        return 3 * share * params * WIRE_BYTES
-    raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
+    return _projection(strategy).wire(params, k, batch_bytes)
 
 
 def latency_steps(strategy: str, k: int) -> int:
     """Messages in a row per step: 2(K-1) for a ring all-reduce, 3(K-1) for ZeRO-3, 4(K-1) for
     DataParallel's scatter, replicate, gather and reduce from and to device 0, one device after another."""
-    per = {"dataparallel": 4, "ddp": 2, "zero1": 2, "zero2": 2, "zero3": 3}[strategy]
-    return per * (k - 1)
+    return _projection(strategy).latency_per_device * (k - 1)
 
 
 def comm_seconds(strategy: str, params: float, k: int, link: Link, batch_bytes: float = 0.0) -> float:
@@ -190,7 +228,7 @@ def table(
     for k in devices:
         _check("devices", k, 1, MAX_DEVICES, Text("cli.whatif.allowed.devices", most=MAX_DEVICES))
         batch_bytes = k * rows * measured.row_bytes
-        for s in STRATEGIES:
+        for s in projections():
             out.append(_row(s, int(k), params, link, device_memory, flops, rows, batch_bytes, measured))
     return out
 
@@ -199,7 +237,7 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured) 
     memory = memory_per_device(s, params, k)
     row = {
         "strategy": s,
-        "name": NAMES[s],
+        "name": _projection(s).title,
         "devices": k,
         "params": params,
         "memory_per_device_bytes": memory,
@@ -207,7 +245,7 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured) 
         "label": PROJECTED,
         "note": "",
     }
-    if s == "dataparallel" and k > DEVICES_PER_MACHINE:
+    if _projection(s).one_machine and k > DEVICES_PER_MACHINE:
         row["fits"] = False
         row["note"] = t("cli.whatif.note.one_machine", n=DEVICES_PER_MACHINE)
         return {**row, "comm_bytes_per_device": None, "comm_seconds": None, "compute_seconds": None,
@@ -252,15 +290,16 @@ def measure(cfg: FitConfig, steps: int | None = None) -> Measured:
     """
     from dataclasses import replace
 
+    from fitcore import strategies
     from fitcore.devices import parse_devices
     from fitcore.events import Step
-    from fitcore.train import train
 
     if steps is not None:
         cfg = replace(cfg, epochs=max(1, min(cfg.epochs, math.ceil(steps / cfg.batches_per_epoch))))
     plan = parse_devices(cfg.devices)
     seen: list[Step] = []
-    ended = train(cfg, lambda e: seen.append(e) if isinstance(e, Step) else None, plan=plan)
+    keep = lambda e: seen.append(e) if isinstance(e, Step) else None  # noqa: E731
+    ended = strategies.of(cfg).train(cfg, keep, plan=plan)
     if ended.status != "finished":
         raise ConfigError("lr", cfg.lr, Text("cli.whatif.allowed.finished", message=ended.message))
     times = [_compute(s) for s in seen]
@@ -274,6 +313,14 @@ def measure(cfg: FitConfig, steps: int | None = None) -> Measured:
         where=t("cli.whatif.where", spec=plan.spec, steps=len(seen),
                 kind=t("cli.whatif.emulated") if plan.emulated else plan.kind),  # fmt: skip
     )
+
+
+def measured_strategy() -> str:
+    """The strategy whose step the projection starts from: the default one, one process (its compute
+    time is one device's, whatever its devices)."""
+    from fitcore import strategies
+
+    return strategies.DEFAULT
 
 
 def _compute(step) -> float:
@@ -428,7 +475,7 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
         cfg = config_from_args(args)
-        if cfg.strategy != "dataparallel":
+        if cfg.strategy != measured_strategy():
             raise ConfigError("strategy", cfg.strategy, Text("cli.whatif.allowed.strategy"))
         _counts(args.counts)  # bad flags fail before the run
         measured = measure(cfg)

@@ -29,7 +29,7 @@ from urllib.parse import parse_qs, urlparse
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # fitcore's catalog, run as `python frontend/preview.py`
-from fitcore import i18n  # noqa: E402
+from fitcore import i18n, strategies  # noqa: E402
 
 STATIC = "/fitcore/static/"
 MODULE = re.compile(r"[a-z_]+\.(js|css)")  # the files fitcore/api.py serves from frontend/
@@ -41,7 +41,7 @@ IDS_SHOWN = 6
 class Scenario:
     """One fake run: its strategy, devices, data and where it starts."""
 
-    strategy: str = "dataparallel"  # "dataparallel" or "ddp"
+    ranks: bool = False  # one process per rank (the strategy with ranks), or one process splitting batches
     devices: int = 2  # K selected devices / ranks
     rows: int = 200  # dataset rows (one batch per epoch: batch size = rows)
     weights: tuple[float, ...] = (5.2, 9.6)
@@ -54,6 +54,11 @@ class Scenario:
     queued_s: float = 0.0  # seconds queued before it runs
     overlay: bool = False  # show an earlier run's loss behind it
 
+    @property
+    def strategy(self) -> str:
+        """The registered strategy it fakes: the first with one process per rank, or the first without."""
+        return next(s.name for s in strategies.STRATEGIES.values() if s.processes == self.ranks)
+
 
 SCENARIOS = {
     "dp2": Scenario(),
@@ -62,8 +67,8 @@ SCENARIOS = {
     "dp8x5": Scenario(devices=8, rows=5, pace=2.0, start=40),
     "dp200on6": Scenario(devices=6),
     "paused": Scenario(devices=3, status="paused", start=80),
-    "ddp3": Scenario(strategy="ddp", devices=3),
-    "ddp8": Scenario(strategy="ddp", devices=8, rows=200),
+    "ddp3": Scenario(ranks=True, devices=3),
+    "ddp8": Scenario(ranks=True, devices=8, rows=200),
     "diverged": Scenario(devices=2, start=60, diverge_at=37, status="diverged"),
     "finish": Scenario(devices=2, total=40, start=30, pace=10.0, overlay=True),
     "queued": Scenario(devices=3, start=0, queued_s=2.0),
@@ -163,7 +168,7 @@ def picture(run: FakeRun, step: int) -> dict | None:
         if i < len(sizes):
             rows = sizes[i]
             ids = order[start : start + rows][:IDS_SHOWN]
-            loss = run.loss(step) * (1 + 0.1 * math.sin(i + step)) if sc.strategy == "ddp" else None
+            loss = run.loss(step) * (1 + 0.1 * math.sin(i + step)) if sc.ranks else None
             devices.append({
                 "label": label, "busy": True, "start": start, "stop": start + rows, "rows": rows,
                 "input_shape": [rows, d], "output_shape": [rows, 1], "ids": ids,
@@ -175,7 +180,7 @@ def picture(run: FakeRun, step: int) -> dict | None:
                 "label": label, "busy": False, "start": None, "stop": None, "rows": 0,
                 "input_shape": None, "output_shape": None, "ids": [], "loss": None,
             })  # fmt: skip
-    phases = ddp_phases(devices, d) if sc.strategy == "ddp" else dp_phases(devices, d)
+    phases = ddp_phases(devices, d) if sc.ranks else dp_phases(devices, d)
     busy = [x for x in devices if x["busy"]]
     k = len(busy)
     # per non-first busy device: scatter rows*d, replicate d+1, gather rows, backward rows, reduce d+1
@@ -187,8 +192,12 @@ def picture(run: FakeRun, step: int) -> dict | None:
         "loss": loss if loss is not None else None, "time": run.step_time(step),
         "batch_rows": sc.rows, "input_shape": [sc.rows, d], "output_shape": [sc.rows, 1],
         "first_device": "virtual:0", "emulated": True, "devices": devices, "phases": phases,
-        "bytes": {"dataparallel": dp_bytes, "ddp": ddp_bytes},
+        "bytes": {_strategy(False): dp_bytes, _strategy(True): ddp_bytes},
     }  # fmt: skip
+
+
+def _strategy(ranks: bool) -> str:
+    return Scenario(ranks=ranks).strategy
 
 
 def dp_phases(devices: list[dict], d: int) -> list[dict]:
@@ -288,7 +297,7 @@ def payload(run: FakeRun, since: int) -> dict:
     points = range(since + 1, step + 1)
     return {
         "run": {"id": run.id, "label": f"{run.id.replace('run-', 'Run ')} · "
-                f"{'DDP' if sc.strategy == 'ddp' else 'DataParallel'} · virtual:{sc.devices}",
+                f"{'DDP' if sc.ranks else 'DataParallel'} · virtual:{sc.devices}",
                 "strategy": sc.strategy, "status": status,
                 "active": status in ("queued", "running", "paused"), "status_line": line, "kind": kind,
                 "step": step, "total_steps": sc.total, "pace": sc.pace, "server_time": now},

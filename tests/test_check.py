@@ -13,6 +13,8 @@ import pytest
 import torch
 
 import fitcore.check as check
+import fitcore.strategies.dataparallel.check as dp_check
+import fitcore.strategies.ddp.check as ddp_check
 from fitcore.check import CheckFailed, Machine, Row, Verified, plan_rows, probe, run_row
 from fitcore.cli import main as cli_main
 from fitcore.devices import GPU
@@ -82,15 +84,15 @@ def test_virtual_rows_verify_the_phases_the_picture_draws(cpu_results, name, bus
 
 
 def test_a_step_without_phases_fails_the_row(monkeypatch):
-    real = check._steps
-    monkeypatch.setattr(check, "_steps", lambda events: [s._replace(phases=None) for s in real(events)])
-    result = run_row(Row("dataparallel virtual:2", lambda: check.check_dataparallel("virtual:2")))
+    real = dp_check._steps
+    monkeypatch.setattr(dp_check, "_steps", lambda events: [s._replace(phases=None) for s in real(events)])
+    result = run_row(Row("dataparallel virtual:2", lambda: dp_check.check_dataparallel("virtual:2")))
     assert (result.status, result.reason) == ("failed", "step 1 recorded no phases")
 
 
 def test_a_figure_out_of_tolerance_fails_the_row(monkeypatch):
     monkeypatch.setattr(check, "LSTSQ_TOL", 1e-12)  # float32 training ends about 1e-7 from lstsq
-    result = run_row(Row("dataparallel virtual:3", lambda: check.check_dataparallel("virtual:3")))
+    result = run_row(Row("dataparallel virtual:3", lambda: dp_check.check_dataparallel("virtual:3")))
     assert result.status == "failed" and result.verified == ""
     assert result.reason.startswith("|W - W_lstsq| = ") and result.reason.endswith(" is not <= 1e-12")
 
@@ -168,9 +170,9 @@ def test_two_gpus_plan_every_row():
 def test_cuda_rows_call_the_cpu_rows_comparisons_with_a_cuda_spec(monkeypatch):
     calls = []
     monkeypatch.setattr(
-        check, "check_dataparallel", lambda spec, gpus, **kw: calls.append(("dp", spec, gpus))
+        dp_check, "check_dataparallel", lambda spec, gpus, **kw: calls.append(("dp", spec, gpus))
     )
-    monkeypatch.setattr(check, "check_ddp", lambda spec, k, gpus=(): calls.append(("ddp", spec, k, gpus)))
+    monkeypatch.setattr(ddp_check, "check_ddp", lambda spec, k, gpus=(): calls.append(("ddp", spec, k, gpus)))
     for row in plan_rows(TWO_GPUS)[5:]:
         row.run()
     gpus = TWO_GPUS.gpus

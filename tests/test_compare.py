@@ -216,8 +216,8 @@ def test_toggles_from_a_form():
 
 @pytest.mark.slow  # spawns ranks
 def test_simulated_ddp_is_torchs_ddp_on_gloo():
-    """The lab's DDP arithmetic in one process against fitcore.ddp.train_ddp with 2 real gloo ranks."""
-    from fitcore.ddp import train_ddp
+    """The lab's DDP arithmetic in one process against fitcore.strategies.ddp's train_ddp on 2 gloo ranks."""
+    from fitcore.strategies.ddp import train_ddp
 
     # 11 rows on 2 ranks: the padding is in play, so the simulation's duplicates are checked too
     cfg = validate(FitConfig(data_size=11, batch_size=4, epochs=4, strategy="ddp", workers=2, devices="cpu"))

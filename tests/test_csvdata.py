@@ -15,7 +15,7 @@ from fitcore import csvdata
 from fitcore.config import ConfigError, FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.events import Status
-from fitcore.train import train
+from fitcore.strategies.dataparallel.train import train
 from tests.test_cli import run_cli
 
 W_TRUE, B_TRUE = (2.0, -0.03, 0.5), 7.0
@@ -349,8 +349,8 @@ def test_config_fields_round_trip():
 
 @pytest.mark.slow
 def test_ddp_ranks_read_the_same_rows_of_the_file(tmp_path):
-    from fitcore.ddp import train_ddp
     from fitcore.events import Detail
+    from fitcore.strategies.ddp import train_ddp
 
     path = tmp_path / "exact.csv"
     X = exact_csv(path, rows=61)  # odd: DistributedSampler pads rank 1's shard with a repeated row

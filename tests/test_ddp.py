@@ -23,10 +23,14 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DistributedSampler
 
-from fitcore import cli
+from fitcore import cli, strategies
 from fitcore.config import MAX_WORKERS, ConfigError, FitConfig, validate
 from fitcore.data import least_squares, make_data
-from fitcore.ddp import (
+from fitcore.devices import GPU
+from fitcore.events import Detail, RunEnded, RunStarted, Step
+from fitcore.parallel import LinearModel, init_parameters
+from fitcore.runner import Run
+from fitcore.strategies.ddp import (
     Layout,
     TorchrunEnv,
     config_for_torchrun,
@@ -36,13 +40,8 @@ from fitcore.ddp import (
     torchrun_env,
     train_ddp,
 )
-from fitcore.devices import GPU
-from fitcore.events import Detail, RunEnded, RunStarted, Step
-from fitcore.explain import DDP_MARKDOWN as EXPLAIN_MARKDOWN
-from fitcore.parallel import LinearModel, init_parameters
-from fitcore.runner import Run
+from fitcore.strategies.ddp.view import row_owners, shard_table
 from fitcore.train import make_optimizer
-from fitcore.view.ddp import row_owners, shard_table
 from tests.helpers import PauseWatch, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -178,7 +177,7 @@ def test_shard_table_reads_a_snapshots_extra():
 
 
 def test_explanation_contrasts_the_two_wrappers():
-    text = EXPLAIN_MARKDOWN
+    text = strategies.strategy("ddp").markdown()
     for words in ("one process", "one process per device", "scatter", "gather", "all-reduce", "shard"):
         assert words in text.lower().replace("**", "")
 

@@ -19,8 +19,6 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from fitcore.config import FitConfig, validate
-from fitcore.ddp import Layout, epoch_shards, train_ddp
-from fitcore.ddp.rank import _AllreduceTimes, _timed_allreduce, ranks_phases, ranks_specs, table_ids
 from fitcore.events import Replica, Step
 from fitcore.phases import (
     ALLREDUCE,
@@ -32,6 +30,14 @@ from fitcore.phases import (
     LOAD,
     allreduce_bytes,
     load_bytes,
+)
+from fitcore.strategies.ddp import Layout, epoch_shards, train_ddp
+from fitcore.strategies.ddp.rank import (
+    _AllreduceTimes,
+    _timed_allreduce,
+    ranks_phases,
+    ranks_specs,
+    table_ids,
 )
 from tests.test_ddp import reference
 
@@ -106,7 +112,7 @@ def test_torchrun_steps_carry_every_ranks_phases_and_ids(tmp_path):
     script.write_text(
         "import json, sys\n"
         "from fitcore.config import FitConfig, validate\n"
-        "from fitcore.ddp import exit_rank, train_torchrun\n"
+        "from fitcore.strategies.ddp import exit_rank, train_torchrun\n"
         "from fitcore.events import Step\n"
         "cfg = validate(FitConfig(devices='cpu', strategy='ddp', epochs=3, workers=2))\n"
         "steps = []\n"

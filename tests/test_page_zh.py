@@ -251,7 +251,8 @@ def test_every_key_the_page_names_is_in_the_catalog():
     root = Path(__file__).resolve().parents[1]
     files = [root / "app.py", *sorted((root / "dashboard").glob("*.py")),
              *sorted((root / "fitcore" / "view").glob("*.py")), root / "fitcore" / "live.py",
-             root / "fitcore" / "compare.py", root / "fitcore" / "whatif.py", root / "fitcore" / "explain.py"]
+             root / "fitcore" / "compare.py", root / "fitcore" / "whatif.py",
+             *sorted((root / "fitcore" / "strategies").rglob("*.py"))]
     literal = re.compile(r"""\b(?:t|count)\(\s*f?["']([a-z_]+\.[a-z_.{}\[\]"']+)["']""")
     catalog = i18n.catalog()
     named = set()

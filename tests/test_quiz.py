@@ -9,9 +9,9 @@ import pytest
 
 from fitcore import i18n
 from fitcore.config import FitConfig
-from fitcore.ddp.shards import first_epoch_value
 from fitcore.live import ITEMSIZE, short_label
 from fitcore.phases import GATHER, LOSS, chunk_sizes, gather_bytes
+from fitcore.shards import first_epoch_value
 from fitcore.view import controls, quiz
 from tests.view_helpers import ddp_step, run_to_end
 

@@ -12,7 +12,8 @@ from fitcore.config import FitConfig, validate
 from fitcore.events import RunEnded, RunStarted, Status, Step
 from fitcore.recording import Recorder, RecordingError, read, replayer
 from fitcore.runner import Run
-from fitcore.train import Control, train
+from fitcore.strategies.dataparallel.train import train
+from fitcore.train import Control
 from tests.helpers import wait_for
 from tests.test_cli import run_cli
 

@@ -28,7 +28,7 @@ FAILED, FINISHED, STOPPED = Status.FAILED, Status.FINISHED, Status.STOPPED
 
 ROOT = Path(__file__).resolve().parents[1]
 # the module, not the function that fitcore/__init__.py exports under the same name
-train_mod = importlib.import_module("fitcore.train")
+train_mod = importlib.import_module("fitcore.strategies.dataparallel.train")
 TOL = 2e-2  # learned parameters vs torch.linalg.lstsq after a tiny full-batch Adam run
 
 

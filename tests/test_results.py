@@ -11,8 +11,8 @@ import math
 import pytest
 
 from fitcore.config import FitConfig
+from fitcore.strategies.dataparallel.view import split_table
 from fitcore.view import results
-from fitcore.view.dataparallel import split_table
 from tests.view_helpers import ddp_snapshot, run_to_end, snapshot
 
 

@@ -11,10 +11,10 @@ import pytest
 from fitcore.config import FitConfig, validate
 from fitcore.events import RunEnded, RunStarted, Step
 from fitcore.runner import History, Run, Snapshot
-from fitcore.train import train
+from fitcore.strategies.dataparallel.train import train
 from tests.helpers import PauseWatch, wait_for
 
-train_mod = importlib.import_module("fitcore.train")  # the module, not the function fitcore re-exports
+train_mod = importlib.import_module("fitcore.strategies.dataparallel.train")  # the module, not its function
 
 pytestmark = pytest.mark.usefixtures("no_leftover_threads")
 

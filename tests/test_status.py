@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from fitcore import ddp
 from fitcore.config import FitConfig
+from fitcore.strategies import ddp
 from fitcore.view import controls, status
 from fitcore.view.common import escape_markdown
 from tests.view_helpers import ddp_snapshot, ddp_step, run_to_end, snapshot

@@ -10,8 +10,8 @@ from fitcore.config import FitConfig, validate
 from fitcore.events import Step
 from fitcore.pool import RunPool
 from fitcore.recording import Recorder, read
+from fitcore.strategies.dataparallel.train import train
 from fitcore.trace import PID, TraceBuilder, trace_of
-from fitcore.train import train
 from tests.helpers import wait_for
 from tests.test_cli import run_cli
 

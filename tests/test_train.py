@@ -16,11 +16,12 @@ from fitcore.data import epoch_batches, make_data
 from fitcore.devices import parse_devices
 from fitcore.events import RunEnded, RunStarted, Step
 from fitcore.parallel import LinearModel, chunk_sizes, init_parameters
-from fitcore.train import Control, finished_message, train
+from fitcore.strategies.dataparallel.train import train
+from fitcore.train import Control, finished_message
 from tests.helpers import wait_for
 
 # the module: `import fitcore.train` names the function that fitcore/__init__.py re-exports
-train_mod = importlib.import_module("fitcore.train")
+train_mod = importlib.import_module("fitcore.strategies.dataparallel.train")
 
 
 def collect(cfg: FitConfig, control: Control | None = None, stop_at: int | None = None):

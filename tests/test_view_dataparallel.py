@@ -1,4 +1,4 @@
-"""fitcore.view.dataparallel: each replica's shapes in a step, and the first step planned before a run."""
+"""fitcore.strategies.dataparallel.view: each replica's shapes in a step, and the first step planned."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from fitcore import strategies
 from fitcore.config import FitConfig
 from fitcore.phases import step_bytes
-from fitcore.view import dataparallel
+from fitcore.strategies.dataparallel import view as dataparallel
 from tests.view_helpers import trained_steps
 
 
@@ -51,7 +51,7 @@ def test_every_strategys_view_module_exposes_the_same_names(name):
     """A strategy is a plug-in: the page and the live view reach its parts only through these names."""
     entry = strategies.strategy(name)
     view = entry.view_module
-    assert view.__name__ == entry.view and view.__name__.startswith("fitcore.view.")
+    assert view is entry.view() and view.__name__ == f"fitcore.strategies.{name}.view"
     assert [n for n in VIEW_NAMES if not hasattr(view, n)] == []
     assert entry.planned_step is view.planned_step
     assert view.sections(None, None) == []  # no run and no valid controls: no panel

@@ -1,4 +1,4 @@
-"""fitcore.view.ddp: each rank's shard (its table and its grid), each rank's shapes, the planned step."""
+"""fitcore.strategies.ddp.view: each rank's shard (its table and its grid), its shapes, the planned step."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from fitcore.config import FitConfig
-from fitcore.view import controls, ddp, results
+from fitcore.strategies.ddp import view as ddp
+from fitcore.view import controls, results
 from tests.view_helpers import ddp_snapshot, ddp_step
 
 

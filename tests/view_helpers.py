@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fitcore import ddp
 from fitcore.config import FitConfig, validate
 from fitcore.events import Replica, Step
 from fitcore.runner import Run, Snapshot
-from fitcore.train import train
+from fitcore.strategies import ddp
+from fitcore.strategies.dataparallel.train import train
 
 
 def run_to_end(cfg: FitConfig) -> Snapshot:

@@ -1,19 +1,22 @@
-"""The training strategies, one object each: what every part of fitcore asks about a strategy.
+"""The training strategies, one package each: what every part of fitcore asks about a strategy.
 
-A new strategy (FSDP, say) is a whole plug-in: its trainer module (a train function that emits
-fitcore.events), its view module in fitcore.view (the names fitcore.view.dataparallel lists), its drawer in
-frontend/, and one entry here. The registry sits below fitcore.config, which checks `strategy` and counts
-steps with it, so an entry names its functions as "module:function" and its view as a module, imported when
-first used.
+A strategy is one package, `fitcore/strategies/<name>/`, one drawer file, `frontend/draw_<name>.js`, and one
+line in `_PACKAGES` below. The package's `__init__.py` holds its `STRATEGY`, a `Strategy` whose fields are
+callables; the package owns its trainer, its view (`view.py`), its console lines, the bytes of its step, its
+explanation, its catalog keys (`locale.json`, read by fitcore.i18n) and its hooks for `check`, `compare`,
+`whatif` and the classroom quiz. Nothing outside the package spells its name: the rest of fitcore asks the
+registry (`strategy(name)`, `of(cfg)`, `STRATEGIES`), and tests/test_strategy_names.py fails on a name
+written anywhere else.
+
+The registry sits below fitcore.config, which checks `strategy` and counts steps with it, so a package's
+`__init__.py` imports nothing that imports fitcore.config: its hooks import their modules when called.
 """
 
 from __future__ import annotations
 
-import importlib
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 if TYPE_CHECKING:
     from fitcore.config import FitConfig
@@ -21,96 +24,68 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Strategy:
-    """One way of training on several devices."""
+    """One way of training on several devices: its words, and the callables every part of fitcore uses.
+
+    The hooks' signatures (a new package provides each):
+        steps_per_epoch(cfg) -> int                  optimizer steps per epoch (pure arithmetic)
+        train(cfg, on_event, control=None, plan=None) -> RunEnded     emits fitcore.events, nothing else
+        step_lines(step) -> list[str]                its console lines for one Step
+        detail_lines: {Detail.key: (value) -> list[str]}   console lines of its own Detail events
+        markdown() -> str                            its explanation for the page, in the current language
+        bytes_of_step(rows, k, d, itemsize) -> int   one step's bytes on k devices
+        view() -> module                             planned_step, sections, parallelism, console_frame,
+                                                     CONSOLE_HINT (see fitcore.strategies.dataparallel.view)
+        check_rows(machine) -> list[check.Row]       its rows of `fitcore check`
+        comparer(cfg, data, device, plan, toggles) -> compare.Comparer    its column of `fitcore compare`
+        compare_causes(cfg, plan, toggles, trained) -> list[str]   why it differs, each cause measured
+        engine(plan) -> str, engine_word(plan) -> str   what ran it in compare, in a sentence and a word
+        projections: tuple[whatif.Projection, ...]   its rows of `fitcore whatif`'s projection
+        questions(step, cfg, labels, extra) -> list[quiz.Question]   the classroom's questions on a step
+        presets(tutorial) -> ((name, cfg, key), ...)   its presets on the page, made from the tutorial's
+                                                     config; `key` names its catalog keys view.preset.<key>.*
+    """
 
     name: str  # the value of FitConfig.strategy
     label: str  # what the page and the messages call it
     processes: bool  # one process per worker: `workers` applies, `cpu` means workers CPU processes
-    steps_per_epoch: Callable[[FitConfig], int]  # optimizer steps per epoch (pure arithmetic)
-    trainer: str  # "module:function" of its train(cfg, on_event, control, plan=...) -> RunEnded
-    lines: str  # "module:function" of its console lines for one Step
-    explanation: str  # "module:NAME" of its Markdown for the page
-    step_bytes: str  # "module:function" of bytes(rows, k, d, itemsize): one step's bytes on k devices
-    view: str  # its module in fitcore.view: planned step, the page's panels, parallelism, console frame
     drawer: str  # the key of its step picture's drawer in the browser (frontend/), sent with every picture
-
-    @property
-    def train(self) -> Callable[..., Any]:
-        return _load(self.trainer)
-
-    @property
-    def step_lines(self) -> Callable[..., list[str]]:
-        return _load(self.lines)
-
-    @property
-    def markdown(self) -> str:
-        return _load(self.explanation)
-
-    @property
-    def bytes_of_step(self) -> Callable[[int, int, int, int], int]:
-        return _load(self.step_bytes)
+    steps_per_epoch: Callable[[FitConfig], int]
+    train: Callable[..., Any]
+    step_lines: Callable[[Any], list[str]]
+    markdown: Callable[[], str]
+    bytes_of_step: Callable[[int, int, int, int], int]
+    view: Callable[[], ModuleType]
+    check_rows: Callable[[Any], list]
+    comparer: Callable[..., Any]
+    compare_causes: Callable[..., list[str]]
+    engine: Callable[[Any], str]
+    engine_word: Callable[[Any], str]
+    questions: Callable[..., list]
+    projections: Callable[[], tuple] = tuple
+    presets: Callable[[Any], tuple] = lambda tutorial: ()
+    detail_lines: Mapping[str, Callable[[dict], list[str]]] = field(default_factory=dict)
 
     @property
     def view_module(self) -> ModuleType:
-        return importlib.import_module(self.view)
+        return self.view()
 
     @property
     def planned_step(self) -> Callable[..., Any]:
         """planned_step(cfg, gpus) -> (its first Step before a run, the device labels)."""
-        return self.view_module.planned_step
+        return self.view().planned_step
 
 
-def _load(ref: str) -> Any:
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
+from fitcore.strategies import dataparallel, ddp  # noqa: E402 - the packages use Strategy, defined above
 
+_PACKAGES = (dataparallel, ddp)  # the registry: one line per strategy, the default first
 
-def _batches(cfg: FitConfig) -> int:
-    return math.ceil(cfg.data_size / cfg.batch_size)
-
-
-def _ddp_steps(cfg: FitConfig) -> int:
-    # DistributedSampler gives each of K ranks ceil(N / K) rows, and each rank takes ceil(B / K) of them per
-    # step (fitcore.ddp.shards.Layout, which tests check against this)
-    k = max(1, cfg.workers)
-    return math.ceil(math.ceil(cfg.data_size / k) / math.ceil(cfg.batch_size / k))
-
-
-STRATEGIES: dict[str, Strategy] = {
-    s.name: s
-    for s in (
-        Strategy(
-            name="dataparallel",
-            label="DataParallel",
-            processes=False,
-            steps_per_epoch=_batches,
-            trainer="fitcore.train:train",
-            lines="fitcore.console:step_lines",
-            explanation="fitcore.explain:DATAPARALLEL_MARKDOWN",
-            step_bytes="fitcore.phases:dataparallel_step_bytes",
-            view="fitcore.view.dataparallel",
-            drawer="dataparallel",
-        ),
-        Strategy(
-            name="ddp",
-            label="DistributedDataParallel",
-            processes=True,
-            steps_per_epoch=_ddp_steps,
-            trainer="fitcore.ddp:train_ddp",
-            lines="fitcore.console:rank_step_lines",
-            explanation="fitcore.explain:DDP_MARKDOWN",
-            step_bytes="fitcore.phases:ddp_step_bytes",
-            view="fitcore.view.ddp",
-            drawer="ddp",
-        ),
-    )
-}
+STRATEGIES: dict[str, Strategy] = {p.STRATEGY.name: p.STRATEGY for p in _PACKAGES}
 NAMES = tuple(STRATEGIES)
-DEFAULT = "dataparallel"
+DEFAULT = NAMES[0]
 
 
 def strategy(name: Any) -> Strategy:
-    """The strategy called `name`, or DataParallel's for a name that is not one (the config check refuses
+    """The strategy called `name`, or the default one for a name that is not one (the config check refuses
     it with its own message)."""
     return STRATEGIES.get(name, STRATEGIES[DEFAULT])
 

@@ -119,17 +119,9 @@ PRESETS = (
         replace(_TUTORIAL, noise=3.0, data_size=40, batch_size=40, devices="virtual:2"),
         "noisy",
     ),
-    Preset(
-        "DistributedDataParallel",
-        replace(_TUTORIAL, strategy="ddp", workers=2, devices="cpu"),
-        "ddp",
-    ),
-    Preset(
-        "Uneven shards",
-        replace(_TUTORIAL, data_size=10, batch_size=10, strategy="ddp", workers=3, devices="cpu"),
-        "uneven_shards",
-    ),
 )
+# each strategy's own presets (its `presets` hook), after the tutorial's
+PRESETS += tuple(Preset(*p) for s in strategies.STRATEGIES.values() for p in s.presets(_TUTORIAL))
 
 
 def preset(name: str) -> Preset:

@@ -76,7 +76,7 @@ def _order(option: Any) -> Any:
 # The questions. labels: the selected devices (or ranks), as RunStarted lists them.
 
 
-def rows_question(step: Step, cfg: FitConfig, labels: Sequence[str]) -> Question:
+def rows_question(step: Step, cfg: FitConfig, labels: Sequence[str], shard: bool = False) -> Question:
     """How many rows a given device gets: the replica's own rows, from the Step."""
     replica = step.replicas[step.step % len(step.replicas)]
     batch, k = step.input_shape[0], len(labels)
@@ -84,12 +84,11 @@ def rows_question(step: Step, cfg: FitConfig, labels: Sequence[str]) -> Question
     device = short_label(replica.device)
     others = [size, batch // k, batch, size - 1, size + 1, batch - replica.rows, replica.rows + 1]
     others = [n for n in others if n > 0]
-    ddp = strategies.of(cfg).processes  # one process per rank: each takes ceil(B / K) rows of its own shard
-    ask = text("classroom.q.rows_ddp" if ddp else "classroom.q.rows", step=step.step, batch=batch, k=k,
+    ask = text("classroom.q.rows_shard" if shard else "classroom.q.rows", step=step.step, batch=batch, k=k,
                device=device)  # fmt: skip
-    if ddp:
+    if shard:  # one process per rank: each takes ceil(B / K) rows of its own shard
         per_rank = math.ceil(cfg.batch_size / k)
-        why = text("classroom.why.rows_ddp", k=k, batch_size=cfg.batch_size, size=per_rank, device=device,
+        why = text("classroom.why.rows_shard", k=k, batch_size=cfg.batch_size, size=per_rank, device=device,
                    rows=replica.rows)  # fmt: skip
     else:
         why = text("classroom.why.rows", k=k, batch=batch, size=size, device=device, start=replica.start,
@@ -173,16 +172,25 @@ def questions(step: Step, cfg: FitConfig, labels: Sequence[str], extra: dict | N
         labels: the selected devices or ranks (RunStarted.devices / Snapshot.devices).
         extra: Snapshot.extra, where DDP's shards are.
     """
+    return strategies.of(cfg).questions(step, cfg, labels, extra)
+
+
+def split_questions(step: Step, cfg: FitConfig, labels: Sequence[str], extra: dict | None = None) -> list:
+    """One process scattering each batch: the rows, the idle devices, where outputs meet, gather's bytes."""
     out = [rows_question(step, cfg, labels)] if step.replicas else []
-    if strategies.of(cfg).processes:  # ranks with shards: the padded duplicates are the question
-        shards = (extra or {}).get("shards")
-        if shards and shards["padding"] and len(labels) > 1:
-            out.append(padded_question(step, cfg, labels, shards))
-        return out
     if len(labels) > 1:
         out.append(idle_question(step, cfg, labels))
         if step.phases is not None:
             out += [meet_question(step, cfg, labels), gather_bytes_question(step, cfg, labels)]
+    return out
+
+
+def shard_questions(step: Step, cfg: FitConfig, labels: Sequence[str], extra: dict | None = None) -> list:
+    """Ranks with shards of their own: each rank's rows, and which ranks hold the padded duplicates."""
+    out = [rows_question(step, cfg, labels, shard=True)] if step.replicas else []
+    shards = (extra or {}).get("shards")
+    if shards and shards["padding"] and len(labels) > 1:
+        out.append(padded_question(step, cfg, labels, shards))
     return out
 
 

@@ -1,7 +1,7 @@
 """The ddp strategy: torch's DistributedDataParallel, one process per rank, each with its own data shard.
 
 `train_ddp` starts K = cfg.workers ranks with torch.multiprocessing (spawn) on 127.0.0.1 and emits the same
-events as fitcore.train.train; `train_torchrun` is one rank of a run that torchrun launched (one machine or
+events as DataParallel's train; `train_torchrun` is one rank of a run that torchrun launched (one machine or
 several). Both run the same loop, `train_rank`:
 
   1. every rank builds the same data and the same initial parameters from the seed;
@@ -17,56 +17,164 @@ Because every rank has the same number of rows at every step, the averaged gradi
 mean loss over the global batch: DDP matches single-process training on the concatenated rows.
 
 The package, by responsibility:
-  shards.py    how an epoch is cut: `Layout`, each rank's shard from DistributedSampler, the shards as data;
   rank.py      one rank's loop, shared by both launchers, and what the ranks report (Step, group, finals);
   launcher.py  `train_ddp`: the TCP store on loopback, the spawned ranks, the gate between steps;
   torchrun.py  `train_torchrun`: one rank of a torchrun launch, and the checks of torchrun's environment.
 What the user reads lives beside DataParallel's: the console lines in fitcore.console, the page's shard
-tables and shard grid in fitcore.view.ddp and the explanation in fitcore.explain.
+tables and shard grid in fitcore.strategies.ddp.view and the explanation in fitcore.explain.
 """
 
-from fitcore.console import final_lines, group_line, shard_lines
-from fitcore.console import rank_step_lines as step_lines
-from fitcore.ddp.launcher import train_ddp
-from fitcore.ddp.rank import (
-    final_value,
-    group_value,
-    placement,
-    rank_label,
-    rank_labels,
-    rank_step,
-    train_rank,
-)
-from fitcore.ddp.shards import (
-    Layout,
-    epoch_shards,
-    epoch_value,
-    first_epoch_value,
-    shards_value,
-)
-from fitcore.ddp.torchrun import TorchrunEnv, config_for_torchrun, exit_rank, torchrun_env, train_torchrun
+from __future__ import annotations
 
-__all__ = [
-    "Layout",
-    "TorchrunEnv",
-    "config_for_torchrun",
-    "epoch_shards",
-    "epoch_value",
-    "exit_rank",
-    "final_lines",
-    "final_value",
-    "first_epoch_value",
-    "group_line",
-    "group_value",
-    "placement",
-    "rank_label",
-    "rank_labels",
-    "rank_step",
-    "shard_lines",
-    "shards_value",
-    "step_lines",
-    "torchrun_env",
-    "train_ddp",
-    "train_rank",
-    "train_torchrun",
-]
+import importlib
+from typing import Any
+
+from fitcore.strategies import Strategy
+
+NAME = "ddp"
+
+_EXPORTS = {  # name -> the module that holds it
+    **dict.fromkeys(("final_lines", "group_line", "shard_lines"), "fitcore.console"),
+    "train_ddp": "fitcore.strategies.ddp.launcher",
+    **dict.fromkeys(
+        ("final_value", "group_value", "placement", "rank_label", "rank_labels", "rank_step", "train_rank"),
+        "fitcore.strategies.ddp.rank",
+    ),
+    **dict.fromkeys(
+        ("Layout", "epoch_shards", "epoch_value", "first_epoch_value", "shards_value"), "fitcore.shards"
+    ),
+    **dict.fromkeys(
+        ("TorchrunEnv", "config_for_torchrun", "exit_rank", "torchrun_env", "train_torchrun"),
+        "fitcore.strategies.ddp.torchrun",
+    ),
+}
+__all__ = sorted([*_EXPORTS, "step_lines"])
+
+
+def __getattr__(name: str) -> Any:
+    if name == "step_lines":
+        return _step_lines
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(name)
+
+
+def _steps_per_epoch(cfg) -> int:
+    from fitcore.shards import Layout
+
+    # at least one rank: the config check asks before it has refused a bad worker count
+    return Layout(cfg.data_size, max(1, cfg.workers), cfg.batch_size).steps_per_epoch
+
+
+def _train(*args, **kwargs):
+    from fitcore.strategies.ddp.launcher import train_ddp
+
+    return train_ddp(*args, **kwargs)
+
+
+def _step_lines(step) -> list[str]:
+    from fitcore.console import rank_step_lines
+
+    return rank_step_lines(step)
+
+
+def _group_lines(value: dict) -> list[str]:
+    from fitcore.console import group_line
+
+    return [group_line(value)]
+
+
+def _markdown() -> str:
+    from fitcore.i18n import t
+
+    return t("explain.ddp")
+
+
+def _bytes_of_step(rows: int, k: int, d: int, itemsize: int) -> int:
+    from fitcore.phases import ddp_bytes
+
+    return ddp_bytes(k, d, itemsize)  # the same whatever the rows: every rank all-reduces d + 1 numbers
+
+
+def _view():
+    from fitcore.strategies.ddp import view
+
+    return view
+
+
+def _check_rows(machine) -> list:
+    from fitcore.strategies.ddp.check import check_rows
+
+    return check_rows(machine)
+
+
+def _comparer(cfg, data, device, plan, toggles):
+    from fitcore.strategies.ddp.compare import Comparer
+
+    return Comparer(cfg, data, device, plan, toggles)
+
+
+def _compare_causes(cfg, plan, toggles, trained) -> list[str]:
+    from fitcore.strategies.ddp.compare import causes
+
+    return causes(cfg, plan, toggles, trained)
+
+
+def _engine(plan) -> str:
+    from fitcore.i18n import t
+
+    return t("cli.compare.engine.ddp", k=len(plan.labels))
+
+
+def _engine_word(plan) -> str:
+    from fitcore.i18n import t
+
+    return t("cli.compare.word.simulated")
+
+
+def _projections() -> tuple:
+    from fitcore.strategies.ddp.whatif import PROJECTIONS
+
+    return PROJECTIONS
+
+
+def _questions(step, cfg, labels, extra=None) -> list:
+    from fitcore.view.quiz import shard_questions
+
+    return shard_questions(step, cfg, labels, extra)
+
+
+def _presets(tutorial) -> tuple:
+    from dataclasses import replace
+
+    return (
+        ("DistributedDataParallel", replace(tutorial, strategy=NAME, workers=2, devices="cpu"), NAME),
+        (
+            "Uneven shards",
+            replace(tutorial, data_size=10, batch_size=10, strategy=NAME, workers=3, devices="cpu"),
+            "uneven_shards",
+        ),
+    )
+
+
+STRATEGY = Strategy(
+    name=NAME,
+    label="DistributedDataParallel",
+    processes=True,
+    drawer=NAME,
+    steps_per_epoch=_steps_per_epoch,
+    train=_train,
+    step_lines=_step_lines,
+    markdown=_markdown,
+    bytes_of_step=_bytes_of_step,
+    view=_view,
+    check_rows=_check_rows,
+    comparer=_comparer,
+    compare_causes=_compare_causes,
+    engine=_engine,
+    engine_word=_engine_word,
+    projections=_projections,
+    questions=_questions,
+    presets=_presets,
+    detail_lines={NAME: _group_lines},  # Detail(NAME): the process group, one line
+)

@@ -22,7 +22,11 @@ import torch.multiprocessing as mp
 from fitcore.config import FitConfig
 from fitcore.console import final_lines, group_line, shard_lines
 from fitcore.data import least_squares, make_data
-from fitcore.ddp.rank import (
+from fitcore.devices import DevicePlan, parse_devices
+from fitcore.events import Detail, Event, RunEnded, Status, run_started
+from fitcore.i18n import DEFAULT, count, current, set_language, t
+from fitcore.shards import Layout, epoch_shards, epoch_value, shards_value
+from fitcore.strategies.ddp.rank import (
     COLLECTIVE_TIMEOUT,
     IDS_COLS,
     RankParams,
@@ -37,10 +41,6 @@ from fitcore.ddp.rank import (
     table_ids,
     train_rank,
 )
-from fitcore.ddp.shards import Layout, epoch_shards, epoch_value, shards_value
-from fitcore.devices import DevicePlan, parse_devices
-from fitcore.events import Detail, Event, RunEnded, Status, run_started
-from fitcore.i18n import DEFAULT, count, current, set_language, t
 from fitcore.train import Control, describe_failure, finished_message
 
 HOST = "127.0.0.1"  # spawned ranks talk over loopback only

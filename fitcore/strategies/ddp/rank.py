@@ -16,11 +16,10 @@ from torch.utils.data import DistributedSampler, TensorDataset
 
 from fitcore.config import FitConfig
 from fitcore.data import make_data
-from fitcore.ddp.shards import Layout
 from fitcore.devices import DevicePlan
 from fitcore.errors import ConfigError, Text
 from fitcore.events import Replica, Status, Step
-from fitcore.parallel import LinearModel, ShapeRecorder, init_parameters
+from fitcore.parallel import LinearModel, ShapeRecorder
 from fitcore.phases import (
     ALLREDUCE_END,
     ALLREDUCE_START,
@@ -38,7 +37,8 @@ from fitcore.phases import (
     StepPhases,
     ddp_specs,
 )
-from fitcore.train import diverged_message, make_optimizer
+from fitcore.shards import Layout
+from fitcore.train import diverged_message, first_model, make_optimizer
 
 COLLECTIVE_TIMEOUT = timedelta(seconds=120)  # a collective waiting longer than this fails its rank
 MAX_IDS = 8  # dataset row ids each rank reports per step: where its first rows came from
@@ -176,8 +176,7 @@ def train_rank(
     # 1. the same data and initial parameters on every rank, from the seed
     X, y = make_data(cfg, device)  # (N, d), (N, 1)
     recorder = ShapeRecorder()
-    raw = LinearModel(cfg.n_features, recorder)
-    init_parameters(raw, cfg.seed + 1)
+    raw = first_model(cfg, recorder)
     raw.device_label = label
     raw.to(device)
     model = DistributedDataParallel(raw, device_ids=[device.index] if device.type == "cuda" else None)

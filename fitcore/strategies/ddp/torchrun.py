@@ -1,7 +1,7 @@
 """One rank of a run that torchrun launched (`torchrun ... -m fitcore --strategy ddp`), on 1+ machines.
 
 torchrun sets each rank's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT; the rank joins the process group
-from them and runs the same loop as the spawned ranks (fitcore.ddp.rank); rank 0 emits the events.
+from them and runs the same loop as the spawned ranks (fitcore.strategies.ddp.rank); rank 0 emits the events.
 """
 
 from __future__ import annotations
@@ -19,7 +19,12 @@ import torch.distributed as dist
 from fitcore.config import MAX_WORKERS, FitConfig, validate
 from fitcore.console import final_lines, group_line, shard_lines
 from fitcore.data import least_squares, make_data
-from fitcore.ddp.rank import (
+from fitcore.devices import DevicePlan, parse_devices
+from fitcore.errors import ConfigError, Text
+from fitcore.events import Detail, Event, RunEnded, Status, run_started
+from fitcore.i18n import count, t
+from fitcore.shards import Layout, first_epoch_value
+from fitcore.strategies.ddp.rank import (
     COLLECTIVE_TIMEOUT,
     IDS_COLS,
     PREV_TIMES_COLS,
@@ -35,11 +40,6 @@ from fitcore.ddp.rank import (
     table_ids,
     train_rank,
 )
-from fitcore.ddp.shards import Layout, first_epoch_value
-from fitcore.devices import DevicePlan, parse_devices
-from fitcore.errors import ConfigError, Text
-from fitcore.events import Detail, Event, RunEnded, Status, run_started
-from fitcore.i18n import count, t
 from fitcore.train import Control, describe_failure, finished_message
 
 

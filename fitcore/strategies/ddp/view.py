@@ -1,7 +1,7 @@
 """DistributedDataParallel's part of the page: each rank's shard of the dataset (a table and a grid), each
 rank's shapes in a step, its planned first step, how it ran, and its console lines around the steps.
 
-It exposes the names every strategy's view module does (see fitcore.view.dataparallel).
+It exposes the names every strategy's view module does (see fitcore.strategies.dataparallel.view).
 """
 
 from __future__ import annotations
@@ -10,13 +10,14 @@ import functools
 import math
 from typing import Any, Mapping, Sequence
 
-from fitcore import ddp
 from fitcore.config import FitConfig
 from fitcore.console import final_lines, group_line
 from fitcore.devices import parse_devices
 from fitcore.events import Replica, RunStarted, Step
 from fitcore.i18n import count, t
 from fitcore.runner import Snapshot
+from fitcore.shards import Layout, first_epoch_value
+from fitcore.strategies.ddp.rank import rank_labels
 from fitcore.text import plural
 from fitcore.view.common import Section, shape_text
 
@@ -37,12 +38,12 @@ MAX_CELL_NUMBERS = 40  # rows up to which each cell shows its dataset row number
 # Each rank's shard of the dataset.
 
 # the run's own Detail('shards') is built by the same function, so the plan is what the run reports
-_planned_shards = functools.lru_cache(maxsize=8)(ddp.first_epoch_value)
+_planned_shards = functools.lru_cache(maxsize=8)(first_epoch_value)
 
 
 def planned_shards(cfg: FitConfig, gpus: Any = None) -> dict:
     """Detail('shards').value that a ddp run of cfg will report for its first epoch, before it starts."""
-    return _planned_shards(cfg, ddp.rank_labels(cfg, parse_devices(cfg.devices, gpus)))
+    return _planned_shards(cfg, rank_labels(cfg, parse_devices(cfg.devices, gpus)))
 
 
 def shard_table(source: Any, which: str = "latest") -> list[dict]:
@@ -237,7 +238,7 @@ def rank_table(step: Step) -> list[dict[str, Any]]:
 def planned_step(cfg: FitConfig, gpus: Any = None) -> tuple[Step, tuple[str, ...]]:
     """(a ddp run's first step before any run: ceil(batch / K) rows of each shard per rank, the ranks)."""
     value = planned_shards(cfg, gpus)
-    rows = ddp.Layout.of(cfg).local_rows(1)
+    rows = Layout.of(cfg).local_rows(1)
     replicas = [
         Replica(r["device"], i * rows, (i + 1) * rows, (rows, cfg.n_features), (rows, 1))
         for i, r in enumerate(value["first"]["ranks"])

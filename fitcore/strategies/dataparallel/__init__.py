@@ -1,0 +1,113 @@
+"""The dataparallel strategy: torch's nn.DataParallel in one process, each batch scattered across devices.
+
+The package, by responsibility:
+  train.py    `train`: the loop (scatter, replicate, parallel_apply, gather, loss, backward, step);
+  view.py     the page's split table, its parallelism line and console frame, the planned first step;
+  check.py    its rows of `fitcore check`;
+  compare.py  its column of `fitcore compare`; whatif.py its row of `fitcore whatif`;
+  locale.json its catalog keys.
+Its hooks below import their modules when called (see fitcore.strategies).
+"""
+
+from __future__ import annotations
+
+import math
+
+from fitcore.strategies import Strategy
+
+NAME = "dataparallel"
+
+
+def _steps_per_epoch(cfg) -> int:
+    return math.ceil(cfg.data_size / cfg.batch_size)
+
+
+def _train(*args, **kwargs):
+    from fitcore.strategies.dataparallel.train import train
+
+    return train(*args, **kwargs)
+
+
+def _step_lines(step) -> list[str]:
+    from fitcore.console import step_lines
+
+    return step_lines(step)
+
+
+def _markdown() -> str:
+    from fitcore.i18n import t
+
+    return t("explain.dataparallel")
+
+
+def _bytes_of_step(rows: int, k: int, d: int, itemsize: int) -> int:
+    from fitcore.phases import chunk_sizes, dataparallel_bytes
+
+    return dataparallel_bytes(chunk_sizes(rows, k), d, itemsize)
+
+
+def _view():
+    from fitcore.strategies.dataparallel import view
+
+    return view
+
+
+def _check_rows(machine) -> list:
+    from fitcore.strategies.dataparallel.check import check_rows
+
+    return check_rows(machine)
+
+
+def _comparer(cfg, data, device, plan, toggles):
+    from fitcore.strategies.dataparallel.compare import Comparer
+
+    return Comparer(cfg, data, device, plan, toggles)
+
+
+def _compare_causes(cfg, plan, toggles, trained) -> list[str]:
+    return []  # it trains on the reference's own batches: only the shared toggles move it
+
+
+def _engine(plan) -> str:
+    from fitcore.strategies.dataparallel.compare import engine
+
+    return engine(plan)
+
+
+def _engine_word(plan) -> str:
+    from fitcore.strategies.dataparallel.compare import engine_word
+
+    return engine_word(plan)
+
+
+def _projections() -> tuple:
+    from fitcore.strategies.dataparallel.whatif import PROJECTIONS
+
+    return PROJECTIONS
+
+
+def _questions(step, cfg, labels, extra=None) -> list:
+    from fitcore.view.quiz import split_questions
+
+    return split_questions(step, cfg, labels, extra)
+
+
+STRATEGY = Strategy(
+    name=NAME,
+    label="DataParallel",
+    processes=False,
+    drawer=NAME,
+    steps_per_epoch=_steps_per_epoch,
+    train=_train,
+    step_lines=_step_lines,
+    markdown=_markdown,
+    bytes_of_step=_bytes_of_step,
+    view=_view,
+    check_rows=_check_rows,
+    comparer=_comparer,
+    compare_causes=_compare_causes,
+    engine=_engine,
+    engine_word=_engine_word,
+    projections=_projections,
+    questions=_questions,
+)

@@ -1,0 +1,17 @@
+"""The dataparallel row of `fitcore whatif`: everything through device 0, on one machine's devices."""
+
+from __future__ import annotations
+
+from fitcore.strategies.dataparallel import NAME
+from fitcore.whatif import WIRE_BYTES, Projection
+
+
+def _wire(params: float, k: int, batch_bytes: float = 0.0) -> float:
+    # through device 0: the parameters out to K-1 replicas, their gradients back, rows out and back
+    return 2 * (k - 1) * params * WIRE_BYTES + (k - 1) / k * batch_bytes
+
+
+PROJECTIONS = (
+    # device 0 holds the master copy and the optimizer state: all of it
+    Projection(NAME, "DataParallel", lambda p, g, o, k: p + g + o, _wire, 4, one_machine=True),
+)

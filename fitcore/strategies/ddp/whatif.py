@@ -1,0 +1,12 @@
+"""The ddp row of `fitcore whatif`: every rank holds everything and all-reduces its gradients in a ring."""
+
+from __future__ import annotations
+
+from fitcore.i18n import t
+from fitcore.strategies.ddp import NAME
+from fitcore.whatif import Projection, _ring
+
+PROJECTIONS = (
+    Projection(NAME, "DDP (ring all-reduce)", lambda p, g, o, k: p + g + o, _ring, 2,
+               page_title=lambda: t("lab.ring")),
+)  # fmt: skip
