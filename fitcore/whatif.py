@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
 from fitcore.cliparse import Parser, command, error_line
-from fitcore.config import FitConfig
+from fitcore.config import FitConfig, parse_number
 from fitcore.errors import ConfigError, Listed, Text
 from fitcore.i18n import t
 from fitcore.text import pad
@@ -412,10 +412,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _number(flag: str, raw: str, allowed: Text) -> float:
+def _number(flag: str, raw: str, allowed: Text, kind: type = float) -> float:
+    """A flag's number, read by the one number parser of fitcore.config (ASCII digits only), or refused."""
     try:
-        value = float(str(raw).replace("_", ""))
-    except ValueError:
+        value = parse_number(flag, str(raw), kind)
+    except ConfigError:
         raise ConfigError(flag, raw, allowed) from None
     if not math.isfinite(value):
         raise ConfigError(flag, raw, allowed)
@@ -425,9 +426,13 @@ def _number(flag: str, raw: str, allowed: Text) -> float:
 def _counts(raw: str) -> tuple[int, ...]:
     allowed = Text("cli.whatif.allowed.counts", most=MAX_DEVICES)
     parts = [c for c in str(raw).split(",") if c.strip()]
-    if not parts or not all(c.strip().isdigit() and 1 <= int(c) <= MAX_DEVICES for c in parts):
+    try:
+        counts = tuple(int(_number("--counts", c, allowed, int)) for c in parts)
+    except ConfigError:
+        counts = ()
+    if not counts or not all(1 <= c <= MAX_DEVICES for c in counts):
         raise ConfigError("--counts", raw, allowed)
-    return tuple(int(c) for c in parts)
+    return counts
 
 
 def projection(args: argparse.Namespace, measured: Measured) -> dict:

@@ -165,6 +165,10 @@ def test_the_table_says_projected(capsys):
         (["--link", "wifi"], "--link: got 'wifi'; allowed: nvlink or pcie"),
         (["--params", "abc"], "--params: got 'abc'; allowed: 1 to 1e12"),
         (["--counts", "2,x"], "--counts: got '2,x'"),
+        (["--counts", "٢,８"], "--counts: got '٢,８'"),  # Arabic-Indic and full-width digits: ASCII only
+        (["--counts", "１２"], "--counts: got '１２'"),
+        (["--params", "١٢"], "--params: got '١٢'"),
+        (["--memory-gb", "8_0"], "--memory-gb: got '8_0'"),
         (["--latency", "-1"], "--latency: got '-1'; allowed: microseconds, 0 or more"),
         (["--memory-gb", "0"], "--memory-gb: got '0'"),
         (["--epochs", "0"], "--epochs: got 0"),

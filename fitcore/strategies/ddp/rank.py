@@ -49,6 +49,11 @@ IDS_COLS = slice(6, 6 + MAX_IDS)  # its first row ids, padded with -1
 PREV_TIMES_COLS = slice(6 + MAX_IDS, 6 + MAX_IDS + DDP_SLOTS)  # its previous step's times, with pass_times
 
 
+def group_backend(plan: DevicePlan) -> str:
+    """The process group's backend: nccl for ranks on GPUs, gloo on the CPU."""
+    return "nccl" if plan.kind == "cuda" else "gloo"
+
+
 def placement(cfg: FitConfig, plan: DevicePlan, world_size: int | None = None) -> tuple[str, tuple[str, ...]]:
     """The backend and each local rank's device: gloo on the CPU, nccl with one GPU per rank.
 
@@ -56,7 +61,7 @@ def placement(cfg: FitConfig, plan: DevicePlan, world_size: int | None = None) -
     one rank per listed GPU.
     """
     k = cfg.workers if world_size is None else world_size
-    if plan.kind != "cuda":
+    if group_backend(plan) == "gloo":
         return "gloo", ("cpu",) * k
     if k != len(plan.device_ids):
         raise ConfigError(

@@ -31,6 +31,7 @@ from fitcore.strategies.ddp.rank import (
     RankParams,
     RankState,
     final_value,
+    group_backend,
     group_value,
     rank_label,
     rank_params,
@@ -161,7 +162,7 @@ def train_torchrun(
     emit = on_event if lead else (lambda event: None)
     t0 = clock()  # reset once the model and optimizer exist: time the training, as train() does
     k, layout = env.world_size, Layout(cfg.data_size, env.world_size, cfg.batch_size)
-    backend = "nccl" if plan.kind == "cuda" else "gloo"
+    backend = group_backend(plan)
     device = f"cuda:{plan.device_ids[env.local_rank]}" if backend == "nccl" else "cpu"
     state, raw = RankState(status=Status.FAILED), None
     weights, bias = (), float("nan")
