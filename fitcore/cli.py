@@ -8,20 +8,20 @@ import os
 import re
 import signal
 import sys
-from dataclasses import fields
 
 from fitcore import strategies
 from fitcore.cliparse import Parser, command, error_line
-from fitcore.config import ConfigError, FitConfig, integer_range, validate
+from fitcore.config import ConfigError, FitConfig, integer_range
 from fitcore.console import data_lines, final_lines, shard_lines, summary_lines
 from fitcore.csvdata import data_result
 from fitcore.errors import Text
 from fitcore.events import Detail, RunStarted, Status, Step
+from fitcore.flags import add_training_flags, config_from_args, flag_error
 from fitcore.i18n import t
 from fitcore.recording import Recorder, check_recordable, replayer
 from fitcore.recording import read as read_recording
 from fitcore.runner import trainer_for
-from fitcore.strategies.ddp.torchrun import config_for_torchrun, exit_rank, torchrun_env, train_torchrun
+from fitcore.strategies.ddp.torchrun import exit_rank, torchrun_env, train_torchrun
 from fitcore.trace import TraceBuilder
 from fitcore.train import Control
 from fitcore.view.results import result_dict
@@ -32,31 +32,6 @@ def _count(text: str) -> int:
     if not re.fullmatch(r"[+-]?[0-9]{1,18}", text.strip(" ")):
         raise argparse.ArgumentTypeError(t("cli.error.got", value=repr(text), allowed=integer_range(1, None)))
     return int(text)
-
-
-def add_training_flags(p: argparse.ArgumentParser) -> None:
-    """The flags that make a FitConfig: the main command's, and compare's and whatif's too."""
-    d = FitConfig()
-    # every value is taken as text and converted by FitConfig.from_mapping, so that the CLI and the
-    # dashboard give the same message for the same bad value
-    p.add_argument(
-        "--weights",
-        nargs="+",
-        default=None,
-        help=t("cli.help.weights", default=" ".join(map(str, d.weights))),
-    )
-    p.add_argument("--bias", help=t("cli.help.bias", default=d.bias))
-    p.add_argument("--noise", help=t("cli.help.noise", default=d.noise))
-    p.add_argument("--data-size", help=t("cli.help.data_size", default=d.data_size))
-    p.add_argument("--batch-size", help=t("cli.help.batch_size", default=d.batch_size))
-    p.add_argument("--epochs", help=t("cli.help.epochs", default=d.epochs))
-    p.add_argument("--lr", help=t("cli.help.lr", default=d.lr))
-    p.add_argument("--optimizer", help=t("cli.help.optimizer", default=d.optimizer))
-    p.add_argument("--no-shuffle", action="store_true", help=t("cli.help.no_shuffle"))
-    p.add_argument("--seed", help=t("cli.help.seed", default=d.seed))
-    p.add_argument("--devices", help=t("cli.help.devices", default=d.devices))
-    p.add_argument("--strategy", help=t("cli.help.strategy", default=d.strategy))
-    p.add_argument("--workers", help=t("cli.help.workers", default=d.workers))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,31 +63,6 @@ def add_output_flags(p: argparse.ArgumentParser) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--quiet", action="store_true", help=t("cli.help.quiet"))
     out.add_argument("--json", action="store_true", help=t("cli.help.json"))
-
-
-def config_from_args(args: argparse.Namespace) -> FitConfig:
-    names = {f.name for f in fields(FitConfig)}
-    raw = {k: v for k, v in vars(args).items() if k in names and v is not None}
-    if args.no_shuffle:
-        raw["shuffle"] = False
-    if raw.get("data") and "batch_size" not in raw:  # a file of fewer rows than the default batch: one batch
-        from fitcore import csvdata
-
-        named = FitConfig.from_mapping({k: raw[k] for k in ("data", "target", "features") if k in raw})
-        rows = len(csvdata.load(named.data, named.target, named.features).y)
-        raw["batch_size"] = min(FitConfig.batch_size, rows)
-    cfg = FitConfig.from_mapping(raw)
-    env = torchrun_env() if strategies.strategy(cfg.strategy).processes else None
-    if env is not None:  # one rank of a torchrun launch: the world size comes from torchrun
-        return config_for_torchrun(cfg, env, workers_given="workers" in raw)
-    return validate(cfg)
-
-
-def flag_error(exc: ConfigError) -> str:
-    """A ConfigError named by the flag the user typed: "--batch-size: got 300; allowed: ..."."""
-    flagged = {f.name for f in fields(FitConfig)} - {"shuffle", "data_sha256"}  # no value to refuse
-    flagged |= {"record", "trace"}
-    return exc.named("--" + exc.field.replace("_", "-") if exc.field in flagged else exc.field)
 
 
 def printed(step: int, every: int, last: int) -> bool:

@@ -35,6 +35,7 @@ from fitcore.config import FitConfig, _parse_bool
 from fitcore.data import make_data
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.errors import ConfigError, Listed, Text
+from fitcore.flags import add_training_flags, config_from_args, flag_error
 from fitcore.i18n import t
 from fitcore.parallel import EmulatedDataParallel
 from fitcore.shards import epoch_shards, is_padding, steps_per_epoch
@@ -346,8 +347,6 @@ def table_lines(result: dict, plan: DevicePlan | None = None) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from fitcore.cli import add_training_flags
-
     p = Parser(prog="python -m fitcore compare", description=t("cli.compare.description"))
     add_training_flags(p)
     g = p.add_argument_group(t("cli.compare.toggles"))
@@ -361,8 +360,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _flag(exc: ConfigError) -> str:
-    from fitcore.cli import flag_error
-
     toggles = {"loss_reduction": "--loss-reduction"}
     return exc.named(toggles[exc.field]) if exc.field in toggles else flag_error(exc)
 
@@ -370,8 +367,6 @@ def _flag(exc: ConfigError) -> str:
 @command
 def main(argv: list[str]) -> int:
     """`python -m fitcore compare [training flags] [toggles] [--json]`; returns the exit status."""
-    from fitcore.cli import config_from_args
-
     args = build_parser().parse_args(argv)
     try:
         cfg = config_from_args(args)

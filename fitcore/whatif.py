@@ -32,6 +32,7 @@ from typing import Callable, Sequence
 from fitcore.cliparse import Parser, command, error_line
 from fitcore.config import FitConfig, parse_number
 from fitcore.errors import ConfigError, Listed, Text
+from fitcore.flags import add_training_flags, config_from_args, flag_error
 from fitcore.i18n import t
 from fitcore.text import pad
 
@@ -395,8 +396,6 @@ def table_lines(result: dict) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from fitcore.cli import add_training_flags
-
     p = Parser(prog="python -m fitcore whatif", description=t("cli.whatif.description"))
     add_training_flags(p)
     w = p.add_argument_group(t("cli.whatif.projection"))
@@ -475,8 +474,6 @@ def projection(args: argparse.Namespace, measured: Measured) -> dict:
 @command
 def main(argv: list[str]) -> int:
     """`python -m fitcore whatif [training flags] [projection flags] [--json]`; returns the exit status."""
-    from fitcore.cli import config_from_args, flag_error
-
     args = build_parser().parse_args(argv)
     try:
         cfg = config_from_args(args)
