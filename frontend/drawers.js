@@ -1,5 +1,6 @@
 // The step picture's drawers, one module per strategy, by the key the payload's picture.drawer carries
-// (fitcore/strategies.py names each strategy's drawer). A new strategy adds its drawer file and one line.
+// (each strategy's package in fitcore/strategies/ names its drawer). A new strategy adds its drawer file
+// and its import here.
 
 import dataparallel from "./draw_dataparallel.js";
 import ddp from "./draw_ddp.js";

@@ -4,11 +4,10 @@
   controls.py      presets, the pace, the link, and config values <-> the widgets' values;
   status.py        the status line and its colour, the controls' differences from a run, the console panel;
   results.py       the parameters' table, every rank's parameters, the history CSV and the result JSON;
-  dataparallel.py  DataParallel's planned step, its shapes table, how it ran;
-  ddp.py           DistributedDataParallel's shards (table and grid), each rank's shapes, how it ran;
-  datasource.py    a CSV upload's values and preview, parameters in the file's units, recordings.
+  datasource.py    a CSV upload's values and preview, parameters in the file's units, recordings;
+  quiz.py          the classroom's questions on a step, each strategy choosing its own.
 
-A strategy's own module (its `view` in fitcore.strategies) exposes `planned_step`, `sections`,
+A strategy's own view module (`fitcore/strategies/<name>/view.py`) exposes `planned_step`, `sections`,
 `parallelism`, `console_frame` and `CONSOLE_HINT`, so that app.py and fitcore.live never ask which
 strategy a run has.
 """

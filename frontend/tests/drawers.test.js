@@ -1,6 +1,6 @@
 // node --test frontend/tests/: the step picture's drawers, one module per strategy, found by key.
 //
-// FITCORE_PHASES (set by tests/test_frontend_units.py from fitcore/strategies.py and fitcore/phases.py)
+// FITCORE_PHASES (set by tests/test_frontend_units.py from fitcore.strategies and fitcore/phases.py)
 // is {drawer key: [phase names]}; without it, the phases as this file knows them.
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";

@@ -19,9 +19,13 @@ mean loss over the global batch: DDP matches single-process training on the conc
 The package, by responsibility:
   rank.py      one rank's loop, shared by both launchers, and what the ranks report (Step, group, finals);
   launcher.py  `train_ddp`: the TCP store on loopback, the spawned ranks, the gate between steps;
-  torchrun.py  `train_torchrun`: one rank of a torchrun launch, and the checks of torchrun's environment.
-What the user reads lives beside DataParallel's: the console lines in fitcore.console, the page's shard
-tables and shard grid in fitcore.strategies.ddp.view and the explanation in fitcore.explain.
+  torchrun.py  `train_torchrun`: one rank of a torchrun launch, and the checks of torchrun's environment;
+  view.py      the page's shard tables and shard grid, its parallelism line and console frame;
+  check.py     its rows of `fitcore check`; compare.py DDP simulated in one process for `fitcore compare`;
+  whatif.py    its row of `fitcore whatif`; locale.json its words (explanation, headers, presets, ...).
+How an epoch is cut into shards is fitcore.shards, which every strategy with ranks shares; the console lines
+of ranks, shards and finals are fitcore.console's. The names below are imported when first used (the
+registry imports this package below fitcore.config).
 """
 
 from __future__ import annotations
