@@ -44,7 +44,25 @@ def language_ui() -> None:
         format_func=i18n.LANGUAGES.get,
         required=True,
         label_visibility="collapsed",
+        on_change=language_changed,
     )
+
+
+# The choice widgets whose options are shown in the page's language. The browser sends a choice as its label,
+# and Streamlit maps the label back to its option with the labels of the page's language: the run that
+# switches the language would read the old language's label as a value of its own ("Pace: 20 steps/s" as a
+# pace). Each one's value is read before the switch, while its labels still match, and set again.
+LABELLED_CHOICES = (
+    "pace", "preset", "strategy", "device_mode", "refresh_ms", "data_source", "replay_choice", "teach_hide",
+    "teach_lock", "cmp_reduction", "wi_link",
+)  # fmt: skip
+
+
+def language_changed() -> None:
+    ss = st.session_state
+    for key in LABELLED_CHOICES:
+        if key in ss:
+            ss[key] = ss[key]
 
 
 def presets_ui() -> None:

@@ -83,7 +83,7 @@ def init_session(gpus: dict) -> None:
             apply_values(controls.config_values(snap.config), gpus)
             ss.pace = controls.pace_choice(snap.pace)
     # a link sets the controls (a reload's link is the run's own); bad values are reported, the defaults kept
-    values, pace, errors = controls.from_query(st.query_params.to_dict(), list(gpus.values()))
+    values, pace, errors = controls.from_query(link_params(), list(gpus.values()))
     apply_values(values, gpus)
     if pace is not None:
         ss.pace = pace
@@ -91,11 +91,16 @@ def init_session(gpus: dict) -> None:
     init_classroom()
 
 
+def link_params() -> dict:
+    """The link's parameters, a repeated one with all its values (to_dict would keep only the last)."""
+    return controls.link_params({k: st.query_params.get_all(k) for k in st.query_params})
+
+
 def init_classroom() -> None:
     """The teacher's link: the controls it hides or locks keep the values the page holds now (the link's,
     where it gave them); the presenter and question modes start as the link says."""
     ss = st.session_state
-    room, errors = controls.classroom_from_query(st.query_params.to_dict())
+    room, errors = controls.classroom_from_query(link_params())
     ss.classroom = room
     ss.url_errors += [controls.error_text(e) for e in errors]
     values = control_values()

@@ -133,7 +133,7 @@ _FLOAT_TEXT = re.compile(  # nan and inf are read, so that validate() refuses th
     r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:nan|inf|infinity)", re.IGNORECASE
 )
 _SPACE = " \t\n\r\f\v"  # ASCII white space, stripped from text around a value
-_WEIGHTS_SEPARATOR = re.compile(r"[,\s]+", re.ASCII)
+_WEIGHTS_SEPARATOR = re.compile(r"\s*,\s*|\s+", re.ASCII)  # one comma or spaces: "1,,2" has an empty number
 
 
 def _text(field: str, raw: Any, allowed: str) -> str:
@@ -189,7 +189,9 @@ def parse_number(field: str, raw: str, kind: type) -> int | float:
 
 def _parse_weights(field: str, raw: Any) -> tuple[float, ...]:
     if isinstance(raw, str):
-        parts = [p for p in _WEIGHTS_SEPARATOR.split(raw) if p]
+        parts = _WEIGHTS_SEPARATOR.split(raw.strip()) if raw.strip() else []
+        if "" in parts:  # refused, not read as "1,2": a link's value is used as given or not at all
+            raise ConfigError(field, raw, Text("config.weights", most=MAX_FEATURES))
     elif isinstance(raw, (list, tuple)):
         parts = list(raw)
     else:

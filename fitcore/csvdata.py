@@ -6,7 +6,8 @@ reference. `resolve` reads the file once at validation and fills in the config (
 `arrays` reads it again wherever the data is needed, and refuses a file that has changed since.
 
 Bounds, checked before the rows are parsed: at most MAX_BYTES bytes (64 MiB, also the page's upload limit
-in .streamlit/config.toml) and MAX_ROWS data rows (1,000,000). Parsing keeps at most MAX_ROWS x 17 float64
+in .streamlit/config.toml), MAX_COLUMNS columns (256)
+and MAX_ROWS data rows (1,000,000). Parsing keeps at most MAX_ROWS x 17 float64
 numbers (136 MB at 16 features), then the run holds the float32 copy fitcore.config.estimate_bytes counts.
 """
 
@@ -27,6 +28,7 @@ from fitcore.errors import ConfigError, Text
 MAX_BYTES = 64 * 2**20  # the largest CSV file, in bytes (the page's upload limit says 64 MB)
 MAX_ROWS = 1_000_000  # the most data rows, the header not counted
 MAX_FEATURES = 16  # feature columns, as fitcore.config.MAX_FEATURES
+MAX_COLUMNS = 256  # the most columns a file may have: a run uses 17, and a wide file costs memory per column
 SNIFF_BYTES = 8192  # the start of the file checked for binary data
 
 
@@ -110,7 +112,12 @@ def _header(path: str, text: str) -> list[str]:
     first = text.lstrip("\r\n").splitlines()[0]
     names = [n.strip() for n in next(csv.reader([first]))]
     if len(names) < 2:
+        other = next((sep for sep in ";\t|" if sep in first), None)  # ; where , is the decimal mark
+        if other is not None:
+            raise _refuse(path, Text("csv.other_separator", sep="tab" if other == "\t" else other))
         raise _refuse(path, Text("csv.one_column"))
+    if len(names) > MAX_COLUMNS:
+        raise _refuse(path, Text("csv.too_many_columns", most=MAX_COLUMNS, found=len(names)))
     if all(_is_number(n) for n in names if n):
         raise _refuse(path, Text("csv.no_header", first=repr(first[:40])))
     for i, name in enumerate(names, 1):
@@ -149,6 +156,8 @@ def _cells(path: str, text: str, names: list[str]) -> np.ndarray:
         raise _refuse(path, Text("csv.too_many_rows", most=MAX_ROWS))
     if len(cells) == 0:
         raise _refuse(path, Text("csv.no_rows"))
+    if len(cells) == 1:  # no split and no line to fit: the file is what is wrong, not the devices
+        raise _refuse(path, Text("csv.one_row"))
     return cells
 
 

@@ -76,9 +76,16 @@ class ConfigError(ValueError):
         return t("config.error", name=name, value=_shown(self.value), allowed=self.allowed)
 
 
+SHOWN_CHARS = 80  # the most of a value an error line quotes: a 10 kB link value stays one readable line
+
+
 def _shown(value: Any) -> str:
     try:
-        return repr(value)
+        text = repr(value)
     except ValueError:  # an int (or a container of one) of more digits than Python turns into text
         digits = f"an integer of more than {sys.get_int_max_str_digits()} digits"
         return digits if isinstance(value, int) else f"a {type(value).__name__} holding {digits}"
+    if len(text) <= SHOWN_CHARS:
+        return text
+    length = len(value) if isinstance(value, str) else len(text)
+    return t("config.value.cut", start=text[: SHOWN_CHARS - 8], length=length)

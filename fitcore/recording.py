@@ -39,9 +39,9 @@ MAX_STEPS = 100_000  # the most steps a run may record: about 150 MB at 8 device
 class RecordingError(ConfigError):
     """A recording that cannot be replayed: the message names the file, the line and the problem."""
 
-    def __init__(self, path: str, problem: Text, line: int | None = None):
+    def __init__(self, path: str, problem: Text, line: int | None = None, framed: bool = True):
         key = "recording.frame.line" if line is not None else "recording.frame"
-        allowed = Text(key, format=FORMAT, version=VERSION, line=line, problem=problem)
+        allowed = Text(key, format=FORMAT, version=VERSION, line=line, problem=problem) if framed else problem
         super().__init__("recording", os.path.basename(str(path)), allowed)
         self.line = line
 
@@ -353,10 +353,22 @@ class Recording(NamedTuple):
         return machine_label(self.header, detail=False)
 
 
+def _json(path: str, number: int, line: str) -> Any:
+    """One line's JSON; RecordingError for a line that is not JSON, or nested too deep to read (a line of
+    100,000 "[" would exhaust the parser's recursion: a recording nests a few levels)."""
+    try:
+        return json.loads(line)
+    except ValueError as exc:
+        problem = Text("recording.not_json", msg=exc.msg, column=exc.colno)
+    except RecursionError:
+        problem = Text("recording.nested")
+    raise RecordingError(path, problem, number)
+
+
 def _header(path: str, line: str) -> dict[str, Any]:
     try:
-        header = json.loads(line)
-    except ValueError:
+        header = _json(path, 1, line)
+    except RecordingError:
         header = None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise RecordingError(path, Text("recording.no_header", expected=f'{{"format": "{FORMAT}", ...}}'), 1)
@@ -366,11 +378,7 @@ def _header(path: str, line: str) -> dict[str, Any]:
 
 
 def _event(path: str, number: int, line: str) -> Event:
-    try:
-        data = json.loads(line)
-    except ValueError as exc:
-        problem = Text("recording.not_json", msg=exc.msg, column=exc.colno)
-        raise RecordingError(path, problem, number) from None
+    data = _json(path, number, line)
     kind = data.get("event") if isinstance(data, dict) else None
     if not isinstance(kind, str) or kind not in _READERS:  # a list or a dict cannot even be looked up
         raise RecordingError(
@@ -397,27 +405,58 @@ def read(path: str) -> Recording:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise RecordingError(path, Text("recording.not_utf8", at=exc.start)) from None
+        problem = Text("recording.not_utf8", format=FORMAT, at=exc.start)
+        raise RecordingError(path, problem, framed=False) from None  # one sentence: no line to name
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     if not lines:
         raise RecordingError(path, Text("recording.empty"), 1)
     header = _header(path, lines[0])
-    events, steps = [], 0
+    events: list[Event] = []
+    total = steps = 0  # the run's steps, as its start says (and its config agrees); the steps read
     for number, line in enumerate(lines[1:], 2):
         if isinstance(events[-1] if events else None, RunEnded):
             raise RecordingError(path, Text("recording.after_end"), number)
         event = _event(path, number, line)
-        if isinstance(event, Step):
-            if event.step != steps + 1:
-                problem = Text("recording.step_order", next=steps + 1, found=event.step)
-                raise RecordingError(path, problem, number)
-            steps += 1
+        problem = _disagrees(event, bool(events), steps, total)
+        if problem is not None:
+            raise RecordingError(path, problem, number)
+        total = event.total_steps if isinstance(event, RunStarted) else total
+        steps += isinstance(event, Step)
         events.append(event)
     if not events or not isinstance(events[-1], RunEnded):
         raise RecordingError(path, Text("recording.truncated"), len(lines) + 1)
     return Recording(header, tuple(events))
+
+
+def _disagrees(event: Event, started: bool, steps: int, total: int) -> Text | None:
+    """Why `event` cannot come next in one run's recording (after a start when `started`, after `steps`
+    steps of the start's `total`), or None: the start comes first and once,
+    its step count is its config's (and at most MAX_STEPS), the steps count 1, 2, ... up to it, and the end
+    counts the steps the file holds (all of them for a finished run)."""
+    if not started or isinstance(event, RunStarted):
+        if not isinstance(event, RunStarted) or started:
+            return Text("recording.start_first", kind=event_dict(event)["event"])
+        expected = event.config.total_steps
+        if event.total_steps != expected or event.batches_per_epoch * event.config.epochs != expected:
+            return Text(
+                "recording.total_steps", found=event.total_steps, batches=event.batches_per_epoch,
+                epochs=event.config.epochs, expected=expected,
+            )  # fmt: skip
+        if expected > MAX_STEPS:
+            return Text("recording.too_many_steps", most=MAX_STEPS, found=expected)
+    elif isinstance(event, Step):
+        if event.step != steps + 1:
+            return Text("recording.step_order", next=steps + 1, found=event.step)
+        if event.step > total:
+            return Text("recording.step_beyond", total=total, found=event.step)
+    elif isinstance(event, RunEnded):
+        if event.steps != steps:
+            return Text("recording.end_steps", found=event.steps, steps=steps)
+        if event.status == Status.FINISHED and steps != total:
+            return Text("recording.finished_short", total=total, steps=steps)
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -302,7 +302,7 @@ def test_weights_widgets_hold_floats_one_per_feature():
 
 def test_classroom_parameters_parse_in_the_controls_order():
     room, errors = controls.classroom_from_query(
-        {"hide": "devices, weights", "lock": ["bias", "batch_size,pace"], "presenter": "1", "ask": "true"}
+        {"hide": "devices, weights", "lock": "batch_size,pace", "presenter": "1", "ask": "true"}
     )
     assert errors == []
     assert room == controls.Classroom(("weights", "devices"), ("batch_size", "pace"), True, True)
@@ -311,6 +311,41 @@ def test_classroom_parameters_parse_in_the_controls_order():
     assert room.pinned == ("weights", "batch_size", "devices", "pace")
     assert controls.classroom_from_query({}) == (controls.Classroom(), [])
     assert controls.classroom_from_query({"hide": "", "ask": "0"}) == (controls.Classroom(), [])
+
+
+LINK_ROWS = [
+    # (the link's parameters, the values used, the error lines): used as given, or refused with its line
+    ({"lang": ["zh", "en"]}, {}, ["lang: got 'lang=zh&lang=en'; allowed: one value (the link gives this "
+                                  "setting 2 values)"]),
+    ({"lang": ["zh", "zh"]}, {"lang": "zh"}, []),
+    ({"weights": "1,,2"}, {}, ["weights: got '1,,2'; allowed: 1 to 16 numbers"]),
+    ({"weights": "1, 2 3"}, {"weights": (1.0, 2.0, 3.0)}, []),
+    ({"batch_size": "9" * 17}, {}, [f"batch_size: got '{'9' * 17}'; allowed: an integer from 1 to 200 (the "
+                                    "data size)"]),
+    ({"workers": "-" + "9" * 17}, {}, [f"workers: got '-{'9' * 17}'; allowed: an integer from 1 to 8 (and "
+                                       "at most the data size)"]),
+    ({"epochs": "x" * 10_000}, {}, [f"epochs: got '{'x' * 71}… (10000 characters in all); allowed: an "
+                                    "integer"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("params, values, lines", LINK_ROWS)
+def test_a_link_value_is_used_as_given_or_refused_with_one_short_line(params, values, lines):
+    got, _, errors = controls.from_query(params)
+    assert (got, [str(e) for e in errors]) == (values, lines)
+
+
+def test_a_control_both_hidden_and_locked_is_refused():
+    room, errors = controls.classroom_from_query({"hide": "seed", "lock": "seed,bias"})
+    assert room == controls.Classroom(("seed",), ("bias",))
+    assert [str(e) for e in errors] == [
+        "lock: got 'seed,bias'; allowed: names that hide= does not name too (seed: hidden or locked, not "
+        "both)"
+    ]
+    _, errors = controls.classroom_from_query({"lock": ["bias", "seed"]})
+    assert [str(e) for e in errors] == [
+        "lock: got 'lock=bias&lock=seed'; allowed: one value (the link gives this setting 2 values)"
+    ]
 
 
 @pytest.mark.parametrize(

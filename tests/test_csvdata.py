@@ -51,6 +51,14 @@ REFUSALS = [
     ("blank-lines-counted", b"a,y\n\n1,2\n\nq,3\n", [], "--data", "line 5, column 'a' holds 'q'"),
     ("ragged", b"a,y\n1,2\n1,2,3\n", [], "--data", "the same number of cells on every line"),
     ("one-column", b"y\n1\n2\n", [], "--data", "at least two columns (a target and a feature)"),
+    ("semicolons", b"a;b;y\n1;2;3\n", [], "--data", "this file looks ;-separated (save it as CSV with"),
+    ("tabs", b"a\tb\ty\n1\t2\t3\n", [], "--data", "this file looks tab-separated"),
+    ("one-row", b"a,y\n1,2\n", [], "--data", "at least two data rows under the header; the file has one"),
+    (
+        "10000-columns",
+        (",".join(f"c{i}" for i in range(9_999)) + ",y\n" + ",".join(["1"] * 10_000) + "\n").encode(),
+        [], "--data", "at most 256 columns (a target and up to 16 features are used); the header has 10000",
+    ),  # fmt: skip
     ("empty", b"", [], "--data", "the file is empty"),
     ("only-blank", b"\n \n\n", [], "--data", "the file is empty"),
     ("header-only", b"a,y\n", [], "--data", "at least one data row under the header"),

@@ -168,6 +168,12 @@ def test_any_link_gives_control_values_or_one_refusal_each(params, gpus):
     assert pace is None or pace in PACE_CHOICES
     refused = {refusal_field(exc) for exc in errors}
     assert all(one_line(error_text(exc)) for exc in errors)
+    # a value is quoted to 80 characters: a line stays readable however long the link's value
+    assert all(len(error_text(exc)) <= 400 for exc in errors), [error_text(e) for e in errors]
+    # a setting given two values is refused, never silently one of them
+    for name, raw in params.items():
+        if name in {*CONTROL_FIELDS, "pace"} and isinstance(raw, list) and len(set(raw)) > 1:
+            assert name in refused, name
     # every control the link names is read or refused, never silently dropped
     for name in set(params) & {*CONTROL_FIELDS, "pace"}:
         assert name in values or name in refused or (name == "pace" and pace is not None), name

@@ -127,3 +127,34 @@ def test_a_recording_with_one_field_changed_is_read_or_refused_with_its_line(ind
 def test_a_truncated_or_extended_recording_is_refused_with_its_line(cut, junk):
     lines = EXAMPLE[:cut] + ([junk] if junk else [])
     _read_recording(lines)
+
+
+@FUZZ
+@given(
+    total=st.one_of(st.just(20), st.integers(-3, 10**16)),
+    kept=st.integers(0, 20),
+    end_steps=st.one_of(st.none(), st.integers(-3, 10**16)),
+    status=st.sampled_from(["finished", "stopped", "failed", "diverged"]),
+)
+def test_a_recording_is_read_only_when_its_start_steps_and_end_agree(total, kept, end_steps, status):
+    """The example: header, start (20 steps: 10 epochs of 2 batches), 20 steps, end. The start's total, the
+    steps kept and the end's count are changed; the file is read exactly when they agree."""
+    lines = list(EXAMPLE)
+    started, ended = json.loads(lines[1]), json.loads(lines[-1])
+    started["total_steps"] = total
+    ended["steps"] = kept if end_steps is None else end_steps
+    ended["status"] = status
+    lines = [lines[0], json.dumps(started), *lines[2 : 2 + kept], json.dumps(ended)]
+    agree = total == 20 and ended["steps"] == kept and (status != "finished" or kept == 20)
+    handle, path = tempfile.mkstemp(suffix=".fitrec")
+    with os.fdopen(handle, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    try:
+        rec = recording.read(path)
+    except RecordingError as exc:
+        assert not agree, str(exc)
+        assert "\n" not in str(exc) and len(str(exc)) <= 300
+        return
+    finally:
+        os.unlink(path)
+    assert agree and sum(e.__class__.__name__ == "Step" for e in rec.events) == kept

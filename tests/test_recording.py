@@ -156,6 +156,7 @@ def _lines(path) -> list[str]:
     return path.read_text().splitlines()
 
 
+BOMB = "[" * 100_000 + "]" * 100_000
 BAD = [
     # (id, how the good file's lines are changed, the message's end)
     ("truncated", lambda ls: ls[:-1], "line 13: the run's end; the file stops before it (truncated)"),
@@ -190,6 +191,39 @@ BAD = [
     ("after-the-end", lambda ls: ls + ls[-1:], "line 14: nothing after the run's end"),
     ("pickle", lambda ls: ["\x80\x04\x95 not json"], "line 1: not a recording header"),
     ("empty", lambda ls: [], "line 1: a header line; the file is empty"),
+    # a line nested 100,000 deep is one line too, wherever it is (json's parser would run out of recursion)
+    ("nested-header", lambda ls: [BOMB] + ls[1:], "line 1: not a recording header"),
+    ("nested-line-2", lambda ls: ls[:1] + [BOMB] + ls[2:], "line 2: JSON nested a few levels deep; this"),
+    ("nested-step", lambda ls: ls[:5] + [BOMB] + ls[6:], "line 6: JSON nested a few levels deep; this"),
+    # the header, the steps and the end agree, or the file is refused
+    (
+        "total-steps-forged",
+        lambda ls: [ls[0], ls[1].replace('"total_steps":10,', '"total_steps":1000000000000000,')] + ls[2:],
+        "line 2: total_steps 10 (its config's epochs x batches per epoch: 10 x 1), found 1000000000000000",
+    ),
+    (
+        "too-many-steps",
+        lambda ls: [ls[0], ls[1].replace('"epochs":10,', '"epochs":1000000000000000,')
+                    .replace('"total_steps":10,', '"total_steps":1000000000000000,')] + ls[2:],
+        "line 2: a run of at most 100000 steps, found 1000000000000000",
+    ),  # fmt: skip
+    (
+        "end-counts-other-steps",
+        lambda ls: ls[:-1] + [ls[-1].replace('"steps":10,', '"steps":7,')],
+        "line 13: an end that counts the file's 10 steps, found 7",
+    ),
+    (
+        "finished-short",
+        lambda ls: ls[:11] + [ls[-1].replace('"steps":10,', '"steps":9,')],
+        "line 12: a finished run's 10 steps, the file holds 9",
+    ),
+    (
+        "step-beyond-the-total",
+        lambda ls: ls[:12] + [ls[11].replace('"step":10,', '"step":11,')] + ls[12:],
+        "line 13: at most the run's 10 steps, found step 11",
+    ),
+    ("step-before-start", lambda ls: ls[:1] + ls[2:3] + ls[1:2] + ls[3:], "line 2: the run's start first"),
+    ("two-starts", lambda ls: ls[:3] + ls[1:2] + ls[3:], "line 4: the run's start first and once"),
     (
         "bad-config",
         lambda ls: [ls[0], ls[1].replace('"epochs":', '"epochz":')] + ls[2:],
@@ -226,7 +260,8 @@ def test_an_oversized_or_binary_or_missing_recording_is_refused(tmp_path):
         read(str(big))
     binary = tmp_path / "bin.fitrec"
     binary.write_bytes(b'{"format"\xff\xfe')
-    with pytest.raises(RecordingError, match=r"UTF-8 text; byte 9 is not \(binary data\)$"):
+    binary_line = r"a fitcore-recording file, which is UTF-8 text; this file is binary \(byte 9 is not UTF-8"
+    with pytest.raises(RecordingError, match=binary_line):
         read(str(binary))
     with pytest.raises(RecordingError, match=r"a readable file \(No such file or directory\)$"):
         read(str(tmp_path / "none.fitrec"))
@@ -292,3 +327,64 @@ def test_a_csv_run_is_recorded_with_its_file_name_only_and_replays_in_file_units
     a, b = json.loads(live[0]), json.loads(replayed[0])
     assert b["data"] == a["data"] and b["weights"] == a["weights"]
     assert b["config"]["data"] == "exact.csv"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A path named in a recording is shown, never opened.
+
+
+@pytest.fixture
+def opened(monkeypatch) -> list[str]:
+    """Every path this process opens (open, io.open, os.open) from now on, resolved."""
+    import builtins
+    import io
+
+    seen: list[str] = []
+
+    def spy(real):
+        def wrapped(file, *args, **kwargs):
+            if isinstance(file, (str, bytes, os.PathLike)):
+                seen.append(os.path.realpath(os.fsdecode(file)))
+            return real(file, *args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(builtins, "open", spy(builtins.open))
+    monkeypatch.setattr(io, "open", spy(io.open))
+    monkeypatch.setattr(os, "open", spy(os.open))
+    return seen
+
+
+def forged_csv_recording(tmp_path, data: str):
+    """A CSV run's recording whose config names `data` (a file that exists: opening it would succeed)."""
+    from tests.test_csvdata import exact_csv
+
+    exact_csv(tmp_path / "exact.csv")
+    path = tmp_path / "run" / "forged.fitrec"
+    path.parent.mkdir()
+    cfg = validate(FitConfig(data=str(tmp_path / "exact.csv"), target="y", epochs=5, batch_size=20))
+    record(path, cfg)
+    lines = _lines(path)
+    lines[1] = lines[1].replace('"data":"exact.csv"', f'"data":{json.dumps(data)}')
+    assert json.dumps(data) in lines[1]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["absolute", "relative"])
+def test_a_replay_shows_the_data_path_it_names_never_opening_it(tmp_path, capsys, monkeypatch, opened, kind):
+    secret = tmp_path / "secret.csv"
+    secret.write_text("a,y\n1,2\n")
+    data = str(secret) if kind == "absolute" else "../secret.csv"  # from the recording's folder
+    path = forged_csv_recording(tmp_path, data)
+    monkeypatch.chdir(path.parent)  # so that "../secret.csv" names the secret from where the replay runs
+    del opened[:]
+    code, out, err = run_cli(capsys, "replay", str(path), "--json")
+    assert (code, err) == (0, [])
+    assert json.loads(out[0])["config"]["data"] == data  # shown as the recording wrote it
+    rec = read(str(path))
+    run = Run(rec.config, trainer=replayer(rec))
+    run.start()
+    assert run.wait(10) and run.snapshot().config.data == data
+    assert str(path) in opened  # the spy sees what is opened
+    assert str(secret.resolve()) not in opened

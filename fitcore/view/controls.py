@@ -303,7 +303,7 @@ def _check_url_value(name: str, raw: Any, value: Any, gpus: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(name, raw, t("view.allowed.finite"))
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_WIDGET_INT:
-        raise ConfigError(name, raw, t("view.allowed.integer", low=-MAX_WIDGET_INT, high=MAX_WIDGET_INT))
+        raise ConfigError(name, raw, _int_bounds(name, value))
     if name == "weights":
         if not 1 <= len(value) <= MAX_FEATURE_CONTROL:
             raise ConfigError(name, raw, t("view.allowed.numbers", most=MAX_FEATURES))
@@ -318,6 +318,18 @@ def _check_url_value(name: str, raw: Any, value: Any, gpus: Any) -> Any:
     return value
 
 
+def _int_bounds(name: str, value: int) -> str:
+    """What a count allows, for a value no widget can hold: the field's own bounds (validate()'s, with the
+    link's other values left at their defaults), else what a browser holds exactly."""
+    ddp = {"strategy": "ddp", "devices": "cpu"} if name == "workers" else {}  # workers count with processes
+    try:
+        validate(replace(FitConfig(), **ddp, **{name: MAX_WIDGET_INT if value > 0 else -MAX_WIDGET_INT}))
+    except ConfigError as exc:
+        if exc.field == name:
+            return exc.allowed
+    return t("view.allowed.integer", low=-MAX_WIDGET_INT, high=MAX_WIDGET_INT)
+
+
 def _check_cpu_devices(values: dict[str, Any], raw: Any) -> None:
     """`cpu` is the devices of a strategy with processes; for the others the page offers virtual:K or cuda."""
     processes = strategies.strategy(values.get("strategy", FitConfig.strategy)).processes
@@ -328,9 +340,20 @@ def _check_cpu_devices(values: dict[str, Any], raw: Any) -> None:
         raise ConfigError("devices", raw, allowed)
 
 
-def _last(raw: Any) -> Any:
-    """The last of a repeated query parameter (Streamlit gives a list)."""
-    return raw[-1] if isinstance(raw, (list, tuple)) and raw else raw
+def link_params(all_values: Mapping[str, list[str]]) -> dict[str, Any]:
+    """The link's parameters from every value each one was given (`st.query_params.get_all`): one value as
+    text, a repeated one as its list of values, which `_one` refuses (the link is used as given)."""
+    return {k: v[0] if len(v) == 1 else list(v) for k, v in all_values.items() if v}
+
+
+def _one(name: str, raw: Any) -> Any:
+    """The value of a parameter given once (or repeated with one value); ConfigError for a link that gives
+    two values for one setting (`lang=zh&lang=en`), instead of silently taking either."""
+    if not isinstance(raw, (list, tuple)):
+        return raw
+    if len(set(map(str, raw))) > 1:
+        raise ConfigError(name, "&".join(f"{name}={v}" for v in raw), t("view.allowed.once", n=len(raw)))
+    return raw[0] if raw else ""
 
 
 def from_query(
@@ -348,9 +371,8 @@ def from_query(
     for name in CONTROL_FIELDS:
         if name not in params:
             continue
-        raw = params[name] if name == "weights" else _last(params[name])
-        raws[name] = raw
         try:
+            raw = raws[name] = _one(name, params[name])
             value = getattr(FitConfig.from_mapping({name: raw}), name)
             value = _check_url_value(name, raw, value, gpus)
         except ConfigError as exc:
@@ -362,19 +384,23 @@ def from_query(
     except ConfigError as exc:
         errors.append(exc)
     pace = None
-    if "pace" in params:
-        raw = _last(params["pace"])
-        text = str(raw).strip().lower()
-        if text in PACE_CHOICES:
+    try:
+        if "pace" in params:
+            raw = _one("pace", params["pace"])
+            text = str(raw).strip().lower()
+            if text not in PACE_CHOICES:
+                raise ConfigError("pace", raw, t("view.allowed.pace", choices=", ".join(PACE_CHOICES)))
             pace = text
-        else:
-            errors.append(ConfigError("pace", raw, t("view.allowed.pace", choices=", ".join(PACE_CHOICES))))
-    if "lang" in params:
-        raw = _last(params["lang"])
-        if language(raw) is not None:
+    except ConfigError as exc:
+        errors.append(exc)
+    try:
+        if "lang" in params:
+            raw = _one("lang", params["lang"])
+            if language(raw) is None:
+                raise ConfigError("lang", raw, t("view.or").join(LANGUAGES))
             values["lang"] = language(raw)
-        else:
-            errors.append(ConfigError("lang", raw, t("view.or").join(LANGUAGES)))
+    except ConfigError as exc:
+        errors.append(exc)
     return values, pace, errors
 
 
@@ -444,9 +470,14 @@ def classroom_from_query(params: Mapping[str, Any]) -> tuple[Classroom, list[Con
             continue
         try:
             read = _names if param in ("hide", "lock") else _switch
-            found[param] = read(param, _last(params[param]))
+            found[param] = read(param, _one(param, params[param]))
         except ConfigError as exc:
             errors.append(exc)
+    both = [n for n in found.get("lock", ()) if n in found.get("hide", ())]
+    if both:  # hidden or locked: the link says which, once
+        allowed = i18n.t("classroom.link.both", names=", ".join(both))
+        errors.append(ConfigError("lock", _one("lock", params["lock"]), allowed))
+        found["lock"] = tuple(n for n in found["lock"] if n not in both)
     return Classroom(**found), errors
 
 
