@@ -35,7 +35,7 @@ from fitcore.config import FitConfig, _parse_bool
 from fitcore.data import make_data
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.errors import ConfigError, Listed, Text
-from fitcore.i18n import t
+from fitcore.i18n import count, t
 from fitcore.parallel import EmulatedDataParallel, LinearModel, init_parameters, wrap
 from fitcore.text import pad
 from fitcore.train import make_optimizer
@@ -264,9 +264,12 @@ def _ddp_causes(cfg, plan, toggles, trained) -> list[str]:
     padded = [s for s in trained.steps if s.padded]
     if padded:
         first = trained.steps.index(padded[0]) + 1
-        causes.append(
-            t("cli.compare.cause.padding", padded=padded[0].padded, k=k, rows=cfg.data_size, first=first)
-        )
+        # the step the table names too: the padding's first step is not always where the difference shows
+        diverges = first_divergent(trained.per_step["ddp"])
+        causes.append(t(
+            "cli.compare.cause.padding", padded=count("view.count.row", padded[0].padded), k=k,
+            rows=cfg.data_size, first=first, diverges=diverges, tol=format(TOL, "g"),
+        ))  # fmt: skip
     reasons = {
         "loss_reduction": ("sum", t("cli.compare.cause.sum", k=k)),
         "per_rank_batch": (
@@ -347,8 +350,8 @@ def run(
 
     Returns:
         {"config": ..., "results": [{"strategy", "devices", "max_abs_diff", "first_divergent_step",
-        "causes", "per_step"}, ...]}: per_step[i] is the largest |parameter - reference| after DDP's step
-        i + 1 (for DataParallel, the largest over the reference's batches of that step).
+        "final_abs_diff", "causes", "per_step"}, ...]}: per_step[i] is the largest |parameter - reference|
+        after DDP's step i + 1 (for DataParallel, the largest over the reference's batches of that step).
     """
     toggles = toggles.validate()
     plan = plan or parse_devices(cfg.devices)
@@ -373,6 +376,7 @@ def run(
                 "devices": k,
                 "max_abs_diff": max(per_step, default=0.0),
                 "first_divergent_step": first_divergent(per_step),
+                "final_abs_diff": per_step[-1] if per_step else 0.0,  # where the difference ends
                 "causes": causes[name],
                 "per_step": per_step,
             }

@@ -19,7 +19,7 @@ from fitcore.i18n import t
 from fitcore.phases import step_bytes
 from fitcore.runner import Snapshot
 from fitcore.view.common import parameter_names
-from fitcore.view.status import status_kind, status_line
+from fitcore.view.status import diverged_at, status_kind, status_line
 
 MAX_POINTS = 4000  # points of each series in one answer; the history itself keeps fewer
 MAX_IDS = 8  # dataset row ids shown per device
@@ -65,6 +65,7 @@ def run_part(snap: Snapshot, number: int | None = None) -> dict[str, Any]:
         "status_line": status_line(snap),
         "kind": status_kind(snap),
         "step": snap.step,
+        "diverged_at": diverged_at(snap),  # the charts' red line and the picture's note (view.status)
         "total_steps": snap.total_steps,
         "pace": snap.pace,
         "server_time": time.time(),
@@ -162,7 +163,8 @@ def planned_payload(cfg: FitConfig, gpus: Any = None) -> dict[str, Any]:
             "id": None, "label": f"{strategies.of(cfg).label} · {cfg.devices}", "strategy": cfg.strategy,
             "status": "ready", "active": False, "kind": "info",
             "status_line": status_line(None, cfg),
-            "step": 0, "total_steps": cfg.total_steps, "pace": None, "server_time": time.time(),
+            "step": 0, "diverged_at": None, "total_steps": cfg.total_steps, "pace": None,
+            "server_time": time.time(),
         },
         **_parameters(cfg),
         "lstsq": None,
