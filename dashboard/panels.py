@@ -177,6 +177,9 @@ def results_ui(snap: Snapshot | None) -> None:
     st.table(table.rename(columns=results.column_label), hide_index=True)  # the data's names, translated
     if snap.final_loss is not None:
         st.caption(t("page.results.loss", loss=f"{snap.final_loss:.6g}"))
+    gap = results.least_squares_gap(snap)  # a run that did not settle: how far, and what would help
+    if gap:
+        st.warning(gap)
     if strategies.of(snap).processes:  # each process ends with its own copy of the parameters
         ranks_results_ui(snap)
 
