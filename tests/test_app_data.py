@@ -180,3 +180,19 @@ def test_the_store_bounds_the_bytes_of_every_owner_together(tmp_path):
 )  # fmt: skip
 def test_safe_names(name, safe):
     assert safe_name(name, "upload.csv") == safe
+
+
+@pytest.mark.slow  # about 8 s on 2 cores
+def test_a_ddp_replay_shows_ddps_title_and_no_lesson_of_the_sidebars_preset(page):
+    at = page()
+    assert at.selectbox(key="preset").value == "The tutorial"  # the sidebar: DataParallel's tutorial
+    at.selectbox(key="replay_choice").set_value("ddp-2ranks.fitrec")
+    at.selectbox(key="pace").set_value("1")
+    at.button(key="replay").click().run()
+    assert not at.exception and snapshot(at).config.strategy == "ddp"
+    assert at.header[0].value == "How DistributedDataParallel shards the data"
+    # the tutorial's lesson ("two chunks of 100") is not the recording's: its settings match no preset
+    assert not [i for i in at.info if "The tutorial" in i.value]
+    at.button(key="stop").click().run()
+    at = wait_for_run(at, lambda s: not s.active)
+    assert [c.value for c in at.caption if c.value.startswith("Shown: the recording's own settings")]
