@@ -35,7 +35,7 @@ def below_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict, values: d
     """What is read rather than watched: the lesson, shards, shapes, console, results, downloads."""
     # a pending question's answer is in the lesson, the step's tables and its console
     if classroom.revealed(snap):
-        panels.lesson_ui(values)
+        panels.lesson_ui(snap, values)
     panels.differences_ui(snap, values)
     if classroom.revealed(snap):
         panels.sections_ui(snap, cfg, gpus)
@@ -84,14 +84,16 @@ def main() -> None:
         st.query_params.update(want)  # the link reproduces the setup
     classroom.forget_classroom_params(want)
 
-    # one projector screen: a compact header, the buttons, then the live view; what is read comes below
-    strategy = st.session_state.strategy
+    # one projector screen: a compact header, the buttons, then the live view; what is read comes below.
+    # The words follow the run shown (a replay's strategy, not the sidebar's)
+    snap = st.session_state.snap
+    strategy = panels.shown_config(snap, values)["strategy"]
     st.header(t(f"page.title.{strategy}"), anchor=False)
     run.messages_ui(values, config_error)
     run.run_controls_ui(gpus, can_start=cfg is not None)
-    snap = st.session_state.snap
+    snap = st.session_state.snap  # the buttons may have started, stopped or reset a run
     classroom.quiz_ui(snap)
-    panels.live_view_ui(snap, cfg, gpus)
+    panels.live_view_ui(snap, cfg, gpus, values)
     below_ui(snap, cfg, gpus, values)
     panels.explain_ui(strategy)
 

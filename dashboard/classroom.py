@@ -7,13 +7,14 @@ The link is read once, when the session starts (dashboard.state.init_classroom).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from urllib.parse import urlencode
 
 import streamlit as st
 
 from dashboard.state import control_values, get_pool
-from fitcore import i18n
+from fitcore import i18n, rooms
 from fitcore.events import Status
 from fitcore.pool import RunNotFound
 from fitcore.runner import Snapshot
@@ -21,6 +22,7 @@ from fitcore.view import controls, quiz
 from fitcore.view.common import escape_markdown
 
 STEP_WAIT_S = 3.0  # how long Step waits, in ask mode, for its step, so that the rerun asks about that step
+ROOM_POLL_S = 1.0  # how often a page in a room looks at it while a question waits (the counts, the reveal)
 
 
 class Obeying:
@@ -84,8 +86,60 @@ def teacher_link_ui() -> None:
         room = controls.Classroom(tuple(hide), tuple(n for n in lock if n not in hide), ss.presenter, ss.ask)
         query = controls.to_query(control_values(), ss.pace, classroom=room)
         base = (st.context.url or "").rstrip("/")
+        if ss.get("room"):
+            query["room"] = ss.room
+        else:  # a callback: it turns ask mode on before the toggle is drawn
+            st.button(i18n.t("classroom.room.open"), key="room_open", help=i18n.t("classroom.room.open.help"),
+                      on_click=open_room)  # fmt: skip
         st.code(f"{base}/?{urlencode(query, safe=',:@')}", language=None, wrap_lines=True)
         st.caption(i18n.t("classroom.builder.caption"))
+
+
+def open_room() -> None:
+    """A room for this teacher's browser: its link asks every student, and this page sees their answers."""
+    ss = st.session_state
+    try:
+        ss.room = rooms.server_rooms().open(ss.owner)
+    except rooms.RoomsFull:
+        ss.url_errors.append(i18n.t("classroom.room.full", most=rooms.MAX_ROOMS))
+        return
+    ss.ask = True
+
+
+def join_room(code: str | None) -> None:
+    """A link's ?room=: a student's page joins an open room; any other code is one error line, no more."""
+    ss = st.session_state
+    ss.room = None
+    if code is None:
+        return
+    if rooms.CODE_PATTERN.fullmatch(code):
+        try:
+            rooms.server_rooms().state(code, ss.owner)
+            ss.room, ss.ask = code, True
+            return
+        except rooms.RoomNotFound:
+            pass
+    ss.url_errors.append(i18n.t("classroom.room.bad", value=code[:40]))
+
+
+def question_key(question: quiz.Question) -> str:
+    """The room's name for a question: its kind, its step and its choices, the same on every page of the
+    class (the teacher's link gives them all the same settings)."""
+    choices = "|".join(c.say("en") for c in question.choices)
+    return f"{question.kind}/{question.step}/{hashlib.sha256(choices.encode()).hexdigest()[:12]}"
+
+
+def room_state(question: quiz.Question) -> rooms.RoomState | None:
+    """The page's room, where it asks this very question; None without a room or on another question."""
+    ss = st.session_state
+    if not ss.get("room"):
+        return None
+    try:
+        state = rooms.server_rooms().state(ss.room, ss.owner)
+    except rooms.RoomNotFound:
+        ss.room = None  # closed, or expired: the page goes on as a page of its own
+        return None
+    return state if state.question == question_key(question) else None
 
 
 @st.cache_resource(show_spinner=False)
@@ -104,13 +158,30 @@ def current_question(snap: Snapshot | None) -> tuple[str, quiz.Question] | None:
 
 
 def revealed(snap: Snapshot | None) -> bool:
-    """False while the step the picture is about to show has a question this browser has not answered."""
+    """False while the step the picture is about to show has a question this browser has not answered, or,
+    in a room that asks it, until the teacher reveals it."""
     asked = current_question(snap)
-    return asked is None or quiz_scores().chosen(st.session_state.owner, asked[0]) is not None
+    if asked is None:
+        return True
+    state = room_state(asked[1])
+    if state is not None:
+        return state.revealed
+    return quiz_scores().chosen(st.session_state.owner, asked[0]) is not None
 
 
 def answer_question(question_id: str, question: quiz.Question, choice: int) -> None:
-    quiz_scores().answer(st.session_state.owner, question_id, choice, choice == question.answer)
+    ss = st.session_state
+    quiz_scores().answer(ss.owner, question_id, choice, choice == question.answer)
+    if ss.get("room"):
+        try:  # the class's count: once per browser, and only for the room's own question
+            rooms.server_rooms().answer(ss.room, ss.owner, question_key(question), choice)
+        except rooms.RoomNotFound:
+            ss.room = None
+
+
+def reveal_question(question: quiz.Question) -> None:
+    ss = st.session_state
+    rooms.server_rooms().reveal(ss.room, ss.owner, question_key(question))
 
 
 def await_step() -> None:
@@ -134,8 +205,19 @@ def quiz_ui(snap: Snapshot | None) -> None:
     if asked is None:
         return
     question_id, question = asked
-    scores, owner = quiz_scores(), st.session_state.owner
+    ss = st.session_state
+    if ss.get("room") and rooms.server_rooms().is_teacher(ss.room, ss.owner):
+        rooms.server_rooms().ask(ss.room, ss.owner, question_key(question), len(question.choices))
+        teacher_quiz_ui(question)
+        return
+    scores, owner = quiz_scores(), ss.owner
     chosen = scores.chosen(owner, question_id)
+    state = room_state(question)
+    if chosen is not None and state is not None and not state.revealed:
+        with st.container(border=True, key="quiz"):
+            st.markdown(f"**{i18n.t('classroom.quiz.title')}** · {escape_markdown(question.text.say())}")
+            wait_for_reveal(question)
+        return
     with st.container(border=True, key="quiz"):
         st.markdown(f"**{i18n.t('classroom.quiz.title')}** · {escape_markdown(question.text.say())}")
         if chosen is None:
@@ -152,6 +234,46 @@ def quiz_ui(snap: Snapshot | None) -> None:
                 st.error(escape_markdown(i18n.t("classroom.quiz.wrong", answer=answer, why=why)))
         right, answered = scores.tally(owner)
         st.caption(i18n.t("classroom.quiz.score", right=right, asked=answered))
+
+
+def teacher_quiz_ui(question: quiz.Question) -> None:
+    """The teacher's screen: the question, the class's answers as they come in, and Reveal."""
+    with st.container(border=True, key="quiz"):
+        st.markdown(f"**{i18n.t('classroom.room.title')}** · {escape_markdown(question.text.say())}")
+        room_counts_ui(question)
+
+
+@st.fragment(run_every=ROOM_POLL_S)
+def room_counts_ui(question: quiz.Question) -> None:
+    """Each choice's count, as a bar of the longest; Reveal shows the answer on every student's page."""
+    ss = st.session_state
+    state = room_state(question)
+    if state is None:
+        return
+    most = max(state.counts or (0,)) or 1
+    for i, choice in enumerate(question.choices):
+        n = state.counts[i] if state.counts else 0
+        mark = " ✓" if state.revealed and i == question.answer else ""
+        bar = "█" * round(20 * n / most) if n else ""
+        st.markdown(f"`{bar:<20}` **{n}** · {escape_markdown(choice.say())}{mark}")
+    st.caption(i18n.t("classroom.room.answered", n=state.answered))
+    if state.revealed:
+        st.success(escape_markdown(question.explanation.say()))
+    else:
+        reveal = i18n.t("classroom.room.reveal")
+        st.button(reveal, key="room_reveal", on_click=reveal_question, args=(question,), type="primary")
+    if state.revealed and ss.get("room_shown") != question_key(question):
+        ss.room_shown = question_key(question)
+        st.rerun(scope="app")  # the picture too, on this page
+
+
+@st.fragment(run_every=ROOM_POLL_S)
+def wait_for_reveal(question: quiz.Question) -> None:
+    """A student's page after answering: it waits for the teacher's reveal, then shows everything at once."""
+    state = room_state(question)
+    if state is None or state.revealed:
+        st.rerun(scope="app")
+    st.info(i18n.t("classroom.room.waiting"))
 
 
 def classroom_data(snap: Snapshot | None) -> dict:

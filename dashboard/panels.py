@@ -36,9 +36,34 @@ def live_component():
     )
 
 
-def live_data(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> dict:
-    """What the live view starts from: the run's whole payload, or before a run the planned first step."""
+def superseded(snap: Snapshot | None, values: dict) -> bool:
+    """An ended live run whose settings the controls no longer hold (a preset chosen, a field changed): the
+    live view draws the new settings' planned step instead, and the page calls it the previous run. A
+    replay is never superseded: it is shown for its own recorded settings, whatever the sidebar says."""
+    if snap is None or snap.active or snap.source_label:
+        return False
+    return bool(status.config_differences(values, snap.config))
+
+
+def shown_config(snap: Snapshot | None, values: dict) -> dict:
+    """The settings of what the page shows: the run's (a replay's recorded ones too), else the controls'."""
+    if snap is None or superseded(snap, values):
+        return values
+    ran = {f: getattr(snap.config, f) for f in controls.CONTROL_FIELDS}
+    return {**values, **ran, "data": snap.config.data}
+
+
+def run_name(number: int | None) -> str:
+    """ "Run 3": a run as the page names it to a student (never its internal id)."""
+    return t("live.run.title", n=number) if number else t("page.run.this")
+
+
+def live_data(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict, values: dict | None = None) -> dict:
+    """What the live view starts from: the run's whole payload, or before a run (or once the controls
+    have moved on from an ended one) the planned first step."""
     ss = st.session_state
+    if values is not None and superseded(snap, values) and cfg is not None:
+        snap = None  # the new settings' step; the previous run stays in the results below
     if snap is not None:
         body = live.payload(snap, 0, ss.get("run_number"))
     elif cfg is not None:
@@ -65,19 +90,22 @@ def live_data(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> dict:
     }
 
 
-def live_view_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
+def live_view_ui(
+    snap: Snapshot | None, cfg: FitConfig | None, gpus: dict, values: dict | None = None
+) -> None:
     """The status, the step picture and the charts: drawn and kept live in the browser.
 
     While a run trains, the browser asks fitcore's /fitcore/live route for the steps since the last it
     drew; the script reruns only when a control is used or the run's status changes (the component's
     `status` trigger), so a live page costs the server a small JSON answer, not a rerun of this script.
     """
-    live_component()(data=live_data(snap, cfg, gpus), key="live", on_status_change=lambda: None)
+    live_component()(data=live_data(snap, cfg, gpus, values), key="live", on_status_change=lambda: None)
 
 
-def lesson_ui(values: dict) -> None:
-    """What the chosen preset shows: below the live view, where it does not push the picture down."""
-    match = controls.matching_preset(values)
+def lesson_ui(snap: Snapshot | None, values: dict) -> None:
+    """What the preset of the run shown teaches (a replay's own settings, not the sidebar's): below the live
+    view, where it does not push the picture down."""
+    match = controls.matching_preset(shown_config(snap, values))
     if match is not None:
         st.info(f"**{match.title}.** {match.lesson}")
 
@@ -88,11 +116,14 @@ def differences_ui(snap: Snapshot | None, values: dict) -> None:
     diffs = status.config_differences(values, snap.config)
     if not diffs:
         return
+    name = run_name(st.session_state.get("run_number"))
     if snap.active:
         listed = escape_markdown("; ".join(diffs))
-        st.warning(t("page.differ.active", run=snap.run_id, diffs=listed))
+        st.warning(t("page.differ.active", run=name, diffs=listed))
+    elif snap.source_label:
+        st.caption(t("page.differ.replay", diffs="; ".join(diffs)))
     else:
-        st.caption(t("page.differ.ended", run=snap.run_id, diffs="; ".join(diffs)))
+        st.caption(t("page.differ.ended", run=name, diffs="; ".join(diffs)))
 
 
 def section_ui(section: Section) -> None:
@@ -146,6 +177,9 @@ def results_ui(snap: Snapshot | None) -> None:
     st.table(table.rename(columns=results.column_label), hide_index=True)  # the data's names, translated
     if snap.final_loss is not None:
         st.caption(t("page.results.loss", loss=f"{snap.final_loss:.6g}"))
+    gap = results.least_squares_gap(snap)  # a run that did not settle: how far, and what would help
+    if gap:
+        st.warning(gap)
     if strategies.of(snap).processes:  # each process ends with its own copy of the parameters
         ranks_results_ui(snap)
 

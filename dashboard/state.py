@@ -107,6 +107,9 @@ def init_classroom() -> None:
     ss.pinned = {name: values[name] for name in room.pinned if name in values}
     ss.pinned_pace = ss.pace if room.locked("pace") else None
     ss.presenter, ss.ask = room.presenter, room.ask
+    from dashboard.classroom import join_room  # the classroom module draws; this one only starts a session
+
+    join_room(st.query_params.get("room"))
 
 
 def pin_classroom(gpus: dict) -> None:

@@ -1,5 +1,6 @@
-"""The server's small HTTP routes beside the page: the live view's updates, a closing page's goodbye, and the
-live view's own files (frontend/'s modules and plotly.js, served here so that a classroom needs no CDN).
+"""The server's small HTTP routes beside the page: the live view's updates, a closing page's goodbye, a
+class's room (its question, and the students' answers), and the live view's own files (frontend/'s modules
+and plotly.js, served here so that a classroom needs no CDN).
 
 The first two act for the browser's owner id (the `fitcore_owner` cookie the page sets), through the same
 owner rule as every other call on the pool: a run of another owner answers 404, exactly like a run that does
@@ -26,6 +27,7 @@ from starlette.routing import Route
 
 from fitcore import i18n, live
 from fitcore.pool import RunNotFound, RunPool, server_pool
+from fitcore.rooms import CODE_PATTERN, QUESTION_PATTERN, RoomNotFound, Rooms, server_rooms
 
 OWNER_COOKIE = "fitcore_owner"
 OWNER_PATTERN = re.compile(r"[0-9a-f]{32}")  # what the page makes: uuid4().hex
@@ -34,6 +36,8 @@ MAX_SINCE = 10**12
 # ASCII digits only: str.isdigit() also takes "²", "①" (which int() refuses) and "٣", "１" (which it reads)
 SINCE_PATTERN = re.compile(r"[0-9]{1,13}")
 LIVE_PATH, BYE_PATH = "/fitcore/live", "/fitcore/bye"
+ROOM_PATH, ANSWER_PATH = "/fitcore/room", "/fitcore/room/answer"  # a class's room (fitcore.rooms)
+CHOICE_PATTERN = re.compile(r"[0-7]")
 STATIC_PATH = "/fitcore/static"  # + "/<file>": the live view's modules and styles, and plotly.js
 FRONTEND = Path(__file__).resolve().parents[1] / "frontend"
 STATIC_NAME = re.compile(r"[a-z_]+\.(js|css)")  # frontend/'s own files; its tests/ and preview are not served
@@ -118,6 +122,66 @@ def bye_handler(get_pool: Callable[[], RunPool] = server_pool):
     return handle
 
 
+def _room_args(request: Request) -> tuple[str, str] | JSONResponse:
+    """(owner, room code), or the 4xx answer: a missing cookie 403, a code no room could have 400."""
+    owner = owner_of(request.cookies)
+    if owner is None:
+        return _error(403, OWNER_COOKIE, request.cookies.get(OWNER_COOKIE, ""), "the cookie the page sets")
+    code = request.query_params.get("room", "")
+    if not CODE_PATTERN.fullmatch(code):
+        return _error(400, "room", code, "the room code in the teacher's link")
+    return owner, code
+
+
+_NO_ROOM = "an open room's code"  # an unknown code and a closed room answer alike: 404, nothing else
+
+
+def room_handler(get_rooms: Callable[[], Rooms] = server_rooms):
+    """GET /fitcore/room?room=<code>: the room's current question and whether it is revealed; the counts
+    per choice for its teacher only."""
+
+    async def handle(request: Request) -> Response:
+        args = _room_args(request)
+        if isinstance(args, Response):
+            return args
+        owner, code = args
+        try:
+            state = get_rooms().state(code, owner)
+        except RoomNotFound:
+            return _error(404, "room", code, _NO_ROOM)
+        body = {"question": state.question, "revealed": state.revealed, "answered": state.answered}
+        if state.counts is not None:
+            body["counts"] = list(state.counts)
+        return JSONResponse(body, headers={"Cache-Control": "no-store"})
+
+    return handle
+
+
+def answer_handler(get_rooms: Callable[[], Rooms] = server_rooms):
+    """POST /fitcore/room/answer?room=<code>&q=<question>&choice=<0-7>: this browser's answer, counted once
+    (204); 409 where it does not count (another question, revealed, answered already, the room full)."""
+
+    async def handle(request: Request) -> Response:
+        args = _room_args(request)
+        if isinstance(args, Response):
+            return args
+        owner, code = args
+        question, choice = request.query_params.get("q", ""), request.query_params.get("choice", "")
+        if not QUESTION_PATTERN.fullmatch(question):
+            return _error(400, "q", question, "the room's question")
+        if not CHOICE_PATTERN.fullmatch(choice):
+            return _error(400, "choice", choice, "a choice from 0 to 7")
+        try:
+            counted = get_rooms().answer(code, owner, question, int(choice))
+        except RoomNotFound:
+            return _error(404, "room", code, _NO_ROOM)
+        if not counted:
+            return _error(409, "q", question, "the room's current question, answered once")
+        return Response(status_code=204)
+
+    return handle
+
+
 def plotly_js() -> Path:
     """The plotly wheel's own plotly.min.js (the page's charts), found without importing plotly."""
     spec = importlib.util.find_spec("plotly")
@@ -193,12 +257,18 @@ class Only:
         await answer(scope, receive, send)
 
 
-def routes(get_pool: Callable[[], RunPool] = server_pool, frontend: Path = FRONTEND) -> list[Route]:
+def routes(
+    get_pool: Callable[[], RunPool] = server_pool,
+    frontend: Path = FRONTEND,
+    get_rooms: Callable[[], Rooms] = server_rooms,
+) -> list[Route]:
     """The routes to mount beside the page (st.App(..., routes=routes()))."""
     # async handlers run on the event loop itself: each takes a run's lock only to copy its state, for
     # microseconds, and a thread-pool hop would cost more than the answer
     return [
         Route(LIVE_PATH, Only(("GET", "HEAD"), live_handler(get_pool))),
         Route(BYE_PATH, Only(("POST",), bye_handler(get_pool))),
+        Route(ROOM_PATH, Only(("GET", "HEAD"), room_handler(get_rooms))),
+        Route(ANSWER_PATH, Only(("POST",), answer_handler(get_rooms))),
         Route(STATIC_PATH + "/{name}", Only(("GET", "HEAD"), static_handler(static_files(frontend)))),
     ]

@@ -279,8 +279,8 @@ def run(
 
     Returns:
         {"config": ..., "results": [{"strategy", "devices", "max_abs_diff", "first_divergent_step",
-        "causes", "per_step"}, ...]}: per_step[i] is the largest |parameter - reference| after DDP's step
-        i + 1 (for DataParallel, the largest over the reference's batches of that step).
+        "final_abs_diff", "causes", "per_step"}, ...]}: per_step[i] is the largest |parameter - reference|
+        after DDP's step i + 1 (for DataParallel, the largest over the reference's batches of that step).
     """
     toggles = toggles.validate()
     plan = plan or parse_devices(cfg.devices)
@@ -303,6 +303,7 @@ def run(
                 "devices": k,
                 "max_abs_diff": max(per_step, default=0.0),
                 "first_divergent_step": first_divergent(per_step),
+                "final_abs_diff": per_step[-1] if per_step else 0.0,  # where the difference ends
                 "causes": causes[name],
                 "per_step": per_step,
             }

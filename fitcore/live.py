@@ -18,8 +18,8 @@ from fitcore.events import Step
 from fitcore.i18n import t
 from fitcore.phases import step_bytes
 from fitcore.runner import Snapshot
-from fitcore.view.common import parameter_names
-from fitcore.view.status import status_kind, status_line
+from fitcore.view.common import data_words, fitted_names
+from fitcore.view.status import diverged_at, status_kind, status_line
 
 MAX_POINTS = 4000  # points of each series in one answer; the history itself keeps fewer
 MAX_IDS = 8  # dataset row ids shown per device
@@ -49,9 +49,14 @@ def json_safe(value: Any) -> Any:
 
 def run_title(snap: Snapshot, number: int | None = None) -> str:
     """ "Run 2 · DataParallel · virtual:3": how the page names a run, in its legend and overlay too."""
-    name = t("live.run.title", n=number) if number else snap.run_id
-    title = f"{name} · {strategies.of(snap).label} · {snap.config.devices}"
-    return f"{title} · {snap.source_label}" if snap.source_label else title  # a replay says what it replays
+    name = t("live.run.title", n=number) if number else ""  # a number for a student, never the run's id
+    return _label(snap.config, name, snap.source_label)  # a replay says what it replays
+
+
+def _label(cfg: FitConfig, name: str = "", source: str = "") -> str:
+    """The run's name, strategy, devices, a CSV file's words, a replay's source: those that apply."""
+    parts = (name, strategies.of(cfg).label, cfg.devices, data_words(cfg), source)
+    return " · ".join(p for p in parts if p)
 
 
 def run_part(snap: Snapshot, number: int | None = None) -> dict[str, Any]:
@@ -65,6 +70,7 @@ def run_part(snap: Snapshot, number: int | None = None) -> dict[str, Any]:
         "status_line": status_line(snap),
         "kind": status_kind(snap),
         "step": snap.step,
+        "diverged_at": diverged_at(snap),  # the charts' red line and the picture's note (view.status)
         "total_steps": snap.total_steps,
         "pace": snap.pace,
         "server_time": time.time(),
@@ -151,7 +157,7 @@ def _parameters(cfg: FitConfig) -> dict[str, list]:
     """The parameters' names (w1 ... wd, b) and their true values: the parameter chart's lines."""
     # a CSV file has no true parameters: its config's weights are the least-squares answer, drawn as such
     true = None if cfg.data else list(cfg.weights) + [cfg.bias]
-    return {"names": parameter_names(cfg.n_features), "true": true}
+    return {"names": fitted_names(cfg), "true": true}  # a file's columns by name: area, rooms, age, b
 
 
 def planned_payload(cfg: FitConfig, gpus: Any = None) -> dict[str, Any]:
@@ -159,10 +165,11 @@ def planned_payload(cfg: FitConfig, gpus: Any = None) -> dict[str, Any]:
     step, labels = strategies.of(cfg).planned_step(cfg, gpus)
     return {
         "run": {
-            "id": None, "label": f"{strategies.of(cfg).label} · {cfg.devices}", "strategy": cfg.strategy,
+            "id": None, "label": _label(cfg), "strategy": cfg.strategy,
             "status": "ready", "active": False, "kind": "info",
             "status_line": status_line(None, cfg),
-            "step": 0, "total_steps": cfg.total_steps, "pace": None, "server_time": time.time(),
+            "step": 0, "diverged_at": None, "total_steps": cfg.total_steps, "pace": None,
+            "server_time": time.time(),
         },
         **_parameters(cfg),
         "lstsq": None,

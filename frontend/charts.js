@@ -183,7 +183,7 @@ function lossChart(state, width) {
   const mine = positive(state.loss);
   const source = mine.length ? mine : overlay.flatMap((o) => positive(o.loss));
   const [lo, hi] = logDomain(source.map(([, v]) => v));
-  const diverged = divergenceStep(state.loss, state.params, state.run);
+  const diverged = divergenceStep(state.run);
   const weight = state.smoothing;
   const own = ownName(state);
   const key = [state.run && state.run.id, state.dataVersion, width, xr, lo, hi, diverged, weight,
@@ -232,7 +232,7 @@ function paramChart(state, width) {
   const names = paramNames(state);
   const caps = paramCaps(state.trueValues, state.lstsq);
   const [lo, hi] = paramDomain(state.trueValues, state.lstsq, state.params);
-  const diverged = divergenceStep(state.loss, state.params, state.run);
+  const diverged = divergenceStep(state.run);
   const key = [state.run && state.run.id, state.dataVersion, width, xr, lo, hi, diverged, names.join(","),
                JSON.stringify(state.trueValues), JSON.stringify(state.lstsq)].join("|");
   return {

@@ -199,5 +199,7 @@ export default {
   }),
   marksFirst: true,
   showsIds: true,
-  footer: (pic) => tr("live.dp.footer", { device: pic.first_device }),
+  // one busy device gathers nothing and reduces nothing: it does the whole step itself
+  footer: (pic) => tr((pic.devices || []).filter((d) => d.busy).length > 1 ? "live.dp.footer" : "live.dp.footer_one",
+    { device: pic.first_device }),
 };

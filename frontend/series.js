@@ -90,14 +90,10 @@ export function paramSeries(params, i, caps) {
   });
 }
 
-// The first step whose loss overflowed or whose parameters blew up, or the diverged run's step.
-export function divergenceStep(loss, params, run) {
-  for (const [s, v] of loss) if (!isNum(v)) return s;
-  for (const [s, values] of params) {
-    if ((values || []).some((v) => !isNum(v) || Math.abs(v) > 1e12)) return s;
-  }
-  if (run && run.status === "diverged") return run.step;
-  return null;
+// Where the run diverged: the server's one value (fitcore.view.status.diverged_at, the first step whose
+// loss is not finite), which the status line and the picture's note say too; never guessed here.
+export function divergenceStep(run) {
+  return run && isNum(run.diverged_at) ? run.diverged_at : null;
 }
 
 // Many points per column of `columns` across [x0, x1] are kept as that column's lowest and highest, in

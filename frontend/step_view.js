@@ -74,8 +74,12 @@ function renderPills(state, pic, groups, phase, drawer) {
     return;
   }
   const where = { step: pic.step, epoch: pic.epoch, batch: pic.batch };
-  stepInfo.textContent = state.picture && state.picture.step !== pic.step
+  const info = state.picture && state.picture.step !== pic.step
     ? tr("live.stepper.info_held", { ...where, latest: state.picture.step }) : tr("live.stepper.info", where);
+  // the step shown is the last before the run's one divergence step, which the charts and status line name
+  const diverged = state.run && isNum(state.run.diverged_at) ? state.run.diverged_at : null;
+  stepInfo.textContent = diverged === null ? info
+    : `${info} · ${tr("live.stepper.info_diverged", { step: diverged })}`;
 }
 
 // The big line: which phase, in words a student can read off the projector.

@@ -18,7 +18,10 @@ export function renderTimeline(state) {
   const groups = phaseGroups(pic);
   const drawer = drawerFor(pic);
   const total = Math.max(1e-9, ...groups.map((g) => g.end));
-  dom.ganttTitle.textContent = tr("live.timeline.title", { step: pic.step, total: formatSeconds(total) });
+  // no phase timed (a step not run yet, or one device, which runs the step as one piece): say so, no "0 µs"
+  const untimed = pic.planned ? "live.timeline.planned" : "live.timeline.untimed";
+  dom.ganttTitle.textContent = groups.length
+    ? tr("live.timeline.title", { step: pic.step, total: formatSeconds(total) }) : tr(untimed, { step: pic.step });
   const width = Math.max(320, Math.floor(state.width * 0.6));
   drawGantt(dom.ganttSvg, pic, groups, phase, width, total, drawer);
   renderBytes(dom.bytes, pic, groups, drawer);
@@ -81,7 +84,8 @@ function renderBytes(container, pic, groups, drawer) {
       el("span", "fl-num", formatBytes(group.bytes)));
     list.append(row);
   }
-  if (!list.childElementCount) list.append(el("div", "", tr("live.bytes.nothing")));
+  // a planned step has no phases yet, but will move bytes: only a run's own phases say "nothing moves"
+  if (!list.childElementCount) list.append(el("div", "", tr(pic.planned ? "live.bytes.planned" : "live.bytes.nothing")));
   container.append(list);
   const b = pic.bytes || {};
   const totals = { dataparallel: formatBytes(b.dataparallel), ddp: formatBytes(b.ddp) };

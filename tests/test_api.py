@@ -127,6 +127,8 @@ def test_since_is_read_up_to_its_bound(real):
         ("DELETE", api.LIVE_PATH, "GET, HEAD"),
         ("OPTIONS", api.LIVE_PATH, "GET, HEAD"),
         ("BREW", api.LIVE_PATH, "GET, HEAD"),
+        ("GET", api.ANSWER_PATH, "POST"),  # a class's room: an answer is a POST, the room a GET
+        ("POST", api.ROOM_PATH, "GET, HEAD"),
     ],
 )
 def test_other_methods_answer_405_with_allow(real, method, path, allow):

@@ -678,3 +678,23 @@ def test_a_two_rank_ddp_run_shows_each_ranks_rows_and_identical_parameters(page)
     assert "All ranks: input size torch.Size([20, 2]) over 2 ranks, no gather" in console
     assert "Parameters per rank after the last step: identical on every rank" in console
     assert "Outside:" not in console  # nothing is gathered
+
+
+def test_a_preset_chosen_after_a_diverged_run_shows_its_planned_step_and_calls_the_old_one_previous(page):
+    at = page()
+    at.selectbox(key="preset").set_value("Too high a learning rate").run()
+    at.selectbox(key="pace").set_value("max").run()
+    at.button(key="start").click().run()
+    wait_until_ended(at)
+    run = live_view(at)["payload"]["run"]
+    assert run["status"] == "diverged" and run["diverged_at"] == 43 and "at step 43" in run["status_line"]
+    assert at.header[0].value == "How DataParallel splits a batch"
+    at.selectbox(key="preset").set_value("DistributedDataParallel").run()
+    body = live_view(at)["payload"]
+    # the new settings' first step, planned, with nothing of the diverged run on it
+    assert body["run"]["status"] == "ready" and body["run"]["diverged_at"] is None and body["loss"] == []
+    assert body["picture"]["planned"] and body["picture"]["strategy"] == "ddp"
+    assert at.header[0].value == "How DistributedDataParallel shards the data"
+    (note,) = [c.value for c in at.caption if "previous run" in c.value]
+    assert "(Run 1)" in note and "run-" not in note
+    assert "Learning rate: 1.5 in the run, 0.5 in the controls" in note

@@ -36,7 +36,9 @@ def test_upload_a_csv_train_it_then_replay_a_recording(server, context):
     wait_for(lambda: status(page).startswith("Finished"), 60, interval=0.2, what="the CSV run to finish")
     assert re.search(r"step 200 / 200", status(page)), status(page)
     page.get_by_text("In the file's units", exact=True).wait_for()
-    units = page.get_by_test_id("stTable").filter(has_text="rooms").first.inner_text()
+    # the results name the columns: the standardised table first, then the one in the file's units
+    params, units = [t.inner_text() for t in page.get_by_test_id("stTable").filter(has_text="rooms").all()]
+    assert "area" in params and "w1" not in params
     assert "2.8288" in units and "14.2223" in units and "44.6" in units  # lstsq on the raw columns
     page.get_by_role("button", name="Record (.fitrec)").wait_for()
     page.get_by_role("button", name="Trace (Chrome JSON)").wait_for()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from fitcore.live import short_label
@@ -163,3 +165,53 @@ def test_without_ask_a_paused_run_shows_its_picture(page):
         at.button(key="quiz_choice_0")
     at.button(key="stop").click()
     at.run()
+
+
+def at_step(at, target: int):
+    """A page's paused run taken to `target` with Step (each page of a class at the teacher's step)."""
+    snap = paused_at_a_step(at)
+    while snap.step < target:
+        at.button(key="step").click().run()
+        pool, owner = _pool(at)
+        snap = pool.snapshot(owner, at.session_state["run_id"])
+    assert snap.step == target
+    return snap
+
+
+COUNT_ROW = re.compile(r"`[█ ]{20}` \*\*(\d+)\*\* · ")  # one choice's bar on the teacher's page
+
+
+@pytest.mark.slow  # five sessions of the page: about 7 s on 2 cores
+def test_a_room_counts_the_class_answers_on_the_teachers_page_and_reveals_them_everywhere(page):
+    teacher = page(ASK)
+    teacher.button(key="room_open").click().run()
+    code = teacher.session_state["room"]
+    assert len(code) == 22 and f"room={code}" in teacher.code[0].value  # the link carries it
+    snap = at_step(teacher, 2)
+    question = asked_of(snap)
+    assert [m.value for m in teacher.markdown if m.value.startswith("**The class's answers**")]
+    class_ = [page({**ASK, "room": code}) for _ in range(3)]
+    for i, student in enumerate(class_):
+        assert at_step(student, 2).step == 2 and live_view(student)["reveal"] is False
+        choice = question.answer if i < 2 else (question.answer + 1) % len(question.choices)
+        student.button(key=f"quiz_choice_{choice}").click().run()
+        # answered, still veiled: the teacher reveals the step to the whole class at once
+        assert live_view(student)["reveal"] is False
+        assert [m.value for m in student.info if m.value.startswith("Your answer is in.")]
+    teacher.run()
+    counts = [0] * len(question.choices)
+    counts[question.answer] += 2
+    counts[(question.answer + 1) % len(question.choices)] += 1
+    rows = [m.value for m in teacher.markdown if COUNT_ROW.match(m.value)]
+    assert [int(COUNT_ROW.match(r)[1]) for r in rows] == counts
+    assert "3 answered so far" in [c.value for c in teacher.caption]
+    assert not [m.value for m in class_[0].markdown if COUNT_ROW.match(m.value)]  # no student sees counts
+    teacher.button(key="room_reveal").click().run()
+    assert live_view(teacher)["reveal"] is True
+    for student in class_:
+        student.run()
+        assert live_view(student)["reveal"] is True
+    # a guessed code joins nothing: one error line, and the room's counts stay as they are
+    guess = page({**ASK, "room": "A" * 22})
+    assert guess.session_state["room"] is None
+    assert [e for e in guess.error if "room: got 'AAAA" in shown(e)]

@@ -7,9 +7,11 @@ import dataclasses
 import io
 import json
 import math
+from pathlib import Path
 
 import pytest
 
+from fitcore import i18n, live
 from fitcore.config import FitConfig
 from fitcore.strategies.dataparallel.view import split_table
 from fitcore.view import results
@@ -122,3 +124,31 @@ def test_final_rows_and_agreement_of_the_ranks():
     assert results.final_agreement(apart) == "The ranks' parameters differ: largest difference 0.5."
     nothing = ddp_snapshot(None)
     assert results.final_rows(nothing) == [] and results.final_agreement(nothing) is None
+
+
+HOUSES = str(Path(__file__).resolve().parents[1] / "examples" / "houses.csv")
+
+
+def test_a_csv_run_names_its_file_target_and_columns_and_says_how_far_it_ended():
+    # lr 1 on batches of 16 of the 120 rows: Adam's steps and the minibatch noise keep it off the answer
+    cfg = FitConfig(data=HOUSES, target="price", batch_size=16, lr=1.0, epochs=40)
+    snap = run_to_end(cfg)
+    body = live.payload(snap, 0, 3)
+    assert body["names"] == ["area", "rooms", "age", "b"]  # the parameter chart's legend
+    label = "Run 3 · DataParallel · virtual:2 · houses.csv: price from area, rooms, age"
+    assert body["run"]["label"] == label
+    assert [r["Parameter"] for r in results.results_table(snap)] == ["area", "rooms", "age", "b"]
+    learned = list(snap.weights) + [snap.bias]
+    gap = max(abs(a - b) for a, b in zip(learned, list(snap.lstsq_weights) + [snap.lstsq_bias]))
+    assert gap > 1e-2  # a real distance, not a rounding
+    note = results.least_squares_gap(snap)
+    assert note.startswith(f"This run ended {gap:.3g} from the least-squares answer")
+    assert "a smaller learning rate (0.1 instead of 1)" in note
+    assert "a larger batch (up to all 120 rows instead of 16)" in note
+    with i18n.using("zh"):
+        zh = results.least_squares_gap(snap)
+        assert live.payload(snap, 0, 3)["run"]["label"].endswith("houses.csv：由 area, rooms, age 预测 price")
+    assert f"还差 {gap:.3g}" in zh and "用 0.1 代替 1" in zh and "最多用全部 120 行" in zh
+    # the same file at full batch and a small rate settles: nothing to say
+    settled = run_to_end(dataclasses.replace(cfg, batch_size=120, lr=0.05, epochs=300))
+    assert results.least_squares_gap(settled) is None

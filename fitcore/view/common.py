@@ -30,6 +30,22 @@ def parameter_names(n_features: int) -> list[str]:
     return [f"w{i}" for i in range(1, n_features + 1)] + ["b"]
 
 
+def fitted_names(cfg: Any) -> list[str]:
+    """The parameters as a reader knows them: a CSV run's feature columns (area, rooms, age) and b, the
+    synthetic data's w1 ... wd and b."""
+    if cfg.data and len(cfg.features) == cfg.n_features:
+        return list(cfg.features) + ["b"]
+    return parameter_names(cfg.n_features)
+
+
+def data_words(cfg: Any) -> str:
+    """ "houses.csv: price from area, rooms, age" for a CSV run, "" for the synthetic data."""
+    if not cfg.data:
+        return ""
+    name = cfg.data.replace("\\", "/").rsplit("/", 1)[-1]
+    return t("live.run.data", file=name, target=cfg.target, features=", ".join(cfg.features))
+
+
 @dataclass(frozen=True)
 class Section:
     """One panel below the live view, as plain data; app.py draws its parts in this order.

@@ -11,10 +11,10 @@ from typing import Any
 
 from fitcore import strategies
 from fitcore.config import FitConfig
-from fitcore.events import RunStarted, Step
+from fitcore.events import RunStarted, Status, Step
 from fitcore.i18n import t
 from fitcore.runner import Snapshot
-from fitcore.view.common import parameter_names
+from fitcore.view.common import fitted_names, parameter_names
 
 # The tables' column names as data (the JSON download keeps them): the page shows them through column_label.
 COLUMNS = {
@@ -43,13 +43,36 @@ def results_table(snap: Snapshot) -> list[dict[str, Any]]:
     true = true_parameters(cfg)
     lstsq = list(snap.lstsq_weights) + [snap.lstsq_bias] if snap.lstsq_weights is not None else None
     rows = []
-    for i, name in enumerate(parameter_names(cfg.n_features)):
+    for i, name in enumerate(fitted_names(cfg)):
         row = {"Parameter": name, "Learned": learned[i], "True": true[i] if true else None}
         row["Least squares"] = lstsq[i] if lstsq else None
         row["Learned − true"] = learned[i] - true[i] if true else None
         row["Learned − least squares"] = learned[i] - lstsq[i] if lstsq else None
         rows.append(row)
     return rows
+
+
+# Closer than this to the least-squares answer, relative to its size (at least 1), a run has settled there:
+# Adam at the tutorial's lr ends within 1e-5; minibatch noise or too high a rate leaves 1e-2 and more.
+SETTLED = 1e-3
+
+
+def least_squares_gap(snap: Snapshot) -> str | None:
+    """For a finished run that ended away from the least-squares answer: how far, and what would bring it
+    closer (a smaller learning rate; a larger batch, where it is smaller than the data). None otherwise."""
+    if snap.status != Status.FINISHED or not snap.weights or snap.lstsq_weights is None:
+        return None
+    learned = list(snap.weights) + [snap.bias]
+    ref = list(snap.lstsq_weights) + [snap.lstsq_bias]
+    gap = max(abs(a - b) for a, b in zip(learned, ref))
+    size = max([1.0] + [abs(r) for r in ref])
+    if not math.isfinite(gap) or gap <= SETTLED * size:
+        return None
+    cfg = snap.config
+    hints = [t("view.fit.hint.lr", lr=f"{cfg.lr:g}", smaller=f"{cfg.lr / 10:g}")]
+    if cfg.batch_size < cfg.data_size:
+        hints.append(t("view.fit.hint.batch", batch=cfg.batch_size, rows=cfg.data_size))
+    return t("view.fit.far", gap=f"{gap:.3g}", share=f"{gap / size:.1%}", hints=t("view.fit.or").join(hints))
 
 
 def true_parameters(cfg: FitConfig) -> list[float] | None:

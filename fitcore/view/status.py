@@ -14,6 +14,19 @@ from fitcore.runner import Snapshot
 from fitcore.view.controls import field_label, rate_text, used_fields
 
 
+def diverged_at(snap: Snapshot | None) -> int | None:
+    """The step at which the run diverged, or None: the one definition every mark on the page draws from.
+
+    "Diverged" means the first step whose loss is not a finite number (float32 overflowed to inf, or NaN).
+    The loop stops there, before that step's update, so the last step drawn (the picture's, the charts'
+    last point) is the one before it; the run's message names this same step ("the loss became inf at
+    step N"), for DataParallel, DDP and a replay alike.
+    """
+    if snap is None or snap.status != Status.DIVERGED:
+        return None
+    return snap.step + 1
+
+
 def status_line(snap: Snapshot | None, cfg: FitConfig | None = None) -> str:
     """The status line: status, epoch, `step <n> / <total>`, speed, and the message where it helps.
 

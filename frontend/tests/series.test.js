@@ -59,11 +59,10 @@ test("parameters: the range covers the references, the data within three spans, 
   assert.deepEqual(paramSeries([[1, [1e30, 2]], [2, [4, null]]], 0, paramCaps(truth, null)), [[1, null], [2, 4]]);
 });
 
-test("divergence: the first overflowed loss, else blown-up parameters, else the diverged run's step", () => {
-  assert.equal(divergenceStep([[1, 3], [2, null]], [], null), 2);
-  assert.equal(divergenceStep([[1, 3]], [[1, [1]], [2, [2e12]]], null), 2);
-  assert.equal(divergenceStep([[1, 3]], [[1, [1]]], { status: "diverged", step: 9 }), 9);
-  assert.equal(divergenceStep([[1, 3]], [[1, [1]]], { status: "running", step: 1 }), null);
+test("divergence: the server's one step (diverged_at), nothing guessed from the points", () => {
+  assert.equal(divergenceStep({ status: "diverged", step: 42, diverged_at: 43 }), 43);
+  assert.equal(divergenceStep({ status: "running", step: 1, diverged_at: null }), null);
+  assert.equal(divergenceStep(null), null);
 });
 
 test("thinning keeps each column's real lowest and highest points, in step order, and the gaps", () => {

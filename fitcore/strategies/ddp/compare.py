@@ -26,7 +26,7 @@ from fitcore.compare import (
 )
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
-from fitcore.i18n import t
+from fitcore.i18n import count, t
 from fitcore.strategies.ddp import NAME
 
 
@@ -70,9 +70,12 @@ def causes(cfg, plan, toggles, trained) -> list[str]:
     padded = [s for s in trained.steps if s.padded]
     if padded:
         first = trained.steps.index(padded[0]) + 1
-        causes.append(
-            t("cli.compare.cause.padding", padded=padded[0].padded, k=k, rows=cfg.data_size, first=first)
-        )
+        # the step the table names too: the padding's first step is not always where the difference shows
+        diverges = first_divergent(trained.per_step[NAME])
+        causes.append(t(
+            "cli.compare.cause.padding", padded=count("view.count.row", padded[0].padded), k=k,
+            rows=cfg.data_size, first=first, diverges=diverges, tol=format(TOL, "g"),
+        ))  # fmt: skip
     reasons = {
         "loss_reduction": ("sum", t("cli.compare.cause.sum", k=k)),
         "per_rank_batch": (

@@ -1,0 +1,152 @@
+"""Ask mode as a room: a teacher's code, the class's answers to the current question counted on the server.
+
+A teacher opens a room and shares its code in the link (`?room=<code>`, unguessable: secrets.token_urlsafe).
+The teacher's page sets the room's current question as it asks it; each student's page answers it once;
+the room keeps counts only (one number per choice, and which browsers have answered, so that none counts
+twice: never a name), at most MAX_VOTERS answers a question. The teacher's page reads the counts and reveals
+the answer, which every student's page then shows at once. A room is gone when its teacher closes it, after
+ROOM_TTL_S without its teacher, or when the server stops; at most MAX_ROOMS are open.
+
+Only the room's teacher (its owner id, the browser's `fitcore_owner`) sees the counts, asks or reveals; a
+code that is not an open room's answers exactly like a malformed one: nothing, and it changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+CODE_BYTES = 16  # 128 random bits: 22 URL-safe characters, not guessed in any number of tries a server allows
+CODE_PATTERN = re.compile(r"[A-Za-z0-9_-]{22}")
+QUESTION_PATTERN = re.compile(r"[0-9a-z_/-]{1,64}")  # the teacher's page's question key (quiz.question_key)
+MAX_ROOMS = 50  # rooms open at once on one server
+MAX_VOTERS = 200  # answers counted per question (a class, with room to spare)
+MAX_CHOICES = 8
+ROOM_TTL_S = 3 * 3600.0  # a room whose teacher has not read it for this long is closed
+
+
+class RoomNotFound(Exception):
+    """No open room has this code, or the caller is not its teacher: the same answer either way."""
+
+
+class RoomsFull(Exception):
+    """MAX_ROOMS rooms are open already."""
+
+
+@dataclass
+class _Room:
+    teacher: str
+    seen: float  # when the teacher last read it
+    question: str = ""  # the current question's key; "" before the first
+    counts: list[int] = field(default_factory=list)  # answers per choice
+    voters: set[str] = field(default_factory=set)  # the browsers that answered it (owner ids, no names)
+    revealed: bool = False
+
+
+@dataclass(frozen=True)
+class RoomState:
+    """What a page reads of a room: the current question, whether it is revealed, and (for its teacher)
+    the counts per choice."""
+
+    question: str
+    revealed: bool
+    answered: int
+    counts: tuple[int, ...] | None  # None for a student: the class's answers are the teacher's to show
+
+
+class Rooms:
+    """Every open room on this server, each under its code; thread-safe."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, ttl: float = ROOM_TTL_S):
+        self._lock = threading.Lock()
+        self._rooms: dict[str, _Room] = {}
+        self._clock = clock
+        self._ttl = ttl
+
+    def _expire(self) -> None:
+        now = self._clock()
+        for code in [c for c, r in self._rooms.items() if now - r.seen > self._ttl]:
+            del self._rooms[code]
+
+    def _room(self, code: str, teacher: str | None = None) -> _Room:
+        room = self._rooms.get(code) if isinstance(code, str) else None
+        if room is None or (teacher is not None and room.teacher != teacher):
+            raise RoomNotFound(code)
+        return room
+
+    def open(self, teacher: str) -> str:
+        """A new room for this teacher's browser; its code."""
+        with self._lock:
+            self._expire()
+            if len(self._rooms) >= MAX_ROOMS:
+                raise RoomsFull()
+            code = secrets.token_urlsafe(CODE_BYTES)
+            self._rooms[code] = _Room(teacher, self._clock())
+            return code
+
+    def close(self, code: str, teacher: str) -> None:
+        with self._lock:
+            self._room(code, teacher)
+            del self._rooms[code]
+
+    def ask(self, code: str, teacher: str, question: str, choices: int) -> None:
+        """The teacher's page asks `question` (a new one clears the counts; the same one keeps them)."""
+        if not QUESTION_PATTERN.fullmatch(question) or not 2 <= choices <= MAX_CHOICES:
+            raise ValueError(question)
+        with self._lock:
+            room = self._room(code, teacher)
+            room.seen = self._clock()
+            if room.question != question:
+                room.question, room.counts, room.voters, room.revealed = question, [0] * choices, set(), False
+
+    def answer(self, code: str, voter: str, question: str, choice: int) -> bool:
+        """Count voter's answer to the room's current question; False where it does not count (another
+        question, revealed already, answered already, the cap reached). RoomNotFound for a bad code."""
+        with self._lock:
+            room = self._room(code)
+            if question != room.question or room.revealed or voter in room.voters:
+                return False
+            if not 0 <= choice < len(room.counts) or len(room.voters) >= MAX_VOTERS:
+                return False
+            room.voters.add(voter)
+            room.counts[choice] += 1
+            return True
+
+    def reveal(self, code: str, teacher: str, question: str) -> None:
+        with self._lock:
+            room = self._room(code, teacher)
+            room.seen = self._clock()
+            if question == room.question:
+                room.revealed = True
+
+    def state(self, code: str, reader: str) -> RoomState:
+        """The room as `reader` may see it: with the counts only for its teacher."""
+        with self._lock:
+            self._expire()
+            room = self._room(code)
+            teacher = reader == room.teacher
+            if teacher:
+                room.seen = self._clock()
+            counts = tuple(room.counts) if teacher else None
+            return RoomState(room.question, room.revealed, len(room.voters), counts)
+
+    def is_teacher(self, code: str, owner: str) -> bool:
+        with self._lock:
+            room = self._rooms.get(code) if isinstance(code, str) else None
+            return room is not None and room.teacher == owner
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._rooms)
+
+
+_server_rooms = Rooms()
+
+
+def server_rooms() -> Rooms:
+    """The rooms of this server process (the page and the HTTP routes share them)."""
+    return _server_rooms
