@@ -321,9 +321,11 @@ def _check_url_value(name: str, raw: Any, value: Any, gpus: Any) -> Any:
 def _int_bounds(name: str, value: int) -> str:
     """What a count allows, for a value no widget can hold: the field's own bounds (validate()'s, with the
     link's other values left at their defaults), else what a browser holds exactly."""
-    ddp = {"strategy": "ddp", "devices": "cpu"} if name == "workers" else {}  # workers count with processes
+    # workers count only for a strategy with processes: check them under the first such strategy
+    ranked = next(s.name for s in strategies.STRATEGIES.values() if s.processes)
+    ranks = {"strategy": ranked, "devices": "cpu"} if name == "workers" else {}
     try:
-        validate(replace(FitConfig(), **ddp, **{name: MAX_WIDGET_INT if value > 0 else -MAX_WIDGET_INT}))
+        validate(replace(FitConfig(), **ranks, **{name: MAX_WIDGET_INT if value > 0 else -MAX_WIDGET_INT}))
     except ConfigError as exc:
         if exc.field == name:
             return exc.allowed
