@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from fitcore import i18n, live
+from fitcore import i18n, live, paths
 from fitcore.pool import RunNotFound, RunPool, server_pool
 
 OWNER_COOKIE = "fitcore_owner"
@@ -35,7 +35,7 @@ MAX_SINCE = 10**12
 SINCE_PATTERN = re.compile(r"[0-9]{1,13}")
 LIVE_PATH, BYE_PATH = "/fitcore/live", "/fitcore/bye"
 STATIC_PATH = "/fitcore/static"  # + "/<file>": the live view's modules and styles, and plotly.js
-FRONTEND = Path(__file__).resolve().parents[1] / "frontend"
+FRONTEND = paths.FRONTEND
 STATIC_NAME = re.compile(r"[a-z_]+\.(js|css)")  # frontend/'s own files; its tests/ and preview are not served
 PLOTLY_JS = "plotly.min.js"
 STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
