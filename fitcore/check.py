@@ -31,6 +31,7 @@ from fitcore import strategies
 from fitcore.cliparse import Parser, command
 from fitcore.config import FitConfig, validate
 from fitcore.data import least_squares, make_data
+from fitcore.ddp.hosts import available as hosts_available
 from fitcore.devices import GPU, cuda_gpus, parse_devices
 from fitcore.events import Detail, Step
 from fitcore.i18n import t
@@ -64,6 +65,7 @@ class Machine:
     nccl: bool  # torch.distributed.is_nccl_available()
     gloo: bool  # torch.distributed.is_gloo_available()
     error: str = ""  # what reading the machine raised; the environment row fails with it
+    no_hosts: str = ""  # why network-namespace hosts cannot be made here (fitcore.ddp.hosts), or ''
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,7 @@ def probe(gpus: list[GPU] | None = None) -> Machine:
         gpus=tuple(gpus),
         nccl=_nccl_available(),
         gloo=_gloo_available(),
+        no_hosts=hosts_available(),
     )
 
 
@@ -147,7 +150,7 @@ def safe_probe() -> Machine:
     except Exception as exc:  # noqa: BLE001 - the environment row reports it; the CPU rows still run
         return Machine(
             platform.python_version(), torch.__version__, None, None, (), False, _gloo_available(),
-            error=f"{type(exc).__name__}: {exc}",
+            error=f"{type(exc).__name__}: {exc}", no_hosts=hosts_available(),
         )  # fmt: skip
 
 
@@ -343,6 +346,19 @@ def check_ddp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
     return Verified("; ".join(parts), figures)
 
 
+def check_hosts(nodes: int = 2) -> Verified:
+    """DDP on gloo across `nodes` network-namespace hosts of one rank each, under torchrun
+    (fitcore.ddp.across: the rows, identical ranks, one process, least squares)."""
+    from fitcore.ddp import across
+
+    cfg = across.config(nodes)
+    results = across.checks(cfg, across.run(cfg, nodes, 1), nodes, 1, _cpu_reference(replace(cfg, workers=2)))
+    failed = [f"{name}: {text}" for name, ok, text in results if not ok]
+    if failed:
+        raise CheckFailed("; ".join(failed))
+    return Verified("; ".join(text for _, _, text in results[1:]), {name: text for name, _, text in results})
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The rows.
 
@@ -371,6 +387,7 @@ def plan_rows(machine: Machine) -> list[Row]:
         row(t("cli.check.row.cuda", n=max(n, 2)), dp("cuda"), two_gpus),
         row(t("cli.check.row.gloo", n=2), lambda: check_ddp("cpu", 2), no_gloo),
         row(t("cli.check.row.nccl", n=max(n, 2)), lambda: check_ddp("cuda", n, gpus), no_nccl or two_gpus),
+        row(t("cli.check.row.hosts", n=2), check_hosts, no_gloo or machine.no_hosts),
     ]
 
 
