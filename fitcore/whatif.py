@@ -27,6 +27,7 @@ import math
 import statistics
 import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Sequence
 
 from fitcore.cliparse import Parser, command, error_line
@@ -77,6 +78,25 @@ LINKS = {
     "ethernet400": Link("400 Gb/s Ethernet", 50e9, 10e-6, "400 Gb/s = 50 GB/s"),
     "infiniband400": Link("400 Gb/s InfiniBand NDR", 50e9, 2e-6, "NDR: 400 Gb/s per port = 50 GB/s"),
 }
+MEASURED_LINKS = Path(__file__).with_name("measured_links.json")  # benchmarks.collectives writes it
+
+
+def measured_links(path: Path = MEASURED_LINKS) -> dict[str, Link]:
+    """The links fitted to collectives measured between two namespace hosts (docs/scaling.md), by key;
+    {} where the file is missing or not what the benchmark writes."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        links = {
+            str(key): Link(str(v["name"]), float(v["bandwidth"]), float(v["latency"]), str(v["source"]))
+            for key, v in data.items()
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+    ok = all(math.isfinite(x.bandwidth) and x.bandwidth > 0 and 0 <= x.latency < 1 for x in links.values())
+    return links if ok else {}
+
+
+LINKS.update(measured_links())  # beside the presets, in the command line's --link and the page's choice
 
 
 @dataclass(frozen=True)
