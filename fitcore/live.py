@@ -81,7 +81,7 @@ def picture(snap: Snapshot) -> dict[str, Any] | None:
 
 def with_hosts(pic: dict, hosts: Sequence[str] | None) -> dict:
     """The picture with each rank's host, where the ranks ran on more than one (a torchrun run across
-    machines, live or replayed): the timeline groups its rows by host, the ring marks the hops between them."""
+    machines, live or replayed): the timeline groups its rows by host; the ring marks hops between them."""
     devices = pic["devices"]
     if not hosts or len(hosts) != len(devices) or len(set(hosts)) < 2:
         return {**pic, "hosts": None}
