@@ -119,6 +119,8 @@ def run(
         after_kill = time.monotonic() - killed if killed else 0.0
         texts = [_read(f) for f in outs]
         errors = [_read(f) for f in errs]
+        for f in outs + errs:
+            f.close()
         seconds = time.monotonic() - t0
         recording = _recording(record)
     gone = (hosts.address(nodes - 1), hosts.hostname(nodes - 1)) if kill_after_steps else ()
