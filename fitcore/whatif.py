@@ -99,6 +99,16 @@ def measured_links(path: Path = MEASURED_LINKS) -> dict[str, Link]:
 LINKS.update(measured_links())  # beside the presets, in the command line's --link and the page's choice
 
 
+def link_name(key: str) -> str:
+    """A link's name as shown: a preset's own (a product name); a measured one's in the current language,
+    from its key ("measured-tbf100": tbf at 100 Mbit/s; "measured-veth": no limit)."""
+    if key == "measured-veth":
+        return t("cli.whatif.link.measured_veth")
+    if key.startswith("measured-tbf") and key[len("measured-tbf") :].isdigit():
+        return t("cli.whatif.link.measured_tbf", rate=key[len("measured-tbf") :])
+    return LINKS[key].name
+
+
 @dataclass(frozen=True)
 class Measured:
     """What the projection starts from: a run's measured step on this machine."""
@@ -419,7 +429,7 @@ def projection(args: argparse.Namespace, measured: Measured) -> dict:
         latency = _number("--latency", args.latency, Text("cli.whatif.allowed.microseconds")) * 1e-6
         if latency < 0:
             raise ConfigError("--latency", args.latency, Text("cli.whatif.allowed.microseconds"))
-    link = Link(base.name, bandwidth, latency, base.source)
+    link = Link(link_name(args.link), bandwidth, latency, base.source)
     memory = _number("--memory-gb", args.memory_gb, positive["GB"]) * 1e9
     flops = _number("--tflops", args.tflops, positive["TFLOP/s"]) * 1e12
     if memory <= 0:

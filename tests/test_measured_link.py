@@ -68,3 +68,13 @@ def test_whatif_takes_the_measured_link(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["assumptions"]["link"]["name"] == "measured: 2 hosts, tbf 100 Mbit/s"
     assert out["assumptions"]["link"]["bandwidth"] == whatif.LINKS["measured-tbf100"].bandwidth
+
+
+def test_a_measured_link_is_named_in_the_language_asked():
+    from fitcore import i18n
+
+    assert whatif.link_name("measured-tbf100") == "measured: 2 hosts, tbf 100 Mbit/s"
+    with i18n.using("zh"):
+        assert whatif.link_name("measured-tbf100") == "实测：2 台主机，tbf 100 Mbit/s"
+        assert whatif.link_name("measured-veth") == "实测：2 台主机，veth，不限速"
+    assert whatif.link_name("nvlink") == "NVLink 4 (H100 SXM)"
