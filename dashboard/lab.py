@@ -103,7 +103,7 @@ def whatif_ui(cfg: FitConfig) -> None:
         format_func=lambda p: f"{p:.3g}", help=t("lab.sources"),
     )  # fmt: skip
     link = cols[1].selectbox(
-        t("lab.link"), list(whatif.LINKS), key="wi_link", format_func=lambda n: whatif.LINKS[n].name,
+        t("lab.link"), list(whatif.LINKS), key="wi_link", format_func=whatif.link_name,
         help=t("lab.link.help", sources=t("lab.sources")),
     )  # fmt: skip
     memory = cols[2].number_input(t("lab.memory"), 1.0, 10_000.0, 80.0, key="wi_memory")

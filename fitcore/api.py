@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from fitcore import i18n, live
+from fitcore import i18n, live, paths
 from fitcore.pool import RunNotFound, RunPool, server_pool
 from fitcore.rooms import CODE_PATTERN, QUESTION_PATTERN, RoomNotFound, Rooms, server_rooms
 
@@ -39,7 +39,7 @@ LIVE_PATH, BYE_PATH = "/fitcore/live", "/fitcore/bye"
 ROOM_PATH, ANSWER_PATH = "/fitcore/room", "/fitcore/room/answer"  # a class's room (fitcore.rooms)
 CHOICE_PATTERN = re.compile(r"[0-7]")
 STATIC_PATH = "/fitcore/static"  # + "/<file>": the live view's modules and styles, and plotly.js
-FRONTEND = Path(__file__).resolve().parents[1] / "frontend"
+FRONTEND = paths.FRONTEND
 STATIC_NAME = re.compile(r"[a-z_]+\.(js|css)")  # frontend/'s own files; its tests/ and preview are not served
 PLOTLY_JS = "plotly.min.js"
 STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}

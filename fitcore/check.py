@@ -34,6 +34,7 @@ from fitcore.data import least_squares, make_data
 from fitcore.devices import GPU, cuda_gpus, parse_devices
 from fitcore.events import Step
 from fitcore.i18n import t
+from fitcore.strategies.ddp.hosts import available as hosts_available
 from fitcore.text import pad, width
 
 # The tutorial's 200 rows in one batch of 200, with SGD at lr 0.3: full-batch gradient descent on standard
@@ -63,6 +64,7 @@ class Machine:
     nccl: bool  # torch.distributed.is_nccl_available()
     gloo: bool  # torch.distributed.is_gloo_available()
     error: str = ""  # what reading the machine raised; the environment row fails with it
+    no_hosts: str = ""  # why network-namespace hosts cannot be made here (strategies.ddp.hosts), or ''
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,7 @@ def probe(gpus: list[GPU] | None = None) -> Machine:
         gpus=tuple(gpus),
         nccl=_nccl_available(),
         gloo=_gloo_available(),
+        no_hosts=hosts_available(),
     )
 
 
@@ -146,7 +149,7 @@ def safe_probe() -> Machine:
     except Exception as exc:  # noqa: BLE001 - the environment row reports it; the CPU rows still run
         return Machine(
             platform.python_version(), torch.__version__, None, None, (), False, _gloo_available(),
-            error=f"{type(exc).__name__}: {exc}",
+            error=f"{type(exc).__name__}: {exc}", no_hosts=hosts_available(),
         )  # fmt: skip
 
 

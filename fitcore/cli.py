@@ -93,6 +93,10 @@ def main(argv: list[str]) -> int:
         return {"compare": compare, "whatif": whatif}[argv[0]].main(argv[1:])
     if argv[:1] == ["replay"]:
         return replay_main(argv[1:])
+    if argv[:1] == ["serve"]:
+        from fitcore import serve
+
+        return serve.main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         cfg = config_from_args(args)

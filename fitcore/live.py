@@ -81,7 +81,21 @@ def picture(snap: Snapshot) -> dict[str, Any] | None:
     """The latest step as the step picture draws it (None before the first step)."""
     if snap.latest is None:
         return None
-    return _picture(snap.config, snap.latest, snap.devices, snap.emulated, snap.latest_time)
+    pic = _picture(snap.config, snap.latest, snap.devices, snap.emulated, snap.latest_time)
+    # the process group's detail names each rank's host (a strategy with processes reports one)
+    hosts = next((v["hosts"] for v in snap.extra.values() if isinstance(v, dict) and "hosts" in v), None)
+    return with_hosts(pic, hosts)
+
+
+def with_hosts(pic: dict, hosts: Sequence[str] | None) -> dict:
+    """The picture with each rank's host, where the ranks ran on more than one (a torchrun run across
+    machines, live or replayed): the timeline groups its rows by host; the ring marks hops between them."""
+    devices = pic["devices"]
+    if not hosts or len(hosts) != len(devices) or len(set(hosts)) < 2:
+        return {**pic, "hosts": None}
+    for device, host in zip(devices, hosts):
+        device["host"] = str(host)
+    return {**pic, "hosts": list(dict.fromkeys(map(str, hosts)))}
 
 
 def short_label(label: str) -> str:

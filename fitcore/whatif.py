@@ -27,6 +27,7 @@ import math
 import statistics
 import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Callable, Sequence
 
 from fitcore.cliparse import Parser, command, error_line
@@ -132,6 +133,35 @@ LINKS = {
     "ethernet400": Link("400 Gb/s Ethernet", 50e9, 10e-6, "400 Gb/s = 50 GB/s"),
     "infiniband400": Link("400 Gb/s InfiniBand NDR", 50e9, 2e-6, "NDR: 400 Gb/s per port = 50 GB/s"),
 }
+MEASURED_LINKS = Path(__file__).with_name("measured_links.json")  # benchmarks.collectives writes it
+
+
+def measured_links(path: Path = MEASURED_LINKS) -> dict[str, Link]:
+    """The links fitted to collectives measured between two namespace hosts (docs/scaling.md), by key;
+    {} where the file is missing or not what the benchmark writes."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        links = {
+            str(key): Link(str(v["name"]), float(v["bandwidth"]), float(v["latency"]), str(v["source"]))
+            for key, v in data.items()
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+    ok = all(math.isfinite(x.bandwidth) and x.bandwidth > 0 and 0 <= x.latency < 1 for x in links.values())
+    return links if ok else {}
+
+
+LINKS.update(measured_links())  # beside the presets, in the command line's --link and the page's choice
+
+
+def link_name(key: str) -> str:
+    """A link's name as shown: a preset's own (a product name); a measured one's in the current language,
+    from its key ("measured-tbf100": tbf at 100 Mbit/s; "measured-veth": no limit)."""
+    if key == "measured-veth":
+        return t("cli.whatif.link.measured_veth")
+    if key.startswith("measured-tbf") and key[len("measured-tbf") :].isdigit():
+        return t("cli.whatif.link.measured_tbf", rate=key[len("measured-tbf") :])
+    return LINKS[key].name
 
 
 @dataclass(frozen=True)
@@ -450,7 +480,7 @@ def projection(args: argparse.Namespace, measured: Measured) -> dict:
         latency = _number("--latency", args.latency, Text("cli.whatif.allowed.microseconds")) * 1e-6
         if latency < 0:
             raise ConfigError("--latency", args.latency, Text("cli.whatif.allowed.microseconds"))
-    link = Link(base.name, bandwidth, latency, base.source)
+    link = Link(link_name(args.link), bandwidth, latency, base.source)
     memory = _number("--memory-gb", args.memory_gb, positive["GB"]) * 1e9
     flops = _number("--tflops", args.tflops, positive["TFLOP/s"]) * 1e12
     if memory <= 0:

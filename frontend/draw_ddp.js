@@ -88,7 +88,19 @@ function drawBackward(ctx) {
   }
 }
 
-// The ring: rank i sends to rank i+1, the last one back to rank 0 along the bottom.
+// A ring hop between two ranks on different hosts (a run across machines): it crosses the network.
+export function crossesHosts(a, b) {
+  return !!(a.host && b.host && a.host !== b.host);
+}
+
+function markCrossing(ctx, path, x, y) {
+  path.setAttribute("stroke-width", 5);  // the live arrows are already dashed (they flow): thicker instead
+  if (x !== null) label(ctx.layer.front, x, y, tr("live.ddp.cross_host"),
+    { size: 13, weight: 600, anchor: "middle", fill: colours.allreduce, halo: true });
+}
+
+// The ring: rank i sends to rank i+1, the last one back to rank 0 along the bottom; a hop between hosts
+// is drawn thicker, and says so.
 function drawAllReduce(ctx, group) {
   const live = ctx.now("allreduce");
   const boxes = busyBoxes(ctx);
@@ -102,14 +114,17 @@ function drawAllReduce(ctx, group) {
   const opts = { live, faint: !live };
   for (let i = 0; i + 1 < boxes.length; i++) {
     const [xa, xb] = [boxes[i].cx + 10, boxes[i + 1].cx - 10];
-    arrow(ctx, `M${xa},${yBox + 2} C${xa},${yBox + 26} ${xb},${yBox + 26} ${xb},${yBox + 4}`, "allreduce", opts);
+    const hop = arrow(ctx, `M${xa},${yBox + 2} C${xa},${yBox + 26} ${xb},${yBox + 26} ${xb},${yBox + 4}`,
+      "allreduce", opts);
+    if (crossesHosts(boxes[i].device, boxes[i + 1].device)) markCrossing(ctx, hop, (xa + xb) / 2, yBox + 14);
   }
   const first = boxes[0];
   const last = boxes[boxes.length - 1];
   const yBack = layout.outY + 2;
   const [xLast, xFirst] = [last.cx + 14, first.cx - 14];
-  arrow(ctx, `M${xLast},${yBox + 2} L${xLast},${yBack} L${xFirst},${yBack} L${xFirst},${yBox + 4}`,
+  const back = arrow(ctx, `M${xLast},${yBox + 2} L${xLast},${yBack} L${xFirst},${yBack} L${xFirst},${yBox + 4}`,
     "allreduce", opts);
+  if (crossesHosts(last.device, first.device)) markCrossing(ctx, back, null);
   if (live) {
     for (const box of boxes) ctx.boxState[box.index].glow = colours.allreduce;
     const per = group.entries[0] ? group.entries[0].bytes : 0;

@@ -30,7 +30,8 @@ export function renderTimeline(state) {
 function drawGantt(svg, pic, groups, phase, width, total, drawer) {
   clear(svg);
   const devices = (pic.devices || []).map((d) => d.label);
-  const labelW = Math.max(...devices.map((d) => textWidth(d, 14)), 60) + 12;
+  const rows = rowLabels(pic);
+  const labelW = Math.max(...rows.map((d) => textWidth(d, 14)), 60) + 12;
   const rowH = 22;
   const top = 4;
   const plotW = width - labelW - 16;
@@ -38,10 +39,12 @@ function drawGantt(svg, pic, groups, phase, width, total, drawer) {
   svg.setAttribute("width", width);
   svg.setAttribute("height", height);
   const x = (t) => labelW + (plotW * t) / total;
-  devices.forEach((name, r) => {
+  const hostEnds = hostBoundaries(pic);
+  rows.forEach((name, r) => {
     label(svg, labelW - 8, top + r * rowH + 16, name, { size: 14, anchor: "end" });
-    svg.append(svgEl("line", { x1: labelW, x2: labelW + plotW, y1: top + (r + 1) * rowH,
-                               y2: top + (r + 1) * rowH, stroke: "#e9ecef" }));
+    const last = hostEnds.has(r);  // the last rank of a host: a darker line before the next host's ranks
+    svg.append(svgEl("line", { x1: last ? 0 : labelW, x2: labelW + plotW, y1: top + (r + 1) * rowH,
+                               y2: top + (r + 1) * rowH, stroke: last ? "#868e96" : "#e9ecef" }));
   });
   groups.forEach((group, gi) => {
     for (const entry of group.entries) {
@@ -67,6 +70,20 @@ function drawGantt(svg, pic, groups, phase, width, total, drawer) {
     svg.append(svgEl("line", { x1: tx, x2: tx, y1: top, y2: top + devices.length * rowH, stroke: "#dee2e6" }));
     label(svg, tx, height - 6, formatSeconds(t), { size: 14, anchor: "middle", fill: "#495057" });
   }
+}
+
+// A run across hosts names each rank's host on its row ("node1 · rank 2 · cpu · gloo"); torchrun numbers
+// the ranks host by host, so the rows are already grouped.
+export function rowLabels(pic) {
+  return (pic.devices || []).map((d) => (pic.hosts && d.host ? `${d.host} · ${d.label}` : d.label));
+}
+
+export function hostBoundaries(pic) {
+  const devices = pic.devices || [];
+  const ends = new Set();
+  if (!pic.hosts) return ends;
+  devices.forEach((d, i) => { if (i + 1 < devices.length && devices[i + 1].host !== d.host) ends.add(i); });
+  return ends;
 }
 
 function renderBytes(container, pic, groups, drawer) {

@@ -44,3 +44,19 @@ def no_leftover_threads():
         t.join(10)
     alive = [t.name for t in leftover if t.is_alive()]
     assert not alive, f"threads still running after the test: {alive}"
+
+
+@pytest.fixture(scope="session")
+def fitcore_wheel(tmp_path_factory):
+    """This checkout's wheel, built once per session (benchmarks/wheel.py: about a second)."""
+    from benchmarks.wheel import build_wheel
+
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="session")
+def fitcore_venv(fitcore_wheel, tmp_path_factory):
+    """A venv with the wheel installed and this interpreter's torch visible: its python."""
+    from benchmarks.wheel import install_venv
+
+    return install_venv(fitcore_wheel, tmp_path_factory.mktemp("venv") / "v")

@@ -131,6 +131,7 @@ def test_without_gpus_the_cuda_rows_are_skipped_with_their_reasons():
         "dataparallel cuda (2 GPUs, nn.DataParallel)",
         "ddp gloo 2 ranks (CPU)",
         "ddp nccl 2 ranks (1 per GPU)",
+        "ddp across 2 hosts (network namespaces)",
     ]
     assert skips(rows) == {
         "dataparallel cuda:0": "no CUDA GPU",
@@ -138,11 +139,19 @@ def test_without_gpus_the_cuda_rows_are_skipped_with_their_reasons():
         "dataparallel cuda (2 GPUs, nn.DataParallel)": "needs 2 GPUs",
         "ddp nccl 2 ranks (1 per GPU)": "nccl not available",
     }
-    assert run_row(rows[-1]).result == "skipped: nccl not available"
+    assert run_row(rows[-2]).result == "skipped: nccl not available"
 
 
 def test_without_gloo_the_gloo_row_is_skipped():
     assert skips(plan_rows(replace(NO_GPU, gloo=False)))["ddp gloo 2 ranks (CPU)"] == "gloo not available"
+
+
+def test_without_root_the_hosts_row_is_skipped_with_its_reason():
+    rows = plan_rows(replace(NO_GPU, no_hosts="needs root (ip netns)"))
+    assert skips(rows)["ddp across 2 hosts (network namespaces)"] == "needs root (ip netns)"
+    assert skips(plan_rows(replace(NO_GPU, gloo=False)))["ddp across 2 hosts (network namespaces)"] == (
+        "gloo not available"
+    )
 
 
 def test_one_gpu_plans_the_single_gpu_rows():
@@ -160,6 +169,7 @@ def test_two_gpus_plan_every_row():
         "dataparallel cuda (2 GPUs, nn.DataParallel)",
         "ddp gloo 2 ranks (CPU)",
         "ddp nccl 2 ranks (1 per GPU)",
+        "ddp across 2 hosts (network namespaces)",
     ]
     assert skips(rows) == {}
     assert skips(plan_rows(replace(TWO_GPUS, nccl=False))) == {
@@ -174,6 +184,8 @@ def test_cuda_rows_call_the_cpu_rows_comparisons_with_a_cuda_spec(monkeypatch):
     )
     monkeypatch.setattr(ddp_check, "check_ddp", lambda spec, k, gpus=(): calls.append(("ddp", spec, k, gpus)))
     for row in plan_rows(TWO_GPUS)[5:]:
+        if row.name.startswith("ddp across"):
+            continue  # the hosts row, which makes namespaces, is not faked
         row.run()
     gpus = TWO_GPUS.gpus
     assert calls == [

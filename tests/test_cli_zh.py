@@ -37,6 +37,7 @@ CODE_NAMES = {
     "rank", "gloo", "nccl", "dataparallel", "ddp", "virtual", "adam", "sgd", "mean", "sum", "zh", "en",
     "LANG", "W_lstsq", "W_1dev", "W_1proc", "W_cpu", "ZeRO-1", "ZeRO-2", "ZeRO-3", "FSDP", "ring",
     "all-reduce", "NVLink", "H100", "SXM", "nvlink", "pcie", "ethernet100", "ethernet400", "infiniband400",
+    "measured-veth", "measured-tbf100",
     "TFLOP/s", "FLOP/s", "fitcore", "python", "-m", "check", "compare", "whatif", "replay", "reference",
     "x86_64", "Linux", "JSON", "lines", "Chrome", "trace", "ui.perfetto.dev", "docs/scaling.md", "sampler",
     "drop_last", "padding", "lr", "epoch", "sha256", "torch.multiprocessing", "torchrun", "WORLD_SIZE",

@@ -45,6 +45,8 @@ CODE_NAMES = {
     # the scaling literature the what-if tab cites (names of methods, papers, products, a file)
     "ZeRO", "ZeRO-1", "ZeRO-2", "ZeRO-3", "FSDP", "NVLink", "PCIe", "SXM", "H100", "Ethernet", "InfiniBand",
     "NDR", "Gb/s", "GB/s", "GT/s", "K-1", "i", "x",
+    # the measured links: the tools that made them and their unit
+    "tbf", "veth", "Mbit/s",
     # the language control offers each language in its own name
     "English",
     "Rajbhandari", "Li", "PyTorch", "SC", "VLDB", "Hugging", "Face", "Ultra-Scale", "Playbook",

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from fitcore import csvdata, recording
+from fitcore import csvdata, paths, recording
 from fitcore.config import FitConfig
 from fitcore.errors import ConfigError
 from fitcore.i18n import t
@@ -21,7 +21,7 @@ from fitcore.uploads import UploadStore
 from fitcore.view.common import parameter_names
 
 SOURCES = ("synthetic", "csv")  # the data-source choice: y = X·W + b, or an uploaded CSV file
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"  # houses.csv and two recordings
+EXAMPLES = paths.EXAMPLES  # houses.csv and the recordings
 EXAMPLE_CSV = EXAMPLES / "houses.csv"
 MAX_RECORDING_MB = 16  # the largest recording the page takes: 16 MB is some 10,000 steps at 8 devices
 MAX_RECORDED_STEPS = 20_000  # runs up to this long are recorded by the page (at most about 30 MB)

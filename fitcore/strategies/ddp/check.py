@@ -77,6 +77,19 @@ def check_ddp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
     return Verified("; ".join(parts), figures)
 
 
+def check_hosts(nodes: int = 2) -> Verified:
+    """DDP on gloo across `nodes` network-namespace hosts of one rank each, under torchrun
+    (fitcore.strategies.ddp.across: the rows, identical ranks, one process, least squares)."""
+    from fitcore.strategies.ddp import across
+
+    cfg = across.config(nodes)
+    results = across.checks(cfg, across.run(cfg, nodes, 1), nodes, 1, _cpu_reference(replace(cfg, workers=2)))
+    failed = [f"{name}: {text}" for name, ok, text in results if not ok]
+    if failed:
+        raise CheckFailed("; ".join(failed))
+    return Verified("; ".join(text for _, _, text in results[1:]), {name: text for name, _, text in results})
+
+
 def check_rows(machine: Machine) -> list[Row]:
     """Two gloo CPU ranks, and one nccl rank per GPU where there are two or more."""
     gpus = machine.gpus
@@ -87,4 +100,5 @@ def check_rows(machine: Machine) -> list[Row]:
     return [
         row(t("cli.check.row.gloo", n=2), lambda: check_ddp("cpu", 2), no_gloo),
         row(t("cli.check.row.nccl", n=max(n, 2)), lambda: check_ddp("cuda", n, gpus), no_nccl or two_gpus),
+        row(t("cli.check.row.hosts", n=2), check_hosts, no_gloo or machine.no_hosts),
     ]

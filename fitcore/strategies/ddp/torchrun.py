@@ -11,6 +11,7 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Callable, Mapping, NamedTuple
 
 import torch
@@ -125,6 +126,16 @@ class _OneBehind:
             self._held = None
 
 
+def collective_timeout() -> timedelta:
+    """How long a collective may wait for a rank: COLLECTIVE_TIMEOUT, or FITCORE_COLLECTIVE_TIMEOUT seconds
+    (a test's host that dies sets a short one; a bad value keeps the default)."""
+    try:
+        seconds = float(os.environ.get("FITCORE_COLLECTIVE_TIMEOUT", ""))
+    except ValueError:
+        return COLLECTIVE_TIMEOUT
+    return timedelta(seconds=seconds) if 0 < seconds <= 3600 else COLLECTIVE_TIMEOUT
+
+
 def exit_rank(code: int) -> None:
     """End a torchrun rank the way torch.multiprocessing ends its workers: flush, then os._exit.
 
@@ -171,7 +182,7 @@ def train_torchrun(
         if backend == "nccl":
             torch.cuda.set_device(torch.device(device))
         dist.init_process_group(
-            backend, init_method="env://", rank=env.rank, world_size=k, timeout=COLLECTIVE_TIMEOUT
+            backend, init_method="env://", rank=env.rank, world_size=k, timeout=collective_timeout()
         )
         # 1. who is where: every rank's label, device, host and pid, once
         me = RankInfo(rank_label(env.rank, device, backend), device, socket.gethostname(), os.getpid())

@@ -1,0 +1,264 @@
+"""All-reduce, all-gather and reduce-scatter timed from 4 B to 16 MiB, and the alpha-beta link fitted to them.
+
+    python -m benchmarks.collectives [--where hosts loopback nccl] [--rates "" 100mbit]
+
+- `hosts`: two network-namespace hosts (strategies.ddp.hosts, gloo on their veth), at each `--rates` (tbf);
+- `loopback`: two processes on one host, gloo over 127.0.0.1;
+- `nccl`: two GPUs under nccl, where there are two or more.
+
+Each point is printed with its algorithm and bus bandwidth as nccl-tests define them (algbw = S / t, where S
+is the whole buffer: all-reduce's input, all-gather's output, reduce-scatter's input; busbw = algbw x
+2(n-1)/n for all-reduce and (n-1)/n for the other two). Then, per setting, alpha (latency per ring step) and
+beta (bandwidth) are fitted to every point, t = steps x alpha + bus bytes / beta (a ring: 2(n-1) steps for
+all-reduce, n-1 for the others; bus bytes = busbw x t), by least squares on the relative error, and each
+point's measured time is printed beside the model's, with the error. The two-host fits are written to
+fitcore/measured_links.json, which `fitcore whatif --link` and the page's What if offer beside the presets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+SIZES = [4 * 4**k for k in range(12)]  # 4 B .. 16 MiB, in float32
+OPS = ("all_reduce", "all_gather", "reduce_scatter")
+ROOT = Path(__file__).resolve().parents[1]
+LINKS_FILE = ROOT / "fitcore" / "measured_links.json"
+PORT = 29511
+WORKER_TIMEOUT = 300  # seconds for one setting's whole sweep
+
+
+def iterations(size: int) -> int:
+    """Timed repetitions of one size: more for the small ones, whose times are noisy."""
+    return 20 if size <= 64 * 1024 else 5 if size <= 1024 * 1024 else 2
+
+
+def bus_factor(op: str, n: int) -> float:
+    """nccl-tests' busbw / algbw."""
+    return 2 * (n - 1) / n if op == "all_reduce" else (n - 1) / n
+
+
+def ring_steps(op: str, n: int) -> int:
+    return 2 * (n - 1) if op == "all_reduce" else n - 1
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One rank of a sweep.
+
+
+def _one(op: str, size: int, n: int, device: str):
+    """A callable that runs one collective of a size-S buffer (S as nccl-tests count it)."""
+    import torch.distributed as dist
+
+    count = size // 4
+    if op == "all_reduce":
+        t = torch.ones(count, device=device)
+        return lambda: dist.all_reduce(t)
+    if op == "all_gather":
+        out, part = torch.empty(count, device=device), torch.ones(count // n, device=device)
+        return lambda: dist.all_gather_into_tensor(out, part)
+    inp, part = torch.ones(count, device=device), torch.empty(count // n, device=device)
+    return lambda: dist.reduce_scatter_tensor(part, inp)
+
+
+def worker(backend: str) -> None:
+    """Be one rank (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); rank 0 prints a JSON line per point."""
+    import datetime
+
+    import torch.distributed as dist
+
+    rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    device = f"cuda:{rank}" if backend == "nccl" else "cpu"
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
+    dist.init_process_group(backend, rank=rank, world_size=n, timeout=datetime.timedelta(seconds=60))
+    for op in OPS:
+        for size in SIZES:
+            if op != "all_reduce" and (size // 4) % n:
+                continue  # a buffer that does not split into n equal parts
+            run = _one(op, size, n, device)
+            run()  # warm-up: connections, buffers
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(iterations(size)):
+                run()
+            if backend == "nccl":
+                torch.cuda.synchronize()
+            seconds = (time.perf_counter() - t0) / iterations(size)
+            if rank == 0:
+                print(json.dumps({"op": op, "bytes": size, "seconds": seconds}), flush=True)
+    dist.destroy_process_group()
+    sys.stdout.flush()
+    os._exit(0)  # as fitcore's ranks end after gloo (fitcore.strategies.ddp.torchrun.exit_rank)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The settings.
+
+
+def _worker_argv(backend: str) -> list[str]:
+    return [sys.executable, "-m", "benchmarks.collectives", "--worker", backend]
+
+
+def _points(outputs: list[str]) -> list[dict]:
+    return [json.loads(line) for text in outputs for line in text.splitlines() if line.startswith("{")]
+
+
+def on_hosts(rate: str) -> list[dict]:
+    """The sweep between two namespace hosts, at tbf `rate` ('' for none)."""
+    from fitcore.strategies.ddp.hosts import Hosts, python_env
+
+    _, env = python_env(None)
+    with Hosts(2, rate) as hosts:
+        procs = []
+        for i in range(2):
+            env_i = dict(env, RANK=str(i), WORLD_SIZE="2", MASTER_ADDR=hosts.address(0),
+                         MASTER_PORT=str(PORT), GLOO_SOCKET_IFNAME="eth0", OMP_NUM_THREADS="1")  # fmt: skip
+            procs.append(
+                hosts.popen(i, _worker_argv("gloo"), env_i, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+            )
+        outputs = [p.communicate(timeout=WORKER_TIMEOUT)[0] for p in procs]
+    return _points(outputs)
+
+
+def on_one_host(backend: str) -> list[dict]:
+    """The sweep between two processes of this host: gloo over 127.0.0.1, or nccl on two GPUs."""
+    procs = []
+    for i in range(2):
+        env = dict(os.environ, RANK=str(i), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(PORT + 1), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")  # fmt: skip
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        procs.append(
+            subprocess.Popen(_worker_argv(backend), env=env, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        )
+    try:
+        return _points([p.communicate(timeout=WORKER_TIMEOUT)[0] for p in procs])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The fit.
+
+
+def with_bandwidths(points: list[dict], n: int = 2) -> list[dict]:
+    """Each point with algbw and busbw (bytes/s) as nccl-tests define them."""
+    out = []
+    for p in points:
+        algbw = p["bytes"] / p["seconds"]
+        out.append({**p, "algbw": algbw, "busbw": algbw * bus_factor(p["op"], n)})
+    return out
+
+
+def fit_alpha_beta(points: list[dict], n: int = 2) -> tuple[float, float]:
+    """(alpha seconds per ring step, beta bytes/s) minimising the relative error of steps·α + bus bytes/β.
+
+    Each point is one row of a least-squares problem in (α, 1/β), divided by its measured time, so that a
+    4 B point counts as much as a 16 MiB one; a negative α (noise) is clamped to 0 and 1/β refitted.
+    """
+    a = torch.tensor(
+        [[ring_steps(p["op"], n), p["bytes"] * bus_factor(p["op"], n)] for p in points], dtype=torch.float64
+    )
+    t = torch.tensor([p["seconds"] for p in points], dtype=torch.float64)
+    scaled = a / t[:, None]
+    alpha, inv_beta = torch.linalg.lstsq(scaled, torch.ones_like(t)[:, None]).solution[:, 0].tolist()
+    if alpha < 0:
+        alpha = 0.0
+        col = scaled[:, 1]
+        inv_beta = float((col @ torch.ones_like(t)) / (col @ col))
+    return alpha, 1 / inv_beta
+
+
+def predicted(p: dict, alpha: float, beta: float, n: int = 2) -> float:
+    return ring_steps(p["op"], n) * alpha + p["bytes"] * bus_factor(p["op"], n) / beta
+
+
+def report(name: str, points: list[dict]) -> dict:
+    """Print a setting's points, its fit and each point's error; return them as a dict."""
+    points = with_bandwidths(points)
+    alpha, beta = fit_alpha_beta(points)
+    print(f"\n{name}: alpha = {alpha * 1e6:.1f} us per ring step, beta = {beta / 1e6:.1f} MB/s "
+          f"({beta * 8 / 1e6:.1f} Mbit/s)")  # fmt: skip
+    print(f"{'op':<15}{'bytes':>10}{'time':>12}{'algbw MB/s':>12}{'busbw MB/s':>12}{'model':>12}{'error':>9}")
+    errors = []
+    for p in points:
+        model = predicted(p, alpha, beta)
+        err = (model - p["seconds"]) / p["seconds"]
+        errors.append(abs(err))
+        p["model"], p["error"] = model, err
+        print(f"{p['op']:<15}{p['bytes']:>10}{p['seconds'] * 1e6:>10.0f}us{p['algbw'] / 1e6:>12.2f}"
+              f"{p['busbw'] / 1e6:>12.2f}{model * 1e6:>10.0f}us{err * 100:>8.0f}%")  # fmt: skip
+    reached = max(p["busbw"] for p in points if p["op"] == "all_reduce")
+    print(f"largest all-reduce bus bandwidth: {reached / 1e6:.1f} MB/s = {reached * 8 / 1e6:.1f} Mbit/s; "
+          f"mean |error| {sum(errors) / len(errors) * 100:.0f}%, max {max(errors) * 100:.0f}%")  # fmt: skip
+    mean = sum(errors) / len(errors)
+    return {"alpha": alpha, "beta": beta, "reached_busbw": reached, "mean_abs_error": mean,
+            "max_abs_error": max(errors), "points": points}  # fmt: skip
+
+
+def write_links(fits: dict[str, dict]) -> None:
+    """The two-host fits as links for fitcore.whatif: name, bandwidth, latency, source and error."""
+    links = {}
+    for rate, fit in fits.items():
+        key = "measured-tbf" + rate.removesuffix("mbit") if rate else "measured-veth"
+        label = f"tbf {rate.removesuffix('mbit')} Mbit/s" if rate else "veth, unlimited"
+        links[key] = {
+            "name": f"measured: 2 hosts, {label}",
+            "bandwidth": fit["beta"],
+            "latency": fit["alpha"],
+            "source": f"benchmarks.collectives: gloo between 2 namespace hosts, 4 B..16 MiB, alpha-beta fit, "
+            f"mean |error| {fit['mean_abs_error'] * 100:.0f}%, max {fit['max_abs_error'] * 100:.0f}%",
+        }
+    LINKS_FILE.write_text(json.dumps(links, indent=1) + "\n")
+    print(f"\nwrote {LINKS_FILE.relative_to(ROOT)}: {', '.join(links)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.collectives", description=__doc__.split("\n")[0])
+    p.add_argument("--worker", choices=("gloo", "nccl"), help=argparse.SUPPRESS)
+    p.add_argument(
+        "--where", nargs="+", default=["hosts", "loopback", "nccl"], choices=("hosts", "loopback", "nccl")
+    )
+    p.add_argument(
+        "--rates", nargs="+", default=["", "100mbit"], help="tbf rates between the hosts; '' for none"
+    )
+    args = p.parse_args(argv)
+    if args.worker:
+        worker(args.worker)
+        return 0
+    fits: dict[str, dict] = {}
+    summary = {}
+    if "hosts" in args.where:
+        from fitcore.strategies.ddp.hosts import available
+
+        reason = available()
+        if reason:
+            print(f"hosts: skipped: {reason}")
+        for rate in [] if reason else args.rates:
+            fits[rate] = report(f"2 hosts, {'tbf ' + rate if rate else 'veth unlimited'}", on_hosts(rate))
+    if "loopback" in args.where:
+        summary["loopback"] = report("1 host, gloo over loopback", on_one_host("gloo"))
+    if "nccl" in args.where:
+        if torch.cuda.device_count() >= 2:
+            summary["nccl"] = report("1 host, nccl on 2 GPUs", on_one_host("nccl"))
+        else:
+            print("\nnccl: skipped: needs 2 GPUs")
+    if fits:
+        write_links(fits)
+    summary.update({f"hosts {r or 'unlimited'}": f for r, f in fits.items()})
+    keys = ("alpha", "beta", "reached_busbw", "mean_abs_error", "max_abs_error")
+    print(json.dumps({name: {k: fit[k] for k in keys} for name, fit in summary.items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
