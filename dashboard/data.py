@@ -151,8 +151,11 @@ def replay_ui() -> None:
             help=t("data.replay.upload_help", mb=mb),
         )  # fmt: skip
     snap = ss.snap
+    # no file to replay (none chosen, or one the uploader refused with its own message): nothing to press, so
+    # an oversize upload is told once, by the uploader
+    no_file = ss.replay_choice == REPLAY_UPLOAD and ss.get("replay_upload") is None
     st.button(t("data.replay.button"), key="replay", on_click=start_replay,
-              disabled=snap is not None and snap.active, help=t("data.replay.help"))  # fmt: skip
+              disabled=(snap is not None and snap.active) or no_file, help=t("data.replay.help"))  # fmt: skip
 
 
 def replay_file() -> tuple[str, str]:

@@ -87,5 +87,7 @@ def _shown(value: Any) -> str:
         return digits if isinstance(value, int) else f"a {type(value).__name__} holding {digits}"
     if len(text) <= SHOWN_CHARS:
         return text
+    if isinstance(value, (list, tuple)):  # weights: their count says more than their characters
+        return t("config.value.cut_items", start=text[: SHOWN_CHARS - 8], length=len(value))
     length = len(value) if isinstance(value, str) else len(text)
     return t("config.value.cut", start=text[: SHOWN_CHARS - 8], length=length)

@@ -140,7 +140,8 @@ def test_a_replay_plays_to_its_recorded_end_with_its_label(page):
 def test_a_bad_recording_upload_is_one_error_line(page):
     at = page()
     at.selectbox(key="replay_choice").set_value("upload").run()
-    at.file_uploader(key="replay_upload").set_value(("run.fitrec", b'{"format": "other"}\n', "text/plain"))
+    upload = ("run.fitrec", b'{"format": "other"}\n', "text/plain")
+    at.file_uploader(key="replay_upload").set_value(upload).run()
     at.button(key="replay").click().run()
     assert errors(at) == [
         "Recording: got 'run.fitrec'; allowed: a fitcore-recording file of version 1; line 1: not a "

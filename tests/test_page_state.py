@@ -259,7 +259,7 @@ def test_a_deeply_nested_recording_is_one_error_line(page, name):
     """A recording nested 100,000 deep replaced the whole page with a RecursionError."""
     at = page()
     at.selectbox(key="replay_choice").set_value("upload").run()
-    at.file_uploader(key="replay_upload").set_value((f"{name}.fitrec", RECORDINGS[name], "text/plain"))
+    at.file_uploader(key="replay_upload").set_value((f"{name}.fitrec", RECORDINGS[name], "text/plain")).run()
     at.button(key="replay").click().run()
     problem = {
         "nested": 'line 1: not a recording header (expected {"format": "fitcore-recording", ...})',
@@ -269,3 +269,13 @@ def test_a_deeply_nested_recording_is_one_error_line(page, name):
         f"Recording: got '{name}.fitrec'; allowed: a fitcore-recording file of version 1; {problem}"
     ]
     assert at.session_state["run_id"] is None
+
+
+def test_replay_waits_for_a_file_so_an_oversize_upload_is_told_once(page):
+    """An upload past the limit got the uploader's message and a second one from Replay ("got ''; ...
+    upload one first"): with no file to replay, Replay cannot be pressed."""
+    at = page()
+    at.selectbox(key="replay_choice").set_value("upload").run()
+    assert at.button(key="replay").disabled and not at.error
+    at.file_uploader(key="replay_upload").set_value(("run.fitrec", GOOD_RECORDING, "text/plain")).run()
+    assert not at.button(key="replay").disabled
