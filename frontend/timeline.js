@@ -65,7 +65,8 @@ function drawGantt(svg, pic, groups, phase, width, total, drawer) {
       svg.append(rect);
     }
   });
-  for (const t of niceTicks(0, total, 5)) {
+  // no phase timed: no time axis either (its ticks would all read 0.0 µs)
+  for (const t of groups.length ? niceTicks(0, total, 5) : []) {
     const tx = x(t);
     svg.append(svgEl("line", { x1: tx, x2: tx, y1: top, y2: top + devices.length * rowH, stroke: "#dee2e6" }));
     label(svg, tx, height - 6, formatSeconds(t), { size: 14, anchor: "middle", fill: "#495057" });

@@ -67,3 +67,11 @@ test("no module but a strategy's own drawer compares a strategy's name", () => {
     assert.doesNotMatch(text, pattern, `${file} compares a strategy's name`);
   }
 });
+
+test("DataParallel's footer: the first device gathers and reduces only when another device is busy", () => {
+  setTexts(ENGLISH, "en");
+  const dp = DRAWERS.dataparallel;
+  const busy = (n) => ({ first_device: "cuda:0", devices: Array.from({ length: 3 }, (_, i) => ({ busy: i < n })) });
+  assert.equal(dp.footer(busy(2)), "★ cuda:0 also does: gather, loss, reduce, step");
+  assert.equal(dp.footer(busy(1)), "★ cuda:0 does the whole step: forward, loss, backward, step");
+});
