@@ -8,7 +8,7 @@ import streamlit as st
 from dashboard.classroom import Obeying, classroom_ui, obey
 from dashboard.data import data_source_ui, replay_ui
 from dashboard.state import KEEP_RUNS, apply_values, clear_overlay, control_values, get_gpus
-from fitcore import i18n, strategies
+from fitcore import i18n, strategies, warmstart
 from fitcore.config import MAX_WORKERS, OPTIMIZERS
 from fitcore.devices import MAX_VIRTUAL
 from fitcore.i18n import count, t
@@ -137,6 +137,8 @@ def strategy_ui() -> None:
 def devices_ui(gpus: dict) -> None:
     ss = st.session_state
     processes = strategies.strategy(ss.strategy).processes  # workers on the CPU, one per GPU with CUDA
+    if processes:  # the ranks fork from a server that imports torch once: started now, it is ready at Start
+        warmstart.start()
     if ss.classroom.hidden("devices") and (ss.classroom.hidden("workers") or not processes):
         return
     st.subheader(t("page.devices"))

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DistributedSampler
 
-from fitcore import cli, strategies
+from fitcore import cli, strategies, warmstart
 from fitcore.config import MAX_WORKERS, ConfigError, FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.devices import GPU
@@ -88,18 +88,29 @@ def listening(port: int) -> bool:
     return False
 
 
+def stat_of(pid: int) -> tuple[str, int] | None:
+    """(state, parent pid) of a process from /proc, or None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return None
+    return fields[0], int(fields[1])
+
+
+def children_of(pid: int) -> list[str]:
+    """The process ids of pid's children, from /proc (every thread's list)."""
+    return [c for path in Path(f"/proc/{pid}/task").glob("*/children") for c in path.read_text().split()]
+
+
 def assert_all_gone(details: dict) -> None:
     """No rank process left (not even a zombie), no child of ours, and the store's port free again."""
     for pid in details["ddp"]["pids"]:
         assert not Path(f"/proc/{pid}").exists(), f"rank process {pid} is still there"
     assert multiprocessing.active_children() == []
-    spawned = []
-    for children in Path("/proc/self/task").glob("*/children"):
-        for pid in children.read_text().split():
-            cmdline = Path(f"/proc/{pid}/cmdline")
-            if cmdline.exists() and b"spawn_main" in cmdline.read_bytes():
-                spawned.append(pid)
-    assert spawned == []
+    # the ranks are the forkserver's children (fitcore.warmstart), which waits for the next run with none
+    server = warmstart.server_pid()
+    assert server is not None and Path(f"/proc/{server}").exists()
+    assert children_of(server) == []
     port = details["ddp"]["master_port"]
     assert not listening(port)
     with socket.socket() as s:
@@ -297,6 +308,10 @@ def test_pause_resume_and_stop_through_run(no_leftover_threads):
     run = Run(cfg, pace=25).start()
     try:
         wait_for(lambda: run.snapshot().step >= 2, timeout=90, interval=0.02)
+        # each rank a process of its own, forked from the warm server
+        pids = run.snapshot().extra["ddp"]["pids"]
+        assert len(set(pids)) == 2 and os.getpid() not in pids
+        assert [stat_of(pid)[1] for pid in pids] == [warmstart.server_pid()] * 2
         watch = PauseWatch(run.control)
         run.pause()
         # the step already allowed may still finish: once the granter polls the pause, it has been reported
@@ -334,6 +349,39 @@ def test_a_killed_rank_fails_the_run_without_hanging(no_leftover_threads):
     assert snap.status == "failed"
     assert snap.message.startswith(f"rank 1 (pid {victim}) ended with signal SIGKILL")
     assert_all_gone(snap.extra)
+
+
+KILLED_CALLER = """
+import json, time
+from fitcore import warmstart
+from fitcore.config import FitConfig, validate
+from fitcore.runner import Run
+
+run = Run(validate(FitConfig(strategy="ddp", devices="cpu", workers=2, epochs=10_000)), pace=25).start()
+while run.snapshot().step < 1:
+    time.sleep(0.02)
+ranks = run.snapshot().extra["ddp"]["pids"]
+print(json.dumps({"server": warmstart.server_pid(), "ranks": ranks}), flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.slow  # a process of its own, which starts its own forkserver
+def test_a_killed_caller_leaves_neither_its_forkserver_nor_a_rank():
+    caller = subprocess.Popen(
+        [sys.executable, "-c", KILLED_CALLER], cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        line = caller.stdout.readline()
+        assert line, "the caller ended before its first step"
+        pids = json.loads(line)
+        assert [stat_of(pid)[1] for pid in pids["ranks"]] == [pids["server"]] * 2
+    finally:
+        caller.kill()  # SIGKILL: no handler of the caller runs
+        caller.wait(10)
+        caller.stdout.close()
+    # gone, or a zombie left for init to reap: not running
+    wait_for(lambda: all((stat_of(p) or ("Z",))[0] == "Z" for p in [pids["server"], *pids["ranks"]]), 20)
 
 
 @pytest.mark.slow  # spawns ranks

@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from fitcore import warmstart
 from fitcore.config import FitConfig
 from fitcore.console import final_lines, group_line, shard_lines
 from fitcore.data import least_squares, make_data
@@ -146,6 +147,7 @@ def _worker(rank, cfg, world_size, backend, devices, port, out, gate, parent_pid
         _prctl_pr_set_pdeathsig(signal.SIGTERM)  # end with the parent, even if it is killed
     except (ImportError, AttributeError):
         pass
+    warmstart.leave_server()  # the parent is the forkserver, which ends with this run's caller
     lo = _loopback_interface()
     if lo:  # the ranks' own connections stay on loopback too
         os.environ["GLOO_SOCKET_IFNAME"] = os.environ["NCCL_SOCKET_IFNAME"] = lo
@@ -249,13 +251,13 @@ class _Launch:
         itemsize = X.element_size()
         del X, y
 
-        # 2. the store on a loopback port, then K ranks (spawn: each imports torch afresh)
+        # 2. the store on a loopback port, then K ranks, forked from a server that has imported torch
         self.store, self.port = _loopback_store()
-        ctx = mp.get_context("spawn")
+        ctx = warmstart.context()
         self.queue, self.gate = ctx.Queue(), _Gate(ctx, k)
-        args = (cfg, k, backend, devices, self.port, self.queue, self.gate, os.getpid(), current())
+        args = (cfg, k, backend, devices, self.port, self.queue, self.gate, warmstart.server_pid(), current())
         self.procs = mp.start_processes(
-            _worker, args, nprocs=k, join=False, daemon=True, start_method="spawn"
+            _worker, args, nprocs=k, join=False, daemon=True, start_method=ctx.get_start_method()
         )
         self.pids = self.procs.pids()
         started = self.clock()
