@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, Mapping
 
-from fitcore import i18n, strategies
+from fitcore import i18n, phases, strategies
 from fitcore.config import MAX_FEATURES, OPTIMIZERS, STRATEGIES, ConfigError, FitConfig, Limits, validate
 from fitcore.devices import GPU, MAX_VIRTUAL, parse_devices
 from fitcore.i18n import LANGUAGES, language, t
@@ -46,8 +46,13 @@ MAX_FEATURE_CONTROL = 2 * MAX_FEATURES
 # Browsers hold integers exactly up to 2**53 - 1; a number widget refuses anything larger.
 MAX_WIDGET_INT = 2**53 - 1
 
+# A lesson pace: each phase of a step holds this many seconds in the picture, with its caption, then the next.
+# The run is paced to match (one step per phases x seconds), so the training never runs ahead of the phases
+# the class is shown: the run's Control is what waits, and the picture of step k is narrated before k + 1.
+LESSON_CHOICES = ("lesson1", "lesson2", "lesson3", "lesson5")
+DEFAULT_LESSON = "lesson2"
 # Steps per second the pace control offers; "max" is as fast as possible.
-PACE_CHOICES = ("1", "2", "5", "10", "20", "50", "100", "200", "max")
+PACE_CHOICES = LESSON_CHOICES + ("1", "2", "5", "10", "20", "50", "100", "200", "max")
 DEFAULT_PACE = "20"  # the tutorial's 200 steps take ten seconds on screen
 
 
@@ -161,14 +166,36 @@ def matching_preset(values: Mapping[str, Any]) -> Preset | None:
 # The pace.
 
 
-def parse_pace(choice: str) -> float | None:
-    """A pace choice as Run takes it: steps per second, or None for as fast as possible."""
+def phase_count(strategy: str) -> int:
+    """The phases the picture walks through in one step of `strategy` (DataParallel's 8, DDP's 6)."""
+    if strategies.strategy(strategy).processes:
+        return len(phases.DDP_PHASES)
+    return len(phases.DATAPARALLEL_PHASES)
+
+
+def lesson_seconds(choice: str) -> int | None:
+    """A lesson choice's seconds a phase ("lesson2" -> 2); None for a pace in steps per second."""
+    return int(choice[len("lesson") :]) if choice in LESSON_CHOICES else None
+
+
+def parse_pace(choice: str, strategy: str = "dataparallel") -> float | None:
+    """A pace choice as Run takes it: steps per second, or None for as fast as possible. A lesson pace is
+    one step per (the strategy's phases x the seconds a phase holds), the rate at which the picture (whose
+    phases share a step's time equally, frontend/stepper.js) holds each phase that long."""
+    seconds = lesson_seconds(choice)
+    if seconds is not None:
+        return 1.0 / (phase_count(strategy) * seconds)
     return None if choice == "max" else float(choice)
 
 
 def pace_choice(pace: float | None) -> str:
     """The choice that parse_pace reads as `pace` (a reloaded page shows its run's pace); the default
     where no choice matches."""
+    for lesson in LESSON_CHOICES:
+        if pace is not None and any(
+            math.isclose(pace, parse_pace(lesson, name)) for name in ("dataparallel", "ddp")
+        ):
+            return lesson
     choice = "max" if pace is None else f"{pace:g}"
     return choice if choice in PACE_CHOICES else DEFAULT_PACE
 
@@ -176,6 +203,9 @@ def pace_choice(pace: float | None) -> str:
 def pace_label(choice: str) -> str:
     if choice == "max":
         return t("view.pace.max")
+    seconds = lesson_seconds(choice)
+    if seconds is not None:
+        return t("view.pace.lesson", s=seconds)
     return rate_text(float(choice))
 
 
