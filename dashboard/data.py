@@ -176,7 +176,8 @@ def start_replay() -> None:
     try:
         path, name = replay_file()
         recording = datasource.read_recording(path, name)
-        snap = get_pool().submit_replay(ss.owner, recording, controls.parse_pace(ss.pace, recording.config.strategy))
+        pace = controls.parse_pace(ss.pace, recording.config.strategy)
+        snap = get_pool().submit_replay(ss.owner, recording, pace)
     except ConfigError as exc:
         ss.start_error = controls.error_text(datasource.field_error(exc))
         return

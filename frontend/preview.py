@@ -63,6 +63,11 @@ SCENARIOS = {
     "dp200on6": Scenario(devices=6),
     "paused": Scenario(devices=3, status="paused", start=80),
     "ddp3": Scenario(strategy="ddp", devices=3),
+    # held still at a step, for ◀ ▶ to walk its phases (tests/test_browser_picture.py measures each one)
+    "dp2held": Scenario(status="paused", start=80),
+    "dp3held": Scenario(devices=3, status="paused", start=80),
+    "dp8held": Scenario(devices=8, status="paused", start=80),
+    "ddp3held": Scenario(strategy="ddp", devices=3, status="paused", start=80),
     "ddp8": Scenario(strategy="ddp", devices=8, rows=200),
     "diverged": Scenario(devices=2, start=60, diverge_at=37, status="diverged"),
     "finish": Scenario(devices=2, total=40, start=30, pace=10.0, overlay=True),
@@ -366,6 +371,7 @@ class Handler(BaseHTTPRequestHandler):
             "assets": STATIC.rstrip("/"), "plotly": STATIC + "plotly.min.js",
             "overlay": overlay_series(run.scenario.total) if run.scenario.overlay else [],
             "lang": lang, "texts": i18n.browser_texts("live.", lang),
+            "presenter": query.get("presenter") == "1",
         }  # fmt: skip
         self.send_json(200, data)
 
