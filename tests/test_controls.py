@@ -137,8 +137,8 @@ def test_query_text():
         ({"workers": "two"}, "workers: got 'two'; allowed: an integer"),
         (
             {"pace": "7"},
-            "pace: got '7'; allowed: one of lesson1, lesson2, lesson3, lesson5, 1, 2, 5, 10, 20, 50, 100, 200, "
-            "max (steps per second; lessonN: N seconds a phase)",
+            "pace: got '7'; allowed: one of lesson1, lesson2, lesson3, lesson5, 1, 2, 5, 10, 20, 50, "
+            "100, 200, max (steps per second; lessonN: N seconds a phase)",
         ),
     ],
 )
