@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from fitcore import strategies
 from fitcore.config import FitConfig
+from fitcore.ddp import shards
 from fitcore.events import Step
 from fitcore.i18n import t
 from fitcore.phases import step_bytes
@@ -104,6 +105,11 @@ def _picture(cfg: FitConfig, step: Step, labels: Sequence[str], emulated: bool, 
             "input_shape": list(r.input_shape), "output_shape": list(r.output_shape),
             "ids": list(r.ids[:MAX_IDS]), "loss": _number(r.loss),
         })  # fmt: skip
+    if strategies.of(cfg).processes:  # DDP: the rows each rank repeats to pad its shard, marked in the picture
+        layout = shards.Layout.of(cfg)
+        for rank, device in enumerate(devices):
+            if device["busy"] and rank < layout.world_size:
+                device["padded"] = layout.padded_rows(rank, step.batch)
     busy = [r.rows for r in step.replicas]
     return {
         "strategy": cfg.strategy,

@@ -30,6 +30,7 @@ from urllib.parse import parse_qs, urlparse
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # fitcore's catalog, run as `python frontend/preview.py`
 from fitcore import i18n  # noqa: E402
+from fitcore.ddp.shards import Layout  # noqa: E402
 
 STATIC = "/fitcore/static/"
 MODULE = re.compile(r"[a-z_]+\.(js|css)")  # the files fitcore/api.py serves from frontend/
@@ -180,6 +181,10 @@ def picture(run: FakeRun, step: int) -> dict | None:
                 "label": label, "busy": False, "start": None, "stop": None, "rows": 0,
                 "input_shape": None, "output_shape": None, "ids": [], "loss": None,
             })  # fmt: skip
+    if sc.strategy == "ddp":  # the rows DistributedSampler repeats to pad the shards (one batch an epoch)
+        layout = Layout(sc.rows, sc.devices, sc.rows)
+        for rank, x in enumerate(devices):
+            x["padded"] = layout.padded_rows(rank, 1)
     phases = ddp_phases(devices, d) if sc.strategy == "ddp" else dp_phases(devices, d)
     busy = [x for x in devices if x["busy"]]
     k = len(busy)
