@@ -96,7 +96,7 @@ export function disposeCharts(state) {
 export function renderCharts(state) {
   const width = Math.max(260, Math.floor(((state.width || 960) - 16) / 2));
   renderLegend(state.dom.lossFig, lossLegend(state), width);
-  renderLegend(state.dom.paramFig, paramLegend(state), width);
+  renderLegend(state.dom.paramFig, paramLegend(state), width, { all: true });
   const Plotly = window.Plotly;
   if (!Plotly) {
     ensurePlotly(state);
@@ -295,7 +295,9 @@ function paramLegend(state) {
   return entries;
 }
 
-function renderLegend(fig, entries, width) {
+// `all`: every entry, on a second line where the first is full (the parameters' true and lstsq lines are what
+// the noisy-data lesson is about: never behind "+2 more"); otherwise "+N more" for those that do not fit.
+function renderLegend(fig, entries, width, { all = false } = {}) {
   const container = fig.legend;
   const room = width - textWidth(fig.heading.textContent, 16, 700) - 16;
   clear(container);
@@ -309,7 +311,7 @@ function renderLegend(fig, entries, width) {
       w = 27 + textWidth(text, 14) + 10;
     }
     const more = i < entries.length - 1 ? 64 : 0;  // keep room for "+N more" unless this is the last
-    if (i > 0 && used + w > room - more) {
+    if (!all && i > 0 && used + w > room - more) {
       container.append(el("span", "fl-legend-more", tr("live.chart.legend_more", { n: entries.length - i })));
       break;
     }
