@@ -88,7 +88,18 @@ def init_session(gpus: dict) -> None:
     if pace is not None:
         ss.pace = pace
     ss.url_errors = [controls.error_text(e) for e in errors]
+    init_script(gpus)
     init_classroom()
+
+
+def init_script(gpus: dict) -> None:
+    """A lesson script's link (`?script=lesson`): its presets in order, the first one's settings now."""
+    ss = st.session_state
+    ss.script, errors = controls.script_from_query(st.query_params.to_dict())
+    ss.script_at = 0
+    ss.url_errors += [controls.error_text(e) for e in errors]
+    if ss.script:
+        apply_values(controls.config_values(ss.script[0].config), gpus)
 
 
 def init_classroom() -> None:

@@ -105,7 +105,7 @@ def _picture(cfg: FitConfig, step: Step, labels: Sequence[str], emulated: bool, 
             "input_shape": list(r.input_shape), "output_shape": list(r.output_shape),
             "ids": list(r.ids[:MAX_IDS]), "loss": _number(r.loss),
         })  # fmt: skip
-    if strategies.of(cfg).processes:  # DDP: the rows each rank repeats to pad its shard, marked in the picture
+    if strategies.of(cfg).processes:  # DDP: the rows each rank repeats to pad its shard, for the picture
         layout = shards.Layout.of(cfg)
         for rank, device in enumerate(devices):
             if device["busy"] and rank < layout.world_size:

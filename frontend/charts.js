@@ -12,6 +12,7 @@ import {
 } from "./series.js";
 
 const CHART_H = 180;
+const HEAD_H = 22;  // a chart's title line (live.css .fl-chart-head)
 const MARGIN = { l: 58, r: 14, t: 14, b: 26, pad: 0 };
 const COLUMNS = 500;         // a history longer than two points a column is thinned to each column's extremes
 const MAX_TRACE = 2000;      // appended points up to this many in a trace; then it is thinned again
@@ -97,6 +98,7 @@ export function renderCharts(state) {
   const width = Math.max(260, Math.floor(((state.width || 960) - 16) / 2));
   renderLegend(state.dom.lossFig, lossLegend(state), width);
   renderLegend(state.dom.paramFig, paramLegend(state), width, { all: true });
+  fitLegendLines(state);
   const Plotly = window.Plotly;
   if (!Plotly) {
     ensurePlotly(state);
@@ -137,9 +139,25 @@ function line(points, name, colour, { width = 2.5, dash, hover = ".4~g" } = {}) 
            line: { color: colour, width, dash, simplify: false }, yhoverformat: hover, connectgaps: false };
 }
 
-// live.css may make the plots lower (the presenter's bigger picture on a short screen): --fl-chart-h
+// live.css may make the plots lower (the presenter's bigger picture on a short screen): --fl-chart-h; a
+// legend's second line comes out of the plots' height, so that the charts keep theirs on the first screen
 function chartHeight(state) {
-  return parseFloat(getComputedStyle(state.dom.root).getPropertyValue("--fl-chart-h")) || CHART_H;
+  const base = parseFloat(getComputedStyle(state.dom.root).getPropertyValue("--fl-chart-h")) || CHART_H;
+  return base - (state.legendExtra || 0);
+}
+
+// Both heads as tall as the taller one (the plots stay side by side), the plots lower by what that adds.
+function fitLegendLines(state) {
+  const heads = [state.dom.lossFig, state.dom.paramFig].map((fig) => fig.heading.parentElement);
+  heads.forEach((head) => { head.style.minHeight = ""; });
+  const extra = Math.max(0, ...heads.map((head) => head.offsetHeight - HEAD_H));
+  heads.forEach((head) => { head.style.minHeight = `${HEAD_H + extra}px`; });
+  if (extra === (state.legendExtra || 0)) return;
+  state.legendExtra = extra;
+  for (const fig of [state.dom.lossFig, state.dom.paramFig]) {
+    fig.plot.style.height = `${chartHeight(state)}px`;
+    fig.drawn = null;  // drawn again whole, at the new height
+  }
 }
 
 function layout(state, width, xr, yaxis, extras) {

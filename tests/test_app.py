@@ -459,6 +459,25 @@ PRESET_VALUES = {
 }  # fmt: skip
 
 
+def test_a_lesson_script_plays_its_presets_in_order_with_next(page):
+    at = page({"script": "lesson"})
+    order = [
+        "The tutorial", "Uneven split", "Fewer rows than devices", "DistributedDataParallel", "Uneven shards",
+    ]  # fmt: skip
+    for i, name in enumerate(order):
+        assert at.selectbox(key="preset").value == name
+        assert control_values(at) == controls.config_values(controls.preset(name).config)
+        assert any(m.value == f"**Lesson {i + 1} / 5:** {controls.preset(name).title}" for m in at.markdown)
+        assert at.button(key="script_next").disabled == (i == len(order) - 1)
+        if i < len(order) - 1:
+            at.button(key="script_next").click().run()
+    at.button(key="script_back").click().run()
+    assert at.selectbox(key="preset").value == "DistributedDataParallel"
+    bad = page({"script": "tutorial,nope"})
+    assert [e.value for e in bad.error if "script" in e.value.lower()], [e.value for e in bad.error]
+    assert bad.selectbox(key="preset").value == "The tutorial"  # the defaults kept
+
+
 @pytest.mark.parametrize("name", list(PRESET_VALUES))
 def test_presets_set_the_controls(page, name):
     at = page()

@@ -211,6 +211,17 @@ def test_lesson_pace_holds_each_phase_its_seconds():
     assert (pace, errors) == ("lesson5", [])
 
 
+def test_a_lesson_script_from_the_link():
+    keys = [p.key for p in controls.script_from_query({"script": "lesson"})[0]]
+    assert keys == ["tutorial", "uneven", "few_rows", "ddp", "uneven_shards"]
+    mine = controls.script_from_query({"script": ["x", "ddp, tutorial"]})[0]  # the last of a repeated one
+    assert [p.key for p in mine] == ["ddp", "tutorial"]
+    assert controls.script_from_query({}) == ((), [])
+    for raw in ("", "nope", "tutorial,,x", ",".join(["ddp"] * 15)):
+        presets, errors = controls.script_from_query({"script": raw})
+        assert presets == () and [e.field for e in errors] == ["script"], raw
+
+
 def test_pace_choices():
     assert controls.DEFAULT_PACE == "20" and controls.parse_pace("20") == 20.0
     assert controls.parse_pace("max") is None

@@ -38,7 +38,7 @@ CONTROL_FIELDS = (
 # "批大小"), for error messages that name both the control and the field.
 LABELLED_FIELDS = (
     "weights", "bias", "noise", "data_size", "batch_size", "epochs", "lr", "optimizer", "shuffle", "seed",
-    "devices", "strategy", "workers", "pace", "lang", "preset",
+    "devices", "strategy", "workers", "pace", "lang", "preset", "script",
 )  # fmt: skip
 
 # A widget can hold more features than a run may use, so that asking for too many gets validate()'s message.
@@ -142,6 +142,25 @@ def preset(name: str) -> Preset:
         if p.name == name:
             return p
     raise KeyError(name)
+
+
+# A lesson script: presets played in order, the teacher's Next moving on (`?script=lesson`, or preset keys
+# in the order wanted: `?script=tutorial,ddp`).
+SCRIPTS = {"lesson": ("tutorial", "uneven", "few_rows", "ddp", "uneven_shards")}
+
+
+def script_from_query(params: Mapping[str, Any]) -> tuple[tuple[Preset, ...], list[ConfigError]]:
+    """The presets a link's `script=` plays, in order (none without one), and the error for a bad one."""
+    if "script" not in params:
+        return (), []
+    raw = _last(params["script"])
+    text = str(raw).strip().lower()
+    keys = SCRIPTS.get(text) or tuple(k.strip() for k in text.split(",") if k.strip())
+    by_key = {p.key: p for p in PRESETS}
+    if not keys or any(k not in by_key for k in keys) or len(keys) > 2 * len(PRESETS):
+        allowed = t("view.allowed.script", scripts=", ".join(SCRIPTS), presets=", ".join(by_key))
+        return (), [ConfigError("script", raw, allowed)]
+    return tuple(by_key[k] for k in keys), []
 
 
 def used_fields(strategy: Any) -> tuple[str, ...]:
