@@ -311,14 +311,19 @@ function drawChips(g, box, chips) {
   }
 }
 
-// The footer's left line and the emulation note, and whether the note takes a line of its own below.
+// The footer's left line and the emulation note (its short words where the long ones do not fit beside the
+// left line), and whether the note still takes a line of its own below.
 function footerTexts(pic, width, drawer) {
   const left = drawer.footer ? drawer.footer(pic) : "";
-  const note = pic.emulated ? tr("live.picture.emulated", {
-    where: pic.emulated_on || tr("live.picture.cpu"), strategy: drawer.title || tr("live.picture.this_strategy"),
-  }) : "";
-  const own = !!note && textWidth(note, 15) > width - SIDE - textWidth(left, 15, 600) - 30;
-  return { left, note, own };
+  if (!pic.emulated) return { left, note: "", own: false };
+  const words = { where: pic.emulated_on || tr("live.picture.cpu"),
+                  strategy: drawer.title || tr("live.picture.this_strategy") };
+  const room = width - SIDE - textWidth(left, 15, 600) - 30;
+  const long = tr("live.picture.emulated", words);
+  const short = tr("live.picture.emulated_short", words);
+  if (textWidth(long, 15) <= room) return { left, note: long, own: false };
+  if (textWidth(short, 15) <= room) return { left, note: short, own: false };
+  return { left, note: long, own: true };
 }
 
 function drawFooter(ctx) {
