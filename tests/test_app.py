@@ -564,8 +564,8 @@ def test_bad_values_in_the_link_show_errors_not_a_traceback(page):
     # what else is allowed depends on this machine's GPUs
     assert errors[1].startswith(link + "Devices: got 'virtual:99'; allowed: cpu, virtual:K (K from 1 to 8)")
     assert errors[2] == link + (
-        "Pace: got 'fast'; allowed: one of lesson1, lesson2, lesson3, lesson5, 1, 2, 5, 10, 20, 50, 100, 200, "
-        "max (steps per second; lessonN: N seconds a phase)"
+        "Pace: got 'fast'; allowed: one of lesson1, lesson2, lesson3, lesson5, 1, 2, 5, 10, 20, 50, 100, "
+        "200, max (steps per second; lessonN: N seconds a phase)"
     )
     assert errors[3] == "Learning rate: got -1.0; allowed: a finite number greater than 0 and at most 1e+30"
     assert at.number_input(key="data_size").value == 200
