@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, free_port
+from benchmarks.browser import chromium, free_port
 from tests.test_browser import ARTIFACTS, _require_browser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,17 +84,11 @@ def preview():
 
 @pytest.fixture(scope="module")
 def page(preview):
-    from playwright.sync_api import sync_playwright
-
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 720})
-            page.set_default_timeout(15_000)
-            yield page
-        finally:
-            browser.close()
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 720})
+        page.set_default_timeout(15_000)
+        yield page
 
 
 def walk(page, url: str, name: str) -> list[dict]:
