@@ -28,6 +28,19 @@ CHROMIUM_ARGS = [
 ]
 
 
+@contextmanager
+def chromium() -> Iterator:
+    """The system Chromium through Playwright, closed when the block ends."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
 def free_port() -> int:
     """A port on 127.0.0.1 that nothing listens on now."""
     with socket.socket() as s:

@@ -125,7 +125,7 @@ def submit_run(cfg: FitConfig) -> Snapshot:
     """Start cfg's run through the pool, recorded to a file of this browser's when it is not too long."""
     ss = st.session_state
     listener, made = datasource.recorder_for(server_store(), ss.owner)
-    snap = get_pool().submit(ss.owner, cfg, controls.parse_pace(ss.pace), listener=listener)
+    snap = get_pool().submit(ss.owner, cfg, controls.parse_pace(ss.pace, cfg.strategy), listener=listener)
     remember_run(
         snap.run_id,
         path=made.get("path"),
@@ -179,7 +179,8 @@ def start_replay() -> None:
     try:
         path, name = replay_file()
         recording = datasource.read_recording(path, name)
-        snap = get_pool().submit_replay(ss.owner, recording, controls.parse_pace(ss.pace))
+        pace = controls.parse_pace(ss.pace, recording.config.strategy)
+        snap = get_pool().submit_replay(ss.owner, recording, pace)
     except ConfigError as exc:
         ss.start_error = controls.error_text(datasource.field_error(exc))
         return

@@ -67,6 +67,8 @@ def language_changed() -> None:
 
 def presets_ui() -> None:
     ss = st.session_state
+    if ss.get("script"):
+        script_ui()
     match = controls.matching_preset(control_values())
     ss.preset = match.name if match else "Custom"  # the selectbox follows the controls; names are its ids
     obey(st).selectbox(
@@ -77,6 +79,25 @@ def presets_ui() -> None:
         format_func=lambda name: t("page.preset.custom") if name == "Custom" else controls.preset(name).title,
         help=t("page.preset.help"),
     )
+
+
+def script_ui() -> None:
+    """The lesson script's place (`2 / 5 · Uneven split`) and the teacher's Back and Next."""
+    ss = st.session_state
+    at, script = ss.script_at, ss.script
+    st.markdown(t("page.script.at", at=at + 1, n=len(script), preset=script[at].title))
+    back, forward = st.columns(2)
+    back.button(t("page.script.back"), key="script_back", on_click=script_moved, args=(-1,),
+                disabled=at == 0, width="stretch")  # fmt: skip
+    forward.button(t("page.script.next"), key="script_next", on_click=script_moved, args=(1,),
+                   disabled=at == len(script) - 1, width="stretch")  # fmt: skip
+
+
+def script_moved(delta: int) -> None:
+    ss = st.session_state
+    ss.script_at = max(0, min(len(ss.script) - 1, ss.script_at + delta))
+    apply_values(controls.config_values(ss.script[ss.script_at].config), get_gpus())
+    ss.url_errors = []
 
 
 def preset_chosen() -> None:

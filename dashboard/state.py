@@ -88,12 +88,23 @@ def init_session(gpus: dict) -> None:
     if pace is not None:
         ss.pace = pace
     ss.url_errors = [controls.error_text(e) for e in errors]
+    init_script(gpus)
     init_classroom()
 
 
 def link_params() -> dict:
     """The link's parameters, a repeated one with all its values (to_dict would keep only the last)."""
     return controls.link_params({k: st.query_params.get_all(k) for k in st.query_params})
+
+
+def init_script(gpus: dict) -> None:
+    """A lesson script's link (`?script=lesson`): its presets in order, the first one's settings now."""
+    ss = st.session_state
+    ss.script, errors = controls.script_from_query(link_params())
+    ss.script_at = 0
+    ss.url_errors += [controls.error_text(e) for e in errors]
+    if ss.script:
+        apply_values(controls.config_values(ss.script[0].config), gpus)
 
 
 def init_classroom() -> None:

@@ -12,7 +12,7 @@ import time
 from bisect import bisect_right
 from typing import Any, Sequence
 
-from fitcore import strategies
+from fitcore import shards, strategies
 from fitcore.config import FitConfig
 from fitcore.events import Step
 from fitcore.i18n import t
@@ -124,6 +124,11 @@ def _picture(cfg: FitConfig, step: Step, labels: Sequence[str], emulated: bool, 
             "input_shape": list(r.input_shape), "output_shape": list(r.output_shape),
             "ids": list(r.ids[:MAX_IDS]), "loss": _number(r.loss),
         })  # fmt: skip
+    if strategies.of(cfg).processes:  # DDP: the rows each rank repeats to pad its shard, for the picture
+        layout = shards.Layout.of(cfg)
+        for rank, device in enumerate(devices):
+            if device["busy"] and rank < layout.world_size:
+                device["padded"] = layout.padded_rows(rank, step.batch)
     busy = [r.rows for r in step.replicas]
     return {
         "strategy": cfg.strategy,

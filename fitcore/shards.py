@@ -44,6 +44,15 @@ class Layout:
         """Rows each rank takes at the 1-based `batch` of an epoch (the last one may be smaller)."""
         return min(self.per_rank_batch, self.rows_per_rank - (batch - 1) * self.per_rank_batch)
 
+    def padded_rows(self, rank: int, batch: int) -> int:
+        """Rows of `rank`'s 1-based `batch` that repeat another rank's row to pad its shard: position i of a
+        shard is rank + i * K of the padded order, and the positions from data_size on are the padding."""
+        first = (batch - 1) * self.per_rank_batch
+        last = first + self.local_rows(batch)  # one past
+        # the shard's positions i with rank + i * K >= data_size, within [first, last)
+        start = max(first, math.ceil((self.data_size - rank) / self.world_size))
+        return max(0, last - start)
+
     @classmethod
     def of(cls, cfg: FitConfig) -> "Layout":
         return cls(cfg.data_size, cfg.workers, cfg.batch_size)

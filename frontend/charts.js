@@ -12,6 +12,7 @@ import {
 } from "./series.js";
 
 const CHART_H = 180;
+const HEAD_H = 22;  // a chart's title line (live.css .fl-chart-head)
 const MARGIN = { l: 58, r: 14, t: 14, b: 26, pad: 0 };
 const COLUMNS = 500;         // a history longer than two points a column is thinned to each column's extremes
 const MAX_TRACE = 2000;      // appended points up to this many in a trace; then it is thinned again
@@ -96,7 +97,8 @@ export function disposeCharts(state) {
 export function renderCharts(state) {
   const width = Math.max(260, Math.floor(((state.width || 960) - 16) / 2));
   renderLegend(state.dom.lossFig, lossLegend(state), width);
-  renderLegend(state.dom.paramFig, paramLegend(state), width);
+  renderLegend(state.dom.paramFig, paramLegend(state), width, { all: true });
+  fitLegendLines(state);
   const Plotly = window.Plotly;
   if (!Plotly) {
     ensurePlotly(state);
@@ -137,9 +139,25 @@ function line(points, name, colour, { width = 2.5, dash, hover = ".4~g" } = {}) 
            line: { color: colour, width, dash, simplify: false }, yhoverformat: hover, connectgaps: false };
 }
 
-// live.css may make the plots lower (the presenter's bigger picture on a short screen): --fl-chart-h
+// live.css may make the plots lower (the presenter's bigger picture on a short screen): --fl-chart-h; a
+// legend's second line comes out of the plots' height, so that the charts keep theirs on the first screen
 function chartHeight(state) {
-  return parseFloat(getComputedStyle(state.dom.root).getPropertyValue("--fl-chart-h")) || CHART_H;
+  const base = parseFloat(getComputedStyle(state.dom.root).getPropertyValue("--fl-chart-h")) || CHART_H;
+  return base - (state.legendExtra || 0);
+}
+
+// Both heads as tall as the taller one (the plots stay side by side), the plots lower by what that adds.
+function fitLegendLines(state) {
+  const heads = [state.dom.lossFig, state.dom.paramFig].map((fig) => fig.heading.parentElement);
+  heads.forEach((head) => { head.style.minHeight = ""; });
+  const extra = Math.max(0, ...heads.map((head) => head.offsetHeight - HEAD_H));
+  heads.forEach((head) => { head.style.minHeight = `${HEAD_H + extra}px`; });
+  if (extra === (state.legendExtra || 0)) return;
+  state.legendExtra = extra;
+  for (const fig of [state.dom.lossFig, state.dom.paramFig]) {
+    fig.plot.style.height = `${chartHeight(state)}px`;
+    fig.drawn = null;  // drawn again whole, at the new height
+  }
 }
 
 function layout(state, width, xr, yaxis, extras) {
@@ -295,7 +313,9 @@ function paramLegend(state) {
   return entries;
 }
 
-function renderLegend(fig, entries, width) {
+// `all`: every entry, on a second line where the first is full (the parameters' true and lstsq lines are what
+// the noisy-data lesson is about: never behind "+2 more"); otherwise "+N more" for those that do not fit.
+function renderLegend(fig, entries, width, { all = false } = {}) {
   const container = fig.legend;
   const room = width - textWidth(fig.heading.textContent, 16, 700) - 16;
   clear(container);
@@ -309,7 +329,7 @@ function renderLegend(fig, entries, width) {
       w = 27 + textWidth(text, 14) + 10;
     }
     const more = i < entries.length - 1 ? 64 : 0;  // keep room for "+N more" unless this is the last
-    if (i > 0 && used + w > room - more) {
+    if (!all && i > 0 && used + w > room - more) {
       container.append(el("span", "fl-legend-more", tr("live.chart.legend_more", { n: entries.length - i })));
       break;
     }

@@ -9,6 +9,7 @@ import { SIDE, arrow, busyBoxes, chip, deviceColour } from "./picture.js";
 const colours = {
   load: "#1f6feb", forward: "#2f9e44", loss: "#e8590c", backward: "#c92a2a", allreduce: "#ae3ec9",
   optimizer: "#343a40", replicate: "#7048e8",  // replicate: the chip of the model each rank holds
+  padded: "#868e96",  // the chip of the rows repeated to pad a rank's shard
 };
 
 const phaseText = {
@@ -61,7 +62,14 @@ function drawLoad(ctx) {
                                                              halo: true });
     }
   }
-  for (const box of busyBoxes(ctx)) chip(ctx.boxState[box.index], "W, b", colours.replicate);
+  for (const box of busyBoxes(ctx)) {
+    chip(ctx.boxState[box.index], "W, b", colours.replicate);
+    // DistributedSampler repeats rows to give every rank as many: this step's repeats, marked on its rank
+    const padded = box.device.padded;
+    if (isNum(padded) && padded > 0) {
+      chip(ctx.boxState[box.index], tr("live.ddp.chip_padded", { n: padded }), colours.padded);
+    }
+  }
 }
 
 function drawForward(ctx) {

@@ -23,6 +23,11 @@ import { tr, trCount } from "./words.js";
 
 export const SIDE = 6;
 const BOX_GAP = 10;
+const CHIP_H = 21;       // one chip's height; a chip whose words do not fit its box's width takes two lines
+const CHIP_LINE = 17;
+const CHIP_GAP = 4;
+const NAME_LINE = 18;
+const FOOT_LINE = 20;
 const NEUTRAL = "#495057";
 
 export function phaseColour(drawer, name) {
@@ -53,27 +58,41 @@ export function deviceColour(index) {
 }
 
 // Where everything sits, in px of the real width (no viewBox scaling: 15 px text stays 15 px).
-export function pictureLayout(pic, width, drawer) {
+// `chipRows` is the height the chips need in the fullest box (chipPlan), so that no chip is dropped.
+export function pictureLayout(pic, width, drawer, chipHeight = CHIP_H) {
   const devices = pic.devices || [];
   const k = Math.max(1, devices.length);
   const gap = k > 6 ? BOX_GAP / 2 : BOX_GAP;  // eight boxes still fit a 780 px picture
-  const boxW = Math.max(72, (width - 2 * SIDE - (k - 1) * gap) / k);
+  // from 4 devices on, the first device (which gathers, and wears five chips) is half as wide again
+  const weights = devices.map((d, i) => (i === 0 && drawer.marksFirst && k >= 4 ? 1.5 : 1));
+  const unit = (width - 2 * SIDE - (k - 1) * gap) / Math.max(1, weights.reduce((a, b) => a + b, 0));
+  const widths = weights.map((w) => Math.max(60, unit * w));
+  const narrowest = Math.min(...widths);
   // shapes on two lines when "[67, 2] → [67, 1]" does not fit the box
   const wide = busy(pic).every((d) => textWidth(`${shape(d.input_shape)} → ${shape(d.output_shape)}`, 14)
-    <= boxW - 14);
-  const boxH = wide ? 112 : 129;
+    <= narrowest - 14);
+  // the ids on a line of their own when fewer than two of them fit beside their name
+  const idsApart = !!drawer.showsIds && busy(pic).some((d) => (d.ids || []).length > 1
+    && textWidth(`${tr("live.box.ids")} ${d.ids[0]}, ${d.ids[1]}`, 14) > narrowest - 14);
+  // a device's name over two lines ("virtual:" / "7") when a narrow box would cut it
+  const nameApart = !drawer.boxName && devices.some((d, i) =>
+    textWidth((i === 0 && drawer.marksFirst ? "★ " : "") + d.label, 15, 700) > widths[i] - 14);
+  const boxH = (wide ? 112 : 129) + (idsApart ? 18 : 0) + (nameApart ? NAME_LINE : 0) + chipHeight - CHIP_H;
   const barY = 2;
   const barH = 26;
   const boxY = barY + barH + 24;
   const outY = boxY + boxH + 22;
   const outH = 26;
   const footY = outY + outH + 19;
-  const boxes = devices.map((device, i) => ({
-    device, index: i, x: SIDE + i * (boxW + gap), y: boxY, w: boxW, h: boxH,
-    cx: SIDE + i * (boxW + gap) + boxW / 2,
-  }));
-  const layout = { width, barY, barH, boxY, boxH, outY, outH, footY, height: footY + 8, boxes,
-                   narrow: !wide };
+  let x = SIDE;
+  const boxes = devices.map((device, i) => {
+    const box = { device, index: i, x, y: boxY, w: widths[i], h: boxH, cx: x + widths[i] / 2 };
+    x += widths[i] + gap;
+    return box;
+  });
+  const height = footY + 8 + (footerTexts(pic, width, drawer).own ? FOOT_LINE : 0);
+  const layout = { width, barY, barH, boxY, boxH, outY, outH, footY, height, boxes,
+                   narrow: !wide, idsApart, nameApart };
   layout.rowLabels = rowLabels(pic, drawer);
   layout.segments = segments(pic, barRange(layout));
   return layout;
@@ -109,10 +128,24 @@ function segments(pic, range) {
 
 export function drawStepPicture(svg, pic, groups, phase, width, drawer) {
   clear(svg);
-  const layout = pictureLayout(pic, width, drawer);
+  // 0. the boxes are as tall as the whole step's chips need (a dry run of every phase), so that none is
+  //    dropped and the picture keeps its height from phase to phase
+  const dry = markBoxes(svgEl("svg"), pic, groups, { index: groups.length, done: true },
+    pictureLayout(pic, width, drawer), drawer);
+  const chipHeight = Math.max(CHIP_H, ...dry.layout.boxes.map((box, i) =>
+    chipPlan(box, dry.boxState[i].chips).height));
+  const ctx = markBoxes(svg, pic, groups, phase, pictureLayout(pic, width, drawer, chipHeight), drawer);
+  const { layout } = ctx;
   svg.setAttribute("width", layout.width);
   svg.setAttribute("height", layout.height);
   svg.setAttribute("viewBox", `0 0 ${layout.width} ${layout.height}`);
+  // 3. the boxes last in their layer, with the marks the phases left on them
+  layout.boxes.forEach((box, i) => drawDeviceBox(ctx, box, ctx.boxState[i]));
+  drawFooter(ctx);
+}
+
+// Steps 1 and 2: what sits above the boxes, then every phase's marks and the current phase's arrows.
+function markBoxes(svg, pic, groups, phase, layout, drawer) {
   svg.append(arrowDefs(drawer));
   const names = groups.map((g) => g.name);
   const ctx = {
@@ -132,9 +165,7 @@ export function drawStepPicture(svg, pic, groups, phase, width, drawer) {
     const draw = drawer.phases[group.name];
     if (draw && ctx.seen(group.name)) draw(ctx, group);
   }
-  // 3. the boxes last in their layer, with the marks the phases left on them
-  layout.boxes.forEach((box, i) => drawDeviceBox(ctx, box, ctx.boxState[i]));
-  drawFooter(ctx);
+  return ctx;
 }
 
 function arrowDefs(drawer) {
@@ -184,19 +215,28 @@ function drawDeviceBox(ctx, box, mark) {
   g.append(svgEl("rect", { x: box.x, y: box.y, width: box.w, height: 5, rx: 2, fill: colour }));
   const x = box.x + 7;
   const inner = box.w - 14;
-  const name = drawer.boxName ? drawer.boxName(pic, box, inner) : d.label;
-  label(g, x, box.y + 23, fitText((first ? "★ " : "") + name, inner, 15, 700), { size: 15, weight: 700 });
+  const name = (first ? "★ " : "") + (drawer.boxName ? drawer.boxName(pic, box, inner) : d.label);
+  const cut = name.lastIndexOf(":") + 1;
+  let top = box.y;  // where the lines below the name start, one line lower when the name takes two
+  if (ctx.layout.nameApart && cut > 0 && textWidth(name, 15, 700) > inner) {
+    label(g, x, box.y + 23, fitText(name.slice(0, cut), inner, 15, 700), { size: 15, weight: 700 });
+    label(g, x, box.y + 23 + NAME_LINE, name.slice(cut), { size: 15, weight: 700 });
+    top += NAME_LINE;
+  } else {
+    if (ctx.layout.nameApart) top += NAME_LINE;
+    label(g, x, box.y + 23, fitText(name, inner, 15, 700), { size: 15, weight: 700 });
+  }
   if (!d.busy) {
-    label(g, x, box.y + 45, fitText(tr("live.box.idle"), inner, 15), { size: 15, fill: "#495057" });
-    label(g, x, box.y + 64, fitText(tr("live.box.no_rows"), inner, 15), { size: 15, fill: "#495057" });
+    label(g, x, top + 45, fitText(tr("live.box.idle"), inner, 15), { size: 15, fill: "#495057" });
+    label(g, x, top + 64, fitText(tr("live.box.no_rows"), inner, 15), { size: 15, fill: "#495057" });
     return;
   }
   const range = !isNum(d.start) || !d.rows ? "" : d.rows === 1 ? ` (${d.start})` : ` (${d.start}–${d.stop - 1})`;
   const count = trCount("live.count.rows", d.rows);
   // a narrow box drops the row range rather than cut it
   const rows = textWidth(`${count}${range}`, 15) <= inner ? `${count}${range}` : count;
-  label(g, x, box.y + 42, fitText(rows, inner, 15), { size: 15 });
-  let y = box.y + 60;
+  label(g, x, top + 42, fitText(rows, inner, 15), { size: 15 });
+  let y = top + 60;
   const shapes = `${shape(d.input_shape)} → ${shape(d.output_shape)}`;
   if (textWidth(shapes, 14) <= inner) {
     label(g, x, y, shapes, { size: 14, fill: "#343a40" });
@@ -210,41 +250,90 @@ function drawDeviceBox(ctx, box, mark) {
     label(g, x, y, fitText(mark.note, inner, 14, 600), { size: 14, weight: 600, fill: ctx.colour("loss") });
   } else if (drawer.showsIds) {
     const ids = (d.ids || []).map(String);
-    const prefix = `${tr("live.box.ids")} `;
-    label(g, x, y, prefix + fitList(ids, inner - textWidth(prefix, 14), 14, ""),
-      { size: 14, fill: "#495057" });
+    const name = tr("live.box.ids");
+    if (ctx.layout.idsApart) {  // a narrow box: the ids over two lines, so that it still shows more than one
+      const head = ids.length > 1 && textWidth(`${name} ${ids[0]},`, 14) <= inner ? 1 : 0;
+      const first = head ? `${name} ${ids[0]},` : name;
+      label(g, x, y, first, { size: 14, fill: "#495057", cls: "fl-ids" });
+      let rest = fitList(ids.slice(head), inner, 14, "");
+      // the narrowest box: two ids without the "…" rather than one with it
+      if (!head && rest.split(",").length < 2) rest = fitList(ids.slice(0, 2), inner, 14, "");
+      label(g, x, y + 18, rest, { size: 14, fill: "#495057", cls: "fl-ids" });
+    } else {
+      label(g, x, y, `${name} ${fitList(ids, inner - textWidth(`${name} `, 14), 14, "")}`,
+        { size: 14, fill: "#495057", cls: "fl-ids" });
+    }
   }
   drawChips(g, box, mark.chips);
 }
 
-// The newest chips win the room: they are what the current phase just did.
+// Where each chip goes: in rows from the box's bottom-left, a new row when one is full; a chip wider than
+// the box breaks its words onto two lines. Every chip is drawn: the boxes are as tall as the fullest needs.
+function chipPlan(box, chips) {
+  const room = box.w - 12;
+  const placed = [];
+  let x = 0;
+  let y = 0;
+  let rowH = 0;
+  for (const c of chips) {
+    let lines = [c.text];
+    let w = textWidth(c.text, 14, 600) + 12;
+    if (w > room && c.text.includes(" ")) {
+      const cut = c.text.lastIndexOf(" ");
+      lines = [c.text.slice(0, cut), c.text.slice(cut + 1)];
+      w = Math.max(...lines.map((line) => textWidth(line, 14, 600))) + 12;
+    }
+    const h = CHIP_H + (lines.length - 1) * CHIP_LINE;
+    if (x > 0 && x + w > room) {
+      x = 0;
+      y += rowH + CHIP_GAP;
+      rowH = 0;
+    }
+    placed.push({ chip: c, x, y, w, h, lines });
+    x += w + CHIP_GAP;
+    rowH = Math.max(rowH, h);
+  }
+  return { placed, height: chips.length ? y + rowH : CHIP_H };
+}
+
 function drawChips(g, box, chips) {
-  const widths = chips.map((c) => textWidth(c.text, 14, 600) + 12);
-  let first = chips.length;
-  let used = 0;
-  while (first > 0 && used + widths[first - 1] + 4 <= box.w - 8) used += widths[--first] + 4;
-  let x = box.x + 6;
-  const y = box.y + box.h - 26;
-  chips.slice(first).forEach((c, i) => {
-    const w = widths[first + i];
-    g.append(svgEl("rect", { x, y, width: w, height: 21, rx: 10, fill: c.colour,
+  const plan = chipPlan(box, chips);
+  const top = box.y + box.h - 5 - plan.height;
+  for (const { chip: c, x, y, w, h, lines } of plan.placed) {
+    g.append(svgEl("rect", { x: box.x + 6 + x, y: top + y, width: w, height: h, rx: 10, fill: c.colour,
                              "fill-opacity": c.faded ? 0.25 : 1, class: c.fresh ? "fl-pop" : null }));
-    label(g, x + 6, y + 15, c.text, { size: 14, weight: 600, fill: c.faded ? "#343a40" : "#ffffff" });
-    x += w + 4;
-  });
+    const text = label(g, box.x + 12 + x, top + y + 15, lines[0], { size: 14, weight: 600, cls: "fl-chip",
+                                                                     fill: c.faded ? "#343a40" : "#ffffff" });
+    text.setAttribute("data-chip", c.text);  // the whole chip, whichever lines it takes
+    if (lines.length > 1) {
+      text.append(svgEl("tspan", { x: box.x + 12 + x, dy: CHIP_LINE }, lines[1]));
+    }
+  }
+}
+
+// The footer's left line and the emulation note (its short words where the long ones do not fit beside the
+// left line), and whether the note still takes a line of its own below.
+function footerTexts(pic, width, drawer) {
+  const left = drawer.footer ? drawer.footer(pic) : "";
+  if (!pic.emulated) return { left, note: "", own: false };
+  const words = { where: pic.emulated_on || tr("live.picture.cpu"),
+                  strategy: drawer.title || tr("live.picture.this_strategy") };
+  const room = width - SIDE - textWidth(left, 15, 600) - 30;
+  const long = tr("live.picture.emulated", words);
+  const short = tr("live.picture.emulated_short", words);
+  if (textWidth(long, 15) <= room) return { left, note: long, own: false };
+  if (textWidth(short, 15) <= room) return { left, note: short, own: false };
+  return { left, note: long, own: true };
 }
 
 function drawFooter(ctx) {
   const { pic, layout, svg, drawer } = ctx;
   const y = layout.footY;
-  const left = drawer.footer ? drawer.footer(pic) : "";
+  const { left, note, own } = footerTexts(pic, layout.width, drawer);
   label(svg, SIDE, y, left, { size: 15, weight: 600, fill: "#343a40" });
-  if (pic.emulated) {
-    const note = tr("live.picture.emulated", { where: pic.emulated_on || tr("live.picture.cpu"),
-                                               strategy: drawer.title || tr("live.picture.this_strategy") });
-    const room = layout.width - SIDE - textWidth(left, 15, 600) - 30;
-    label(svg, layout.width - SIDE, y, fitText(note, room, 15), { size: 15, anchor: "end",
-                                                                   fill: "#5f3dc4" });
+  if (note) {
+    label(svg, layout.width - SIDE, own ? y + FOOT_LINE : y, fitText(note, layout.width - 2 * SIDE, 15),
+      { size: 15, anchor: "end", fill: "#5f3dc4" });
   }
 }
 

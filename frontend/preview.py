@@ -30,6 +30,7 @@ from urllib.parse import parse_qs, urlparse
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # fitcore's catalog, run as `python frontend/preview.py`
 from fitcore import i18n, strategies  # noqa: E402
+from fitcore.shards import Layout  # noqa: E402
 
 STATIC = "/fitcore/static/"
 MODULE = re.compile(r"[a-z_]+\.(js|css)")  # the files fitcore/api.py serves from frontend/
@@ -68,6 +69,11 @@ SCENARIOS = {
     "dp200on6": Scenario(devices=6),
     "paused": Scenario(devices=3, status="paused", start=80),
     "ddp3": Scenario(ranks=True, devices=3),
+    # held still at a step, for ◀ ▶ to walk its phases (tests/test_browser_picture.py measures each one)
+    "dp2held": Scenario(status="paused", start=80),
+    "dp3held": Scenario(devices=3, status="paused", start=80),
+    "dp8held": Scenario(devices=8, status="paused", start=80),
+    "ddp3held": Scenario(ranks=True, devices=3, status="paused", start=80),
     "ddp8": Scenario(ranks=True, devices=8, rows=200),
     "diverged": Scenario(devices=2, start=60, diverge_at=37, status="diverged"),
     "finish": Scenario(devices=2, total=40, start=30, pace=10.0, overlay=True),
@@ -180,6 +186,10 @@ def picture(run: FakeRun, step: int) -> dict | None:
                 "label": label, "busy": False, "start": None, "stop": None, "rows": 0,
                 "input_shape": None, "output_shape": None, "ids": [], "loss": None,
             })  # fmt: skip
+    if sc.ranks:  # the rows DistributedSampler repeats to pad the shards (one batch an epoch)
+        layout = Layout(sc.rows, sc.devices, sc.rows)
+        for rank, x in enumerate(devices):
+            x["padded"] = layout.padded_rows(rank, 1)
     phases = ddp_phases(devices, d) if sc.ranks else dp_phases(devices, d)
     busy = [x for x in devices if x["busy"]]
     k = len(busy)
@@ -375,6 +385,7 @@ class Handler(BaseHTTPRequestHandler):
             "assets": STATIC.rstrip("/"), "plotly": STATIC + "plotly.min.js",
             "overlay": overlay_series(run.scenario.total) if run.scenario.overlay else [],
             "lang": lang, "texts": i18n.browser_texts("live.", lang),
+            "presenter": query.get("presenter") == "1",
         }  # fmt: skip
         self.send_json(200, data)
 

@@ -459,6 +459,25 @@ PRESET_VALUES = {
 }  # fmt: skip
 
 
+def test_a_lesson_script_plays_its_presets_in_order_with_next(page):
+    at = page({"script": "lesson"})
+    order = [
+        "The tutorial", "Uneven split", "Fewer rows than devices", "DistributedDataParallel", "Uneven shards",
+    ]  # fmt: skip
+    for i, name in enumerate(order):
+        assert at.selectbox(key="preset").value == name
+        assert control_values(at) == controls.config_values(controls.preset(name).config)
+        assert any(m.value == f"**Lesson {i + 1} / 5:** {controls.preset(name).title}" for m in at.markdown)
+        assert at.button(key="script_next").disabled == (i == len(order) - 1)
+        if i < len(order) - 1:
+            at.button(key="script_next").click().run()
+    at.button(key="script_back").click().run()
+    assert at.selectbox(key="preset").value == "DistributedDataParallel"
+    bad = page({"script": "tutorial,nope"})
+    assert [e.value for e in bad.error if "script" in e.value.lower()], [e.value for e in bad.error]
+    assert bad.selectbox(key="preset").value == "The tutorial"  # the defaults kept
+
+
 @pytest.mark.parametrize("name", list(PRESET_VALUES))
 def test_presets_set_the_controls(page, name):
     at = page()
@@ -545,7 +564,8 @@ def test_bad_values_in_the_link_show_errors_not_a_traceback(page):
     # what else is allowed depends on this machine's GPUs
     assert errors[1].startswith(link + "Devices: got 'virtual:99'; allowed: cpu, virtual:K (K from 1 to 8)")
     assert errors[2] == link + (
-        "Pace: got 'fast'; allowed: one of 1, 2, 5, 10, 20, 50, 100, 200, max (steps per second)"
+        "Pace: got 'fast'; allowed: one of lesson1, lesson2, lesson3, lesson5, 1, 2, 5, 10, 20, 50, 100, "
+        "200, max (steps per second; lessonN: N seconds a phase)"
     )
     assert errors[3] == "Learning rate: got -1.0; allowed: a finite number greater than 0 and at most 1e+30"
     assert at.number_input(key="data_size").value == 200

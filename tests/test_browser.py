@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, streamlit_app
+from benchmarks.browser import CHROMIUM, chromium, streamlit_app
 from fitcore.i18n import t
 from tests.helpers import wait_for
 
@@ -62,15 +62,9 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser(server):
-    from playwright.sync_api import sync_playwright
-
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with chromium() as browser:
+        yield browser
 
 
 @pytest.fixture

@@ -137,7 +137,8 @@ def test_query_text():
         ({"workers": "two"}, "workers: got 'two'; allowed: an integer"),
         (
             {"pace": "7"},
-            "pace: got '7'; allowed: one of 1, 2, 5, 10, 20, 50, 100, 200, max (steps per second)",
+            "pace: got '7'; allowed: one of lesson1, lesson2, lesson3, lesson5, 1, 2, 5, 10, 20, 50, "
+            "100, 200, max (steps per second; lessonN: N seconds a phase)",
         ),
     ],
 )
@@ -198,6 +199,27 @@ def test_workers_count_only_for_ddp():
         "Strategy: dataparallel in the run, ddp in the controls",
         "Workers: 2 in the run, 5 in the controls",
     ]
+
+
+def test_lesson_pace_holds_each_phase_its_seconds():
+    # DataParallel's 8 phases at 2 s each: one step every 16 s; DDP's 6 at 3 s: one every 18 s
+    assert controls.parse_pace("lesson2") == 1 / 16
+    assert controls.parse_pace("lesson3", "ddp") == 1 / 18
+    assert controls.pace_choice(1 / 16) == "lesson2" and controls.pace_choice(1 / 30) == "lesson5"
+    assert controls.pace_label("lesson2") == "lesson: each phase 2 s"
+    values, pace, errors = controls.from_query({"pace": "lesson5"})
+    assert (pace, errors) == ("lesson5", [])
+
+
+def test_a_lesson_script_from_the_link():
+    keys = [p.key for p in controls.script_from_query({"script": "lesson"})[0]]
+    assert keys == ["tutorial", "uneven", "few_rows", "ddp", "uneven_shards"]
+    mine = controls.script_from_query({"script": ["x", "ddp, tutorial"]})[0]  # the last of a repeated one
+    assert [p.key for p in mine] == ["ddp", "tutorial"]
+    assert controls.script_from_query({}) == ((), [])
+    for raw in ("", "nope", "tutorial,,x", ",".join(["ddp"] * 15)):
+        presets, errors = controls.script_from_query({"script": raw})
+        assert presets == () and [e.field for e in errors] == ["script"], raw
 
 
 def test_pace_choices():

@@ -37,6 +37,7 @@ from fitcore.view.controls import (  # the link
     config_values,
     error_text,
     from_query,
+    script_from_query,
 )
 from tests.test_api import ALICE, BOB, call, finished_pool, server
 
@@ -183,6 +184,16 @@ def test_any_link_gives_control_values_or_one_refusal_each(params, gpus):
         validate(FitConfig.from_mapping(controls), CLASSROOM_LIMITS, available=MEMORY, gpus=gpus)
     except ConfigError as exc:
         assert refusal_field(exc) in FIELDS
+
+
+@settings(max_examples=100)
+@given(st.one_of(query_value, st.lists(st.sampled_from(["tutorial", "ddp", "lesson", ",", " "]), max_size=6)
+                 .map("".join)))  # fmt: skip
+def test_any_script_link_plays_presets_or_one_refusal(raw):
+    presets, errors = script_from_query({"script": raw})
+    assert bool(presets) != bool(errors)  # a script, or one error naming the field, never both or a traceback
+    assert [refusal_field(exc) for exc in errors] in ([], ["script"])
+    assert all(one_line(error_text(exc)) for exc in errors)
 
 
 # -- the command line ---------------------------------------------------------------------------------------

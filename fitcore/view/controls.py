@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, Mapping
 
-from fitcore import i18n, strategies
+from fitcore import i18n, phases, strategies
 from fitcore.config import MAX_FEATURES, OPTIMIZERS, STRATEGIES, ConfigError, FitConfig, Limits, validate
 from fitcore.devices import GPU, MAX_VIRTUAL, parse_devices
 from fitcore.i18n import LANGUAGES, language, t
@@ -38,7 +38,7 @@ CONTROL_FIELDS = (
 # "批大小"), for error messages that name both the control and the field.
 LABELLED_FIELDS = (
     "weights", "bias", "noise", "data_size", "batch_size", "epochs", "lr", "optimizer", "shuffle", "seed",
-    "devices", "strategy", "workers", "pace", "lang", "preset",
+    "devices", "strategy", "workers", "pace", "lang", "preset", "script",
 )  # fmt: skip
 
 # A widget can hold more features than a run may use, so that asking for too many gets validate()'s message.
@@ -46,8 +46,13 @@ MAX_FEATURE_CONTROL = 2 * MAX_FEATURES
 # Browsers hold integers exactly up to 2**53 - 1; a number widget refuses anything larger.
 MAX_WIDGET_INT = 2**53 - 1
 
+# A lesson pace: each phase of a step holds this many seconds in the picture, with its caption, then the next.
+# The run is paced to match (one step per phases x seconds), so the training never runs ahead of the phases
+# the class is shown: the run's Control is what waits, and the picture of step k is narrated before k + 1.
+LESSON_CHOICES = ("lesson1", "lesson2", "lesson3", "lesson5")
+DEFAULT_LESSON = "lesson2"
 # Steps per second the pace control offers; "max" is as fast as possible.
-PACE_CHOICES = ("1", "2", "5", "10", "20", "50", "100", "200", "max")
+PACE_CHOICES = LESSON_CHOICES + ("1", "2", "5", "10", "20", "50", "100", "200", "max")
 DEFAULT_PACE = "20"  # the tutorial's 200 steps take ten seconds on screen
 
 
@@ -131,6 +136,31 @@ def preset(name: str) -> Preset:
     raise KeyError(name)
 
 
+# A lesson script: presets played in order, the teacher's Next moving on (`?script=lesson`, or preset keys
+# in the order wanted: `?script=tutorial,ddp`).
+# The lesson: DataParallel's even, uneven and idle-device splits, then each strategy with ranks' presets
+# (DDP's ranks, then its padded shards).
+_RANKED = tuple(p[2] for s in strategies.STRATEGIES.values() if s.processes for p in s.presets(_TUTORIAL))
+SCRIPTS = {"lesson": ("tutorial", "uneven", "few_rows", *_RANKED)}
+
+
+def script_from_query(params: Mapping[str, Any]) -> tuple[tuple[Preset, ...], list[ConfigError]]:
+    """The presets a link's `script=` plays, in order (none without one), and the error for a bad one."""
+    if "script" not in params:
+        return (), []
+    try:
+        raw = _one("script", params["script"])
+    except ConfigError as exc:
+        return (), [exc]
+    text = str(raw).strip().lower()
+    keys = SCRIPTS.get(text) or tuple(k.strip() for k in text.split(",") if k.strip())
+    by_key = {p.key: p for p in PRESETS}
+    if not keys or any(k not in by_key for k in keys) or len(keys) > 2 * len(PRESETS):
+        allowed = t("view.allowed.script", scripts=", ".join(SCRIPTS), presets=", ".join(by_key))
+        return (), [ConfigError("script", raw, allowed)]
+    return tuple(by_key[k] for k in keys), []
+
+
 def used_fields(strategy: Any) -> tuple[str, ...]:
     """The controlled fields a run of this strategy uses: `workers` only matters with one process each."""
     if strategies.strategy(strategy).processes:
@@ -153,14 +183,36 @@ def matching_preset(values: Mapping[str, Any]) -> Preset | None:
 # The pace.
 
 
-def parse_pace(choice: str) -> float | None:
-    """A pace choice as Run takes it: steps per second, or None for as fast as possible."""
+def phase_count(strategy: str) -> int:
+    """The phases the picture walks through in one step of `strategy` (DataParallel's 8, DDP's 6)."""
+    if strategies.strategy(strategy).processes:
+        return len(phases.DDP_PHASES)
+    return len(phases.DATAPARALLEL_PHASES)
+
+
+def lesson_seconds(choice: str) -> int | None:
+    """A lesson choice's seconds a phase ("lesson2" -> 2); None for a pace in steps per second."""
+    return int(choice[len("lesson") :]) if choice in LESSON_CHOICES else None
+
+
+def parse_pace(choice: str, strategy: str = "dataparallel") -> float | None:
+    """A pace choice as Run takes it: steps per second, or None for as fast as possible. A lesson pace is
+    one step per (the strategy's phases x the seconds a phase holds), the rate at which the picture (whose
+    phases share a step's time equally, frontend/stepper.js) holds each phase that long."""
+    seconds = lesson_seconds(choice)
+    if seconds is not None:
+        return 1.0 / (phase_count(strategy) * seconds)
     return None if choice == "max" else float(choice)
 
 
 def pace_choice(pace: float | None) -> str:
     """The choice that parse_pace reads as `pace` (a reloaded page shows its run's pace); the default
     where no choice matches."""
+    for lesson in LESSON_CHOICES:
+        if pace is not None and any(
+            math.isclose(pace, parse_pace(lesson, name)) for name in strategies.NAMES
+        ):
+            return lesson
     choice = "max" if pace is None else f"{pace:g}"
     return choice if choice in PACE_CHOICES else DEFAULT_PACE
 
@@ -168,6 +220,9 @@ def pace_choice(pace: float | None) -> str:
 def pace_label(choice: str) -> str:
     if choice == "max":
         return t("view.pace.max")
+    seconds = lesson_seconds(choice)
+    if seconds is not None:
+        return t("view.pace.lesson", s=seconds)
     return rate_text(float(choice))
 
 

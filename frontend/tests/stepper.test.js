@@ -74,3 +74,17 @@ test("pausing freezes the phase shown; ◀ ▶ walk and wrap through all done", 
   assert.equal(s.stepper.held.step, 2);
   assert.equal(currentPhase(s, 0).index, 0);
 });
+
+test("a lesson pace (one step per 8 phases x 2 s, fitcore/view/controls.py) holds each phase 2 s", () => {
+  const s = state("running", 1 / 16);
+  for (let i = 0; i < DP.length; i++) {
+    assert.deepEqual(currentPhase(s, 2000 * i + 1), { index: i, done: false, animating: true });
+    assert.equal(currentPhase(s, 2000 * (i + 1) - 1).index, i);
+  }
+  assert.equal(currentPhase(s, 16000).done, true);
+  // the next step starts its walk from its first phase; ◀ ▶ still walk it by hand
+  onNewStep(s, 16500);
+  assert.equal(currentPhase(s, 16501).index, 0);
+  walkPhase(s, 1, 17000);
+  assert.deepEqual(currentPhase(s, 30000), { index: 1, done: false, animating: false });
+});

@@ -1,0 +1,147 @@
+"""The step picture legible from the back row: at 2, 3 and 8 devices and DDP on 3 ranks, in en and zh, at
+1280x720, in every phase of the walk, nothing overlaps, nothing is cut, no text is under 14 px (16 px in
+presenter mode), and every chip the 2-device picture draws is drawn.
+
+Cheap on purpose: frontend/preview.py's fake run (no Streamlit, no torch), one server, one browser and one
+page for every case; each case walks its held step with ▶ and measures each phase in the page. Screenshots
+go to artifacts/picture-*.png. Fails, does not skip, without Chromium or Playwright (tests/test_browser.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from benchmarks.browser import chromium, free_port
+from tests.test_browser import ARTIFACTS, _require_browser
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+# The live view's width in the page at 1280x720 with the sidebar open (the main column, less its padding)
+WIDTH = 800
+
+# In the page: every text of the picture and the live view's HTML, measured as drawn.
+MEASURE = """() => {
+  const root = document.getElementById("host").shadowRoot;
+  const zoomOf = (node) => node.currentCSSZoom || 1;
+  const texts = [...root.querySelectorAll(".fl-svg text")].filter((t) => t.textContent.trim());
+  const boxes = texts.map((t) => {
+    const r = t.getBoundingClientRect();
+    return { text: t.textContent, x0: r.left, y0: r.top, x1: r.right, y1: r.bottom,
+             px: parseFloat(getComputedStyle(t).fontSize) * zoomOf(t) };
+  });
+  // text boxes include the font's ascent and descent: two lines touch, they do not overlap, within 2 px
+  const overlaps = [];
+  for (let i = 0; i < boxes.length; i++) {
+    for (let j = i + 1; j < boxes.length; j++) {
+      const a = boxes[i], b = boxes[j];
+      const w = Math.min(a.x1, b.x1) - Math.max(a.x0, b.x0);
+      const h = Math.min(a.y1, b.y1) - Math.max(a.y0, b.y0);
+      if (w > 2 && h > 2) overlaps.push([a.text, b.text]);
+    }
+  }
+  const html = [...root.querySelectorAll(".fl-root *")].filter((e) =>
+    !(e instanceof SVGElement) && !e.closest(".fl-plot") && e.textContent.trim());
+  const cut = html
+    .filter((e) => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflow !== "visible")
+    .map((e) => `${e.className}: ${e.textContent.slice(0, 60)}`);
+  const small = [...boxes.filter((b) => b.px < 13.95).map((b) => `${b.text} ${b.px}px`),
+    ...html.filter((e) => !e.children.length && parseFloat(getComputedStyle(e).fontSize) * zoomOf(e) < 13.95)
+      .map((e) => `${e.className}: ${e.textContent.slice(0, 30)} ${getComputedStyle(e).fontSize}`)];
+  const minPx = Math.min(...boxes.map((b) => b.px));
+  // the chips and the ids line of each device box, in the boxes' order
+  const devices = [...root.querySelectorAll(".fl-svg .fl-box")].map((g) => ({
+    chips: [...g.querySelectorAll(".fl-chip")].map((c) => c.getAttribute("data-chip")),
+    ids: [...g.querySelectorAll(".fl-ids")].map((c) => c.textContent).join(" "),
+  }));
+  const title = root.querySelector(".fl-phase-title").textContent;
+  return { overlaps, cut, small, minPx, devices, title };
+}"""
+
+
+@pytest.fixture(scope="module")
+def preview():
+    """frontend/preview.py's server on a free loopback port, in a thread of this process."""
+    _require_browser()
+    spec = importlib.util.spec_from_file_location("fitcore_preview", ROOT / "frontend" / "preview.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), module.Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def page(preview):
+    ARTIFACTS.mkdir(exist_ok=True)
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 720})
+        page.set_default_timeout(15_000)
+        yield page
+
+
+def walk(page, url: str, name: str) -> list[dict]:
+    """The held step's picture measured at each phase of the walk (▶ from the first phase to all done)."""
+    page.goto(url)
+    page.wait_for_function("window.previewReady === true")
+    page.locator(".fl-svg text").first.wait_for()
+    n = page.locator(".fl-pill").count()
+    assert n in (6, 8), n
+    measured = []
+    for i in range(n + 1):
+        measured.append(page.evaluate(MEASURE))
+        if i in (1, n):
+            page.screenshot(path=str(ARTIFACTS / f"picture-{name}-{i}.png"))
+        page.locator(".fl-btn").nth(2).click()  # ▶: the next phase
+    return measured
+
+
+def chip_kinds(device: dict) -> set[str]:
+    """A device's chips by kind: "loss 0.123" and "Σ 8 ∇" stand for their kind, not their number."""
+    return {"".join(c for c in chip if not c.isdigit() and c != ".").strip() for chip in device["chips"]}
+
+
+@pytest.fixture(scope="module")
+def two_devices(page, preview) -> dict[str, list[dict]]:
+    """What the 2-device picture draws at each phase, per language: the reference the others must match."""
+    return {lang: walk(page, f"{preview}/?scenario=dp2held&width={WIDTH}&lang={lang}", f"dp2-{lang}")
+            for lang in ("en", "zh")}  # fmt: skip
+
+
+@pytest.mark.parametrize("presenter", [False, True])
+@pytest.mark.parametrize("scenario", ["dp2held", "dp3held", "dp8held", "ddp3held"])
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_phase_legible_at_the_projector(page, preview, two_devices, scenario, lang, presenter):
+    name = f"{scenario}-{lang}" + ("-presenter" if presenter else "")
+    url = f"{preview}/?scenario={scenario}&width={WIDTH}&lang={lang}&presenter={int(presenter)}"
+    phases = walk(page, url, name)
+    least = 16 if presenter else 14
+    for i, m in enumerate(phases):
+        where = (name, i, m["title"])
+        assert m["overlaps"] == [], where
+        assert m["cut"] == [], where
+        assert m["small"] == [] and m["minPx"] >= least - 0.05, (where, m["minPx"], m["small"])
+    if scenario.startswith("ddp"):
+        # 200 rows on 3 ranks: DistributedSampler repeats one row, on the last rank, marked there
+        padded = [[c for c in d["chips"] if c.startswith(("1 ", "1\u00a0"))] for d in phases[-1]["devices"]]
+        assert [len(p) for p in padded] == [0, 0, 1], (name, phases[-1]["devices"])
+        return
+    # every chip of the 2-device picture, and the ids, on the first device and on each other one
+    reference = two_devices[lang]
+    for i, (m, ref) in enumerate(zip(phases, reference)):
+        first, other = chip_kinds(ref["devices"][0]), chip_kinds(ref["devices"][1])
+        assert chip_kinds(m["devices"][0]) == first, (name, i, m["devices"][0])
+        for device in m["devices"][1:]:
+            assert chip_kinds(device) == other, (name, i, device)
+            assert device["ids"].count(",") >= 1, (name, i, device)  # at least two ids, not one number
