@@ -28,6 +28,7 @@ BENCHMARKS = (
     "contention",
     "page_cost",
     "compare",
+    "ddp_start",
 )
 HERE = Path(__file__).resolve().parent
 

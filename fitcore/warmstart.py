@@ -48,7 +48,7 @@ _lock = threading.Lock()
 
 def preload() -> list[str]:
     """The modules the server imports before its first fork."""
-    trainers = [s.trainer.partition(":")[0] for s in strategies.STRATEGIES.values() if s.processes]
+    trainers = [m for s in strategies.STRATEGIES.values() for m in s.preload]
     return [*TORCH_MODULES, *trainers, *main_imports()]
 
 

@@ -214,8 +214,10 @@ def test_lesson_pace_holds_each_phase_its_seconds():
 def test_a_lesson_script_from_the_link():
     keys = [p.key for p in controls.script_from_query({"script": "lesson"})[0]]
     assert keys == ["tutorial", "uneven", "few_rows", "ddp", "uneven_shards"]
-    mine = controls.script_from_query({"script": ["x", "ddp, tutorial"]})[0]  # the last of a repeated one
+    mine = controls.script_from_query({"script": "ddp, tutorial"})[0]
     assert [p.key for p in mine] == ["ddp", "tutorial"]
+    presets, errors = controls.script_from_query({"script": ["x", "ddp"]})  # a repeated one is refused
+    assert presets == () and [e.field for e in errors] == ["script"]
     assert controls.script_from_query({}) == ((), [])
     for raw in ("", "nope", "tutorial,,x", ",".join(["ddp"] * 15)):
         presets, errors = controls.script_from_query({"script": raw})

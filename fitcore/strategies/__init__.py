@@ -64,6 +64,7 @@ class Strategy:
     projections: Callable[[], tuple] = tuple
     presets: Callable[[Any], tuple] = lambda tutorial: ()
     detail_lines: Mapping[str, Callable[[dict], list[str]]] = field(default_factory=dict)
+    preload: tuple[str, ...] = ()  # the modules its ranks run, imported once by fitcore.warmstart's server
 
     @property
     def view_module(self) -> ModuleType:

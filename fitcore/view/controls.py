@@ -195,7 +195,7 @@ def lesson_seconds(choice: str) -> int | None:
     return int(choice[len("lesson") :]) if choice in LESSON_CHOICES else None
 
 
-def parse_pace(choice: str, strategy: str = "dataparallel") -> float | None:
+def parse_pace(choice: str, strategy: str = strategies.DEFAULT) -> float | None:
     """A pace choice as Run takes it: steps per second, or None for as fast as possible. A lesson pace is
     one step per (the strategy's phases x the seconds a phase holds), the rate at which the picture (whose
     phases share a step's time equally, frontend/stepper.js) holds each phase that long."""

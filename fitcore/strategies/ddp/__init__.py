@@ -181,4 +181,5 @@ STRATEGY = Strategy(
     questions=_questions,
     presets=_presets,
     detail_lines={NAME: _group_lines},  # Detail(NAME): the process group, one line
+    preload=(f"{__name__}.launcher", f"{__name__}.rank"),
 )
