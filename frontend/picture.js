@@ -63,8 +63,10 @@ export function pictureLayout(pic, width, drawer, chipHeight = CHIP_H) {
   const devices = pic.devices || [];
   const k = Math.max(1, devices.length);
   const gap = k > 6 ? BOX_GAP / 2 : BOX_GAP;  // eight boxes still fit a 780 px picture
-  // from 4 devices on, the first device (which gathers, and wears five chips) is half as wide again
-  const weights = devices.map((d, i) => (i === 0 && drawer.marksFirst && k >= 4 ? 1.5 : 1));
+  // from 4 devices on, the first device (which gathers, and wears five chips) is half as wide again, unless
+  // some stay idle: their "no rows left" needs the width then
+  const wide = drawer.marksFirst && k >= 4 && busy(pic).length === devices.length;
+  const weights = devices.map((d, i) => (i === 0 && wide ? 1.5 : 1));
   const unit = (width - 2 * SIDE - (k - 1) * gap) / Math.max(1, weights.reduce((a, b) => a + b, 0));
   const widths = weights.map((w) => Math.max(60, unit * w));
   const narrowest = Math.min(...widths);
