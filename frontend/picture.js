@@ -65,8 +65,8 @@ export function pictureLayout(pic, width, drawer, chipHeight = CHIP_H) {
   const gap = k > 6 ? BOX_GAP / 2 : BOX_GAP;  // eight boxes still fit a 780 px picture
   // from 4 devices on, the first device (which gathers, and wears five chips) is half as wide again, unless
   // some stay idle: their "no rows left" needs the width then
-  const wide = drawer.marksFirst && k >= 4 && busy(pic).length === devices.length;
-  const weights = devices.map((d, i) => (i === 0 && wide ? 1.5 : 1));
+  const widerFirst = drawer.marksFirst && k >= 4 && busy(pic).length === devices.length;
+  const weights = devices.map((d, i) => (i === 0 && widerFirst ? 1.5 : 1));
   const unit = (width - 2 * SIDE - (k - 1) * gap) / Math.max(1, weights.reduce((a, b) => a + b, 0));
   const widths = weights.map((w) => Math.max(60, unit * w));
   const narrowest = Math.min(...widths);
