@@ -108,7 +108,7 @@ def run(
         lost, killed = "", 0.0
         deadline = t0 + timeout
         if kill_after_steps:
-            lost = _kill_when(hosts, record, kill_after_steps, deadline)
+            lost = _kill_when(hosts, record, kill_after_steps, deadline, started)
             killed = time.monotonic()
         for p in started:
             try:
@@ -127,9 +127,10 @@ def run(
     return Outcome(codes, texts, errors, _json(texts), recording, seconds, lost, after_kill, gone)
 
 
-def _kill_when(hosts: Hosts, record: str, steps: int, deadline: float) -> str:
-    """Wait (bounded) until rank 0's recording holds `steps` steps, then kill the last host."""
-    while time.monotonic() < deadline:
+def _kill_when(hosts: Hosts, record: str, steps: int, deadline: float, started=()) -> str:
+    """Wait (bounded) until rank 0's recording holds `steps` steps, then kill the last host; a host whose
+    torchrun has already ended (a run that failed to start) ends the wait at once."""
+    while time.monotonic() < deadline and all(p.poll() is None for p in started):
         try:
             text = Path(record).read_text()
         except OSError:

@@ -114,6 +114,7 @@ class _OneBehind:
         self._emit = emit
         self._held: tuple | None = None  # rank_step's arguments, all but the phases
         self.specs: tuple = ()  # every rank's phase specs (ranks_specs), set by the lead
+        self.emitted = 0  # the steps emitted: what a run that fails mid-step reports it took
 
     def hold(self, *args) -> None:
         self._held = args
@@ -124,6 +125,7 @@ class _OneBehind:
             phases = ranks_phases(self.specs, times.tolist()) if times is not None else None
             self._emit(rank_step(*self._held, phases))
             self._held = None
+            self.emitted += 1
 
 
 def collective_timeout() -> timedelta:
@@ -240,6 +242,7 @@ def train_torchrun(
     except Exception as exc:  # noqa: BLE001 - a failed rank ends with its message; torchrun sees the exit status
         behind.release(None)  # the last step taken, whose times no rank will share now
         state.status, state.message = Status.FAILED, describe_failure(exc)
+        state.steps = behind.emitted  # train_rank's own count went with its exception
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
