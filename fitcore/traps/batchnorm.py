@@ -1,0 +1,177 @@
+"""BatchNorm under data parallelism: per-device statistics, and SyncBatchNorm's global ones.
+
+The model is BatchNorm1d(d) on the inputs, then the linear layer: still a linear fit, in normalised
+coordinates. In training mode BatchNorm normalises with the batch's own mean and variance, so it is the one
+layer whose output depends on which rows share a device:
+
+  dataparallel  each replica normalises its own chunk with that chunk's statistics. The emulation runs real
+                nn.BatchNorm1d replicas: device 0's shares the module's buffers, the others get fresh copies
+                at every forward (replicate's broadcast), so the running statistics are device 0's alone, as
+                nn.DataParallel's warning says;
+  ddp           each rank normalises its own shard; DDP broadcasts rank 0's buffers at every forward
+                (broadcast_buffers), so its running statistics are rank 0's;
+  ddp, sync     SyncBatchNorm: every rank's count, sum and squared deviations gathered, each rank's rows
+                normalised with the global mean and variance. torch's SyncBatchNorm runs on GPU modules only,
+                so its arithmetic is computed here exactly, in one process; `fitcore check` compares it with
+                the real one where two or more GPUs exist.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call
+
+from fitcore.compare import _finite, _loss, _max_diff, _Trainer, schedule
+from fitcore.data import make_data
+from fitcore.errors import ConfigError, Text
+from fitcore.i18n import t
+from fitcore.parallel import EmulatedDataParallel, wrap
+from fitcore.traps import result
+
+
+class BatchNormModel(nn.Module):
+    """BatchNorm1d(d), then nn.Linear(d, 1): the lab's model for the BatchNorm question."""
+
+    def __init__(self, n_features: int):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(n_features)
+        self.fc = nn.Linear(n_features, 1)
+        self.device_label: str | None = None  # set on the emulation's replicas, as on LinearModel's
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.bn(x))  # (rows, d) -> (rows, d) -> (rows, 1)
+
+
+class BatchNormEmulation(EmulatedDataParallel):
+    """The CPU emulation of DataParallel with real BatchNorm1d replicas, buffers as replicate() leaves them."""
+
+    def __init__(self, module: BatchNormModel, labels: tuple[str, ...]):
+        super().__init__(module, labels)
+        for replica in self._replicas[1:]:  # their own BatchNorm1d, sharing the parameters, not the buffers
+            replica.__dict__["_modules"] = dict(module._modules, bn=copy.copy(module.bn))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # replicate's broadcast: device 0's replica shares storage with the module, so its in-place updates
+        # of the running statistics stay; every other replica updates a copy that is thrown away
+        for replica in self._replicas[1:]:
+            bn = replica._modules["bn"]
+            bn.__dict__["_buffers"] = {n: b.clone() for n, b in self.module.bn._buffers.items()}
+        return super().forward(x)
+
+
+def sync_batchnorm(xs: list[torch.Tensor], bn: nn.BatchNorm1d) -> list[torch.Tensor]:
+    """SyncBatchNorm's training forward over K ranks' rows, in one process; updates bn's running statistics.
+
+    Each rank's count and sums are what SyncBatchNorm all-gathers; the global mean and biased variance
+    normalise every rank's rows, and the running variance takes the unbiased one over all rows. Autograd
+    through these sums gives SyncBatchNorm's backward, whose all-reduce sums the same terms.
+
+    Args:
+        xs: each rank's rows, (b_r, d).
+    """
+    n = sum(x.shape[0] for x in xs)
+    mean = sum(x.sum(0) for x in xs) / n  # (d,)
+    var = sum(((x - mean) ** 2).sum(0) for x in xs) / n  # (d,), biased: what normalises
+    with torch.no_grad():
+        m = bn.momentum
+        bn.running_mean.mul_(1 - m).add_(m * mean)
+        bn.running_var.mul_(1 - m).add_(m * var * n / (n - 1))
+        bn.num_batches_tracked += 1
+    invstd = torch.rsqrt(var + bn.eps)
+    return [(x - mean) * invstd * bn.weight + bn.bias for x in xs]
+
+
+class _BatchNormTrainer(_Trainer):
+    """compare's trainer on the BatchNorm model, with DDP's step for per-shard and synchronised statistics."""
+
+    def __init__(self, cfg, data, device, model=None, lr=None):
+        super().__init__(cfg, data, device, model, lr, make=BatchNormModel)
+
+    def ddp_step(self, ranks: tuple[list[int], ...], reduction: str, sync: bool) -> float:
+        k, raw = len(ranks), self.raw
+        batches = [self.rows(ids) for ids in ranks]
+        if sync:
+            hs = sync_batchnorm([x for x, _ in batches], raw.bn)
+            outs = [F.linear(h, raw.fc.weight, raw.fc.bias) for h in hs]
+        else:
+            # broadcast_buffers: every rank starts from rank 0's buffers, and only rank 0's update is kept
+            copies = [{f"bn.{n}": b.clone() for n, b in raw.bn._buffers.items()} for _ in ranks[1:]]
+            outs = [raw(batches[0][0])]
+            outs += [functional_call(raw, bufs, (x,)) for bufs, (x, _) in zip(copies, batches[1:])]
+        losses = [_loss(out, y, reduction) for out, (_, y) in zip(outs, batches)]
+        grads = torch.autograd.grad(sum(losses) / k, self.params)  # each rank's gradient / K, summed
+        for p, g in zip(self.params, grads):
+            p.grad = g
+        self.optimizer.step()
+        return sum(loss.item() for loss in losses) / k
+
+    def running_mean(self) -> list[float]:
+        return self.raw.bn.running_mean.tolist()
+
+
+def _wrap(raw: BatchNormModel, plan):
+    if plan.emulated:
+        raw.to(plan.first_device)
+        return BatchNormEmulation(raw, plan.labels)
+    return wrap(raw, plan)  # nn.DataParallel on 2+ GPUs handles BatchNorm replicas itself
+
+
+def _means(values: list[float]) -> str:
+    return "[" + ", ".join(f"{v:.4f}" for v in values) + "]"
+
+
+def train(cfg, plan, toggles, sync: bool):
+    """The reference, DataParallel and DDP on the BatchNorm model, on compare's schedule."""
+    k, device = len(plan.labels), plan.first_device
+    data = make_data(cfg, device)
+    reference = _BatchNormTrainer(cfg, data, device)
+    dp = _BatchNormTrainer(cfg, data, device, lambda raw: _wrap(raw, plan))
+    ddp = _BatchNormTrainer(cfg, data, device, lr=cfg.lr * k if toggles.scale_lr else cfg.lr)
+    per_step = {"dataparallel": [], "ddp": []}
+    red = toggles.loss_reduction
+    steps = list(schedule(cfg, k, toggles))
+    try:
+        for n, rows in enumerate(steps, 1):
+            worst = 0.0
+            for ids in rows.batches:
+                _finite(reference.step(ids, red), "reference", n, cfg.lr)
+                _finite(dp.step(ids, red), "dataparallel", n, cfg.lr)
+                worst = max(worst, _max_diff(dp.flat(), reference.flat()))
+            per_step["dataparallel"].append(worst)
+            _finite(ddp.ddp_step(rows.ranks, red, sync), "ddp", n, cfg.lr)
+            per_step["ddp"].append(_max_diff(ddp.flat(), reference.flat()))
+    except ValueError as exc:  # BatchNorm in training refuses a single row a channel
+        raise ConfigError("batch_size", cfg.batch_size, Text("traps.bn.rows", k=k)) from exc
+    finally:
+        dp.close()
+    means = {"reference": reference.running_mean(), "dataparallel": dp.running_mean(), "ddp": ddp.running_mean()}
+    return per_step, means, steps
+
+
+def results(cfg, plan, toggles, sync: bool) -> list[dict]:
+    """compare's DataParallel and DDP rows on the BatchNorm model, with their running means."""
+    k = len(plan.labels)
+    per_step, means, steps = train(cfg, plan, toggles, sync)
+    rows = []
+    for name in ("dataparallel", "ddp"):
+        diff = _max_diff(torch.tensor(means[name]), torch.tensor(means["reference"]))
+        row = result(name, k, per_step[name], [], running_mean=means[name], reference_running_mean=means["reference"])
+        measured = {"k": k, "worst": f"{row['max_abs_diff']:.3g}", "first": row["first_divergent_step"]}
+        if name == "ddp" and sync:  # global statistics: exact, unless padding duplicates enter them
+            row["causes"].append(t("traps.bn.sync", **measured))
+            if row["first_divergent_step"] is not None:
+                row["causes"].append(t("traps.bn.padded", **measured))
+        elif row["first_divergent_step"] is not None:
+            row["causes"].append(t("traps.bn.ddp" if name == "ddp" else "traps.bn.dp", **measured))
+        running = "traps.bn.running_sync" if name == "ddp" and sync else f"traps.bn.running_{name}"
+        row["causes"].append(
+            t(running, mean=_means(means[name]), reference=_means(means["reference"]), d=f"{diff:.3g}")
+        )
+        if name == "ddp":
+            row["engine"] = t("traps.bn.engine_sync" if sync else "traps.bn.engine_ddp", k=k)
+        rows.append(row)
+    return rows
