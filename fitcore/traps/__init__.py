@@ -47,10 +47,9 @@ class Traps:
         return asked
 
     def validate(self) -> "Traps":
-        if isinstance(self.accumulate, bool) or not isinstance(self.accumulate, int):
-            raise ConfigError("accumulate", self.accumulate, Text("traps.accumulate.range", most=MAX_ACCUMULATE))
-        if not 1 <= self.accumulate <= MAX_ACCUMULATE:
-            raise ConfigError("accumulate", self.accumulate, Text("traps.accumulate.range", most=MAX_ACCUMULATE))
+        n = self.accumulate
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_ACCUMULATE:
+            raise ConfigError("accumulate", n, Text("traps.accumulate.range", most=MAX_ACCUMULATE))
         asked = self.questions()
         if len(asked) > 1:
             raise ConfigError(asked[1], getattr(self, asked[1]), Text("traps.one", asked=", ".join(asked)))
@@ -87,7 +86,8 @@ def add_flags(parser) -> None:
 def from_args(args) -> Traps:
     return Traps(
         batchnorm=args.batchnorm, sync_batchnorm=args.sync_batchnorm, accumulate=args.accumulate,
-        no_sync=not args.no_no_sync, loss_scaling=not args.no_loss_scaling, uneven=args.uneven, join=args.join,
+        no_sync=not args.no_no_sync, loss_scaling=not args.no_loss_scaling, uneven=args.uneven,
+        join=args.join,
     ).validate()  # fmt: skip
 
 

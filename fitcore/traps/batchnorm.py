@@ -47,7 +47,7 @@ class BatchNormModel(nn.Module):
 
 
 class BatchNormEmulation(EmulatedDataParallel):
-    """The CPU emulation of DataParallel with real BatchNorm1d replicas, buffers as replicate() leaves them."""
+    """DataParallel's CPU emulation with real BatchNorm1d replicas, buffers as replicate() leaves them."""
 
     def __init__(self, module: BatchNormModel, labels: tuple[str, ...]):
         super().__init__(module, labels)
@@ -148,7 +148,10 @@ def train(cfg, plan, toggles, sync: bool):
         raise ConfigError("batch_size", cfg.batch_size, Text("traps.bn.rows", k=k)) from exc
     finally:
         dp.close()
-    means = {"reference": reference.running_mean(), "dataparallel": dp.running_mean(), "ddp": ddp.running_mean()}
+    means = {
+        name: trainer.running_mean()
+        for name, trainer in (("reference", reference), ("dataparallel", dp), ("ddp", ddp))
+    }
     return per_step, means, steps
 
 
@@ -159,7 +162,8 @@ def results(cfg, plan, toggles, sync: bool) -> list[dict]:
     rows = []
     for name in ("dataparallel", "ddp"):
         diff = _max_diff(torch.tensor(means[name]), torch.tensor(means["reference"]))
-        row = result(name, k, per_step[name], [], running_mean=means[name], reference_running_mean=means["reference"])
+        row = result(name, k, per_step[name], [], running_mean=means[name])
+        row["reference_running_mean"] = means["reference"]
         measured = {"k": k, "worst": f"{row['max_abs_diff']:.3g}", "first": row["first_divergent_step"]}
         if name == "ddp" and sync:  # global statistics: exact, unless padding duplicates enter them
             row["causes"].append(t("traps.bn.sync", **measured))

@@ -136,8 +136,17 @@ def _rank_main(rank: int, world: int, port: int, job: RankJob, out) -> None:
     step = len(done) + (status == "failed")
     out.put(
         RankReport(
-            rank, status, len(done), step, reason, tuple(d[0] for d in done), tuple(d[1] for d in done),
-            tuple(d[2] for d in done), counter.calls, counter.nbytes, seconds,
+            rank,
+            status,
+            len(done),
+            step,
+            reason,
+            tuple(d[0] for d in done),
+            tuple(d[1] for d in done),
+            tuple(d[2] for d in done),
+            counter.calls,
+            counter.nbytes,
+            seconds,
         )  # fmt: skip
     )
     # leave at once once the report is flushed: tearing the group down waits on peers that may be gone
@@ -168,7 +177,8 @@ def run_ranks(job: RankJob) -> GlooRun:
     store, port = _loopback_store()
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_rank_main, args=(r, world, port, job, out), daemon=True) for r in range(world)]
+    args = [(r, world, port, job, out) for r in range(world)]
+    procs = [ctx.Process(target=_rank_main, args=a, daemon=True) for a in args]
     t0 = time.monotonic()
     deadline = t0 + bound
     reports: dict[int, RankReport] = {}
