@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import queue as queue_module
+import re
 import time
 from contextlib import nullcontext
 from dataclasses import replace
@@ -64,6 +65,16 @@ class RankReport(NamedTuple):
     total_calls: int  # every all-reduce of the run, Join's shadow ones after its last step included
     total_bytes: int
     seconds: float  # from joining the group to its end
+    waited: float  # seconds from the start of the step it failed in to the failure; 0 when it finished
+
+
+def short_reason(exc: BaseException) -> str:
+    """An exception in one line: its innermost message, without gloo's source locations."""
+    text = str(exc).split("error when running the callback: ")[-1]
+    text = re.sub(r"\[[^\]]*\.(?:cc|cpp|h):\d+\] ", "", text).splitlines()[0] if text else ""
+    if not re.match(r"\w+(Error|Exception): ", text):
+        text = f"{type(exc).__name__}: {text}"
+    return text.split(". ")[0][:REASON_CHARS]
 
 
 class _Counter:
@@ -86,11 +97,12 @@ def _flat(model: torch.nn.Module) -> tuple[float, ...]:
     return tuple(torch.cat([p.detach().reshape(-1) for p in model.parameters()]).tolist())
 
 
-def _train(rank: int, job: RankJob, model, raw, counter: _Counter, done: list) -> None:
-    """The rank's loop; `done` gets (params, calls, bytes) after each optimizer step."""
+def _train(rank: int, job: RankJob, model, raw, counter: _Counter, done: list, began: list) -> None:
+    """The rank's loop; `done` gets (params, calls, bytes) after each optimizer step, `began` its start."""
     X, y = make_data(job.cfg, torch.device("cpu"))
     optimizer = make_optimizer(replace(job.cfg, lr=job.lr), raw.parameters())
     for micro in job.steps[rank]:
+        began.append(time.perf_counter())
         calls, nbytes = counter.calls, counter.nbytes
         optimizer.zero_grad(set_to_none=True)
         for j, ids in enumerate(micro):
@@ -110,6 +122,7 @@ def _rank_main(rank: int, world: int, port: int, job: RankJob, out) -> None:
         os.environ["GLOO_SOCKET_IFNAME"] = lo
     torch.set_num_threads(1)
     done: list = []
+    began: list = []
     counter = _Counter()
     t0 = time.perf_counter()
     status, reason = "finished", ""
@@ -127,28 +140,17 @@ def _rank_main(rank: int, world: int, port: int, job: RankJob, out) -> None:
             from torch.distributed.algorithms.join import Join
 
             with Join([model]):
-                _train(rank, job, model, raw, counter, done)
+                _train(rank, job, model, raw, counter, done, began)
         else:
-            _train(rank, job, model, raw, counter, done)
+            _train(rank, job, model, raw, counter, done, began)
     except Exception as exc:  # noqa: BLE001 - a rank's failure is the lab's answer, sent to the parent
-        status, reason = "failed", f"{type(exc).__name__}: {exc}".splitlines()[0][:REASON_CHARS]
-    seconds = time.perf_counter() - t0
+        status, reason = "failed", short_reason(exc)
+    now = time.perf_counter()
+    waited = now - began[-1] if status == "failed" and began else 0.0
+    params, calls, nbytes = (tuple(column) for column in zip(*done)) if done else ((), (), ())
     step = len(done) + (status == "failed")
-    out.put(
-        RankReport(
-            rank,
-            status,
-            len(done),
-            step,
-            reason,
-            tuple(d[0] for d in done),
-            tuple(d[1] for d in done),
-            tuple(d[2] for d in done),
-            counter.calls,
-            counter.nbytes,
-            seconds,
-        )  # fmt: skip
-    )
+    report = RankReport(rank, status, len(done), step, reason, params, calls, nbytes, 0, 0, now - t0, waited)
+    out.put(report._replace(total_calls=counter.calls, total_bytes=counter.nbytes))
     # leave at once once the report is flushed: tearing the group down waits on peers that may be gone
     out.close()
     out.join_thread()

@@ -1,0 +1,124 @@
+"""Gradient accumulation: N micro-batches per optimizer step, with and without no_sync() and the loss / N.
+
+Each rank cuts its rows of a step into N micro-batches (sizes as `torch.tensor_split` gives them) and steps
+once after the N backward passes; one device takes the step's rows as one batch, as in compare. With the
+loss divided by N the accumulated gradient is the one-batch gradient (micro-batches of equal size), so DDP
+matches with or without no_sync(); no_sync() only holds back the all-reduce of the first N - 1 backward
+passes. Without the division the gradient is N times larger, which SGD follows and Adam mostly divides out.
+
+DDP runs for real on gloo (fitcore.traps.gloo), its comm hook counting every all-reduce; DataParallel
+accumulates in this process, on its one copy of the parameters.
+"""
+
+from __future__ import annotations
+
+from fitcore.compare import _finite, _loss, _max_diff, _Trainer, schedule
+from fitcore.data import make_data
+from fitcore.errors import ConfigError, Text
+from fitcore.i18n import t
+from fitcore.parallel import wrap
+from fitcore.traps import result
+from fitcore.traps.gloo import ENGINE, RankJob, run_ranks
+
+TIMEOUT_S = 30.0  # no rank waits for another here: a generous bound on one collective
+
+
+def split(ids, n: int) -> tuple[tuple[int, ...], ...]:
+    """`ids` in n consecutive parts, the first len % n one longer: torch.tensor_split's sizes."""
+    q, r = divmod(len(ids), n)
+    parts, start = [], 0
+    for j in range(n):
+        size = q + (j < r)
+        parts.append(tuple(ids[start : start + size]))
+        start += size
+    return tuple(parts)
+
+
+def _accumulated_step(trainer: _Trainer, ids: list[int], n: int, scale: float, reduction: str) -> float:
+    """N forward and backward passes, the gradients summed on the parameters, then one step."""
+    for p in trainer.params:
+        p.grad = None
+    total = 0.0
+    for micro in split(ids, n):
+        xb, yb = trainer.rows(list(micro))
+        loss = _loss(trainer.model(xb), yb, reduction) * scale
+        loss.backward()
+        total += loss.item()
+    trainer.optimizer.step()
+    return total
+
+
+def _per_step_calls(reports) -> tuple[int, int]:
+    """All-reduces and their bytes in one optimizer step: the most any rank's comm hook saw in a step."""
+    calls = max((c for rep in reports for c in rep.calls), default=0)
+    nbytes = max((b for rep in reports for b in rep.nbytes), default=0)
+    return calls, nbytes
+
+
+def results(cfg, plan, toggles, traps) -> list[dict]:
+    """DataParallel accumulating in this process, and real DDP on gloo, each against one device per step."""
+    k, n = len(plan.labels), traps.accumulate
+    steps = list(schedule(cfg, k, toggles))
+    fewest = min(len(ids) for s in steps for ids in s.ranks)
+    if fewest < n:
+        raise ConfigError("accumulate", n, Text("traps.acc.rows", most=fewest))
+    scale = 1 / n if traps.loss_scaling else 1.0
+    red = toggles.loss_reduction
+    device = plan.first_device
+    data = make_data(cfg, device)
+    reference, dp = _Trainer(cfg, data, device), _Trainer(cfg, data, device, lambda raw: wrap(raw, plan))
+    references, dp_diffs = [], []
+    try:
+        for i, rows in enumerate(steps, 1):
+            worst = 0.0
+            for ids in rows.batches:
+                _finite(reference.step(ids, red), "reference", i, cfg.lr)
+                _finite(_accumulated_step(dp, ids, n, scale, red), "dataparallel", i, cfg.lr)
+                worst = max(worst, _max_diff(dp.flat(), reference.flat()))
+            references.append(reference.flat().cpu())
+            dp_diffs.append(worst)
+    finally:
+        dp.close()
+    job = RankJob(
+        cfg, cfg.lr * k if toggles.scale_lr else cfg.lr,
+        tuple(tuple(split(s.ranks[r], n) for s in steps) for r in range(k)),
+        red, scale, traps.no_sync, False, TIMEOUT_S,
+    )  # fmt: skip
+    return [_dp_row(k, n, dp_diffs, traps), _ddp_row(k, n, job, references, traps)]
+
+
+def _dp_row(k: int, n: int, diffs: list[float], traps) -> dict:
+    row = result("dataparallel", k, diffs, [t("traps.acc.dp", n=n)])
+    if not traps.loss_scaling and row["first_divergent_step"] is not None:
+        row["causes"].append(t("traps.acc.unscaled", n=n, worst=f"{row['max_abs_diff']:.3g}"))
+    return row
+
+
+def _ddp_row(k: int, n: int, job: RankJob, references, traps) -> dict:
+    import torch
+
+    run = run_ranks(job)
+    reports = [run.reports[r] for r in sorted(run.reports)]
+    first = run.reports.get(0)
+    params = first.per_step if first else ()
+    diffs = [_max_diff(torch.tensor(p), ref) for p, ref in zip(params, references)]
+    calls, nbytes = _per_step_calls(reports)
+    key = "traps.acc.no_sync" if traps.no_sync else "traps.acc.every"
+    causes = [t(key, n=n, held=n - 1, calls=calls, bytes=nbytes, k=k)]
+    failed = [rep for rep in reports if rep.status == "failed"]
+    reason = failed[0].reason if failed else ""
+    if run.terminated or len(reports) < len(job.steps):
+        reason = reason or t("traps.run.bound", bound=f"{run.bound:.0f}")
+    status = "failed" if reason else "finished"
+    row = result(
+        "ddp", k, diffs, causes, engine=ENGINE, seconds=run.seconds, status=status,
+        reason=reason, allreduce_calls=calls, allreduce_bytes=nbytes,
+        allreduce_calls_total=sum(rep.total_calls for rep in reports[:1]),
+    )  # fmt: skip
+    if reason:
+        row["causes"].append(t("traps.run.failed", reason=reason))
+    elif not traps.loss_scaling and row["first_divergent_step"] is not None:
+        row["causes"].append(t("traps.acc.unscaled", n=n, worst=f"{row['max_abs_diff']:.3g}"))
+    elif row["first_divergent_step"] is not None and len({len(m) for s in job.steps[0] for m in s}) > 1:
+        row["causes"].append(t("traps.acc.unequal", n=n))
+    return row
