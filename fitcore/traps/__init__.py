@@ -96,10 +96,24 @@ def as_config(traps: Traps) -> dict:
 
 
 def apply(cfg, plan, toggles, traps: Traps, results: list[dict]) -> list[dict]:
-    """compare's results with the asked question's rows in place of the plain ones."""
+    """compare's results with the asked question's rows in place of the plain ones.
+
+    Every DDP row gets `allreduce_calls` and `allreduce_bytes` per optimizer step: counted by a comm hook
+    on a real run (`allreduce_measured` true), or, for a simulated row, what DDP's reducer does with these
+    parameters: one bucket of float32 gradients a step.
+    """
+    rows = _asked(cfg, plan, toggles, traps) or results
+    for row in rows:
+        if row["strategy"] == "ddp" and "allreduce_calls" not in row:
+            n_params = row.pop("n_params", cfg.n_features + 1)
+            row.update(allreduce_calls=1, allreduce_bytes=4 * n_params, allreduce_measured=False)
+    return rows
+
+
+def _asked(cfg, plan, toggles, traps: Traps) -> list[dict] | None:
     asked = traps.questions()
     if not asked:
-        return results
+        return None
     if asked[0] == "batchnorm":
         from fitcore.traps import batchnorm
 

@@ -18,7 +18,7 @@ from fitcore.errors import ConfigError, Text
 from fitcore.i18n import t
 from fitcore.parallel import wrap
 from fitcore.traps import result
-from fitcore.traps.gloo import ENGINE, RankJob, run_ranks
+from fitcore.traps.gloo import ENGINE, RankJob, per_step_calls, run_ranks
 
 TIMEOUT_S = 30.0  # no rank waits for another here: a generous bound on one collective
 
@@ -46,13 +46,6 @@ def _accumulated_step(trainer: _Trainer, ids: list[int], n: int, scale: float, r
         total += loss.item()
     trainer.optimizer.step()
     return total
-
-
-def _per_step_calls(reports) -> tuple[int, int]:
-    """All-reduces and their bytes in one optimizer step: the most any rank's comm hook saw in a step."""
-    calls = max((c for rep in reports for c in rep.calls), default=0)
-    nbytes = max((b for rep in reports for b in rep.nbytes), default=0)
-    return calls, nbytes
 
 
 def results(cfg, plan, toggles, traps) -> list[dict]:
@@ -102,7 +95,7 @@ def _ddp_row(k: int, n: int, job: RankJob, references, traps) -> dict:
     first = run.reports.get(0)
     params = first.per_step if first else ()
     diffs = [_max_diff(torch.tensor(p), ref) for p, ref in zip(params, references)]
-    calls, nbytes = _per_step_calls(reports)
+    calls, nbytes = per_step_calls(reports)
     key = "traps.acc.no_sync" if traps.no_sync else "traps.acc.every"
     causes = [t(key, n=n, held=n - 1, calls=calls, bytes=nbytes, k=k)]
     failed = [rep for rep in reports if rep.status == "failed"]
@@ -112,7 +105,7 @@ def _ddp_row(k: int, n: int, job: RankJob, references, traps) -> dict:
     status = "failed" if reason else "finished"
     row = result(
         "ddp", k, diffs, causes, engine=ENGINE, seconds=run.seconds, status=status,
-        reason=reason, allreduce_calls=calls, allreduce_bytes=nbytes,
+        reason=reason, allreduce_calls=calls, allreduce_bytes=nbytes, allreduce_measured=True,
         allreduce_calls_total=sum(rep.total_calls for rep in reports[:1]),
     )  # fmt: skip
     if reason:

@@ -164,6 +164,7 @@ def results(cfg, plan, toggles, sync: bool) -> list[dict]:
         diff = _max_diff(torch.tensor(means[name]), torch.tensor(means["reference"]))
         row = result(name, k, per_step[name], [], running_mean=means[name])
         row["reference_running_mean"] = means["reference"]
+        row["n_params"] = 3 * cfg.n_features + 1  # BatchNorm's weight and bias, then W and b
         measured = {"k": k, "worst": f"{row['max_abs_diff']:.3g}", "first": row["first_divergent_step"]}
         if name == "ddp" and sync:  # global statistics: exact, unless padding duplicates enter them
             row["causes"].append(t("traps.bn.sync", **measured))

@@ -166,6 +166,13 @@ class GlooRun(NamedTuple):
     bound: float  # the seconds it was allowed
 
 
+def per_step_calls(reports) -> tuple[int, int]:
+    """All-reduces and their bytes in one optimizer step: the most any rank's comm hook saw in a step."""
+    calls = max((c for rep in reports for c in rep.calls), default=0)
+    nbytes = max((b for rep in reports for b in rep.nbytes), default=0)
+    return calls, nbytes
+
+
 def bound_for(job: RankJob) -> float:
     """The most a run may take: the ranks' start, then a collective's timeout twice over, then its steps."""
     steps = max(len(s) for s in job.steps)

@@ -19,7 +19,7 @@ from fitcore.data import make_data
 from fitcore.errors import ConfigError, Text
 from fitcore.i18n import t
 from fitcore.traps import result
-from fitcore.traps.gloo import ENGINE, RankJob, run_ranks
+from fitcore.traps.gloo import ENGINE, RankJob, per_step_calls, run_ranks
 
 TIMEOUT_S = 5.0  # the process group's timeout: a rank left waiting fails after this, never hangs
 
@@ -68,12 +68,14 @@ def results(cfg, plan, toggles, join: bool) -> list[dict]:
         for r, rep in reports.items()
         if rep is None or rep.status == "failed"
     ]
+    calls, nbytes = per_step_calls([rep for rep in reports.values() if rep])
     status = "failed" if waiting or run.terminated else "finished"
     # Join's shadow all-reduces: those a rank's hook saw after its own last step
     shadow = {r: rep.total_calls - sum(rep.calls) for r, rep in reports.items() if rep} if join else {}
     row = result(
         "ddp", k, diffs, [], engine=ENGINE, seconds=run.seconds, bound_s=run.bound, status=status,
-        reason="", steps_per_rank=counts, waiting=waiting, shadow_allreduces=shadow,
+        reason="", steps_per_rank=counts, waiting=waiting, shadow_allreduces=shadow, allreduce_measured=True,
+        allreduce_calls=calls, allreduce_bytes=nbytes,
     )  # fmt: skip
     row["causes"] = [_why(row, counts, run, reports, join)]
     row["reason"] = row["causes"][0]
