@@ -152,13 +152,14 @@ def train(cfg, plan, toggles, sync: bool):
         name: trainer.running_mean()
         for name, trainer in (("reference", reference), ("dataparallel", dp), ("ddp", ddp))
     }
-    return per_step, means, steps
+    finals = {"reference": reference.flat().tolist(), "ddp": ddp.flat().tolist()}
+    return per_step, means, steps, finals
 
 
 def results(cfg, plan, toggles, sync: bool) -> list[dict]:
     """compare's DataParallel and DDP rows on the BatchNorm model, with their running means."""
     k = len(plan.labels)
-    per_step, means, steps = train(cfg, plan, toggles, sync)
+    per_step, means, steps, _ = train(cfg, plan, toggles, sync)
     rows = []
     for name in ("dataparallel", "ddp"):
         diff = _max_diff(torch.tensor(means[name]), torch.tensor(means["reference"]))
@@ -180,3 +181,94 @@ def results(cfg, plan, toggles, sync: bool) -> list[dict]:
             row["engine"] = t("traps.bn.engine_sync" if sync else "traps.bn.engine_ddp", k=k)
         rows.append(row)
     return rows
+
+
+# ---------------------------------------------------------------------------------------------------------
+# `fitcore check`: the one-process SyncBatchNorm against torch's own, on nccl with one GPU per rank.
+
+
+def _sync_rank(rank: int, world: int, port: int, cfg, steps, out) -> None:
+    """One spawned rank: SyncBatchNorm under DDP on cuda:rank, its shard of every step; reports its end."""
+    import os
+    from datetime import timedelta
+
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from fitcore.ddp.launcher import HOST, _loopback_interface
+    from fitcore.parallel import init_parameters
+    from fitcore.train import make_optimizer
+
+    lo = _loopback_interface()
+    if lo:
+        os.environ["NCCL_SOCKET_IFNAME"] = os.environ["GLOO_SOCKET_IFNAME"] = lo
+    try:
+        torch.cuda.set_device(rank)
+        store = dist.TCPStore(HOST, port, is_master=False, timeout=timedelta(seconds=120))
+        dist.init_process_group(
+            "nccl", store=store, rank=rank, world_size=world, timeout=timedelta(seconds=60)
+        )
+        device = torch.device("cuda", rank)
+        X, y = make_data(cfg, device)
+        raw = BatchNormModel(cfg.n_features)
+        init_parameters(raw, cfg.seed + 1)
+        model = nn.SyncBatchNorm.convert_sync_batchnorm(raw).to(device)
+        ddp = DistributedDataParallel(model, device_ids=[rank])
+        optimizer = make_optimizer(cfg, model.parameters())
+        for ranks in steps:
+            idx = torch.tensor(ranks[rank], dtype=torch.long, device=device)
+            loss = F.mse_loss(ddp(X[idx]), y[idx])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).tolist()
+        out.put((rank, flat, model.bn.running_mean.tolist(), ""))
+        dist.destroy_process_group()
+    except Exception as exc:  # noqa: BLE001 - the check's row reports it
+        out.put((rank, None, None, f"{type(exc).__name__}: {exc}"))
+
+
+def check_sync_batchnorm(gpus: int) -> dict:
+    """Train with torch's SyncBatchNorm on `gpus` ranks (nccl) and with this module's arithmetic on the CPU.
+
+    Returns the largest |difference| of the parameters and of the running means, rank 0's against the CPU's,
+    and the steps; raises RuntimeError naming a rank that failed.
+    """
+    import math
+
+    import torch.multiprocessing as mp
+
+    from fitcore.compare import Toggles
+    from fitcore.config import FitConfig, validate
+    from fitcore.ddp.launcher import _loopback_store
+    from fitcore.devices import parse_devices
+
+    rows = gpus * math.ceil(200 / gpus)  # no padding: SyncBatchNorm's statistics are over the real rows
+    cfg = validate(FitConfig(data_size=rows, batch_size=rows, epochs=10, optimizer="sgd", lr=0.1,
+                             devices=f"virtual:{gpus}"))  # fmt: skip
+    plan = parse_devices(cfg.devices)
+    _, means, steps, finals = train(cfg, plan, Toggles(), sync=True)
+    store, port = _loopback_store()
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    shards = [s.ranks for s in steps]
+    procs = [ctx.Process(target=_sync_rank, args=(r, gpus, port, cfg, shards, out)) for r in range(gpus)]
+    for p in procs:
+        p.start()
+    try:
+        reports = dict((rep[0], rep) for rep in (out.get(timeout=300) for _ in procs))
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.terminate()
+        del store
+    failed = [rep for rep in reports.values() if rep[3]]
+    if failed:
+        raise RuntimeError(f"rank {failed[0][0]}: {failed[0][3]}")
+    _, flat, running, _ = reports[0]
+    return {
+        "steps": len(steps),
+        "params_diff": _max_diff(torch.tensor(flat), torch.tensor(finals["ddp"])),
+        "running_mean_diff": _max_diff(torch.tensor(running), torch.tensor(means["ddp"])),
+    }
