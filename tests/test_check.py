@@ -151,7 +151,7 @@ def test_one_gpu_plans_the_single_gpu_rows():
     assert skips(rows) == {
         "dataparallel cuda (2 GPUs, nn.DataParallel)": "needs 2 GPUs",
         "ddp nccl 2 ranks (1 per GPU)": "needs 2 GPUs",
-        "syncbatchnorm nccl 2 ranks (1 per GPU)": "needs 2 GPUs",  # SyncBatchNorm against the lab's arithmetic needs 2 ranks
+        "syncbatchnorm nccl 2 ranks (1 per GPU)": "needs 2 GPUs",
     }
 
 
