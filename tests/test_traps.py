@@ -162,3 +162,35 @@ def test_uneven_with_join_finishes_and_its_shadow_all_reduce_changes_the_last_st
     assert row["shadow_allreduces"] == {0: 1, 1: 0}  # rank 0 shadowed step 3's one all-reduce
     assert row["first_divergent_step"] == 3 and len(row["per_step"]) == 3
     assert row["seconds"] < row["bound_s"]
+
+
+def test_the_tab_asks_the_batchnorm_question_and_draws_every_result():
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from fitcore.pool import close_server_pool
+
+    page = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=60)
+    try:
+        page.run()
+        page.checkbox(key="cmp_sync_bn").check()
+        page.button(key="cmp_run").click().run()
+        assert not page.exception
+        (rows,) = [d.value for d in page.dataframe if "max |diff|" in d.value.columns]
+        assert list(rows["strategy"]) == ["dataparallel", "ddp"]
+        assert float(rows["max |diff|"][0]) > 1e-3 and float(rows["max |diff|"][1]) <= TOL
+        assert "SyncBatchNorm" in rows["engine"][1] and list(rows["real run"]) == ["-", "-"]
+        causes = [m.value for m in page.markdown if m.value.startswith("- **")]
+        assert any("device-0 replica" in c for c in causes)
+        chart = page.get("plotly_chart")[0].proto.spec
+        assert json.loads(chart)["data"][1]["name"] == "ddp"  # one trace per result
+        page.checkbox(key="cmp_uneven").check()
+        page.button(key="cmp_run").click().run()
+        assert "one question at a time" in page.error[0].value  # BatchNorm and uneven inputs together
+    finally:
+        try:
+            page.session_state["pool"].shutdown()
+        except KeyError:
+            pass
+        close_server_pool()

@@ -87,11 +87,12 @@ def _why(row: dict, counts: list[int], run, reports, join: bool) -> str:
     short = counts[0]
     if row["status"] == "finished":
         shadow = ", ".join(f"rank {r}: {n}" for r, n in row["shadow_allreduces"].items())
-        first = row["first_divergent_step"]
-        worst = f"{row['max_abs_diff']:.3g}"
+        diffs = row["per_step"]
+        before = diffs[short - 1] if len(diffs) >= short > 0 else 0.0  # after the last step of every rank
+        last = f"{diffs[-1]:.3g}" if diffs else "-"
         return t(
-            "traps.uneven.join", k=len(counts), short=short, shadow=shadow, worst=worst,
-            first="-" if first is None else first, seconds=f"{run.seconds:.1f}",
+            "traps.uneven.join", k=len(counts), short=short, shadow=shadow, last=last, before=f"{before:.3g}",
+            seconds=f"{run.seconds:.1f}",
         )  # fmt: skip
     left = [w for w in row["waiting"] if w["step"] is not None]
     if not left:
