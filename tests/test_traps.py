@@ -7,6 +7,8 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fitcore.cli import main
 from fitcore.compare import TOL, Toggles, run
@@ -194,3 +196,26 @@ def test_the_tab_asks_the_batchnorm_question_and_draws_every_result():
         except KeyError:
             pass
         close_server_pool()
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(
+    st.one_of(
+        st.integers().filter(lambda n: not 1 <= n <= 64).map(str),
+        st.text(min_size=1, max_size=8).filter(lambda s: not s.strip().lstrip("+-").isdigit()),
+    ),
+    st.sets(st.sampled_from(["--batchnorm", "--sync-batchnorm", "--uneven", "--join"]), max_size=2),
+)
+def test_fuzzed_trap_flags_exit_2_with_one_line_before_training(value, flags):
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code = main(["compare", f"--accumulate={value}", *sorted(flags)])
+        except SystemExit as exc:  # argparse's own refusal of a value that is not an integer
+            code = exc.code
+    assert code == 2
+    (line,) = err.getvalue().strip().splitlines()
+    assert "--accumulate" in line
