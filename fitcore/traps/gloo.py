@@ -80,9 +80,10 @@ def short_reason(exc: BaseException) -> str:
 class _Counter:
     """The comm hook's state: the all-reduces it has launched, and their bytes."""
 
-    def __init__(self):
+    def __init__(self, group=None):
         self.calls = 0
         self.nbytes = 0
+        self.group = group  # the process group DDP all-reduces on
 
 
 def _counting_hook(state, bucket):  # no annotations: DDP rejects any but its own
@@ -90,7 +91,7 @@ def _counting_hook(state, bucket):  # no annotations: DDP rejects any but its ow
     buffer = bucket.buffer()
     state.calls += 1
     state.nbytes += buffer.numel() * buffer.element_size()
-    return default_hooks.allreduce_hook(None, bucket)
+    return default_hooks.allreduce_hook(state.group, bucket)
 
 
 def _flat(model: torch.nn.Module) -> tuple[float, ...]:
@@ -128,13 +129,17 @@ def _rank_main(rank: int, world: int, port: int, job: RankJob, out) -> None:
     status, reason = "finished", ""
     try:
         store = dist.TCPStore(HOST, port, is_master=False, timeout=timedelta(seconds=START_BOUND))
-        dist.init_process_group(
-            "gloo", store=store, rank=rank, world_size=world, timeout=timedelta(seconds=job.timeout_s)
-        )
-        t0 = time.perf_counter()
+        # the default group waits as long as the ranks' start may take; DDP's own group has the short timeout,
+        # made once every rank is here, so that only a rank left waiting in training runs into it
+        long = timedelta(seconds=START_BOUND)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=long)
         raw = LinearModel(job.cfg.n_features)
         init_parameters(raw, job.cfg.seed + 1)
-        model = DistributedDataParallel(raw)
+        dist.barrier()
+        group = dist.new_group(timeout=timedelta(seconds=job.timeout_s))
+        t0 = time.perf_counter()
+        model = DistributedDataParallel(raw, process_group=group)
+        counter.group = group
         model.register_comm_hook(counter, _counting_hook)
         if job.join:
             from torch.distributed.algorithms.join import Join

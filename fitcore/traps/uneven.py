@@ -101,6 +101,8 @@ def _why(row: dict, counts: list[int], run, reports, join: bool) -> str:
     done = [
         r for r, rep in reports.items() if rep and rep.status == "finished" and rep.steps_done < w["step"]
     ]
+    if not done:  # nobody ran out: the run failed for another reason, said as it is
+        return t("traps.run.failed", reason=w["reason"])
     return t(
         "traps.uneven.waiting", ranks=", ".join(str(x["rank"]) for x in left), step=w["step"],
         gone=", ".join(str(r) for r in done) or "-", done=short, waited=f"{w['waited_s']:.1f}",
