@@ -16,7 +16,13 @@ from fitcore.view import controls
 
 COMPARE_MAX_STEPS = 5_000  # the lab trains in the page's own script run: three models, and more per toggle
 WHATIF_STEPS = 50  # steps the what-if measures its starting point on
-TOGGLE_LABELS = {"loss_reduction": "lab.reduction"}  # the only toggle a form can get wrong: its catalog key
+# the toggles a form can get wrong, or ask together: their catalog keys
+TOGGLE_LABELS = {
+    "loss_reduction": "lab.reduction",
+    "accumulate": "lab.accumulate",
+    "batchnorm": "lab.batchnorm",
+    "uneven": "lab.uneven",
+}
 
 
 def lab_ui(cfg: FitConfig | None) -> None:
@@ -45,10 +51,13 @@ def compare_ui(cfg: FitConfig) -> None:
     )
     per_rank = cols[3].checkbox(t("lab.per_rank"), key="cmp_per_rank", help=t("lab.per_rank.help"))
     scale_lr = cols[4].checkbox(t("lab.scale_lr"), key="cmp_scale_lr", help=t("lab.scale_lr.help"))
+    traps = traps_ui()
     if st.button(t("lab.compare"), key="cmp_run"):
         try:
             toggles = compare.Toggles(reduction, drop_last, not no_set_epoch, per_rank, scale_lr)
-            st.session_state.cmp_result = compare.run(cfg, toggles, max_steps=COMPARE_MAX_STEPS)
+            with st.spinner(t("lab.running")):
+                result = compare.run(cfg, toggles, max_steps=COMPARE_MAX_STEPS, traps=traps())
+            st.session_state.cmp_result = result
         except ConfigError as exc:
             st.session_state.cmp_result = None
             label = TOGGLE_LABELS.get(exc.field)
@@ -56,7 +65,7 @@ def compare_ui(cfg: FitConfig) -> None:
     result = st.session_state.get("cmp_result")
     if not result:
         return
-    rows = result["results"]
+    rows, engines = result["results"], result["config"]["engines"]
     st.dataframe(
         pd.DataFrame(
             {
@@ -65,7 +74,8 @@ def compare_ui(cfg: FitConfig) -> None:
                 t("lab.col.max_diff"): [f"{r['max_abs_diff']:.3g}" for r in rows],
                 t("lab.col.first_step"): [str(r["first_divergent_step"] or "-") for r in rows],
                 t("lab.col.final_diff"): [f"{r['final_abs_diff']:.3g}" for r in rows],
-                t("lab.col.engine"): [result["config"]["engines"][r["strategy"]] for r in rows],
+                t("lab.col.engine"): [r.get("engine") or engines[r["strategy"]] for r in rows],
+                t("lab.col.time"): [_real_time(r) for r in rows],
             }
         ),
         hide_index=True,
@@ -93,6 +103,35 @@ def compare_ui(cfg: FitConfig) -> None:
     st.plotly_chart(go.Figure(data, layout), config=PLOT_CONFIG, key="cmp_chart")
 
 
+def traps_ui():
+    """The next traps, grouped under the question each asks; returns a maker of their Traps."""
+    from fitcore.traps import MAX_ACCUMULATE, Traps
+
+    bn, acc, uneven = st.columns(3)
+    bn.markdown(t("lab.q.batchnorm"))
+    batchnorm = bn.checkbox(t("lab.batchnorm"), key="cmp_batchnorm", help=t("traps.help.batchnorm"))
+    sync = bn.checkbox("SyncBatchNorm", key="cmp_sync_bn", help=t("traps.help.sync_batchnorm"))
+    acc.markdown(t("lab.q.accumulate"))
+    n = acc.number_input(
+        t("lab.accumulate"), 1, MAX_ACCUMULATE, 1, key="cmp_accumulate", help=t("traps.help.accumulate")
+    )
+    no_sync = acc.checkbox("no_sync()", True, key="cmp_no_sync", help=t("lab.no_sync.help"))
+    scaling = acc.checkbox(
+        t("lab.loss_scaling"), True, key="cmp_loss_scaling", help=t("lab.loss_scaling.help")
+    )
+    uneven.markdown(t("lab.q.uneven"))
+    short = uneven.checkbox(t("lab.uneven"), key="cmp_uneven", help=t("traps.help.uneven"))
+    join = uneven.checkbox("Join", key="cmp_join", help=t("traps.help.join"))
+    return lambda: Traps(batchnorm, sync, int(n), no_sync, scaling, short, join).validate()
+
+
+def _real_time(row: dict) -> str:
+    """A real run's own time and status; '-' for the rows computed in this process."""
+    if "seconds" not in row:
+        return "-"
+    return t("lab.real_time", seconds=f"{row['seconds']:.1f}", status=t(f"lab.status.{row['status']}"))
+
+
 def whatif_ui(cfg: FitConfig) -> None:
     from fitcore import whatif
 
@@ -117,9 +156,7 @@ def whatif_ui(cfg: FitConfig) -> None:
     measured = st.session_state.get("wi_measured")
     if measured is None:
         return
-    st.metric(
-        t("lab.measured"), f"{measured.compute_seconds * 1e6:.0f} µs", help=measured.where
-    )
+    st.metric(t("lab.measured"), f"{measured.compute_seconds * 1e6:.0f} µs", help=measured.where)
     rows = whatif.table(measured, params, link=link, device_memory=memory * 1e9)
     st.caption(t("lab.projected"))
     st.dataframe(

@@ -23,6 +23,7 @@ import argparse
 import json
 import math
 import sys
+import time
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Iterator, Mapping, NamedTuple, Protocol
 
@@ -41,6 +42,11 @@ from fitcore.parallel import EmulatedDataParallel
 from fitcore.shards import epoch_shards, is_padding, steps_per_epoch
 from fitcore.text import pad
 from fitcore.train import first_model, make_optimizer
+from fitcore.traps import FLAGS as TRAP_FLAGS
+from fitcore.traps import Traps
+from fitcore.traps import add_flags as add_trap_flags
+from fitcore.traps import apply as apply_traps
+from fitcore.traps import from_args as traps_from_args
 
 TOL = 1e-5  # a parameter further than this from the reference's counts as a difference
 LOSS_REDUCTIONS = ("mean", "sum")
@@ -125,10 +131,10 @@ def loss_of(out: torch.Tensor, y: torch.Tensor, reduction: str) -> torch.Tensor:
 class Trainer:
     """A model, its optimizer and the data: the reference, and the base of the other two."""
 
-    def __init__(self, cfg: FitConfig, data, device, model=None, lr: float | None = None):
+    def __init__(self, cfg: FitConfig, data, device, model=None, lr: float | None = None, make=None):
         self.X, self.y = data
         self.device = device
-        self.raw = first_model(cfg)
+        self.raw = first_model(cfg, make=make)  # LinearModel, or fitcore.traps' models with the same .fc
         self.raw.to(device)
         self.model = model(self.raw) if model else self.raw
         self.params = list(self.raw.parameters())
@@ -267,7 +273,11 @@ def engines(plan: DevicePlan) -> dict[str, str]:
 
 
 def run(
-    cfg: FitConfig, toggles: Toggles = Toggles(), plan: DevicePlan | None = None, max_steps: int | None = None
+    cfg: FitConfig,
+    toggles: Toggles = Toggles(),
+    plan: DevicePlan | None = None,
+    max_steps: int | None = None,
+    traps: Traps = Traps(),
 ) -> dict:
     """Train the three ways and compare them step by step.
 
@@ -276,13 +286,15 @@ def run(
         toggles: what to change from the setting under which DDP matches.
         plan: the parsed devices (parsed from cfg.devices when None).
         max_steps: refuse (ConfigError on epochs) a run of more DDP steps than this; None: no bound.
+        traps: the question of fitcore.traps to ask (BatchNorm, accumulation, uneven inputs), if any; its
+            rows take the place of the plain ones.
 
     Returns:
         {"config": ..., "results": [{"strategy", "devices", "max_abs_diff", "first_divergent_step",
         "final_abs_diff", "causes", "per_step"}, ...]}: per_step[i] is the largest |parameter - reference|
         after DDP's step i + 1 (for DataParallel, the largest over the reference's batches of that step).
     """
-    toggles = toggles.validate()
+    toggles, traps = toggles.validate(), traps.validate()
     plan = plan or parse_devices(cfg.devices)
     k = len(plan.labels)
     if max_steps is not None:
@@ -290,6 +302,7 @@ def run(
         if steps > max_steps:
             allowed = Text("cli.compare.max_steps", most=max_steps, steps=steps)
             raise ConfigError("epochs", cfg.epochs, allowed)
+    t0 = time.perf_counter()
     trained = train_all(cfg, plan, toggles)
     shared = _shared_causes(cfg, plan, toggles, trained)
     causes = {name: s.compare_causes(cfg, plan, toggles, trained) + shared[name]
@@ -308,15 +321,18 @@ def run(
                 "per_step": per_step,
             }
         )
+    results = apply_traps(cfg, plan, toggles, traps, results)
     config = {
         **cfg.to_dict(),
         **asdict(toggles),
+        **asdict(traps),
         "k": k,
         "steps": len(trained.steps),
         "rows_per_rank_step": rank_batch(cfg, k, toggles),
         "tolerance": TOL,
         "engines": engines(plan),
         "final_parameters": trained.finals,
+        "seconds": time.perf_counter() - t0,
     }
     return {"config": config, "results": results}
 
@@ -336,10 +352,13 @@ def table_lines(result: dict, plan: DevicePlan | None = None) -> list[str]:
     for r in result["results"]:
         first = "-" if r["first_divergent_step"] is None else str(r["first_divergent_step"])
         engine = strategies.strategy(r["strategy"]).engine_word(plan)
+        if "seconds" in r:  # a real run of fitcore.traps: its engine and its own time
+            engine = t("traps.word.real", engine=r["engine"], seconds=f"{r['seconds']:.1f}")
         lines.append(f"{r['strategy']:<14}{r['devices']:>8}{r['max_abs_diff']:>13.3g}  {first:<20}{engine}")
         lines += [f"    - {c}" for c in r["causes"]]
     names = {"reference": t("cli.compare.name.reference")}  # the strategies keep their code names
-    lines += ["", *(f"{names.get(name, name)}: {text}" for name, text in cfg["engines"].items())]
+    engines = cfg["engines"] | {r["strategy"]: r["engine"] for r in result["results"] if "engine" in r}
+    lines += ["", *(f"{names.get(name, name)}: {text}" for name, text in engines.items())]
     return lines
 
 
@@ -356,12 +375,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-set-epoch", action="store_true", help=t("cli.compare.help.no_set_epoch"))
     g.add_argument("--per-rank-batch", action="store_true", help=t("cli.compare.help.per_rank_batch"))
     g.add_argument("--scale-lr", action="store_true", help=t("cli.compare.help.scale_lr"))
+    add_trap_flags(p)
     p.add_argument("--json", action="store_true", help=t("cli.help.json"))
     return p
 
 
 def _flag(exc: ConfigError) -> str:
-    toggles = {"loss_reduction": "--loss-reduction"}
+    toggles = {"loss_reduction": "--loss-reduction", **TRAP_FLAGS}
     return exc.named(toggles[exc.field]) if exc.field in toggles else flag_error(exc)
 
 
@@ -379,7 +399,7 @@ def main(argv: list[str]) -> int:
             scale_lr=args.scale_lr,
         ).validate()
         plan = parse_devices(cfg.devices)
-        result = run(cfg, toggles, plan)
+        result = run(cfg, toggles, plan, traps=traps_from_args(args))
     except ConfigError as exc:
         print(error_line("fitcore compare", _flag(exc)), file=sys.stderr)
         return 2

@@ -126,9 +126,10 @@ def warm_up() -> None:
     torch.optim.Adam([torch.zeros(1, requires_grad=True)])
 
 
-def first_model(cfg: FitConfig, recorder: ShapeRecorder | None = None) -> LinearModel:
-    """The model every strategy starts from: the same first parameters from the seed, in every process."""
-    raw = LinearModel(cfg.n_features, recorder)
+def first_model(cfg: FitConfig, recorder: ShapeRecorder | None = None, make=None) -> LinearModel:
+    """The model every strategy starts from: the same first parameters from the seed, in every process
+    (`make(d)` builds another model with the same `.fc`, as the lab's BatchNorm model)."""
+    raw = make(cfg.n_features) if make else LinearModel(cfg.n_features, recorder)
     init_parameters(raw, cfg.seed + 1)
     return raw
 

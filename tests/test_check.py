@@ -131,6 +131,7 @@ def test_without_gpus_the_cuda_rows_are_skipped_with_their_reasons():
         "dataparallel cuda (2 GPUs, nn.DataParallel)",
         "ddp gloo 2 ranks (CPU)",
         "ddp nccl 2 ranks (1 per GPU)",
+        "syncbatchnorm nccl 2 ranks (1 per GPU)",
         "ddp across 2 hosts (network namespaces)",
     ]
     assert skips(rows) == {
@@ -138,6 +139,7 @@ def test_without_gpus_the_cuda_rows_are_skipped_with_their_reasons():
         "dataparallel virtual:3@cuda:0": "no CUDA GPU",
         "dataparallel cuda (2 GPUs, nn.DataParallel)": "needs 2 GPUs",
         "ddp nccl 2 ranks (1 per GPU)": "nccl not available",
+        "syncbatchnorm nccl 2 ranks (1 per GPU)": "nccl not available",
     }
     assert run_row(rows[-2]).result == "skipped: nccl not available"
 
@@ -160,6 +162,7 @@ def test_one_gpu_plans_the_single_gpu_rows():
     assert skips(rows) == {
         "dataparallel cuda (2 GPUs, nn.DataParallel)": "needs 2 GPUs",
         "ddp nccl 2 ranks (1 per GPU)": "needs 2 GPUs",
+        "syncbatchnorm nccl 2 ranks (1 per GPU)": "needs 2 GPUs",
     }
 
 
@@ -169,11 +172,13 @@ def test_two_gpus_plan_every_row():
         "dataparallel cuda (2 GPUs, nn.DataParallel)",
         "ddp gloo 2 ranks (CPU)",
         "ddp nccl 2 ranks (1 per GPU)",
+        "syncbatchnorm nccl 2 ranks (1 per GPU)",
         "ddp across 2 hosts (network namespaces)",
     ]
     assert skips(rows) == {}
     assert skips(plan_rows(replace(TWO_GPUS, nccl=False))) == {
-        "ddp nccl 2 ranks (1 per GPU)": "nccl not available"
+        "ddp nccl 2 ranks (1 per GPU)": "nccl not available",
+        "syncbatchnorm nccl 2 ranks (1 per GPU)": "nccl not available",
     }
 
 
@@ -183,6 +188,7 @@ def test_cuda_rows_call_the_cpu_rows_comparisons_with_a_cuda_spec(monkeypatch):
         dp_check, "check_dataparallel", lambda spec, gpus, **kw: calls.append(("dp", spec, gpus))
     )
     monkeypatch.setattr(ddp_check, "check_ddp", lambda spec, k, gpus=(): calls.append(("ddp", spec, k, gpus)))
+    monkeypatch.setattr(ddp_check, "check_sync_batchnorm", lambda k: calls.append(("syncbn", k)))
     for row in plan_rows(TWO_GPUS)[5:]:
         if row.name.startswith("ddp across"):
             continue  # the hosts row, which makes namespaces, is not faked
@@ -194,6 +200,7 @@ def test_cuda_rows_call_the_cpu_rows_comparisons_with_a_cuda_spec(monkeypatch):
         ("dp", "cuda", gpus),
         ("ddp", "cpu", 2, ()),
         ("ddp", "cuda", 2, gpus),
+        ("syncbn", 2),
     ]
 
 

@@ -42,6 +42,8 @@ CODE_NAMES = {
     "x86_64", "Linux", "JSON", "lines", "Chrome", "trace", "ui.perfetto.dev", "docs/scaling.md", "sampler",
     "drop_last", "padding", "lr", "epoch", "sha256", "torch.multiprocessing", "torchrun", "WORLD_SIZE",
     "nan", "inf", "d", "N", "A", "e", "localhost", "y", "X", "sampler.set_epoch", "recording", "Adam",
+    "BatchNorm", "BatchNorm1d", "SyncBatchNorm", "syncbatchnorm", "running_mean", "no_sync", "Join",
+    "torch.distributed.algorithms.Join", "comm", "hook", "r",
 }  # fmt: skip
 WORD = re.compile(r"(?<![\w.:/-])-{0,2}[A-Za-z][\w.:/@+-]*")
 

@@ -163,9 +163,13 @@ def test_json_shape_from_the_command_line(capsys):
     assert set(out) == {"config", "results"}
     assert [r["strategy"] for r in out["results"]] == ["dataparallel", "ddp"]
     for r in out["results"]:
-        assert set(r) == {"strategy", "devices", "max_abs_diff", "first_divergent_step", "final_abs_diff",
-                          "causes", "per_step"}
+        shape = {"strategy", "devices", "max_abs_diff", "first_divergent_step", "final_abs_diff", "causes",
+                 "per_step"}
         assert r["final_abs_diff"] == r["per_step"][-1]
+        if r["strategy"] == "ddp":  # DDP's one all-reduce a step: (W, b) as float32, 3 * 4 bytes
+            shape |= {"allreduce_calls", "allreduce_bytes", "allreduce_measured"}
+            assert (r["allreduce_calls"], r["allreduce_bytes"], r["allreduce_measured"]) == (1, 12, False)
+        assert set(r) == shape
         assert r["devices"] == 3 and len(r["per_step"]) == 3
         assert all(isinstance(v, float) and math.isfinite(v) for v in r["per_step"])
         assert r["first_divergent_step"] is None or isinstance(r["first_divergent_step"], int)

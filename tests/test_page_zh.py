@@ -56,6 +56,10 @@ CODE_NAMES = {
     # the command line's flag the compare tab's causes name, and the cause words that carry a flag's name
     # (the lab's JSON promises them: `sum`, `padding`, `drop_last`, `set_epoch`, `batch`, `lr`)
     "--drop-last", "--batch-size", "padding", "batch", "lr",
+    # the lab's traps: torch's modules and calls, DDP's comm hook, and their flags
+    "BatchNorm", "BatchNorm1d", "SyncBatchNorm", "running_mean", "no_sync", "Join",
+    "torch.distributed.algorithms.Join", "comm", "hook", "--batchnorm", "--sync-batchnorm", "--accumulate",
+    "--uneven", "r", "d",
 }
 WORD = re.compile(r"-{0,2}[A-Za-zµ][A-Za-z0-9_./-]*")
 # left out before looking for words: Markdown code spans (code, written as code), plotly's <extra> tag and

@@ -77,6 +77,20 @@ def check_ddp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
     return Verified("; ".join(parts), figures)
 
 
+def check_sync_batchnorm(gpus: int) -> Verified:
+    """torch's SyncBatchNorm on `gpus` ranks against the lab's one-process arithmetic (fitcore.traps)."""
+    from fitcore.traps.batchnorm import check_sync_batchnorm as measure
+
+    figures = measure(gpus)
+    for name in ("params_diff", "running_mean_diff"):
+        if figures[name] > CUDA_TOL:
+            diff = f"{figures[name]:.3g}"
+            raise CheckFailed(t("cli.check.fail.syncbn", what=name, diff=diff, tol=CUDA_TOL))
+    text = t("cli.check.syncbn", gpus=gpus, steps=figures["steps"], params=f"{figures['params_diff']:.2g}",
+             running=f"{figures['running_mean_diff']:.2g}", tol=CUDA_TOL)  # fmt: skip
+    return Verified(text, figures)
+
+
 def check_hosts(nodes: int = 2) -> Verified:
     """DDP on gloo across `nodes` network-namespace hosts of one rank each, under torchrun
     (fitcore.strategies.ddp.across: the rows, identical ranks, one process, least squares)."""
@@ -100,5 +114,6 @@ def check_rows(machine: Machine) -> list[Row]:
     return [
         row(t("cli.check.row.gloo", n=2), lambda: check_ddp("cpu", 2), no_gloo),
         row(t("cli.check.row.nccl", n=max(n, 2)), lambda: check_ddp("cuda", n, gpus), no_nccl or two_gpus),
+        row(t("cli.check.row.syncbn", n=max(n, 2)), lambda: check_sync_batchnorm(n), no_nccl or two_gpus),
         row(t("cli.check.row.hosts", n=2), check_hosts, no_gloo or machine.no_hosts),
     ]
