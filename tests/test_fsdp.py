@@ -231,3 +231,13 @@ def test_fsdp_matches_ddp_on_even_shards(runs):
         assert abs(a.loss - b.loss) <= 1e-5 * max(1.0, abs(b.loss))  # float32 losses of up to ~100
         assert max(abs(x - y) for x, y in zip(a.weights + (a.bias,), b.weights + (b.bias,))) < 1e-5
         assert [r.ids for r in a.replicas] == [r.ids for r in b.replicas]  # the same rows on every rank
+
+
+@pytest.mark.slow
+def test_fsdp_diverged_run_ends_on_its_shards():
+    """ZeRO-2 holds the gathered parameters when the shared loss says stop: the ranks reshard and report."""
+    cfg = replace(CFG, lr=1e30, optimizer="sgd", epochs=3)
+    events, ended = _run(train_fsdp, cfg, reshard_after_forward=False)
+    assert ended.status == "diverged" and ended.steps < 3 * 4
+    assert len(_detail(events, "final")["ranks"]) == 2 and len(ended.weights) == 3
+    assert len(_detail(events, "fsdp")["per_rank_memory"]) == 2

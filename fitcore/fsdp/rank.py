@@ -237,12 +237,11 @@ def train_fsdp_rank(
             ids = order[first : first + min(len(idx), MAX_IDS)]
             table = share_step(value, seen_shape, ids, want_stop(), device, world_size)
             mean = table[:, LOSS_COL].mean().item()
-            if table[:, STOP_COL].any():
-                state.status = Status.STOPPED
-                return state, held
-            if not math.isfinite(mean):
-                state.status = Status.DIVERGED
-                state.message = diverged_message(mean, state.steps + 1, epoch, cfg.lr)
+            if table[:, STOP_COL].any() or not math.isfinite(mean):
+                model.reshard()  # ZeRO-2 still holds the gathered parameters here; a rank ends on its shard
+                state.status = Status.STOPPED if table[:, STOP_COL].any() else Status.DIVERGED
+                if state.status == Status.DIVERGED:
+                    state.message = diverged_message(mean, state.steps + 1, epoch, cfg.lr)
                 return state, held
             optimizer.zero_grad(set_to_none=True)
             mark(LOSS_END)
