@@ -96,7 +96,7 @@ class Collectives:
         self.gathers, self.scattered, self.sent = 0, False, []
         self.steps += 1
 
-    def _record(self, op: str, input_tensor: torch.Tensor, output_tensor: torch.Tensor, sent: int) -> None:
+    def record(self, op: str, input_tensor: torch.Tensor, output_tensor: torch.Tensor, sent: int) -> None:
         self.sent.append(sent)
         if self.steps == 1:
             self.buffers.append(
@@ -124,7 +124,7 @@ class TimedAllGather(DefaultAllGather):
             work.wait()  # on the CPU the gather is done when it returns; a GPU's events bracket its stream
         seen.mark(end)
         in_bytes = input_tensor.numel() * input_tensor.element_size()
-        seen._record("all_gather", input_tensor, output_tensor, all_gather_bytes(seen.k, in_bytes))
+        seen.record("all_gather", input_tensor, output_tensor, all_gather_bytes(seen.k, in_bytes))
         return None if input_tensor.device.type == "cpu" else work
 
 
@@ -141,7 +141,7 @@ class TimedReduceScatter(DefaultReduceScatter):
         seen.mark(RS_END)
         seen.scattered = True
         out_bytes = output_tensor.numel() * output_tensor.element_size()
-        seen._record("reduce_scatter", input_tensor, output_tensor, reduce_scatter_bytes(seen.k, out_bytes))
+        seen.record("reduce_scatter", input_tensor, output_tensor, reduce_scatter_bytes(seen.k, out_bytes))
         return work
 
 
