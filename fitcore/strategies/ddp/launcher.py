@@ -12,6 +12,7 @@ import signal
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Callable, NamedTuple
 
@@ -76,7 +77,8 @@ class StepReport(NamedTuple):
     weights: tuple[float, ...] | None  # rank 0's parameters after the step; None from the other ranks
     bias: float | None
     ids: tuple[int, ...]  # the dataset row ids of its first rows (at most MAX_IDS)
-    times: tuple[float, ...]  # its DDP slot times (fitcore.phases), seconds from its own step start
+    times: tuple[float, ...]  # its slot times (fitcore.phases), seconds from its own step start
+    sent: tuple[int, ...] = ()  # bytes its collectives sent, where the engine measures them (FSDP)
 
 
 class Final(NamedTuple):
@@ -87,6 +89,7 @@ class Final(NamedTuple):
     message: str
     steps: int
     params: RankParams
+    extra: dict = {}  # what else the engine reports at the end (FSDP: the rank's shard and memory)
 
 
 class Failed(NamedTuple):
@@ -94,6 +97,52 @@ class Failed(NamedTuple):
 
     rank: int
     message: str
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What the ranks run and how the parent reads them: DDP's by default, FSDP's in fitcore.strategies.fsdp.
+
+
+def lead_params(rank: int, raw) -> tuple[tuple[float, ...] | None, float | None]:
+    """What a DDP rank reports after each step: rank 0 its parameters (they are every rank's), others none."""
+    return rank_params(raw) if rank == 0 else (None, None)
+
+
+def final_params(raw) -> tuple[tuple[tuple[float, ...], float], dict]:
+    """A DDP rank's parameters after its loop, and nothing more."""
+    return rank_params(raw), {}
+
+
+def lead_weights(reports) -> tuple[tuple[float, ...], float]:
+    """The step's parameters from the reports in rank order: rank 0's."""
+    return tuple(reports[0].weights), reports[0].bias
+
+
+def ddp_specs_of(labels, d: int, itemsize: int, reports) -> tuple:
+    """Every rank's phase specs: DDP's depend on the labels alone."""
+    return ranks_specs(labels, d, itemsize)
+
+
+def no_details(cfg, labels, finals) -> list[Detail]:
+    return []
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One spawned strategy: the rank's loop and its reports (pickled to each rank), and the parent's reading.
+
+    Every field is a module-level function (or a functools.partial of one), so that spawn can pickle it.
+    """
+
+    train: Callable = train_rank  # train_rank's signature: the rank's loop, returns (RankState, its model)
+    step_params: Callable = lead_params  # (rank, model) -> (weights, bias) its StepReport carries
+    final: Callable = final_params  # model -> ((weights, bias), extra): after the loop, in the process group
+    weights: Callable = lead_weights  # [StepReport in rank order] -> the step's (weights, bias)
+    specs: Callable = ddp_specs_of  # (labels, d, itemsize, [StepReport]) -> every rank's phase specs
+    details: Callable = no_details  # (cfg, labels, [Final in rank order]) -> Details emitted before 'final'
+
+
+DDP_ENGINE = Engine()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -137,7 +186,9 @@ def _loopback_interface() -> str | None:
     return next((n for n in ("lo", "lo0") if n in names), None)
 
 
-def _worker(rank, cfg, world_size, backend, devices, port, out, gate, parent_pid, lang=DEFAULT) -> None:
+def _worker(
+    rank, cfg, world_size, backend, devices, port, out, gate, parent_pid, lang=DEFAULT, engine=DDP_ENGINE
+) -> None:
     """One spawned rank: join the process group through the parent's store, train, report, leave."""
     set_language(lang)  # a rank's messages (a diverged loss, a failure) in the parent's language
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops every rank
@@ -163,14 +214,14 @@ def _worker(rank, cfg, world_size, backend, devices, port, out, gate, parent_pid
             backend, store=store, rank=rank, world_size=world_size, timeout=COLLECTIVE_TIMEOUT
         )
 
-        def report(step, epoch, batch, table, value, raw, times):
+        def report(step, epoch, batch, table, value, raw, times, sent=()):
             rows, cols, out_rows, out_cols = table[rank, 1:5].long().tolist()
-            weights, bias = rank_params(raw) if rank == 0 else (None, None)
+            weights, bias = engine.step_params(rank, raw)
             shapes = (rows, cols), (out_rows, out_cols)
             ids = table_ids(table[rank, IDS_COLS].tolist())
-            out.put(StepReport(rank, step, epoch, batch, *shapes, value, weights, bias, ids, times))
+            out.put(StepReport(rank, step, epoch, batch, *shapes, value, weights, bias, ids, times, sent))
 
-        state, raw = train_rank(
+        state, raw = engine.train(
             cfg,
             rank,
             world_size,
@@ -181,7 +232,8 @@ def _worker(rank, cfg, world_size, backend, devices, port, out, gate, parent_pid
             report,
             lambda: out.put(Ready(rank, label, os.getpid())),
         )
-        out.put(Final(rank, state.status, state.message, state.steps, RankParams(label, *rank_params(raw))))
+        params, extra = engine.final(raw)
+        out.put(Final(rank, state.status, state.message, state.steps, RankParams(label, *params), extra))
     except Exception as exc:
         out.put(Failed(rank, describe_failure(exc)))
         raise  # start_processes records the traceback and the exit status
@@ -223,8 +275,10 @@ class _RankFailed(Exception):
 class _Launch:
     """The parent's side of a spawned run: the store, the ranks, the gate and the events."""
 
-    def __init__(self, cfg, on_event, control, clock, t0):
+    def __init__(self, cfg, on_event, control, clock, t0, engine: Engine = DDP_ENGINE):
         self.cfg, self.on_event, self.control, self.clock, self.t0 = cfg, on_event, control, clock, t0
+        self.engine = engine
+        self.itemsize = 0
         self.layout = Layout.of(cfg)
         self.k = cfg.workers
         self.store = self.procs = self.queue = self.gate = self.granter = None
@@ -232,7 +286,7 @@ class _Launch:
         self.steps, self.loss = 0, None
         self.weights, self.bias = (), float("nan")
         self.labels: tuple[str, ...] = ()
-        self.specs: tuple = ()  # every rank's phase specs, once the labels are known
+        self._specs: dict = {}  # what the ranks sent -> every rank's phase specs, built once each
         self.pids: list[int] = []
         self._progress = threading.Condition()
         self._completed = 0  # steps every rank has reported
@@ -255,7 +309,10 @@ class _Launch:
         self.store, self.port = _loopback_store()
         ctx = warmstart.context()
         self.queue, self.gate = ctx.Queue(), _Gate(ctx, k)
-        args = (cfg, k, backend, devices, self.port, self.queue, self.gate, warmstart.server_pid(), current())
+        args = (
+            cfg, k, backend, devices, self.port, self.queue, self.gate, warmstart.server_pid(), current(),
+            self.engine,
+        )  # fmt: skip
         self.procs = mp.start_processes(
             _worker, args, nprocs=k, join=False, daemon=True, start_method=ctx.get_start_method()
         )
@@ -273,7 +330,7 @@ class _Launch:
             if isinstance(msg, Ready):
                 labels[msg.rank] = msg.label
         self.labels = tuple(labels)
-        self.specs = ranks_specs(self.labels, cfg.n_features, itemsize)
+        self.itemsize = itemsize
         startup = self.clock() - started
         self.t0 = self.clock()  # like train(), time the training, not the seconds the ranks took to start
         key = "cli.ddp.header.cpu" if backend == "gloo" else "cli.ddp.header.gpu"
@@ -351,6 +408,8 @@ class _Launch:
         if self.steps:
             self._update_shards(self._shards_epoch_of(self.steps), force=True)
         ordered = [finals[r] for r in range(self.k)]
+        for detail in self.engine.details(self.cfg, self.labels, ordered):
+            self.on_event(detail)
         value = final_value([m.params for m in ordered])
         self.on_event(Detail("final", value, "\n".join(final_lines(value))))
         self.weights, self.bias = tuple(ordered[0].params.weights), ordered[0].params.bias
@@ -372,11 +431,17 @@ class _Launch:
         first = msgs[0]
         if first.epoch != self._shards_epoch:
             self._update_shards(first.epoch)
+        sent = tuple(m.sent for m in msgs)
+        specs = self._specs.get(sent)
+        if specs is None:
+            d = self.cfg.n_features
+            specs = self._specs[sent] = self.engine.specs(self.labels, d, self.itemsize, msgs)
+        weights, bias = self.engine.weights(msgs)
         event = rank_step(
             first.step, first.epoch, first.batch, self.labels,
             [(m.input_shape, m.output_shape) for m in msgs], [m.loss for m in msgs],
-            tuple(first.weights), first.bias, self.clock() - self.t0, [m.ids for m in msgs],
-            ranks_phases(self.specs, [m.times for m in msgs]),
+            weights, bias, self.clock() - self.t0, [m.ids for m in msgs],
+            ranks_phases(specs, [m.times for m in msgs]),
         )  # fmt: skip
         self.steps, self.loss = event.step, event.loss
         self.weights, self.bias = event.weights, event.bias
@@ -498,13 +563,15 @@ def train_ddp(
     control: Control | None = None,
     clock: Callable[[], float] = time.perf_counter,
     plan: DevicePlan | None = None,
+    engine: Engine = DDP_ENGINE,
 ) -> RunEnded:
     """Fit y = X·W + b with DistributedDataParallel on cfg.workers spawned ranks; emit train()'s events.
 
     Emits RunStarted, Detail('ddp') (the process group), Detail('shards') (each rank's dataset rows, for
     the first and the latest epoch), one Step per global step (a Replica per rank, the mean of the ranks'
     losses, rank 0's parameters), Detail('final') (every rank's parameters) and RunEnded, which is also
-    returned. The config must already be validated.
+    returned. The config must already be validated. `engine` is what the ranks run (the fsdp package passes
+    FSDP's); its Details come before Detail('final').
 
     .. warning::
         Starting the ranks takes seconds: each spawned process imports torch. Control is honoured between
@@ -513,7 +580,7 @@ def train_ddp(
     """
     control = control or Control()
     t0 = clock()
-    launch = _Launch(cfg, on_event, control, clock, t0)
+    launch = _Launch(cfg, on_event, control, clock, t0, engine)
     try:
         status, message = launch.run(plan or parse_devices(cfg.devices))
     except _RankFailed as exc:

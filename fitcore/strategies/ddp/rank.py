@@ -148,6 +148,22 @@ def _previous_times(table: torch.Tensor, pass_times: bool, steps: int) -> torch.
     return table[:, PREV_TIMES_COLS] if pass_times and steps else None
 
 
+def share_step(value: float, seen, ids, stop: bool, device, world_size: int, more=()) -> torch.Tensor:
+    """Every rank's row [loss, input shape, output shape, stop wish, first ids padded with -1, *more],
+    all-gathered: one (K, 14 + len(more)) table on the CPU, the same on every rank."""
+    mine = torch.tensor(
+        [
+            value, *seen.input_shape, *seen.output_shape, float(stop), *ids, *(-1,) * (MAX_IDS - len(ids)),
+            *more,
+        ],
+        dtype=torch.float64,
+        device=device,
+    )  # fmt: skip
+    gathered = [torch.empty_like(mine) for _ in range(world_size)]
+    dist.all_gather(gathered, mine)
+    return torch.stack(gathered).cpu()
+
+
 def train_rank(
     cfg: FitConfig,
     rank: int,
@@ -219,17 +235,8 @@ def train_rank(
             (seen,) = recorder.take()
             first = (batch - 1) * b
             ids = order[first : first + min(len(idx), MAX_IDS)]
-            mine = torch.tensor(
-                [
-                    value, *seen.input_shape, *seen.output_shape, float(want_stop()),
-                    *ids, *(-1,) * (MAX_IDS - len(ids)), *(times if pass_times else ()),
-                ],
-                dtype=torch.float64,
-                device=device,
-            )  # fmt: skip
-            gathered = [torch.empty_like(mine) for _ in range(world_size)]
-            dist.all_gather(gathered, mine)
-            table = torch.stack(gathered).cpu()  # (K, 14 or 22), the same on every rank
+            more = times if pass_times else ()
+            table = share_step(value, seen, ids, want_stop(), device, world_size, more)  # (K, 14 or 22)
             mean = table[:, LOSS_COL].mean().item()
             if table[:, STOP_COL].any():
                 state.status = Status.STOPPED

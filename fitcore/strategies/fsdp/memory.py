@@ -1,0 +1,56 @@
+"""The bytes each rank (or device) holds between steps: parameters, gradients and optimizer state.
+
+Measured from the tensors themselves: each storage counted once (FSDP's sharded gradients are views into one
+flat buffer), a DTensor by its local shard. This is ZeRO's lesson in three rows: DDP's ranks each hold
+everything, DataParallel's first device holds the optimizer state for all, FSDP's ranks hold 1/K of each.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import torch
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if hasattr(t, "to_local") else t  # a DTensor holds only its local shard
+
+
+def held_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
+    """Bytes of the storages behind `tensors`, each storage once (None and 0-d Python numbers skipped)."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            storage = _local(t).untyped_storage()
+            seen[storage.data_ptr() or id(storage)] = storage.nbytes()
+    return sum(seen.values())
+
+
+def held(params: Sequence[torch.Tensor], optimizer: torch.optim.Optimizer) -> dict[str, int]:
+    """{"parameters", "gradients", "optimizer_state"} in bytes, for the tensors one process holds."""
+    state = [v for p in params for v in optimizer.state.get(p, {}).values()]
+    return {
+        "parameters": held_bytes(params),
+        "gradients": held_bytes(p.grad for p in params),
+        "optimizer_state": held_bytes(state),
+    }
+
+
+def fsdp_memory(rank: int, params: Sequence[torch.Tensor], optimizer) -> dict:
+    """One FSDP rank's row of per_rank_memory: its shards, its gradients' shards, its shards' Adam state."""
+    return {"rank": rank, **held(params, optimizer)}
+
+
+def ddp_memory(params: Sequence[torch.Tensor], optimizer, k: int) -> list[dict]:
+    """per_rank_memory of DDP from one rank's tensors: every one of the k ranks holds the same."""
+    row = held(params, optimizer)
+    return [{"rank": r, **row} for r in range(k)]
+
+
+def dataparallel_memory(params: Sequence[torch.Tensor], optimizer, k: int) -> list[dict]:
+    """per_rank_memory of DataParallel on k devices: device 0 holds the model, its gradients and all of the
+    optimizer state; each other device, during a step, a replica's copy of the parameters and of their
+    gradients (summed back onto device 0), and no optimizer state."""
+    row = held(params, optimizer)
+    replica = {"parameters": row["parameters"], "gradients": row["gradients"], "optimizer_state": 0}
+    return [{"rank": 0, **row}] + [{"rank": r, **replica} for r in range(1, k)]
