@@ -179,7 +179,9 @@ def refresh_snapshot() -> Snapshot | None:
     except RunNotFound:
         ss.run_id = None
         if ss.snap is not None and ss.snap.active:
-            message = "the server dropped this run: the page did not read it"  # status.message_text reads it
+            # status.message_text reads it
+            message = "the server dropped this run: the page did not read it, or the server restarted; " \
+                "Start runs the same settings again"
             ss.snap = dataclasses.replace(ss.snap, status=Status.STOPPED, message=message)
     return ss.snap
 

@@ -176,6 +176,9 @@ function onGone(state) {
   state.poll.gone = true;
   stopPolling(state);
   state.redraw();
+  // the server no longer has the run (it restarted, or freed it): the script reruns once, so that the
+  // page says so in its status line and offers Start, with Pause and Stop gone
+  if (state.setTriggerValue && state.run) state.setTriggerValue("status", "gone");
 }
 
 function applyLivePayload(state, payload) {

@@ -78,7 +78,8 @@ _MESSAGES = [
         (r"reset by the user", "view.message.reset"),
         (r"reset by the user before it started", "view.message.reset"),
         (r"the server is shutting down", "view.message.shutdown"),
-        (r"the server dropped this run: the page did not read it", "view.message.dropped"),
+        (r"the server dropped this run: the page did not read it, or the server restarted; Start runs"
+         r" the same settings again", "view.message.dropped"),
         (r"stopped: its page was closed \(not read(?: again)? for (?P<s>[0-9.]+) s\)", "view.message.closed"),
         (r"stopped at the time limit of (?P<s>[0-9.]+) s", "view.message.time_limit"),
     )
