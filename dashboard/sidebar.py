@@ -153,6 +153,9 @@ def strategy_ui() -> None:
         label_visibility="collapsed",
         help=t("page.strategy.help"),
     )
+    for option in strategies.strategy(st.session_state.strategy).options:  # its own switches (FSDP's ZeRO)
+        if not st.session_state.classroom.hidden(option):
+            obey(st).toggle(t(f"view.field.{option}"), key=option, help=t(f"page.option.{option}.help"))
 
 
 def devices_ui(gpus: dict) -> None:

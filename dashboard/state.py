@@ -21,7 +21,7 @@ from fitcore.view import controls, datasource
 POLL_MS, QUEUED_POLL_MS = 400, 1000
 KEEP_RUNS = 5  # earlier runs of this session kept for the loss chart's overlay
 # widgets that are not always drawn (a hidden widget's value is forgotten by Streamlit unless kept)
-KEPT_WIDGETS = ("virtual_devices", "gpus", "workers", "emulate_on")
+KEPT_WIDGETS = ("virtual_devices", "gpus", "workers", "emulate_on", *controls.OPTIONS)
 
 
 def get_pool() -> RunPool:
@@ -147,6 +147,8 @@ def keep_widget_defaults(gpus: dict) -> None:
     ss.setdefault("gpus", sorted(gpus))
     ss.setdefault("workers", FitConfig.workers)
     ss.setdefault("emulate_on", "cpu")
+    for option in controls.OPTIONS:  # a strategy's switches, drawn under that strategy only
+        ss.setdefault(option, getattr(FitConfig, option))
     for key in KEPT_WIDGETS:
         ss[key] = ss[key]  # set through the session, so that switching strategy does not forget it
     if not gpus:

@@ -227,6 +227,8 @@ def play(cfg, trainer, args, torchrun, source: dict | None = None, label: str = 
         )  # fmt: skip
         if "details" in seen:  # ddp: the process group, each rank's shards and final parameters
             result["details"] = seen["details"]
+            if "memory" in seen["details"]:  # what each rank (or device) held, measured from its tensors
+                result["per_rank_memory"] = seen["details"]["memory"]
         if source:  # your own data: the file, and the parameters in its units
             result["data"] = data_result(source, ended.weights, ended.bias)
         say(json.dumps(result))

@@ -65,7 +65,11 @@ class FitConfig:
     seed: int = 0  # seeds the data, the initial parameters and the permutations
     devices: str = "virtual:2"  # "cpu", "cuda", "cuda:0,1", or "virtual:K" (K emulated CPU devices)
     strategy: str = strategies.DEFAULT  # one of fitcore.strategies.NAMES; the first is one process
-    workers: int = 2  # worker processes for the ddp strategy
+    workers: int = 2  # worker processes for a strategy with processes (ddp, fsdp)
+    # FSDP's fully_shard(reshard_after_forward=...): True frees the gathered parameters after forward
+    # (ZeRO-3),
+    # False keeps them until backward ends (ZeRO-2); only that strategy reads it (its `options`)
+    reshard_after_forward: bool = True
     # Your own data (fitcore.csvdata): a CSV file fitted instead of the synthetic data. validate() fills in
     # features, data_size, data_sha256, and as weights and bias the file's least-squares answer.
     data: str = ""  # path of the CSV file; "" for the synthetic y = X·W + b
@@ -245,6 +249,7 @@ _PARSERS = {
     "devices": _parse_str,
     "strategy": _parse_str,
     "workers": _parse_int,
+    "reshard_after_forward": _parse_bool,
     "data": _parse_text,
     "target": _parse_text,
     "features": _parse_names,
@@ -255,6 +260,8 @@ _PARSERS = {
 
 # ---------------------------------------------------------------------------------------------------------
 # Validation.
+
+_DEFAULTS = {f.name: f.default for f in fields(FitConfig)}
 
 
 def estimate_bytes(data_size: int, n_features: int, batch_size: int) -> int:
@@ -386,6 +393,11 @@ def validate(
     # 3. where it runs
     if cfg.strategy not in STRATEGIES:
         raise ConfigError("strategy", cfg.strategy, Listed(STRATEGIES))
+    for field in (f for s in strategies.STRATEGIES.values() for f in s.options):
+        owners = [s.label for s in strategies.STRATEGIES.values() if field in s.options]
+        if field not in strategies.strategy(cfg.strategy).options and getattr(cfg, field) != _DEFAULTS[field]:
+            allowed = Text("config.option_of", strategies=", ".join(owners))
+            raise ConfigError(field, getattr(cfg, field), allowed)
     plan = parse_devices(cfg.devices, gpus)
     if len(plan.labels) > cfg.data_size:
         raise ConfigError("devices", cfg.devices, Text("config.devices_rows", rows=cfg.data_size))

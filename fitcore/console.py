@@ -122,10 +122,11 @@ def rank_line(replica: Replica) -> str:
     )
 
 
-def global_line(step: Step) -> str:
-    """What the step did over all ranks: there is no gathered output, only the all-reduced gradients."""
+def global_line(step: Step, key: str = "cli.console.all_ranks") -> str:
+    """What the step did over all ranks: there is no gathered output, only the all-reduced gradients (`key`:
+    another strategy's words for what its collective did)."""
     return t(
-        "cli.console.all_ranks",
+        key,
         input=size(step.input_shape),
         ranks=count("cli.count.rank", len(step.replicas)),
         loss=f"{step.loss:.6g}",
@@ -134,9 +135,9 @@ def global_line(step: Step) -> str:
     )
 
 
-def rank_step_lines(step: Step) -> list[str]:
+def rank_step_lines(step: Step, key: str = "cli.console.all_ranks") -> list[str]:
     """A DDP step: one `In Model:` line per rank, then what the ranks did together."""
-    return [rank_line(r) for r in step.replicas] + [global_line(step)]
+    return [rank_line(r) for r in step.replicas] + [global_line(step, key)]
 
 
 def group_line(value: dict) -> str:

@@ -12,7 +12,7 @@ import time
 from bisect import bisect_right
 from typing import Any, Sequence
 
-from fitcore import shards, strategies
+from fitcore import strategies
 from fitcore.config import FitConfig
 from fitcore.events import Step
 from fitcore.i18n import t
@@ -81,7 +81,7 @@ def picture(snap: Snapshot) -> dict[str, Any] | None:
     """The latest step as the step picture draws it (None before the first step)."""
     if snap.latest is None:
         return None
-    pic = _picture(snap.config, snap.latest, snap.devices, snap.emulated, snap.latest_time)
+    pic = _picture(snap.config, snap.latest, snap.devices, snap.emulated, snap.latest_time, snap.extra)
     # the process group's detail names each rank's host (a strategy with processes reports one)
     hosts = next((v["hosts"] for v in snap.extra.values() if isinstance(v, dict) and "hosts" in v), None)
     return with_hosts(pic, hosts)
@@ -99,7 +99,7 @@ def with_hosts(pic: dict, hosts: Sequence[str] | None) -> dict:
 
 
 def short_label(label: str) -> str:
-    """"virtual:0" for "virtual:0 (emulated on CPU)": the picture says once, beneath, that it is emulated."""
+    """ "virtual:0" for "virtual:0 (emulated on CPU)": the picture says once, beneath, that it is emulated."""
     return label.split(" (emulated", 1)[0]
 
 
@@ -110,7 +110,14 @@ def emulated_on(label: str) -> str:
     return t("live.picture.cpu") if on in ("", "CPU") else on
 
 
-def _picture(cfg: FitConfig, step: Step, labels: Sequence[str], emulated: bool, when: float | None) -> dict:
+def _picture(
+    cfg: FitConfig,
+    step: Step,
+    labels: Sequence[str],
+    emulated: bool,
+    when: float | None,
+    extra: dict | None = None,
+) -> dict:
     """Every selected device, busy or idle, with its rows, shapes and first dataset ids; the step's phases."""
     by_device = {r.device: r for r in step.replicas}
     devices = []
@@ -124,13 +131,10 @@ def _picture(cfg: FitConfig, step: Step, labels: Sequence[str], emulated: bool, 
             "input_shape": list(r.input_shape), "output_shape": list(r.output_shape),
             "ids": list(r.ids[:MAX_IDS]), "loss": _number(r.loss),
         })  # fmt: skip
-    if strategies.of(cfg).processes:  # DDP: the rows each rank repeats to pad its shard, for the picture
-        layout = shards.Layout.of(cfg)
-        for rank, device in enumerate(devices):
-            if device["busy"] and rank < layout.world_size:
-                device["padded"] = layout.padded_rows(rank, step.batch)
+    # the strategy's own part: DDP's padding rows, FSDP's shards and each rank's memory
+    own = strategies.of(cfg).picture(cfg, step, devices, extra or {})
     busy = [r.rows for r in step.replicas]
-    return {
+    return own | {
         "strategy": cfg.strategy,
         "drawer": strategies.of(cfg).drawer,  # which of frontend/'s drawers draws this picture
         "step": step.step,
@@ -146,11 +150,17 @@ def _picture(cfg: FitConfig, step: Step, labels: Sequence[str], emulated: bool, 
         "emulated_on": emulated_on(labels[0]) if emulated and labels else None,
         "devices": devices,
         "phases": [
-            {"name": p.name, "device": short_label(p.device), "start": p.start, "duration": p.duration,
-             "bytes": p.bytes}
+            {
+                "name": p.name,
+                "device": short_label(p.device),
+                "start": p.start,
+                "duration": p.duration,
+                "bytes": p.bytes,
+            }
             for p in (step.phases.phases() if step.phases else ())
         ],
-        "bytes": step_bytes(sum(busy), len(labels), cfg.n_features, ITEMSIZE),
+        "bytes": step_bytes(sum(busy), len(labels), cfg.n_features, ITEMSIZE, cfg),
+        "strategy_labels": {s.name: s.short for s in strategies.STRATEGIES.values()},
     }
 
 
@@ -184,10 +194,17 @@ def planned_payload(cfg: FitConfig, gpus: Any = None) -> dict[str, Any]:
     step, labels = strategies.of(cfg).planned_step(cfg, gpus)
     return {
         "run": {
-            "id": None, "label": _label(cfg), "strategy": cfg.strategy,
-            "status": "ready", "active": False, "kind": "info",
+            "id": None,
+            "label": _label(cfg),
+            "strategy": cfg.strategy,
+            "status": "ready",
+            "active": False,
+            "kind": "info",
             "status_line": status_line(None, cfg),
-            "step": 0, "diverged_at": None, "total_steps": cfg.total_steps, "pace": None,
+            "step": 0,
+            "diverged_at": None,
+            "total_steps": cfg.total_steps,
+            "pace": None,
             "server_time": time.time(),
         },
         **_parameters(cfg),

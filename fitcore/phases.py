@@ -153,10 +153,11 @@ def ddp_bytes(k: int, d: int, itemsize: int) -> int:
     return k * (load_bytes() + allreduce_bytes(k, d, itemsize))
 
 
-def step_bytes(rows: int, k: int, d: int, itemsize: int) -> dict[str, int]:
+def step_bytes(rows: int, k: int, d: int, itemsize: int, cfg=None) -> dict[str, int]:
     """One step's bytes under every strategy, side by side, by strategy name: batch `rows` on k devices, d
-    features. Each strategy's package gives its own formula (`bytes_of_step`)."""
-    return {s.name: s.bytes_of_step(rows, k, d, itemsize) for s in strategies.STRATEGIES.values()}
+    features. Each strategy's package gives its own formula (`bytes_of_step`); cfg, where given, holds the
+    options a strategy reads (FSDP's resharding)."""
+    return {s.name: s.bytes_of_step(rows, k, d, itemsize, cfg) for s in strategies.STRATEGIES.values()}
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -58,6 +58,17 @@ class Layout:
         return cls(cfg.data_size, cfg.workers, cfg.batch_size)
 
 
+def padded_part(cfg: FitConfig, step, devices: list[dict]) -> dict:
+    """The live picture's padding: on each busy rank, the rows of this step that repeat another rank's to pad
+    its shard (DistributedSampler's duplicates), as `padded`. Changes `devices` in place; adds nothing
+    else."""
+    layout = Layout.of(cfg)
+    for rank, device in enumerate(devices):
+        if device["busy"] and rank < layout.world_size:
+            device["padded"] = layout.padded_rows(rank, step.batch)
+    return {}
+
+
 def steps_per_epoch(data_size: int, world_size: int, per_rank_batch: int, drop_last: bool = False) -> int:
     """Optimizer steps per epoch: shards of ceil(N / K) rows (floor with drop_last), per_rank_batch a step."""
     shard = data_size // world_size if drop_last else math.ceil(data_size / world_size)

@@ -25,3 +25,14 @@ def rate(per_second: float, word: str = "step") -> str:
     """ "1 step/s", "20 steps/s": a speed rounded to a whole number, with its noun to match."""
     n = f"{per_second:.0f}"
     return f"{n} {word if n == '1' else word + 's'}/s"
+
+
+def format_bytes(n: float) -> str:
+    """ "12 B", "1.6 kB", "24 MB": bytes as the live view writes them (frontend/format.js formatBytes)."""
+    if n < 1000:
+        return f"{round(n)} B"
+    for scale, unit in ((1e6, "kB"), (1e9, "MB")):
+        if n < scale:
+            value = n / (scale / 1000)
+            return f"{value:.{1 if value < 10 else 0}f} {unit}"
+    return f"{n / 1e9:.1f} GB"

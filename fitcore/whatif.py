@@ -341,8 +341,12 @@ def measure(cfg: FitConfig, steps: int | None = None) -> Measured:
         row_bytes=(cfg.n_features + 2) * 4,
         devices=k,
         params=cfg.n_features + 1,
-        where=t("cli.whatif.where", spec=plan.spec, steps=len(seen),
-                kind=t("cli.whatif.emulated") if plan.emulated else plan.kind),  # fmt: skip
+        where=t(
+            "cli.whatif.where",
+            spec=plan.spec,
+            steps=len(seen),
+            kind=t("cli.whatif.emulated") if plan.emulated else plan.kind,
+        ),  # fmt: skip
     )
 
 
@@ -402,6 +406,15 @@ def _seconds(t: float | None) -> str:
     return f"{t * 1e6:.3g} µs" if t < 1e-3 else f"{t * 1e3:.3g} ms" if t < 1 else f"{t:.3g} s"
 
 
+def calibrations(cfg: FitConfig) -> list[dict]:
+    """Every strategy's calibration point at cfg.workers ranks: the bytes its real collectives sent per rank
+    and step, against the projected row's formula at the same K (a strategy's `calibrate` hook)."""
+    from fitcore import strategies
+
+    k = max(2, cfg.workers)
+    return [s.calibrate(cfg, k) for s in strategies.STRATEGIES.values() if s.calibrate is not None]
+
+
 def table_lines(result: dict) -> list[str]:
     """The projection for a terminal: the measured start first, then the projected rows."""
     m, a = result["measured"], result["assumptions"]
@@ -422,6 +435,8 @@ def table_lines(result: dict) -> list[str]:
             f"{_human(r['comm_bytes_per_device'], 'B'):>11}{_seconds(r['comm_seconds']):>11}"
             f"{_seconds(r['compute_seconds']):>11}{_seconds(r['step_seconds']):>11}  {r['note']}"
         )
+    for c in result.get("calibration", []):
+        lines += ["", t("cli.whatif.calibration.head", name=_projection(c["strategy"]).title), c["note"]]
     return lines
 
 
@@ -437,6 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--tflops", default=str(DEVICE_FLOPS / 1e12), help=t("cli.whatif.help.tflops"))
     w.add_argument("--rows-per-device", help=t("cli.whatif.help.rows_per_device"))
     w.add_argument("--counts", default=",".join(map(str, DEVICE_COUNTS)), help=t("cli.whatif.help.counts"))
+    w.add_argument("--calibrate", action="store_true", help=t("cli.whatif.help.calibrate"))
     p.add_argument("--json", action="store_true", help=t("cli.help.json"))
     return p
 
@@ -512,6 +528,8 @@ def main(argv: list[str]) -> int:
         _counts(args.counts)  # bad flags fail before the run
         measured = measure(cfg)
         result = projection(args, measured)
+        if args.calibrate:  # each strategy that runs a projected row for real: its measured bytes beside it
+            result["calibration"] = calibrations(cfg)
     except ConfigError as exc:
         print(error_line("fitcore whatif", flag_error(exc)), file=sys.stderr)
         return 2

@@ -106,7 +106,10 @@ function renderBytes(container, pic, groups, drawer) {
   if (!list.childElementCount) list.append(el("div", "", tr(pic.planned ? "live.bytes.planned" : "live.bytes.nothing")));
   container.append(list);
   const b = pic.bytes || {};
-  const totals = { dataparallel: formatBytes(b.dataparallel), ddp: formatBytes(b.ddp) };
-  const total = tr(would ? "live.bytes.total_would" : "live.bytes.total", totals);
+  // every strategy's bytes for the same step, side by side, in the registry's order
+  const labels = pic.strategy_labels || {};
+  const each = Object.entries(b).map(([name, n]) =>
+    tr("live.bytes.one", { bytes: formatBytes(n), strategy: labels[name] || name }));
+  const total = tr(would ? "live.bytes.total_would" : "live.bytes.total", { list: each.join(" · ") });
   container.append(el("div", "fl-bytes-total", total));
 }

@@ -20,6 +20,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 from torch.utils.data import DistributedSampler
 
+from fitcore import strategies
 from fitcore.config import FitConfig
 from fitcore.data import make_data
 from fitcore.pool import RunNotFound, close_server_pool
@@ -108,7 +109,7 @@ def control_values(at: AppTest) -> dict:
     """What the sidebar's widgets hold, in FitConfig's terms (workers is drawn for ddp only)."""
     n = at.number_input(key="n_features").value
     strategy = at.radio(key="strategy").value
-    ddp = strategy == "ddp"
+    ddp = strategies.strategy(strategy).processes  # ddp and fsdp: processes on the CPU
     return {
         "weights": tuple(at.number_input(key=f"weight_{i}").value for i in range(n)),
         "bias": at.number_input(key="bias").value,
@@ -123,6 +124,8 @@ def control_values(at: AppTest) -> dict:
         "devices": "cpu" if ddp else f"virtual:{at.slider(key='virtual_devices').value}",
         "strategy": strategy,
         "workers": at.number_input(key="workers").value if ddp else at.session_state["workers"],
+        # FSDP's switch, drawn under FSDP only; elsewhere the config keeps its default
+        "reshard_after_forward": at.toggle(key="reshard_after_forward").value if strategy == "fsdp" else True,
     }
 
 
@@ -161,7 +164,7 @@ def test_page_loads_idle_with_the_tutorial(page):
     assert status_text(at) == "Ready · step 0 / 200 · press Start training"
     planned_picture = live_view(at)["payload"]["picture"]
     assert [d["rows"] for d in planned_picture["devices"]] == [100, 100]
-    assert planned_picture["bytes"] == {"dataparallel": 1624, "ddp": 24}  # see tests/test_phases.py
+    assert planned_picture["bytes"] == {"dataparallel": 1624, "ddp": 24, "fsdp": 48}  # tests/test_phases.py
     assert not at.button(key="start").disabled
     assert at.button(key="stop").disabled and at.button(key="pause").disabled
     planned = table(at, "Device")  # before any run: the split the first batch will get
@@ -463,16 +466,17 @@ def test_a_lesson_script_plays_its_presets_in_order_with_next(page):
     at = page({"script": "lesson"})
     order = [
         "The tutorial", "Uneven split", "Fewer rows than devices", "DistributedDataParallel", "Uneven shards",
+        "FSDP (ZeRO-3)", "FSDP, ZeRO-2",
     ]  # fmt: skip
     for i, name in enumerate(order):
         assert at.selectbox(key="preset").value == name
         assert control_values(at) == controls.config_values(controls.preset(name).config)
-        assert any(m.value == f"**Lesson {i + 1} / 5:** {controls.preset(name).title}" for m in at.markdown)
+        assert any(m.value == f"**Lesson {i + 1} / 7:** {controls.preset(name).title}" for m in at.markdown)
         assert at.button(key="script_next").disabled == (i == len(order) - 1)
         if i < len(order) - 1:
             at.button(key="script_next").click().run()
     at.button(key="script_back").click().run()
-    assert at.selectbox(key="preset").value == "DistributedDataParallel"
+    assert at.selectbox(key="preset").value == "FSDP (ZeRO-3)"
     bad = page({"script": "tutorial,nope"})
     assert [e.value for e in bad.error if "script" in e.value.lower()], [e.value for e in bad.error]
     assert bad.selectbox(key="preset").value == "The tutorial"  # the defaults kept
@@ -512,6 +516,7 @@ def test_the_link_sets_the_controls_and_follows_them(page):
         "devices": "virtual:4",
         "strategy": "dataparallel",
         "workers": "2",
+        "reshard_after_forward": "true",
         "pace": "5",
     }
     at = page(query)
@@ -529,6 +534,7 @@ def test_the_link_sets_the_controls_and_follows_them(page):
         "devices": "virtual:4",
         "strategy": "dataparallel",
         "workers": 2,
+        "reshard_after_forward": True,
     }
     assert at.selectbox(key="pace").value == "5"
     assert at.query_params == query  # already in the page's own spelling

@@ -15,6 +15,7 @@ import torch
 import fitcore.check as check
 import fitcore.strategies.dataparallel.check as dp_check
 import fitcore.strategies.ddp.check as ddp_check
+import fitcore.strategies.fsdp.check as fsdp_check
 from fitcore.check import CheckFailed, Machine, Row, Verified, plan_rows, probe, run_row
 from fitcore.cli import main as cli_main
 from fitcore.devices import GPU
@@ -133,6 +134,8 @@ def test_without_gpus_the_cuda_rows_are_skipped_with_their_reasons():
         "ddp nccl 2 ranks (1 per GPU)",
         "syncbatchnorm nccl 2 ranks (1 per GPU)",
         "ddp across 2 hosts (network namespaces)",
+        "fsdp gloo 2 ranks (CPU)",
+        "fsdp nccl 2 ranks (1 per GPU)",
     ]
     assert skips(rows) == {
         "dataparallel cuda:0": "no CUDA GPU",
@@ -140,8 +143,9 @@ def test_without_gpus_the_cuda_rows_are_skipped_with_their_reasons():
         "dataparallel cuda (2 GPUs, nn.DataParallel)": "needs 2 GPUs",
         "ddp nccl 2 ranks (1 per GPU)": "nccl not available",
         "syncbatchnorm nccl 2 ranks (1 per GPU)": "nccl not available",
+        "fsdp nccl 2 ranks (1 per GPU)": "nccl not available",
     }
-    assert run_row(rows[-2]).result == "skipped: nccl not available"
+    assert run_row(rows[-1]).result == "skipped: nccl not available"
 
 
 def test_without_gloo_the_gloo_row_is_skipped():
@@ -163,6 +167,7 @@ def test_one_gpu_plans_the_single_gpu_rows():
         "dataparallel cuda (2 GPUs, nn.DataParallel)": "needs 2 GPUs",
         "ddp nccl 2 ranks (1 per GPU)": "needs 2 GPUs",
         "syncbatchnorm nccl 2 ranks (1 per GPU)": "needs 2 GPUs",
+        "fsdp nccl 2 ranks (1 per GPU)": "needs 2 GPUs",
     }
 
 
@@ -174,11 +179,14 @@ def test_two_gpus_plan_every_row():
         "ddp nccl 2 ranks (1 per GPU)",
         "syncbatchnorm nccl 2 ranks (1 per GPU)",
         "ddp across 2 hosts (network namespaces)",
+        "fsdp gloo 2 ranks (CPU)",
+        "fsdp nccl 2 ranks (1 per GPU)",
     ]
     assert skips(rows) == {}
     assert skips(plan_rows(replace(TWO_GPUS, nccl=False))) == {
         "ddp nccl 2 ranks (1 per GPU)": "nccl not available",
         "syncbatchnorm nccl 2 ranks (1 per GPU)": "nccl not available",
+        "fsdp nccl 2 ranks (1 per GPU)": "nccl not available",
     }
 
 
@@ -189,6 +197,9 @@ def test_cuda_rows_call_the_cpu_rows_comparisons_with_a_cuda_spec(monkeypatch):
     )
     monkeypatch.setattr(ddp_check, "check_ddp", lambda spec, k, gpus=(): calls.append(("ddp", spec, k, gpus)))
     monkeypatch.setattr(ddp_check, "check_sync_batchnorm", lambda k: calls.append(("syncbn", k)))
+    monkeypatch.setattr(
+        fsdp_check, "check_fsdp", lambda spec, k, gpus=(): calls.append(("fsdp", spec, k, gpus))
+    )
     for row in plan_rows(TWO_GPUS)[5:]:
         if row.name.startswith("ddp across"):
             continue  # the hosts row, which makes namespaces, is not faked
@@ -201,6 +212,8 @@ def test_cuda_rows_call_the_cpu_rows_comparisons_with_a_cuda_spec(monkeypatch):
         ("ddp", "cpu", 2, ()),
         ("ddp", "cuda", 2, gpus),
         ("syncbn", 2),
+        ("fsdp", "cpu", 2, ()),
+        ("fsdp", "cuda", 2, gpus),
     ]
 
 

@@ -43,7 +43,8 @@ CODE_NAMES = {
     "drop_last", "padding", "lr", "epoch", "sha256", "torch.multiprocessing", "torchrun", "WORLD_SIZE",
     "nan", "inf", "d", "N", "A", "e", "localhost", "y", "X", "sampler.set_epoch", "recording", "Adam",
     "BatchNorm", "BatchNorm1d", "SyncBatchNorm", "syncbatchnorm", "running_mean", "no_sync", "Join",
-    "torch.distributed.algorithms.Join", "comm", "hook", "r",
+    "torch.distributed.algorithms.Join", "comm", "hook", "r", "fsdp", "fully_shard", "reduce-scatter",
+    "all-gather", "reshard_after_forward",
 }  # fmt: skip
 WORD = re.compile(r"(?<![\w.:/-])-{0,2}[A-Za-z][\w.:/@+-]*")
 

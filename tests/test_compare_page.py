@@ -45,9 +45,9 @@ def test_compare_shows_dataparallel_equal_and_a_summed_sgd_loss_apart(at):
     at.button(key="cmp_run").click().run()
     assert not at.exception
     rows = table(at, "max |diff|")
-    assert list(rows["strategy"]) == ["dataparallel", "ddp"] and list(rows["devices"]) == [2, 2]
-    assert all(float(v) <= 1e-5 for v in rows["max |diff|"])  # the tutorial: both match one device
-    assert list(rows["first step > 1e-5"]) == ["-", "-"]
+    assert list(rows["strategy"]) == ["dataparallel", "ddp", "fsdp"] and list(rows["devices"]) == [2, 2, 2]
+    assert all(float(v) <= 1e-5 for v in rows["max |diff|"])  # the tutorial: all match one device
+    assert list(rows["first step > 1e-5"]) == ["-", "-", "-"]
     assert "simulated" in rows["engine"][1]
 
     at.selectbox(key="cmp_reduction").select("sum")

@@ -18,7 +18,7 @@ from tests.view_helpers import run_to_end, trained_steps
 
 def test_every_preset_is_valid_and_named_once():
     names = [p.name for p in controls.PRESETS]
-    assert len(set(names)) == len(names) == 7
+    assert len(set(names)) == len(names) == 9
     for p in controls.PRESETS:
         validate(p.config)
         assert controls.preset(p.name) is p
@@ -108,6 +108,7 @@ def test_query_text():
         "devices": "virtual:3",
         "strategy": "dataparallel",
         "workers": "2",
+        "reshard_after_forward": "true",
         "pace": "max",
     }
 
@@ -131,9 +132,9 @@ def test_query_text():
         (
             {"devices": "cpu"},
             "devices: got 'cpu'; allowed: virtual:K (K from 1 to 8) or cuda:i,j,..., "
-            "or cpu with strategy ddp",
+            "or cpu with strategy ddp or fsdp",
         ),
-        ({"strategy": "ddp2"}, "strategy: got 'ddp2'; allowed: dataparallel or ddp"),
+        ({"strategy": "ddp2"}, "strategy: got 'ddp2'; allowed: dataparallel or ddp or fsdp"),
         ({"workers": "two"}, "workers: got 'two'; allowed: an integer"),
         (
             {"pace": "7"},
@@ -213,13 +214,13 @@ def test_lesson_pace_holds_each_phase_its_seconds():
 
 def test_a_lesson_script_from_the_link():
     keys = [p.key for p in controls.script_from_query({"script": "lesson"})[0]]
-    assert keys == ["tutorial", "uneven", "few_rows", "ddp", "uneven_shards"]
+    assert keys == ["tutorial", "uneven", "few_rows", "ddp", "uneven_shards", "fsdp", "fsdp_zero2"]
     mine = controls.script_from_query({"script": "ddp, tutorial"})[0]
     assert [p.key for p in mine] == ["ddp", "tutorial"]
     presets, errors = controls.script_from_query({"script": ["x", "ddp"]})  # a repeated one is refused
     assert presets == () and [e.field for e in errors] == ["script"]
     assert controls.script_from_query({}) == ((), [])
-    for raw in ("", "nope", "tutorial,,x", ",".join(["ddp"] * 15)):
+    for raw in ("", "nope", "tutorial,,x", ",".join(["ddp"] * (2 * len(controls.PRESETS) + 1))):
         presets, errors = controls.script_from_query({"script": raw})
         assert presets == () and [e.field for e in errors] == ["script"], raw
 
@@ -389,7 +390,8 @@ def test_bad_classroom_parameters_name_the_parameter_the_value_and_what_is_allow
     assert (error.field, error.value) == (field, value)
     assert error.allowed.startswith(allowed)
     assert controls.error_text(error).startswith(f"{field}: got {value!r}; allowed: ")
-    assert error.allowed.endswith("devices, strategy, workers, pace, preset") or field in ("presenter", "ask")
+    tail = "devices, strategy, workers, reshard_after_forward, pace, preset"
+    assert error.allowed.endswith(tail) or field in ("presenter", "ask")
     if field != "lock":
         assert room.lock == ("seed",)  # the good parameters still apply
 

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from fitcore.config import FitConfig
 from fitcore.data import least_squares, make_data
 from fitcore.events import Detail, RunEnded, RunStarted, Step
+from fitcore.memory import dataparallel_memory, ddp_memory, held, held_bytes
 from fitcore.parallel import LinearModel, init_parameters
 from fitcore.phases import allreduce_bytes
 from fitcore.strategies.ddp import train_ddp
@@ -24,12 +25,8 @@ from fitcore.strategies.fsdp import (
     ALL_GATHER,
     REDUCE_SCATTER,
     ColumnLinear,
-    dataparallel_memory,
-    ddp_memory,
     fsdp_specs,
     fsdp_step_bytes,
-    held,
-    held_bytes,
     shard_numel,
     shard_rows,
     train_fsdp,
@@ -157,7 +154,8 @@ def runs():
 
 
 def _detail(events, key):
-    return next(e.value for e in events if isinstance(e, Detail) and e.key == key)
+    """The run's last Detail(key): FSDP's after step 1 has the layout and memory, its last the shards too."""
+    return [e.value for e in events if isinstance(e, Detail) and e.key == key][-1]
 
 
 @pytest.mark.slow
@@ -202,6 +200,12 @@ def test_fsdp_run_shards_memory_events(runs, name, k, gathers):
             "gradients": s * ITEM,
             "optimizer_state": 2 * real * ITEM + 2 * 4,
         }
+    # the same memory reported after step 1 (for the page, while the run trains) and as Detail('memory')
+    early = [e.value for e in events if isinstance(e, Detail) and e.key == "fsdp"]
+    assert len(early) == 2 and early[0]["per_rank_memory"] == fsdp["per_rank_memory"] == _detail(
+        events, "memory"
+    )
+    assert "shard" not in early[0]["ranks"][0]  # the shards' values come at the end
     # phases: exact counts, and each collective's bytes as the ring formula says
     for step in steps:
         phases = step.phases.phases()

@@ -220,4 +220,5 @@ def test_planned_payload_before_a_run_for_each_strategy():
     cfg = FitConfig(strategy="ddp", devices="cpu", workers=3, data_size=10, batch_size=10)
     ddp = live.planned_payload(cfg)
     assert [d["rows"] for d in ddp["picture"]["devices"]] == [4, 4, 4]  # ceil(10 / 3) rows of each shard
-    assert ddp["picture"]["bytes"] == {"dataparallel": 176, "ddp": 48}
+    # FSDP: 3 ranks, shards of ceil(2/3) + ceil(1/3) = 2 numbers, 3 collectives of 2 * 8 bytes each per rank
+    assert ddp["picture"]["bytes"] == {"dataparallel": 176, "ddp": 48, "fsdp": 3 * 3 * 2 * 8}

@@ -34,6 +34,9 @@ CODE_NAMES = {
     "nn.DataParallel", "DataParallel", "DistributedDataParallel", "DDP", "DistributedSampler", "torch",
     "scatter", "replicate", "parallel_apply", "gather", "all_reduce", "set_epoch", "drop_last", "shuffle",
     "tensor.chunk", "torch.nn.DataParallel", "ceil", "rank", "Rank", "Python", "True", "False",
+    # FSDP's API and its collectives, as torch names them
+    "fully_shard", "torch.distributed.fsdp.fully_shard", "all-gather", "reduce-scatter", "all-reduce",
+    "reshard_after_forward", "torch.chunk",
     # torch's `reduction=` values, shown with a gloss; "epoch", the word Chinese course material keeps
     "mean", "sum", "epoch",
     # the tutorial's printed lines are named by their first words

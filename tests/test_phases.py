@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from fitcore.phases import (
@@ -57,8 +59,10 @@ def test_the_tutorial_step_200_rows_on_2_devices_float32():
     # d = 2 features, float32: 100 rows each. DataParallel: scatter 100*2*4 = 800, replicate 3*4 = 12,
     # gather 100*4 = 400, backward's output gradients 100*4 = 400, reduce 3*4 = 12: 1624 in all.
     # DDP: each of the 2 ranks sends 2*(2-1)/2 * 3*4 = 12 bytes: 24 in all.
-    assert step_bytes(200, 2, 2, 4) == {"dataparallel": 1624, "ddp": 24}
-    assert step_bytes(200, 2, 2, 8) == {"dataparallel": 3248, "ddp": 48}  # float64 doubles both
+    # FSDP (ZeRO-3): shards of ceil(2/2) + ceil(1/2) = 2 numbers; each rank sends 1 shard in each of its two
+    # all-gathers and its reduce-scatter: 3 * 8 = 24 bytes, 48 in all.
+    assert step_bytes(200, 2, 2, 4) == {"dataparallel": 1624, "ddp": 24, "fsdp": 48}
+    assert step_bytes(200, 2, 2, 8) == {"dataparallel": 3248, "ddp": 48, "fsdp": 96}  # float64 doubles all
 
 
 @pytest.mark.parametrize(
@@ -77,7 +81,9 @@ def test_the_tutorial_step_200_rows_on_2_devices_float32():
     ],
 )
 def test_step_bytes_table(rows, k, d, itemsize, dataparallel, ddp):
-    assert step_bytes(rows, k, d, itemsize) == {"dataparallel": dataparallel, "ddp": ddp}
+    # FSDP: every rank sends (k - 1) padded shards of ceil(d / k) + ceil(1 / k) numbers in each collective
+    fsdp = k * 3 * (k - 1) * (math.ceil(d / k) + 1) * itemsize
+    assert step_bytes(rows, k, d, itemsize) == {"dataparallel": dataparallel, "ddp": ddp, "fsdp": fsdp}
 
 
 def test_per_device_formulas():

@@ -159,8 +159,8 @@ def _lines(path) -> list[str]:
 BOMB = "[" * 100_000 + "]" * 100_000
 BAD = [
     # (id, how the good file's lines are changed, the message's end)
-    ("truncated", lambda ls: ls[:-1], "line 13: the run's end; the file stops before it (truncated)"),
-    ("cut-mid-line", lambda ls: ls[:-1] + [ls[-1][:20]], "line 13: not JSON"),
+    ("truncated", lambda ls: ls[:-1], "line 14: the run's end; the file stops before it (truncated)"),
+    ("cut-mid-line", lambda ls: ls[:-1] + [ls[-1][:20]], "line 14: not JSON"),
     ("corrupted", lambda ls: ls[:3] + ['{"event": "step", ' + ls[3][30:]] + ls[4:], "line 4: not JSON"),
     (
         "unknown-version",
@@ -188,7 +188,7 @@ BAD = [
         lambda ls: ls[:2] + ls[3:4] + ls[2:3] + ls[4:],
         "line 3: step 1 next, found step 2",
     ),
-    ("after-the-end", lambda ls: ls + ls[-1:], "line 14: nothing after the run's end"),
+    ("after-the-end", lambda ls: ls + ls[-1:], "line 15: nothing after the run's end"),
     ("pickle", lambda ls: ["\x80\x04\x95 not json"], "line 1: not a recording header"),
     ("empty", lambda ls: [], "line 1: a header line; the file is empty"),
     # a line nested 100,000 deep is one line too, wherever it is (json's parser would run out of recursion)
@@ -210,7 +210,7 @@ BAD = [
     (
         "end-counts-other-steps",
         lambda ls: ls[:-1] + [ls[-1].replace('"steps":10,', '"steps":7,')],
-        "line 13: an end that counts the file's 10 steps, found 7",
+        "line 14: an end that counts the file's 10 steps, found 7",
     ),
     (
         "finished-short",
@@ -236,7 +236,7 @@ BAD = [
 def test_a_bad_recording_is_one_line_naming_the_line(tmp_path, capsys, change, message):
     good = tmp_path / "good.fitrec"
     record(good, FitConfig(devices="virtual:2", epochs=10, seed=1))  # header, started, 10 steps, ended
-    assert len(_lines(good)) == 13
+    assert len(_lines(good)) == 14  # header, start, 10 steps, what each device held, the end
     bad = tmp_path / "bad.fitrec"
     lines = change(_lines(good))
     bad.write_text("\n".join(lines) + ("\n" if lines else ""))
@@ -307,6 +307,7 @@ def test_ddp_round_trip(tmp_path, capsys):
         "ddp",
         "shards",
         "final",
+        "memory",
     }
 
 

@@ -62,9 +62,16 @@ def test_event_counts_and_order():
     cfg = FitConfig(data_size=250, batch_size=100, epochs=4, devices="virtual:3")
     events, ended = collect(cfg)
     kinds = [type(e).__name__ for e in events]
-    assert kinds == ["RunStarted"] + ["Step"] * 12 + ["RunEnded"]
+    assert kinds == ["RunStarted"] + ["Step"] * 12 + ["Detail", "RunEnded"]
     assert events[-1] is ended
-    steps = events[1:-1]
+    # what each device held, measured from the tensors: W (2) and b (1) in float32, their gradients; Adam's
+    # two moments of each and a 4-byte step count per parameter, on device 0 only
+    assert events[-2].key == "memory" and events[-2].value == [
+        {"rank": 0, "parameters": 12, "gradients": 12, "optimizer_state": 2 * 12 + 2 * 4},
+        {"rank": 1, "parameters": 12, "gradients": 12, "optimizer_state": 0},
+        {"rank": 2, "parameters": 12, "gradients": 12, "optimizer_state": 0},
+    ]
+    steps = events[1:-2]
     assert [(s.step, s.epoch, s.batch) for s in steps] == [
         ((e - 1) * 3 + b, e, b) for e in range(1, 5) for b in range(1, 4)
     ]
@@ -236,7 +243,8 @@ def test_divergence_ends_the_run_and_blames_the_learning_rate():
     assert "learning rate 1e+06 is too high" in ended.message
     assert f"at step {len(steps) + 1} (epoch {len(steps) + 1})" in ended.message  # one batch per epoch
     assert 1 <= len(steps) < 50 and ended.steps == len(steps)
-    assert type(events[-1]) is RunEnded and type(events[-2]) is Step  # nothing after the bad loss
+    # nothing after the bad loss but what the devices held
+    assert type(events[-1]) is RunEnded and events[-2].key == "memory" and type(events[-3]) is Step
     assert all(torch.isfinite(torch.tensor(s.loss)) for s in steps)
     assert ended.final_loss == steps[-1].loss
 
@@ -252,7 +260,7 @@ def test_stop_between_steps():
     events, ended = collect(cfg, stop_at=5)
     assert (ended.status, ended.message, ended.steps) == ("stopped", "stopped by the user", 5)
     assert [e.step for e in events if isinstance(e, Step)] == [1, 2, 3, 4, 5]
-    assert ended.weights == events[-2].weights
+    assert ended.weights == [e for e in events if isinstance(e, Step)][-1].weights
 
 
 def test_replica_threads_end_with_the_run():
@@ -300,7 +308,7 @@ def test_a_consumer_that_raises_fails_the_run():
 
     ended = train(validate(FitConfig(epochs=10), gpus=[]), on_event)
     assert (ended.status, ended.message, ended.steps) == ("failed", "ValueError: cannot draw", 2)
-    assert [type(e).__name__ for e in seen] == ["RunStarted", "Step", "Step", "RunEnded"]
+    assert [type(e).__name__ for e in seen] == ["RunStarted", "Step", "Step", "Detail", "RunEnded"]
 
 
 # -- Control --------------------------------------------------------------------------------------------

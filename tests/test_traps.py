@@ -35,8 +35,12 @@ def test_batchnorm_splits_dataparallel_and_ddp_and_syncbatchnorm_brings_ddp_back
     plain = lab(Traps(batchnorm=True))
     assert not exact(plain["dataparallel"]) and not exact(plain["ddp"])
     assert plain["dataparallel"]["first_divergent_step"] == 1  # SGD: the first step already differs
-    synced = lab(Traps(sync_batchnorm=True))
+    # BatchNorm's normalisation amplifies float32 rounding about twice a step on this data (6e-8 at step 1,
+    # 1.4e-6 at step 9, 2e-5 at step 12 on one CPU; the partial sums' order differs by CPU): 3 epochs
+    # keep the synchronised statistics' rounding below the lab's tolerance on every CPU
+    synced = lab(Traps(sync_batchnorm=True), epochs=3)
     assert exact(synced["ddp"]) and not exact(synced["dataparallel"])
+    assert max(synced["ddp"]["per_step"]) < 1e-4 * max(plain["ddp"]["per_step"])  # rounding, not statistics
     assert synced["ddp"]["running_mean"] == pytest.approx(synced["ddp"]["reference_running_mean"], abs=1e-6)
     assert "SyncBatchNorm" in synced["ddp"]["causes"][0] and "one process" in synced["ddp"]["causes"][0]
     # one device: nothing to split, and every strategy is exact

@@ -32,7 +32,7 @@ class Strategy:
         step_lines(step) -> list[str]                its console lines for one Step
         detail_lines: {Detail.key: (value) -> list[str]}   console lines of its own Detail events
         markdown() -> str                            its explanation for the page, in the current language
-        bytes_of_step(rows, k, d, itemsize) -> int   one step's bytes on k devices
+        bytes_of_step(rows, k, d, itemsize, cfg) -> int   one step's bytes on k devices (cfg: its options)
         view() -> module                             planned_step, sections, parallelism, console_frame,
                                                      CONSOLE_HINT (see fitcore.strategies.dataparallel.view)
         check_rows(machine) -> list[check.Row]       its rows of `fitcore check`
@@ -43,17 +43,26 @@ class Strategy:
         questions(step, cfg, labels, extra) -> list[quiz.Question]   the classroom's questions on a step
         presets(tutorial) -> ((name, cfg, key), ...)   its presets on the page, made from the tutorial's
                                                      config; `key` names its catalog keys view.preset.<key>.*
+        phases() -> tuple[str, ...]                  the phases of its step picture, in order
+        picture(cfg, step, devices, extra) -> dict   its part of the live picture: fields it adds to each
+                                                     device (its `devices`, changed in place) and to the
+                                                     picture; `extra` is the run's Snapshot.extra
+        calibrate(cfg, k) -> dict                    (optional) its projected row's calibration point: the
+                                                     bytes its real collectives sent at k ranks (`whatif
+                                                     --calibrate`)
+    `options` names the FitConfig fields only this strategy reads: another strategy refuses them set.
     """
 
     name: str  # the value of FitConfig.strategy
     label: str  # what the page and the messages call it
+    short: str  # its short name, where strategies stand side by side ("DDP")
     processes: bool  # one process per worker: `workers` applies, `cpu` means workers CPU processes
     drawer: str  # the key of its step picture's drawer in the browser (frontend/), sent with every picture
     steps_per_epoch: Callable[[FitConfig], int]
     train: Callable[..., Any]
     step_lines: Callable[[Any], list[str]]
     markdown: Callable[[], str]
-    bytes_of_step: Callable[[int, int, int, int], int]
+    bytes_of_step: Callable[..., int]
     view: Callable[[], ModuleType]
     check_rows: Callable[[Any], list]
     comparer: Callable[..., Any]
@@ -65,6 +74,10 @@ class Strategy:
     presets: Callable[[Any], tuple] = lambda tutorial: ()
     detail_lines: Mapping[str, Callable[[dict], list[str]]] = field(default_factory=dict)
     preload: tuple[str, ...] = ()  # the modules its ranks run, imported once by fitcore.warmstart's server
+    phases: Callable[[], tuple[str, ...]] = tuple
+    picture: Callable[..., dict] = lambda cfg, step, devices, extra: {}
+    options: tuple[str, ...] = ()  # FitConfig fields only this strategy reads (their defaults elsewhere)
+    calibrate: Callable[..., dict] | None = None  # (cfg, k) -> whatif's calibration point, a real run's bytes
 
     @property
     def view_module(self) -> ModuleType:
@@ -76,9 +89,9 @@ class Strategy:
         return self.view().planned_step
 
 
-from fitcore.strategies import dataparallel, ddp  # noqa: E402 - the packages use Strategy, defined above
+from fitcore.strategies import dataparallel, ddp, fsdp  # noqa: E402 - the packages use Strategy, above
 
-_PACKAGES = (dataparallel, ddp)  # the registry: one line per strategy, the default first
+_PACKAGES = (dataparallel, ddp, fsdp)  # the registry: one line per strategy, the default first
 
 STRATEGIES: dict[str, Strategy] = {p.STRATEGY.name: p.STRATEGY for p in _PACKAGES}
 NAMES = tuple(STRATEGIES)

@@ -32,13 +32,14 @@ CONTROL_FIELDS = (
     "devices",
     "strategy",
     "workers",
+    "reshard_after_forward",  # a strategy's option (fsdp's): the page shows its switch under that strategy
 )
 
 # The fields the page names by a label of their own (the catalog's `view.field.<name>`: "Batch size",
 # "批大小"), for error messages that name both the control and the field.
 LABELLED_FIELDS = (
     "weights", "bias", "noise", "data_size", "batch_size", "epochs", "lr", "optimizer", "shuffle", "seed",
-    "devices", "strategy", "workers", "pace", "lang", "preset", "script",
+    "devices", "strategy", "workers", "reshard_after_forward", "pace", "lang", "preset", "script",
 )  # fmt: skip
 
 # A widget can hold more features than a run may use, so that asking for too many gets validate()'s message.
@@ -162,10 +163,27 @@ def script_from_query(params: Mapping[str, Any]) -> tuple[tuple[Preset, ...], li
 
 
 def used_fields(strategy: Any) -> tuple[str, ...]:
-    """The controlled fields a run of this strategy uses: `workers` only matters with one process each."""
-    if strategies.strategy(strategy).processes:
-        return CONTROL_FIELDS
-    return tuple(f for f in CONTROL_FIELDS if f != "workers")
+    """The controlled fields a run of this strategy uses: `workers` only matters with one process each, and
+    a strategy's options (its `options`) only under it."""
+    entry = strategies.strategy(strategy)
+    unused = {f for s in strategies.STRATEGIES.values() for f in s.options} - set(entry.options)
+    if not entry.processes:
+        unused.add("workers")
+    return tuple(f for f in CONTROL_FIELDS if f not in unused)
+
+
+OPTIONS = tuple(f for s in strategies.STRATEGIES.values() for f in s.options)  # every strategy's switches
+
+
+def option_values(strategy: Any, widgets: Mapping[str, Any]) -> dict[str, Any]:
+    """Every strategy's options: the widget's value under the strategy that reads it, else the default (a
+    switch left off under FSDP does not follow the page to another strategy, which would refuse it)."""
+    own = strategies.strategy(strategy).options
+    return {
+        f: bool(widgets.get(f, getattr(FitConfig, f))) if f in own else getattr(FitConfig, f)
+        for s in strategies.STRATEGIES.values()
+        for f in s.options
+    }
 
 
 def matching_preset(values: Mapping[str, Any]) -> Preset | None:
@@ -318,6 +336,7 @@ def control_values(widgets: Mapping[str, Any]) -> dict[str, Any]:
         "devices": devices_spec(widgets),
         "strategy": widgets["strategy"],
         "workers": workers_value(widgets),
+        **option_values(widgets["strategy"], widgets),
     }
 
 

@@ -11,13 +11,25 @@ import { DRAWERS, drawerFor } from "../drawers.js";
 import { setTexts } from "../words.js";
 
 // the drawers' words in English, as fitcore/locales/live.json holds them
-const CATALOG = JSON.parse(readFileSync(new URL("../../fitcore/locales/live.json", import.meta.url), "utf8"));
+// (and each strategy's own live.* keys, from its package's locale.json, as fitcore.i18n merges them)
+const STRATEGIES = new URL("../../fitcore/strategies/", import.meta.url);
+const CATALOG = Object.assign(
+  JSON.parse(readFileSync(new URL("../../fitcore/locales/live.json", import.meta.url), "utf8")),
+  ...readdirSync(STRATEGIES, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => {
+    try {
+      return JSON.parse(readFileSync(new URL(`${d.name}/locale.json`, STRATEGIES), "utf8"));
+    } catch {
+      return {};
+    }
+  }),
+);
 const ENGLISH = Object.fromEntries(Object.entries(CATALOG).map(([key, entry]) => [key, entry.en]));
 
 const FRONTEND = fileURLToPath(new URL("..", import.meta.url));
 const PHASES = JSON.parse(process.env.FITCORE_PHASES || JSON.stringify({
   dataparallel: ["scatter", "replicate", "parallel_apply", "gather", "loss", "backward", "reduce", "optimizer"],
   ddp: ["load", "forward", "loss", "backward", "allreduce", "optimizer"],
+  fsdp: ["load", "all_gather", "forward", "loss", "backward", "reduce_scatter", "optimizer"],
 }));
 
 test("every strategy's drawer key has a drawer, and each drawer is filed under its own key", () => {
@@ -42,7 +54,7 @@ test("each drawer draws, names and colours every phase its strategy records", ()
 });
 
 test("an unknown key gets the plain drawer: boxes and phase names, no arrows", () => {
-  const plain = drawerFor({ drawer: "fsdp" });
+  const plain = drawerFor({ drawer: "pipeline" });
   assert.equal(plain.key, "plain");
   assert.deepEqual(plain.phases, {});
   assert.equal(drawerFor(null).key, "plain");

@@ -13,7 +13,17 @@ import { phaseTitle } from "../step_view.js";
 
 const FRONTEND = fileURLToPath(new URL("..", import.meta.url));
 const FITCORE = fileURLToPath(new URL("../../fitcore/", import.meta.url));
-const CATALOG = JSON.parse(readFileSync(`${FITCORE}locales/live.json`, "utf8"));
+// live.json, and the live.* keys of each strategy's own locale.json (fitcore.i18n merges them the same way)
+const CATALOG = Object.assign(
+  JSON.parse(readFileSync(`${FITCORE}locales/live.json`, "utf8")),
+  ...readdirSync(`${FITCORE}strategies`, { withFileTypes: true })
+    .filter((d) => d.isDirectory() && d.name !== "__pycache__")
+    .map((d) => {
+      let own = {};
+      try { own = JSON.parse(readFileSync(`${FITCORE}strategies/${d.name}/locale.json`, "utf8")); } catch { own = {}; }
+      return Object.fromEntries(Object.entries(own).filter(([key]) => key.startsWith("live.")));
+    }),
+);
 const KEY = /["'](live\.[a-z0-9_.]+)["']/g;
 const HAN = /[\u4e00-\u9fff]/;
 

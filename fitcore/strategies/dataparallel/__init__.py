@@ -40,7 +40,7 @@ def _markdown() -> str:
     return t("explain.dataparallel")
 
 
-def _bytes_of_step(rows: int, k: int, d: int, itemsize: int) -> int:
+def _bytes_of_step(rows: int, k: int, d: int, itemsize: int, cfg=None) -> int:
     from fitcore.phases import chunk_sizes, dataparallel_bytes
 
     return dataparallel_bytes(chunk_sizes(rows, k), d, itemsize)
@@ -92,9 +92,16 @@ def _questions(step, cfg, labels, extra=None) -> list:
     return split_questions(step, cfg, labels, extra)
 
 
+def _phases() -> tuple[str, ...]:
+    from fitcore.phases import DATAPARALLEL_PHASES
+
+    return DATAPARALLEL_PHASES
+
+
 STRATEGY = Strategy(
     name=NAME,
     label="DataParallel",
+    short="DataParallel",
     processes=False,
     drawer=NAME,
     steps_per_epoch=_steps_per_epoch,
@@ -110,4 +117,5 @@ STRATEGY = Strategy(
     engine_word=_engine_word,
     projections=_projections,
     questions=_questions,
+    phases=_phases,
 )

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from fitcore.config import FitConfig
 from fitcore.data import epoch_order, least_squares, make_data, ordered_batches
 from fitcore.devices import DevicePlan, parse_devices
-from fitcore.events import Event, Replica, RunEnded, Status, Step, run_started
+from fitcore.events import Detail, Event, Replica, RunEnded, Status, Step, run_started
+from fitcore.memory import dataparallel_memory
 from fitcore.parallel import (
     EmulatedDataParallel,
     LinearModel,
@@ -83,6 +84,9 @@ def train(
         if isinstance(state.model, EmulatedDataParallel):
             state.model.close()
     raw = state.raw
+    if state.optimizer is not None and state.step:  # what each device held: device 0 the optimizer state
+        held = dataparallel_memory(list(raw.parameters()), state.optimizer, state.devices)
+        on_event(Detail("memory", held))
     weights = tuple(raw.fc.weight.detach().view(-1).tolist()) if raw is not None else ()
     bias = raw.fc.bias.item() if raw is not None else float("nan")
     ended = RunEnded(status, message, state.step, weights, bias, state.loss, clock() - t0)
@@ -98,6 +102,8 @@ class _Progress:
     loss: float | None = None
     raw: LinearModel | None = None
     model: torch.nn.Module | None = None
+    optimizer: torch.optim.Optimizer | None = None
+    devices: int = 1  # the selected devices (DataParallel's replicas, idle ones included)
 
 
 def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, str]:
@@ -110,7 +116,8 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, str]:
     raw = state.raw = first_model(cfg, recorder)
     model = state.model = wrap(raw, plan)
     params = list(raw.parameters())
-    optimizer = make_optimizer(cfg, params)
+    optimizer = state.optimizer = make_optimizer(cfg, params)
+    state.devices = len(plan.labels)
     perm_gen = torch.Generator().manual_seed(cfg.seed + 2)
     on_event(
         run_started(

@@ -94,7 +94,7 @@ def _markdown() -> str:
     return t("explain.ddp")
 
 
-def _bytes_of_step(rows: int, k: int, d: int, itemsize: int) -> int:
+def _bytes_of_step(rows: int, k: int, d: int, itemsize: int, cfg=None) -> int:
     from fitcore.phases import ddp_bytes
 
     return ddp_bytes(k, d, itemsize)  # the same whatever the rows: every rank all-reduces d + 1 numbers
@@ -161,9 +161,22 @@ def _presets(tutorial) -> tuple:
     )
 
 
+def _phases() -> tuple[str, ...]:
+    from fitcore.phases import DDP_PHASES
+
+    return DDP_PHASES
+
+
+def _picture(cfg, step, devices: list[dict], extra: dict) -> dict:
+    from fitcore.shards import padded_part
+
+    return padded_part(cfg, step, devices)
+
+
 STRATEGY = Strategy(
     name=NAME,
     label="DistributedDataParallel",
+    short="DDP",
     processes=True,
     drawer=NAME,
     steps_per_epoch=_steps_per_epoch,
@@ -182,4 +195,6 @@ STRATEGY = Strategy(
     presets=_presets,
     detail_lines={NAME: _group_lines},  # Detail(NAME): the process group, one line
     preload=(f"{__name__}.launcher", f"{__name__}.rank"),
+    phases=_phases,
+    picture=_picture,
 )

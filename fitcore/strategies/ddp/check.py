@@ -26,7 +26,7 @@ from fitcore.check import (
     _within,
     row,
 )
-from fitcore.config import validate
+from fitcore.config import FitConfig, validate
 from fitcore.devices import GPU
 from fitcore.events import Detail
 from fitcore.i18n import t
@@ -44,9 +44,17 @@ def check_ddp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
         workers: the ranks.
         gpus: the machine's GPUs, for parse_devices.
     """
-    rows = workers * math.ceil(CHECK_CONFIG.data_size / workers)
-    base = replace(CHECK_CONFIG, data_size=rows, batch_size=rows)
-    cfg = validate(replace(base, strategy=NAME, devices=spec, workers=workers), gpus=list(gpus))
+    return check_ranks(spec, workers, gpus)[0]
+
+
+def check_ranks(
+    spec: str, workers: int, gpus: tuple[GPU, ...] = (), base: FitConfig = CHECK_CONFIG, strategy: str = NAME
+) -> tuple[Verified, list]:
+    """check_ddp for any strategy with ranks that cuts DDP's rows (`strategy`, on `base`): (what it
+    verified, the run's events), for the strategy's own checks on top."""
+    rows = workers * math.ceil(base.data_size / workers)
+    base = replace(base, data_size=rows, batch_size=rows)
+    cfg = validate(replace(base, strategy=strategy, devices=spec, workers=workers), gpus=list(gpus))
     events, ended = _train(cfg, gpus)
     _require_finished(cfg, ended)
     steps = _steps(events)
@@ -74,7 +82,7 @@ def check_ddp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
     parts.append(_within("W_1proc", diff, tol))
     figures.update(reference_diff=diff, reference_tol=tol)
     parts.append(_lstsq(cfg, learned, figures))
-    return Verified("; ".join(parts), figures)
+    return Verified("; ".join(parts), figures), events
 
 
 def check_sync_batchnorm(gpus: int) -> Verified:

@@ -33,6 +33,8 @@ from fitcore.strategies.ddp import NAME
 class Comparer(Trainer):
     """DDP's arithmetic for K ranks in one process: per-rank loss and gradient, then DDP's averaging."""
 
+    name = NAME  # the strategy whose column this is (FSDP's column runs the same arithmetic)
+
     def ddp_step(self, ranks: tuple[list[int], ...], reduction: str) -> float:
         k = len(ranks)
         total, losses = None, []
@@ -57,38 +59,45 @@ class Comparer(Trainer):
         pass  # the ranks step once on the whole step's rows
 
     def step(self, rows: StepRows, reduction: str, n: int, reference: Trainer) -> float:
-        finite(self.ddp_step(rows.ranks, reduction), NAME, n, self.optimizer.param_groups[0]["lr"])
+        finite(self.ddp_step(rows.ranks, reduction), self.name, n, self.optimizer.param_groups[0]["lr"])
         return max_diff(self.flat(), reference.flat())
 
 
-def causes(cfg, plan, toggles, trained) -> list[str]:
-    """The reasons DDP differs from the reference, each measured; none when it matches."""
-    k, worst = len(plan.labels), _worst(trained, NAME)
-    if first_divergent(trained.per_step[NAME]) is None:
+def causes(cfg, plan, toggles, trained, name: str = NAME, who: str = "DDP") -> list[str]:
+    """The reasons DDP (or `name`, another strategy on DDP's rows, called `who`) differs from the reference,
+    each measured; none when it matches."""
+    k, worst = len(plan.labels), _worst(trained, name)
+    if first_divergent(trained.per_step[name]) is None:
         return []
     causes = []
     padded = [s for s in trained.steps if s.padded]
     if padded:
         first = trained.steps.index(padded[0]) + 1
         # the step the table names too: the padding's first step is not always where the difference shows
-        diverges = first_divergent(trained.per_step[NAME])
+        diverges = first_divergent(trained.per_step[name])
         causes.append(t(
-            "cli.compare.cause.padding", padded=count("view.count.row", padded[0].padded), k=k,
+            "cli.compare.cause.padding", who=who, padded=count("view.count.row", padded[0].padded), k=k,
             rows=cfg.data_size, first=first, diverges=diverges, tol=format(TOL, "g"),
         ))  # fmt: skip
     reasons = {
-        "loss_reduction": ("sum", t("cli.compare.cause.sum", k=k)),
+        "loss_reduction": ("sum", t("cli.compare.cause.sum", k=k, who=who)),
         "per_rank_batch": (
             True,
-            t("cli.compare.cause.per_rank", batch=cfg.batch_size, global_batch=k * cfg.batch_size, k=k),
+            t(
+                "cli.compare.cause.per_rank",
+                batch=cfg.batch_size,
+                global_batch=k * cfg.batch_size,
+                k=k,
+                who=who,
+            ),
         ),
-        "scale_lr": (True, t("cli.compare.cause.scale_lr", k=k, lr=f"{cfg.lr:g}")),
+        "scale_lr": (True, t("cli.compare.cause.scale_lr", k=k, lr=f"{cfg.lr:g}", who=who)),
     }
     for name, (on, text) in reasons.items():
         if getattr(toggles, name) != on or k == 1:
             continue
         off = replace(toggles, **{name: Toggles().__getattribute__(name)})
-        without = _worst(train_all(cfg, plan, off, (NAME,)), NAME)
+        without = _worst(train_all(cfg, plan, off, (name,)), name)
         if without < worst / 2 or without <= TOL:  # taking it away brings DDP closer: it made the difference
             measured = t("cli.compare.measured", text=text, worst=f"{worst:.3g}", without=f"{without:.3g}")
             causes.append(measured)

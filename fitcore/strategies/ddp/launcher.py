@@ -27,6 +27,7 @@ from fitcore.data import least_squares, make_data
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.events import Detail, Event, RunEnded, Status, run_started
 from fitcore.i18n import DEFAULT, count, current, set_language, t
+from fitcore.memory import held
 from fitcore.shards import Layout, epoch_shards, epoch_value, shards_value
 from fitcore.strategies.ddp.rank import (
     COLLECTIVE_TIMEOUT,
@@ -79,6 +80,7 @@ class StepReport(NamedTuple):
     ids: tuple[int, ...]  # the dataset row ids of its first rows (at most MAX_IDS)
     times: tuple[float, ...]  # its slot times (fitcore.phases), seconds from its own step start
     sent: tuple[int, ...] = ()  # bytes its collectives sent, where the engine measures them (FSDP)
+    extra: dict | None = None  # what else the engine reports on this step (FSDP: its memory, on step 1)
 
 
 class Final(NamedTuple):
@@ -109,8 +111,8 @@ def lead_params(rank: int, raw) -> tuple[tuple[float, ...] | None, float | None]
 
 
 def final_params(raw) -> tuple[tuple[tuple[float, ...], float], dict]:
-    """A DDP rank's parameters after its loop, and nothing more."""
-    return rank_params(raw), {}
+    """A DDP rank's parameters after its loop, and what it holds: every parameter, gradient and Adam state."""
+    return rank_params(raw), {"memory": {"rank": dist.get_rank(), **held(raw.parameters(), raw.optimizer)}}
 
 
 def lead_weights(reports) -> tuple[tuple[float, ...], float]:
@@ -123,7 +125,17 @@ def ddp_specs_of(labels, d: int, itemsize: int, reports) -> tuple:
     return ranks_specs(labels, d, itemsize)
 
 
-def no_details(cfg, labels, finals) -> list[Detail]:
+def memory_details(cfg, labels, finals) -> list[Detail]:
+    """Detail('memory'): per_rank_memory, what each rank measured it holds after its loop."""
+    rows = [final.extra["memory"] for final in finals if "memory" in final.extra]
+    return [Detail("memory", rows)] if len(rows) == len(finals) else []
+
+
+def no_step_extra(rank: int, raw, step: int) -> dict | None:
+    return None
+
+
+def no_step_details(cfg, labels, reports) -> list[Detail]:
     return []
 
 
@@ -139,7 +151,10 @@ class Engine:
     final: Callable = final_params  # model -> ((weights, bias), extra): after the loop, in the process group
     weights: Callable = lead_weights  # [StepReport in rank order] -> the step's (weights, bias)
     specs: Callable = ddp_specs_of  # (labels, d, itemsize, [StepReport]) -> every rank's phase specs
-    details: Callable = no_details  # (cfg, labels, [Final in rank order]) -> Details emitted before 'final'
+    details: Callable = memory_details  # (cfg, labels, [Final in rank order]) -> Details before 'final'
+    step_extra: Callable = no_step_extra  # (rank, model, step) -> what its StepReport carries as `extra`
+    step_details: Callable = no_step_details  # (cfg, labels, [StepReport]) -> Details after the step's event
+    words: str = "ddp"  # its catalog's words: cli.<words>.header.cpu / .gpu, cli.run.where.<words>
 
 
 DDP_ENGINE = Engine()
@@ -219,7 +234,9 @@ def _worker(
             weights, bias = engine.step_params(rank, raw)
             shapes = (rows, cols), (out_rows, out_cols)
             ids = table_ids(table[rank, IDS_COLS].tolist())
-            out.put(StepReport(rank, step, epoch, batch, *shapes, value, weights, bias, ids, times, sent))
+            extra = engine.step_extra(rank, raw, step)
+            shared = (value, weights, bias, ids, times, sent, extra)
+            out.put(StepReport(rank, step, epoch, batch, *shapes, *shared))
 
         state, raw = engine.train(
             cfg,
@@ -333,7 +350,7 @@ class _Launch:
         self.itemsize = itemsize
         startup = self.clock() - started
         self.t0 = self.clock()  # like train(), time the training, not the seconds the ranks took to start
-        key = "cli.ddp.header.cpu" if backend == "gloo" else "cli.ddp.header.gpu"
+        key = f"cli.{self.engine.words}.header.{'cpu' if backend == 'gloo' else 'gpu'}"
         header = t(key, processes=count("count.process", k), backend=backend)
         self.on_event(run_started(cfg, self.labels, header, self.layout.steps_per_epoch, (lstsq_w, lstsq_b)))
         self._emit_group(backend, devices, startup)
@@ -418,7 +435,7 @@ class _Launch:
             return Status.DIVERGED, next(m.message for m in ordered if m.status == Status.DIVERGED)
         if Status.STOPPED in statuses or self.steps < self.cfg.epochs * self.layout.steps_per_epoch:
             return Status.STOPPED, self.control.stop_reason or "stopped"
-        where = t("cli.run.where.ddp", processes=count("count.process", self.k))
+        where = t(f"cli.run.where.{self.engine.words}", processes=count("count.process", self.k))
         return Status.FINISHED, finished_message(
             self.steps, self.clock() - self.t0, self.control.paused_seconds, where
         )
@@ -446,6 +463,8 @@ class _Launch:
         self.steps, self.loss = event.step, event.loss
         self.weights, self.bias = event.weights, event.bias
         self.on_event(event)
+        for detail in self.engine.step_details(self.cfg, self.labels, msgs):
+            self.on_event(detail)
         with self._progress:
             self._completed = event.step
             self._progress.notify_all()

@@ -206,6 +206,7 @@ def train_rank(
     hook = _AllreduceTimes(mark)
     model.register_comm_hook(hook, _timed_allreduce)
     optimizer = make_optimizer(cfg, model.parameters())
+    raw.optimizer = optimizer  # what the rank holds is read after its loop (its Engine's `final`)
     sampler = DistributedSampler(
         TensorDataset(X, y), num_replicas=world_size, rank=rank, shuffle=cfg.shuffle, seed=cfg.seed,
         drop_last=False,

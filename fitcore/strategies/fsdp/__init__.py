@@ -12,110 +12,202 @@ loopback, spawned ranks, the gate between steps), with FSDP's Engine:
      gradient of its own shard), then each rank's optimizer steps its shard, Adam state included.
 
 With a mean loss, equal rows per rank make the averaged gradient the gradient of the global mean loss, so
-FSDP matches DDP and one process on the same rows.
+FSDP matches DDP and one process on the same rows. `cfg.reshard_after_forward` is fully_shard's own switch:
+True (ZeRO-3) frees the gathered parameters after forward, False (ZeRO-2) keeps them until backward ends.
 
 The package, by responsibility:
-  layout.py  who holds which rows, the bytes of each collective, one rank's phases;
-  rank.py    one rank's loop, its timed collectives, what a rank reports;
-  memory.py  the bytes each rank holds (and DDP's and DataParallel's counterparts).
+  train.py    `train_fsdp` and the launcher's Engine: what the ranks run and what the parent emits;
+  layout.py   who holds which rows, the bytes of each collective, one rank's phases;
+  rank.py     one rank's loop, its timed collectives, what a rank reports;
+  view.py     the page's shard and memory tables, its planned step, parallelism line and console frame;
+  check.py    its rows of `fitcore check`; compare.py its column of `fitcore compare` (DDP's arithmetic
+              with FSDP's reduce-scatter, checked against the real fully_shard run); whatif.py its rows
+              of `fitcore whatif`, calibrated on a run's measured collectives; locale.json its words.
+The names below are imported when first used (the registry imports this package below fitcore.config).
 """
 
 from __future__ import annotations
 
-import time
-from functools import partial
-from typing import Callable
+import importlib
+from typing import Any
 
-from fitcore.config import FitConfig
-from fitcore.devices import DevicePlan
-from fitcore.events import Detail, Event, RunEnded
-from fitcore.strategies.ddp.launcher import Engine, train_ddp
-from fitcore.strategies.fsdp.layout import (
-    ALL_GATHER,
-    FSDP_PHASES,
-    REDUCE_SCATTER,
-    fsdp_specs,
-    fsdp_step_bytes,
-    padded_rows,
-    ranks_fsdp_specs,
-    shard_numel,
-    shard_rows,
-    shards_value,
-)
-from fitcore.strategies.fsdp.memory import dataparallel_memory, ddp_memory, fsdp_memory, held, held_bytes
-from fitcore.strategies.fsdp.rank import (
-    ColumnLinear,
-    final_params,
-    joined_params,
-    rank_loop,
-    shard_params,
-    train_fsdp_rank,
-)
-from fitcore.train import Control
+from fitcore.strategies import Strategy
 
+NAME = "fsdp"
+OPTION = "reshard_after_forward"  # the config field only this strategy reads
 
-def fsdp_value(cfg: FitConfig, labels, finals, reshard_after_forward: bool) -> dict:
-    """Detail('fsdp').value at the end: the layout, each rank's shard and memory as it measured them."""
-    value = shards_value(cfg.n_features, len(labels), labels, reshard_after_forward)
-    for row, final in zip(value["ranks"], finals):
-        row["shard"] = final.extra.get("shard")
-        row["collectives"] = final.extra.get("collectives", [])
-    value["per_rank_memory"] = [final.extra["memory"] for final in finals if "memory" in final.extra]
-    return value
+_EXPORTS = {  # name -> the module that holds it
+    **dict.fromkeys(("engine", "fsdp_value", "train_fsdp"), "fitcore.strategies.fsdp.train"),
+    **dict.fromkeys(
+        (
+            "ALL_GATHER",
+            "FSDP_PHASES",
+            "REDUCE_SCATTER",
+            "fsdp_specs",
+            "fsdp_step_bytes",
+            "padded_rows",
+            "ranks_fsdp_specs",
+            "shard_numel",
+            "shard_rows",
+            "shards_value",
+        ),
+        "fitcore.strategies.fsdp.layout",
+    ),  # fmt: skip
+    **dict.fromkeys(
+        ("ColumnLinear", "final_params", "joined_params", "rank_loop", "shard_params", "train_fsdp_rank"),
+        "fitcore.strategies.fsdp.rank",
+    ),
+}
+__all__ = sorted(_EXPORTS)
 
 
-def _details(reshard_after_forward: bool, cfg, labels, finals) -> list[Detail]:
-    return [Detail("fsdp", fsdp_value(cfg, labels, finals, reshard_after_forward))]
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(name)
 
 
-def engine(reshard_after_forward: bool = True) -> Engine:
-    """The launcher's Engine for FSDP: fully_shard ranks, their shards joined, their memory reported."""
-    return Engine(
-        train=rank_loop(reshard_after_forward),
-        step_params=shard_params,
-        final=final_params,
-        weights=joined_params,
-        specs=ranks_fsdp_specs,
-        details=partial(_details, reshard_after_forward),
+def _steps_per_epoch(cfg) -> int:
+    from fitcore.shards import Layout
+
+    # DDP's rows: DistributedSampler's shards, ceil(B / K) rows of each a step (at least one rank: the config
+    # check asks before it has refused a bad worker count)
+    return Layout(cfg.data_size, max(1, cfg.workers), cfg.batch_size).steps_per_epoch
+
+
+def _train(cfg, on_event=lambda event: None, control=None, clock=None, plan=None):
+    from fitcore.strategies.fsdp.train import train_fsdp
+
+    kwargs = {} if clock is None else {"clock": clock}
+    return train_fsdp(cfg, on_event, control, plan=plan, reshard_after_forward=cfg.reshard_after_forward,
+                      **kwargs)  # fmt: skip
+
+
+def _step_lines(step) -> list[str]:
+    from fitcore.console import rank_step_lines
+
+    return rank_step_lines(step, "cli.fsdp.console.all_ranks")
+
+
+def _group_lines(value: dict) -> list[str]:
+    from fitcore.strategies.fsdp.view import layout_lines
+
+    return layout_lines(value)
+
+
+def _markdown() -> str:
+    from fitcore.i18n import t
+
+    return t("explain.fsdp")
+
+
+def _bytes_of_step(rows: int, k: int, d: int, itemsize: int, cfg=None) -> int:
+    from fitcore.strategies.fsdp.layout import fsdp_step_bytes
+
+    reshard = True if cfg is None else cfg.reshard_after_forward
+    return fsdp_step_bytes(k, d, itemsize, reshard)
+
+
+def _view():
+    from fitcore.strategies.fsdp import view
+
+    return view
+
+
+def _check_rows(machine) -> list:
+    from fitcore.strategies.fsdp.check import check_rows
+
+    return check_rows(machine)
+
+
+def _comparer(cfg, data, device, plan, toggles):
+    from fitcore.strategies.fsdp.compare import Comparer
+
+    return Comparer(cfg, data, device, plan, toggles)
+
+
+def _compare_causes(cfg, plan, toggles, trained) -> list[str]:
+    from fitcore.strategies.fsdp.compare import causes
+
+    return causes(cfg, plan, toggles, trained)
+
+
+def _engine(plan) -> str:
+    from fitcore.i18n import t
+
+    return t("cli.compare.engine.fsdp", k=len(plan.labels))
+
+
+def _engine_word(plan) -> str:
+    from fitcore.i18n import t
+
+    return t("cli.compare.word.simulated")
+
+
+def _projections() -> tuple:
+    from fitcore.strategies.fsdp.whatif import PROJECTIONS
+
+    return PROJECTIONS
+
+
+def _questions(step, cfg, labels, extra=None) -> list:
+    from fitcore.view.quiz import shard_questions
+
+    return shard_questions(step, cfg, labels, extra)
+
+
+def _presets(tutorial) -> tuple:
+    from dataclasses import replace
+
+    three = replace(tutorial, weights=(5.2, 9.6, -1.0), strategy=NAME, workers=2, devices="cpu")
+    return (
+        ("FSDP (ZeRO-3)", three, NAME),
+        ("FSDP, ZeRO-2", replace(three, reshard_after_forward=False), "fsdp_zero2"),
     )
 
 
-def train_fsdp(
-    cfg: FitConfig,
-    on_event: Callable[[Event], None] = lambda event: None,
-    control: Control | None = None,
-    clock: Callable[[], float] = time.perf_counter,
-    plan: DevicePlan | None = None,
-    reshard_after_forward: bool = True,
-) -> RunEnded:
-    """Fit y = X @ W + b with fully_shard on cfg.workers spawned ranks; emit train_ddp's events.
+def _phases() -> tuple[str, ...]:
+    from fitcore.strategies.fsdp.layout import FSDP_PHASES
 
-    The same events as the ddp package's train_ddp (Step's weights and bias are the ranks' shards joined), and
-    Detail('fsdp') before Detail('final'): each rank's rows of W and b, its measured collective buffers and
-    `per_rank_memory`. reshard_after_forward: True frees the gathered parameters after forward (ZeRO-3,
-    two all-gathers a step), False keeps them until backward ends (ZeRO-2, one).
-    """
-    return train_ddp(cfg, on_event, control, clock, plan, engine(reshard_after_forward))
+    return FSDP_PHASES
 
 
-__all__ = [
-    "ALL_GATHER",
-    "FSDP_PHASES",
-    "REDUCE_SCATTER",
-    "ColumnLinear",
-    "dataparallel_memory",
-    "ddp_memory",
-    "engine",
-    "fsdp_memory",
-    "fsdp_specs",
-    "fsdp_step_bytes",
-    "fsdp_value",
-    "held",
-    "held_bytes",
-    "padded_rows",
-    "shard_numel",
-    "shard_rows",
-    "shards_value",
-    "train_fsdp",
-    "train_fsdp_rank",
-]
+def _calibrate(cfg, k: int) -> dict:
+    from fitcore.strategies.fsdp.whatif import calibrate
+
+    return calibrate(cfg, k)
+
+
+def _picture(cfg, step, devices: list[dict], extra: dict) -> dict:
+    from fitcore.strategies.fsdp.view import picture_part
+
+    return picture_part(cfg, step, devices, extra)
+
+
+STRATEGY = Strategy(
+    name=NAME,
+    label="FSDP",
+    short="FSDP",
+    processes=True,
+    drawer=NAME,
+    steps_per_epoch=_steps_per_epoch,
+    train=_train,
+    step_lines=_step_lines,
+    markdown=_markdown,
+    bytes_of_step=_bytes_of_step,
+    view=_view,
+    check_rows=_check_rows,
+    comparer=_comparer,
+    compare_causes=_compare_causes,
+    engine=_engine,
+    engine_word=_engine_word,
+    projections=_projections,
+    questions=_questions,
+    presets=_presets,
+    detail_lines={NAME: _group_lines},  # Detail(NAME): who holds which rows, and each rank's memory
+    preload=(f"{__name__}.train", f"{__name__}.rank"),
+    options=(OPTION,),
+    picture=_picture,
+    phases=_phases,
+    calibrate=_calibrate,
+)

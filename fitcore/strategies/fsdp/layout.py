@@ -73,6 +73,17 @@ def shards_value(d: int, k: int, labels: Sequence[str], reshard_after_forward: b
     }
 
 
+def planned_memory(cfg, rank: int, k: int, itemsize: int = 4) -> dict:
+    """The bytes rank `rank` of k will hold, before a run measures them: its padded shards of W and b and of
+    their gradients (fully_shard pads every shard to ceil(n / k) rows), and Adam's two moments of its real
+    rows with one 4-byte step count per parameter (SGD without momentum holds no state)."""
+    padded = shard_numel(cfg.n_features, k) * itemsize
+    w, b = shard_rows(cfg.n_features, k)[rank], shard_rows(1, k)[rank]
+    real = (w[1] - w[0]) + (b[1] - b[0])
+    state = 2 * real * itemsize + 2 * 4 if cfg.optimizer == "adam" else 0
+    return {"rank": rank, "parameters": padded, "gradients": padded, "optimizer_state": state}
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Bytes. One rank's traffic in the ring algorithms, as DDP's allreduce_bytes counts it.
 

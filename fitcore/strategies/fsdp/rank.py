@@ -28,6 +28,7 @@ from torch.utils.data import DistributedSampler, TensorDataset
 from fitcore.config import FitConfig
 from fitcore.data import make_data
 from fitcore.events import Status
+from fitcore.memory import fsdp_memory
 from fitcore.parallel import LinearModel, ShapeRecorder, init_parameters
 from fitcore.phases import (
     BACKWARD_END,
@@ -53,7 +54,6 @@ from fitcore.strategies.fsdp.layout import (
     all_gather_bytes,
     reduce_scatter_bytes,
 )
-from fitcore.strategies.fsdp.memory import fsdp_memory
 from fitcore.train import diverged_message, make_optimizer
 
 LOSS_COL, STOP_COL = 0, 5  # of the shared table (fitcore.strategies.ddp.rank.share_step)

@@ -1,0 +1,55 @@
+"""The fsdp rows of `fitcore check`: each rank holds its rows of W and b (and no more), the gathered
+parameters are identical on every rank, and they meet one process and least squares; on gloo CPU ranks and
+nccl GPUs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fitcore.check import CHECK_CONFIG, CheckFailed, Machine, Row, Verified, row
+from fitcore.devices import GPU
+from fitcore.events import Detail
+from fitcore.i18n import t
+from fitcore.strategies.ddp.check import check_ranks
+from fitcore.strategies.fsdp import NAME
+from fitcore.strategies.fsdp.layout import shard_numel, shard_rows
+
+# three weights, so that two ranks hold unequal parts (w1, w2 and b; w3) and three ranks one weight each
+CHECK_FSDP = replace(CHECK_CONFIG, weights=(5.2, 9.6, -1.0))
+
+
+def check_fsdp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
+    """Train CHECK_FSDP with fully_shard on `workers` ranks: DDP's checks (rows, identical ranks, one process,
+    least squares), then each rank's shard against torch.chunk's rows of W (d, 1) and b."""
+    verified, events = check_ranks(spec, workers, gpus, CHECK_FSDP, NAME)
+    value = [e.value for e in events if isinstance(e, Detail) and e.key == NAME][-1]
+    d = CHECK_FSDP.n_features
+    w_rows, b_rows = shard_rows(d, workers), shard_rows(1, workers)
+    held = []
+    for r, rank in enumerate(value["ranks"]):
+        expected = (w_rows[r][1] - w_rows[r][0], b_rows[r][1] - b_rows[r][0])
+        got = (len(rank["shard"]["weights"]), len(rank["shard"]["bias"]))
+        if got != expected or rank["weight_rows"] != list(w_rows[r]):
+            raise CheckFailed(t("cli.check.fail.fsdp_shards", rank=r, got=got, expected=expected))
+        held.append(f"W[{w_rows[r][0]}:{w_rows[r][1]}]" + (" + b" if expected[1] else ""))
+    numel = shard_numel(d, workers)
+    text = t("cli.check.fsdp_shards", shards=", ".join(held), numel=numel)
+    figures = {**verified.figures, "shards": held, "padded_numel": numel}
+    return Verified(f"{text}; {verified.text}", figures)
+
+
+def check_rows(machine: Machine) -> list[Row]:
+    """Two gloo CPU ranks, and one nccl rank per GPU where there are two or more."""
+    gpus = machine.gpus
+    n = len(gpus)
+    two_gpus = "" if n >= 2 else t("cli.check.skip.two_gpus")
+    no_gloo = "" if machine.gloo else t("cli.check.skip.unavailable", backend="gloo")
+    no_nccl = "" if machine.nccl else t("cli.check.skip.unavailable", backend="nccl")
+    return [
+        row(t("cli.check.row.fsdp_gloo", n=2), lambda: check_fsdp("cpu", 2), no_gloo),
+        row(
+            t("cli.check.row.fsdp_nccl", n=max(n, 2)),
+            lambda: check_fsdp("cuda", n, gpus),
+            no_nccl or two_gpus,
+        ),
+    ]

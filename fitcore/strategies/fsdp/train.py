@@ -1,0 +1,90 @@
+"""`train_fsdp`: DDP's launcher (the store on loopback, spawned ranks, the gate between steps) with FSDP's
+Engine: what each rank runs (fully_shard, fitcore.strategies.fsdp.rank) and what the parent emits of it.
+
+Besides the launcher's events, FSDP's run emits Detail('fsdp') twice: after step 1, with each rank's rows of
+W and b and the bytes it holds (parameters, gradients and Adam state exist from the first optimizer step on),
+and at the end, with each rank's final shard and its first step's collective buffers as well.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import Callable
+
+from fitcore.config import FitConfig
+from fitcore.devices import DevicePlan
+from fitcore.events import Detail, Event, RunEnded
+from fitcore.memory import fsdp_memory
+from fitcore.strategies.ddp.launcher import Engine, memory_details, train_ddp
+from fitcore.strategies.fsdp import NAME
+from fitcore.strategies.fsdp.layout import ranks_fsdp_specs, shards_value
+from fitcore.strategies.fsdp.rank import final_params, joined_params, rank_loop, shard_params
+from fitcore.strategies.fsdp.view import layout_lines
+from fitcore.train import Control
+
+
+def fsdp_value(cfg: FitConfig, labels, finals, reshard_after_forward: bool) -> dict:
+    """Detail('fsdp').value at the end: the layout, each rank's shard and memory as it measured them."""
+    value = shards_value(cfg.n_features, len(labels), labels, reshard_after_forward)
+    for row, final in zip(value["ranks"], finals):
+        row["shard"] = final.extra.get("shard")
+        row["collectives"] = final.extra.get("collectives", [])
+    value["per_rank_memory"] = [final.extra["memory"] for final in finals if "memory" in final.extra]
+    return value
+
+
+def _details(reshard_after_forward: bool, cfg, labels, finals) -> list[Detail]:
+    value = fsdp_value(cfg, labels, finals, reshard_after_forward)
+    return [Detail(NAME, value), *memory_details(cfg, labels, finals)]  # printed after step 1 already
+
+
+def first_step_extra(rank: int, held, step: int) -> dict | None:
+    """A rank's report on step 1: the bytes it holds once its optimizer has stepped (Adam's state exists)."""
+    if step != 1:
+        return None
+    params = [held.model.weight, held.model.bias]
+    return {"memory": fsdp_memory(rank, params, held.optimizer)}
+
+
+def _first_step_details(reshard_after_forward: bool, cfg, labels, reports) -> list[Detail]:
+    """After step 1: who holds which rows and what each rank holds, as the ranks measured it."""
+    if reports[0].extra is None:
+        return []
+    value = shards_value(cfg.n_features, len(labels), labels, reshard_after_forward)
+    value["per_rank_memory"] = [report.extra["memory"] for report in reports]
+    return [Detail(NAME, value, "\n".join(layout_lines(value))), Detail("memory", value["per_rank_memory"])]
+
+
+def engine(reshard_after_forward: bool = True) -> Engine:
+    """The launcher's Engine for FSDP: fully_shard ranks, their shards joined, their memory reported."""
+    return Engine(
+        train=rank_loop(reshard_after_forward),
+        step_params=shard_params,
+        final=final_params,
+        weights=joined_params,
+        specs=ranks_fsdp_specs,
+        details=partial(_details, reshard_after_forward),
+        step_extra=first_step_extra,
+        step_details=partial(_first_step_details, reshard_after_forward),
+        words=NAME,
+    )
+
+
+def train_fsdp(
+    cfg: FitConfig,
+    on_event: Callable[[Event], None] = lambda event: None,
+    control: Control | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    plan: DevicePlan | None = None,
+    reshard_after_forward: bool = True,
+) -> RunEnded:
+    """Fit y = X @ W + b with fully_shard on cfg.workers spawned ranks; emit train_ddp's events.
+
+    The same events as the ddp package's train_ddp (Step's weights and bias are the ranks' shards joined),
+    Detail('fsdp') and Detail('memory') after step 1 and again before Detail('final'): each rank's rows of W
+    and b, its measured collective buffers and `per_rank_memory`. reshard_after_forward: True frees the
+    gathered parameters after forward (ZeRO-3, two all-gathers a step), False keeps them until backward ends
+    (ZeRO-2, one).
+    """
+    return train_ddp(cfg, on_event, control, clock, plan, engine(reshard_after_forward))

@@ -1,0 +1,59 @@
+"""FSDP in `fitcore whatif`: the ZeRO-3 rows' calibration point, the bytes this run's own collectives sent.
+
+The projection's ZeRO-3 row (fitcore.whatif) sends 3(K-1)/K of the parameters per device and step: an
+all-gather before forward, another in backward, a reduce-scatter. `calibrate` runs fully_shard for real at
+K ranks on this run's model and puts what each rank's collectives sent beside what that formula says for the
+same K, parameters and itemsize. They differ by the padding: fully_shard pads every parameter's shard to
+ceil(n / K) rows, which costs a tiny model like this one a factor and a large model nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fitcore.config import FitConfig, validate
+from fitcore.events import Step
+from fitcore.i18n import t
+from fitcore.strategies.fsdp import NAME
+from fitcore.strategies.fsdp.layout import ALL_GATHER, REDUCE_SCATTER
+
+PROJECTIONS: tuple = ()  # its rows are the ZeRO stages' of fitcore.whatif, ZeRO-3 above all
+ROW = "zero3"  # the projected row it calibrates
+STEPS = 3  # steps of the calibration run: the bytes are the same every step
+
+
+def calibrate(cfg: FitConfig, k: int) -> dict:
+    """Run FSDP (ZeRO-3) on k CPU ranks for a few steps of cfg; the bytes its collectives sent per rank and
+    step, against the ZeRO-3 projection's formula at the same K, parameters and float32 numbers."""
+    from fitcore import strategies, whatif
+
+    run = validate(replace(cfg, strategy=NAME, devices="cpu", workers=k, reshard_after_forward=True,
+                           epochs=1, batch_size=cfg.data_size))  # fmt: skip
+    steps: list[Step] = []
+    ended = strategies.strategy(NAME).train(run, lambda e: steps.append(e) if isinstance(e, Step) else None)
+    steps = steps[:STEPS]
+    if ended.status != "finished" or not steps:
+        raise RuntimeError(ended.message)
+    sent = [
+        sum(p.bytes for p in s.phases.phases() if p.name in (ALL_GATHER, REDUCE_SCATTER)) / k for s in steps
+    ]
+    params, itemsize = cfg.n_features + 1, 4
+    formula = whatif.comm_bytes_per_device(ROW, params, k) * itemsize / whatif.WIRE_BYTES
+    measured = max(sent)
+    return {
+        "strategy": ROW,
+        "devices": k,
+        "params": params,
+        "itemsize": itemsize,
+        "measured_bytes_per_device": measured,
+        "formula_bytes_per_device": formula,
+        "ratio": measured / formula if formula else None,
+        "label": "measured on this machine",
+        "note": t(
+            "cli.whatif.calibration",
+            k=k,
+            measured=f"{measured:g}",
+            formula=f"{formula:g}",
+            ratio=f"{measured / formula:.2f}" if formula else "-",
+        ),  # fmt: skip
+    }
