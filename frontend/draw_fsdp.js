@@ -1,10 +1,11 @@
 // FSDP's step picture: each rank reads its own rows as DDP's do, but holds only its shard of W and b. The
 // all-gather puts the whole model on every rank for the step, forward and backward run on it (ZeRO-3
 // gathers again for backward, having freed it after forward), the reduce-scatter leaves each rank the
-// averaged gradient of its own shard, and each rank's optimizer steps that shard alone.
+// averaged gradient of its own shard, and each rank's optimizer steps that shard alone. Forward and the loss
+// are drawn as DDP's ranks draw them: each rank on its own rows.
 
 import { fitText, label } from "./dom.js";
-import { formatBytes, formatNumber, isNum } from "./format.js";
+import { formatBytes, isNum } from "./format.js";
 import { tr } from "./words.js";
 import { SIDE, arrow, busyBoxes, chip } from "./picture.js";
 import ranks from "./draw_ddp.js";
@@ -105,20 +106,6 @@ function drawAllGather(ctx, group) {
   ring(ctx, "all_gather", tr("live.fsdp.ring", { bytes: formatBytes(gathered(group)) }));
 }
 
-function drawForward(ctx) {
-  if (!ctx.now("forward")) return;
-  for (const box of busyBoxes(ctx)) ctx.boxState[box.index].glow = colours.forward;
-}
-
-function drawLoss(ctx) {
-  const live = ctx.now("loss");
-  for (const box of busyBoxes(ctx)) {
-    const loss = box.device.loss;
-    ctx.boxState[box.index].note = tr("live.picture.loss", { loss: isNum(loss) ? formatNumber(loss) : "–" });
-    if (live) ctx.boxState[box.index].glow = colours.loss;
-  }
-}
-
 function drawBackward(ctx) {
   const live = ctx.now("backward");
   for (const box of busyBoxes(ctx)) {
@@ -149,7 +136,8 @@ export default {
   names,
   phaseText,
   phases: {
-    load: drawLoad, all_gather: drawAllGather, forward: drawForward, loss: drawLoss, backward: drawBackward,
+    load: drawLoad, all_gather: drawAllGather, forward: ranks.phases.forward, loss: ranks.phases.loss,
+    backward: drawBackward,
     reduce_scatter: drawReduceScatter, optimizer: drawOptimizer,
   },
   drawTop: ranks.drawTop,
