@@ -7,7 +7,7 @@ import { COLOURS, FONT, clear, el, fitText, textWidth } from "./dom.js";
 import { formatNumber, isNum } from "./format.js";
 import { tr } from "./words.js";
 import {
-  divergenceStep, forLogAxis, lastStepOf, logDomain, paramCaps, paramDomain, paramSeries, positive,
+  divergenceStep, forLogAxis, lastStepOf, lossRange, paramCaps, paramDomain, paramSeries, positive,
   smoothLog, thin,
 } from "./series.js";
 
@@ -200,7 +200,7 @@ function lossChart(state, width) {
   const overlay = state.overlay.filter((o) => o && Array.isArray(o.loss));
   const mine = positive(state.loss);
   const source = mine.length ? mine : overlay.flatMap((o) => positive(o.loss));
-  const [lo, hi] = logDomain(source.map(([, v]) => v));
+  const [lo, hi] = lossRange(source.map(([, v]) => v));
   const diverged = divergenceStep(state.run);
   const weight = state.smoothing;
   const own = ownName(state);
@@ -220,9 +220,11 @@ function lossChart(state, width) {
       const shown = thin(smoothLog(raw, weight, carry), COLUMNS, xr);
       traces.push(line(shown, weight > 0 ? tr("live.chart.loss.smoothed", { run: own }) : own, COLOURS[0],
         { width: 3 }));
-      // a log axis's range is in decades; a tick every `every` decades leaves room for its label
-      const every = Math.max(1, Math.ceil((hi - lo) / Math.max(2, Math.floor((CHART_H - 40) / 26))));
-      const yaxis = { type: "log", range: [lo, hi], dtick: every, tick0: 0, exponentformat: "power" };
+      // a log axis's range is in decades: a tick every `every` decades leaves room for its label; under two
+      // decades plotly's own ticks (2, 5 between the decades) say more
+      const every = Math.max(1, Math.ceil((hi - lo) / Math.max(2, Math.floor((chartHeight(state) - 40) / 26))));
+      const ticks = hi - lo < 2 ? {} : { dtick: every, tick0: 0 };
+      const yaxis = { type: "log", range: [lo, hi], ...ticks, exponentformat: "power" };
       const empty = state.loss.length ? "" : tr("live.chart.loss.empty");
       return { traces, layout: layout(state, width, xr, yaxis, marks(xr, diverged, empty)),
                drawn: { count: state.loss.length, length: shown.length, carry } };
