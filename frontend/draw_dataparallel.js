@@ -182,6 +182,18 @@ function drawOptimizer(ctx) {
   chip(ctx.boxState[0], tr("live.dp.chip_step"), colours.optimizer, { fresh: live });
 }
 
+// One busy device runs the module itself: no scatter, no replicas, no gather. Its box shows what the whole
+// step left on it, as the footer says: its W, b, the loss, the gradients and the step.
+function drawWhole(ctx) {
+  const boxes = busyBoxes(ctx);
+  if (boxes.length !== 1) return;
+  const mark = ctx.boxState[boxes[0].index];
+  chip(mark, "W, b", colours.replicate);
+  if (isNum(ctx.pic.loss)) chip(mark, tr("live.picture.loss", { loss: formatNumber(ctx.pic.loss) }), colours.loss);
+  chip(mark, "∇W, ∇b", colours.backward);
+  chip(mark, tr("live.dp.chip_step"), colours.optimizer);
+}
+
 export default {
   key: "dataparallel",
   title: "DataParallel",
@@ -193,6 +205,7 @@ export default {
     loss: drawLoss, backward: drawBackward, reduce: drawReduce, optimizer: drawOptimizer,
   },
   drawTop,
+  whole: drawWhole,
   rowLabels: (pic) => ({
     batch: tr("live.dp.row_batch", { shape: shape(pic.input_shape), device: pic.first_device }),
     out: tr("live.dp.row_out", { shape: shape(pic.output_shape) }),

@@ -16,6 +16,7 @@
 //   marksFirst   the first device gathers: its box is starred and drawn thicker
 //   showsIds     a busy box lists its rows' dataset ids when no phase wrote a note there
 //   footer       (picture) => the footer's left line
+//   whole        optional (ctx) => the marks of a step run as one piece, with no phase (one device)
 
 import { COLOURS, clear, fitList, fitText, label, svgEl, textWidth } from "./dom.js";
 import { isNum, shape } from "./format.js";
@@ -167,6 +168,9 @@ function markBoxes(svg, pic, groups, phase, layout, drawer) {
     const draw = drawer.phases[group.name];
     if (draw && ctx.seen(group.name)) draw(ctx, group);
   }
+  // a step that ran with no phases (one device does it all): what it left, not an empty box; a planned
+  // step has not run
+  if (!groups.length && !pic.planned && drawer.whole) drawer.whole(ctx);
   return ctx;
 }
 
