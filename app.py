@@ -29,6 +29,17 @@ PAGE_CSS = (
     "[data-testid='stElementContainer']:has(style[data-fitcore]) { display: none; }"
     "</style>"
 )
+# The presenter on a short projector screen (1280x720): the page's heading gives its room to the live view's
+# charts (the status line, the picture's title and the tab's title still say what runs), and the main column
+# its wide side margins, so that the charts are tall enough to read from the back row.
+PRESENTER_CSS = (
+    "<style data-fitcore>"
+    "@media (max-height: 800px) {"
+    "[data-testid='stLayoutWrapper']:has(> .st-key-page_title), .st-key-page_title { display: none; }"
+    "[data-testid='stMainBlockContainer'] { padding-left: 2rem; padding-right: 2rem; }"
+    "}"
+    "</style>"
+)
 
 
 def below_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict, values: dict) -> None:
@@ -65,6 +76,8 @@ def main() -> None:
     state.pin_classroom(gpus)
     state.refresh_snapshot()
     sidebar.sidebar_ui(gpus)
+    if st.session_state.presenter:
+        st.html(PRESENTER_CSS)
 
     values = state.control_values()
     try:
@@ -88,7 +101,8 @@ def main() -> None:
     # The words follow the run shown (a replay's strategy, not the sidebar's)
     snap = st.session_state.snap
     strategy = panels.shown_config(snap, values)["strategy"]
-    st.header(t(f"page.title.{strategy}"), anchor=False)
+    with st.container(key="page_title"):
+        st.header(t(f"page.title.{strategy}"), anchor=False)
     run.messages_ui(values, config_error)
     run.run_controls_ui(gpus, can_start=cfg is not None)
     snap = st.session_state.snap  # the buttons may have started, stopped or reset a run

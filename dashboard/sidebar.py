@@ -212,6 +212,6 @@ def chart_controls_ui() -> None:
         format_func=lambda ms: t(REFRESH_CHOICES[ms]),
         help=t("page.refresh.help"),
     )
-    left, right = st.columns([3, 1], vertical_alignment="center")
-    left.toggle(t("page.overlay"), key="overlay", help=t("page.overlay.help", n=KEEP_RUNS))
-    right.button(t("page.clear"), key="clear_overlay", on_click=clear_overlay, disabled=not ss.past)
+    # each on a line of its own: side by side, the sidebar's width cut both labels ("Overlay my earli…")
+    st.toggle(t("page.overlay"), key="overlay", help=t("page.overlay.help", n=KEEP_RUNS))
+    st.button(t("page.clear"), key="clear_overlay", on_click=clear_overlay, disabled=not ss.past)

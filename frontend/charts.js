@@ -7,13 +7,14 @@ import { COLOURS, FONT, clear, el, fitText, textWidth } from "./dom.js";
 import { formatNumber, isNum } from "./format.js";
 import { tr } from "./words.js";
 import {
-  divergenceStep, forLogAxis, lastStepOf, logDomain, paramCaps, paramDomain, paramSeries, positive,
+  divergenceStep, forLogAxis, lastStepOf, lossRange, paramCaps, paramDomain, paramSeries, positive,
   smoothLog, thin,
 } from "./series.js";
 
 const CHART_H = 180;
 const HEAD_H = 22;  // a chart's title line (live.css .fl-chart-head)
 const MARGIN = { l: 58, r: 14, t: 14, b: 26, pad: 0 };
+const PRESENTER_MARGIN = { ...MARGIN, t: 8, b: 22 };  // the least that holds the ticks' labels: more plot
 const COLUMNS = 500;         // a history longer than two points a column is thinned to each column's extremes
 const MAX_TRACE = 2000;      // appended points up to this many in a trace; then it is thinned again
 const RAW_COLOUR = "#9aa5b1";  // the unsmoothed loss, behind the smoothed one
@@ -152,17 +153,20 @@ function fitLegendLines(state) {
   heads.forEach((head) => { head.style.minHeight = ""; });
   const extra = Math.max(0, ...heads.map((head) => head.offsetHeight - HEAD_H));
   heads.forEach((head) => { head.style.minHeight = `${HEAD_H + extra}px`; });
-  if (extra === (state.legendExtra || 0)) return;
   state.legendExtra = extra;
+  // the plots' height follows the legend's lines and live.css's --fl-chart-h (the presenter's screen)
+  const height = `${chartHeight(state)}px`;
   for (const fig of [state.dom.lossFig, state.dom.paramFig]) {
-    fig.plot.style.height = `${chartHeight(state)}px`;
+    if (fig.plot.style.height === height) continue;
+    fig.plot.style.height = height;
     fig.drawn = null;  // drawn again whole, at the new height
   }
 }
 
 function layout(state, width, xr, yaxis, extras) {
   return {
-    width, height: chartHeight(state), margin: MARGIN, showlegend: false, hovermode: "x unified",
+    width, height: chartHeight(state), showlegend: false, hovermode: "x unified",
+    margin: state.dom.root.classList.contains("fl-presenter") ? PRESENTER_MARGIN : MARGIN,
     uirevision: state.run ? state.run.id || "planned" : "none",  // a reader's zoom survives redraws
     font: { family: FONT, size: 14, color: "#343a40" },
     paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#ffffff",
@@ -200,12 +204,12 @@ function lossChart(state, width) {
   const overlay = state.overlay.filter((o) => o && Array.isArray(o.loss));
   const mine = positive(state.loss);
   const source = mine.length ? mine : overlay.flatMap((o) => positive(o.loss));
-  const [lo, hi] = logDomain(source.map(([, v]) => v));
+  const [lo, hi] = lossRange(source.map(([, v]) => v));
   const diverged = divergenceStep(state.run);
   const weight = state.smoothing;
   const own = ownName(state);
-  const key = [state.run && state.run.id, state.dataVersion, width, xr, lo, hi, diverged, weight,
-               state.loss.length === 0].join("|");
+  const key = [state.run && state.run.id, state.dataVersion, width, chartHeight(state), xr, lo, hi, diverged,
+               weight, state.loss.length === 0].join("|");
   const ownIndex = overlay.length + (weight > 0 ? 1 : 0);
   return {
     key,
@@ -220,9 +224,11 @@ function lossChart(state, width) {
       const shown = thin(smoothLog(raw, weight, carry), COLUMNS, xr);
       traces.push(line(shown, weight > 0 ? tr("live.chart.loss.smoothed", { run: own }) : own, COLOURS[0],
         { width: 3 }));
-      // a log axis's range is in decades; a tick every `every` decades leaves room for its label
-      const every = Math.max(1, Math.ceil((hi - lo) / Math.max(2, Math.floor((CHART_H - 40) / 26))));
-      const yaxis = { type: "log", range: [lo, hi], dtick: every, tick0: 0, exponentformat: "power" };
+      // a log axis's range is in decades: a tick every `every` decades leaves room for its label; under two
+      // decades plotly's own ticks (2, 5 between the decades) say more
+      const every = Math.max(1, Math.ceil((hi - lo) / Math.max(2, Math.floor((chartHeight(state) - 40) / 26))));
+      const ticks = hi - lo < 2 ? {} : { dtick: every, tick0: 0 };
+      const yaxis = { type: "log", range: [lo, hi], ...ticks, exponentformat: "power" };
       const empty = state.loss.length ? "" : tr("live.chart.loss.empty");
       return { traces, layout: layout(state, width, xr, yaxis, marks(xr, diverged, empty)),
                drawn: { count: state.loss.length, length: shown.length, carry } };
@@ -251,7 +257,8 @@ function paramChart(state, width) {
   const caps = paramCaps(state.trueValues, state.lstsq);
   const [lo, hi] = paramDomain(state.trueValues, state.lstsq, state.params);
   const diverged = divergenceStep(state.run);
-  const key = [state.run && state.run.id, state.dataVersion, width, xr, lo, hi, diverged, names.join(","),
+  const key = [state.run && state.run.id, state.dataVersion, width, chartHeight(state), xr, lo, hi, diverged,
+               names.join(","),
                JSON.stringify(state.trueValues), JSON.stringify(state.lstsq)].join("|");
   return {
     key,

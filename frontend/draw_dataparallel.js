@@ -5,7 +5,7 @@ import { fitList, fitText, label, svgEl, textWidth } from "./dom.js";
 import { formatBytes, formatNumber, isNum, shape } from "./format.js";
 import { tr } from "./words.js";
 import {
-  SIDE, arrow, arrowLabel, busy, busyBoxes, bytesOf, chip, segmentBar,
+  SIDE, arrow, busy, busyBoxes, bytesOf, chip, segmentBar,
 } from "./picture.js";
 
 const colours = {
@@ -20,7 +20,9 @@ const phaseText = {
   parallel_apply: (p) => tr("live.dp.parallel_apply", { n: busy(p).length }),
   gather: (p) => tr("live.dp.gather", { device: p.first_device, shape: shape(p.output_shape) }),
   loss: (p) => tr("live.dp.loss", { device: p.first_device, loss: formatNumber(p.loss) }),
-  backward: () => tr("live.dp.backward"),
+  // the bytes of the output gradients in the title: their arrows leave every segment of the outputs
+  backward: (p, g) => (g && g.bytes ? tr("live.dp.backward_bytes", { bytes: formatBytes(g.bytes) })
+    : tr("live.dp.backward")),
   reduce: (p) => tr("live.dp.reduce", { device: p.first_device }),
   optimizer: (p) => tr("live.dp.optimizer", { device: p.first_device }),
 };
@@ -28,21 +30,33 @@ const phaseText = {
 // The pills' and the timeline's names of the phases that are not torch's own names.
 const names = { loss: "live.phase.loss", backward: "live.phase.backward", optimizer: "live.phase.optimizer" };
 
-// The batch lives on the first device before the scatter: its rows' ids, cut as tensor.chunk cuts them.
+// What an arrow from or to device i's segment carries while its phase is the current one: its bytes, or
+// "stays" for the first device's own rows.
+function bytesTag(ctx, name) {
+  const group = ctx.now(name) && ctx.groups.find((g) => g.name === name);
+  if (!group) return null;
+  return (seg) => {
+    const b = bytesOf(group, seg.device);
+    return { text: b ? formatBytes(b) : tr("live.dp.stays"), colour: colours[name] };
+  };
+}
+
+// The batch lives on the first device before the scatter: its rows' ids, cut as tensor.chunk cuts them;
+// while it is scattered, each chunk's bytes at its end, above its arrow.
 function drawTop(ctx) {
   const { layout, svg } = ctx;
   const g = svgEl("g");
   svg.insertBefore(g, ctx.layer.back);
   label(g, SIDE, layout.barY + 19, layout.rowLabels.batch, { size: 15, weight: 700 });
-  segmentBar(g, layout, layout.barY, layout.barH, (seg) => {
+  segmentBar(g, layout, layout.barY, layout.barH, (seg, room) => {
     const ids = (seg.device.ids || []).map(String);
     const more = seg.device.rows - ids.length;
-    return fitList(ids, seg.w - 10, 14, more > 0 ? ` +${more}` : "") || fitText(`${seg.device.rows}`, seg.w - 6, 14);
-  });
+    return fitList(ids, room, 14, more > 0 ? ` +${more}` : "") || fitText(`${seg.device.rows}`, room + 4, 14);
+  }, 19, bytesTag(ctx, "scatter"));
 }
 
 // Chunk i goes from its segment of the batch down into device i.
-function drawScatter(ctx, group) {
+function drawScatter(ctx) {
   const live = ctx.now("scatter");
   const { layout } = ctx;
   for (const box of busyBoxes(ctx)) {
@@ -51,12 +65,7 @@ function drawScatter(ctx, group) {
     const y0 = layout.barY + layout.barH;
     arrow(ctx, `M${x0},${y0 + 1} C${x0},${y0 + 16} ${box.cx},${box.y - 16} ${box.cx},${box.y - 2}`,
       "scatter", { live, faint: !live });
-    if (live) {
-      const b = bytesOf(group, box.device);
-      const text = b ? formatBytes(b) : tr("live.dp.stays");
-      arrowLabel(ctx, (x0 + box.cx) / 2, (y0 + box.y) / 2, text, "scatter");
-      ctx.boxState[box.index].glow = colours.scatter;
-    }
+    if (live) ctx.boxState[box.index].glow = colours.scatter;
   }
 }
 
@@ -89,7 +98,7 @@ function drawParallelApply(ctx) {
 }
 
 // Each replica's output rows go down into their place in the output on the first device.
-function drawGather(ctx, group) {
+function drawGather(ctx) {
   const live = ctx.now("gather");
   const { layout } = ctx;
   const y = layout.outY;
@@ -98,23 +107,19 @@ function drawGather(ctx, group) {
     const x1 = seg.x + seg.w / 2;
     arrow(ctx, `M${box.cx},${box.y + box.h + 1} C${box.cx},${box.y + box.h + 16} ${x1},${y - 14} ${x1},${y - 2}`,
       "gather", { live, faint: !live });
-    if (live) {
-      const b = bytesOf(group, box.device);
-      arrowLabel(ctx, (box.cx + x1) / 2, (box.y + box.h + y) / 2, b ? formatBytes(b) : tr("live.dp.stays"),
-        "gather");
-    }
   }
   drawOutputBar(ctx);
 }
 
-// The output on the first device, in the chunks' order: segment i holds device i's output rows.
+// The output on the first device, in the chunks' order: segment i holds device i's output rows; while
+// they are gathered, each segment's bytes at its end, below its arrow.
 function drawOutputBar(ctx) {
   const { layout, pic } = ctx;
   const g = svgEl("g");
   ctx.layer.boxes.append(g);
   label(g, SIDE, layout.outY + 19, layout.rowLabels.out, { size: 15, weight: 700 });
   segmentBar(g, layout, layout.outY, layout.outH,
-    (seg) => fitText(shape(seg.device.output_shape), seg.w - 10, 14), 18);
+    (seg, room) => fitText(shape(seg.device.output_shape), room, 14), 18, bytesTag(ctx, "gather"));
   const last = layout.segments.filter(Boolean).pop();
   const room = last ? layout.width - SIDE - (last.x + last.w) - 8 : 0;
   const where = tr("live.dp.output_on", { device: pic.first_device });
@@ -132,7 +137,7 @@ function drawLoss(ctx) {
 }
 
 // The loss's gradient flows back up: the output gradients are scattered back to the replicas.
-function drawBackward(ctx, group) {
+function drawBackward(ctx) {
   const live = ctx.now("backward");
   const { layout } = ctx;
   for (const box of busyBoxes(ctx)) {
@@ -145,11 +150,6 @@ function drawBackward(ctx, group) {
     const bottom = box.y + box.h;
     arrow(ctx, `M${x0},${layout.outY - 2} C${x0},${layout.outY - 14} ${box.cx},${bottom + 16} ${box.cx},${bottom + 2}`,
       "backward", { live: true });
-  }
-  if (live) {
-    label(ctx.layer.front, layout.width - SIDE, layout.boxY + layout.boxH + 17,
-      tr("live.dp.backward_bytes", { bytes: formatBytes(group.bytes) }),
-      { size: 14, weight: 600, anchor: "end", fill: colours.backward, halo: true });
   }
 }
 
@@ -182,6 +182,18 @@ function drawOptimizer(ctx) {
   chip(ctx.boxState[0], tr("live.dp.chip_step"), colours.optimizer, { fresh: live });
 }
 
+// One busy device runs the module itself: no scatter, no replicas, no gather. Its box shows what the whole
+// step left on it, as the footer says: its W, b, the loss, the gradients and the step.
+function drawWhole(ctx) {
+  const boxes = busyBoxes(ctx);
+  if (boxes.length !== 1) return;
+  const mark = ctx.boxState[boxes[0].index];
+  chip(mark, "W, b", colours.replicate);
+  if (isNum(ctx.pic.loss)) chip(mark, tr("live.picture.loss", { loss: formatNumber(ctx.pic.loss) }), colours.loss);
+  chip(mark, "∇W, ∇b", colours.backward);
+  chip(mark, tr("live.dp.chip_step"), colours.optimizer);
+}
+
 export default {
   key: "dataparallel",
   title: "DataParallel",
@@ -193,6 +205,7 @@ export default {
     loss: drawLoss, backward: drawBackward, reduce: drawReduce, optimizer: drawOptimizer,
   },
   drawTop,
+  whole: drawWhole,
   rowLabels: (pic) => ({
     batch: tr("live.dp.row_batch", { shape: shape(pic.input_shape), device: pic.first_device }),
     out: tr("live.dp.row_out", { shape: shape(pic.output_shape) }),

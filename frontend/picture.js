@@ -16,6 +16,7 @@
 //   marksFirst   the first device gathers: its box is starred and drawn thicker
 //   showsIds     a busy box lists its rows' dataset ids when no phase wrote a note there
 //   footer       (picture) => the footer's left line
+//   whole        optional (ctx) => the marks of a step run as one piece, with no phase (one device)
 
 import { COLOURS, clear, fitList, fitText, label, svgEl, textWidth } from "./dom.js";
 import { isNum, shape } from "./format.js";
@@ -167,6 +168,9 @@ function markBoxes(svg, pic, groups, phase, layout, drawer) {
     const draw = drawer.phases[group.name];
     if (draw && ctx.seen(group.name)) draw(ctx, group);
   }
+  // a step that ran with no phases (one device does it all): what it left, not an empty box; a planned
+  // step has not run
+  if (!groups.length && !pic.planned && drawer.whole) drawer.whole(ctx);
   return ctx;
 }
 
@@ -189,12 +193,6 @@ export function arrow(ctx, d, phaseName, { live, faint } = {}) {
   });
   ctx.layer.back.append(path);
   return path;
-}
-
-// The bytes an arrow carries, on the arrow's middle (a white halo keeps it readable over the line).
-export function arrowLabel(ctx, x, y, text, phaseName) {
-  label(ctx.layer.front, x, y + 5, text, { size: 14, weight: 700, anchor: "middle",
-                                           fill: ctx.colour(phaseName), halo: true });
 }
 
 export function chip(mark, text, colour, { fresh = false, faded = false } = {}) {
@@ -340,12 +338,22 @@ function drawFooter(ctx) {
 }
 
 // A bar of segments, one per busy device, each with its text: the batch above, the outputs below.
-export function segmentBar(parent, layout, y, height, textOf, textDy = 19) {
+// `tagOf(seg)` may give a segment a second, bold text at its right end ({text, colour}): the bytes its arrow
+// carries, written where the arrow leaves or reaches the bar rather than on the arrow. The first text gets
+// what room the tag leaves (textOf(seg, room)), and none when that is too little to read.
+export function segmentBar(parent, layout, y, height, textOf, textDy = 19, tagOf = null) {
   layout.segments.forEach((seg, i) => {
     if (!seg) return;
     parent.append(svgEl("rect", { x: seg.x, y, width: Math.max(1, seg.w - 1), height, rx: 3,
                                   fill: deviceColour(i), "fill-opacity": 0.16, stroke: deviceColour(i),
                                   "stroke-width": 1.5 }));
-    label(parent, seg.x + 5, y + textDy, textOf(seg), { size: 14, fill: "#212529" });
+    const tag = tagOf ? tagOf(seg) : null;
+    let room = seg.w - 10;
+    if (tag) {
+      const text = fitText(tag.text, seg.w - 8, 14, 700);
+      label(parent, seg.x + seg.w - 5, y + textDy, text, { size: 14, weight: 700, anchor: "end", fill: tag.colour });
+      room -= textWidth(text, 14, 700) + 8;
+    }
+    if (room >= 24) label(parent, seg.x + 5, y + textDy, textOf(seg, room), { size: 14, fill: "#212529" });
   });
 }

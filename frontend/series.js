@@ -42,13 +42,25 @@ export function forLogAxis(points) {
   return points.map(([s, v]) => [s, isNum(v) && v > 0 ? v : null]);
 }
 
-// Decades from the current run's own losses; earlier runs are clipped to them, not allowed to stretch.
-export function logDomain(values) {
-  if (!values.length) return [-4, 2];
-  let lo = Math.floor(Math.log10(Math.min(...values)));
-  let hi = Math.ceil(Math.log10(Math.max(...values)));
-  if (hi <= lo) hi = lo + 1;
-  if (hi - lo > 40) lo = hi - 40;  // a run that reached 1e-300 still shows its top forty decades
+// The loss axis's range, in log10 units, from the current run's own losses (earlier runs are clipped to
+// it, not allowed to stretch it): the lowest positive loss to the highest, a margin of 4 % of the span
+// (0.05 to 0.5 decade) on each side, widened outward to a quarter decade, so that the chart is drawn
+// again only when the loss crosses one. At least one decade (a flat loss sits in its middle), at most
+// forty (a run that reached 1e-300 shows its top forty decades). Zero, negative and missing losses have
+// no place on a log axis: they are left out here and drawn as gaps.
+export function lossRange(values) {
+  const logs = values.filter((v) => isNum(v) && v > 0).map(Math.log10);
+  if (!logs.length) return [-4, 2];
+  let lo = Math.min(...logs);
+  let hi = Math.max(...logs);
+  if (hi - lo < 1) {
+    const mid = (lo + hi) / 2;
+    [lo, hi] = [mid - 0.5, mid + 0.5];
+  }
+  const margin = Math.min(0.5, Math.max(0.05, 0.04 * (hi - lo)));
+  lo = Math.floor((lo - margin) * 4) / 4;
+  hi = Math.ceil((hi + margin) * 4) / 4;
+  if (hi - lo > 40) lo = hi - 40;
   return [lo, hi];
 }
 

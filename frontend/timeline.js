@@ -23,6 +23,7 @@ export function renderTimeline(state) {
   dom.ganttTitle.textContent = groups.length
     ? tr("live.timeline.title", { step: pic.step, total: formatSeconds(total) }) : tr(untimed, { step: pic.step });
   const width = Math.max(320, Math.floor(state.width * 0.6));
+  dom.ganttSvg.style.display = groups.length ? "" : "none";  // nothing timed: no rows of nothing under it
   drawGantt(dom.ganttSvg, pic, groups, phase, width, total, drawer);
   renderBytes(dom.bytes, pic, groups, drawer);
 }

@@ -15,7 +15,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 server, browser, context = test_browser.server, test_browser.browser, test_browser.context  # the fixtures
 PARTS = (("picture", ".fl-picture"), ("loss", ".fl-chart >> nth=0"), ("params", ".fl-chart >> nth=1"))
-PRESENTER_ZOOM = {1080: 1.3, 720: 1.2}  # live.css: a short screen zooms less
+PRESENTER_ZOOM = {1080: 1.3, 720: 1.15}  # live.css: a short screen zooms less
+# the least plot height (plotly's drag area: the plot less its axes' margins) read from the back row
+PRESENTER_PLOT_PX = {1080: 200, 720: 180}
 
 
 def overflow(page) -> dict:
@@ -49,6 +51,12 @@ def test_presenter_mode_fits_the_first_screen_at_1920_and_1280(server, context):
         assert over["page"] <= 0 and over["svg"] <= 1, (width, height, over)
         # the picture is drawn narrower and zoomed: its text is bigger, and it still fills its box
         assert over["zoom"] == PRESENTER_ZOOM[height] and over["fill"] > 0.95, over
+        # both charts tall enough to read; on the short screen the page's heading gave them its room
+        plots = page.locator(".fl-plot .nsewdrag").evaluate_all(
+            "(ds) => ds.map((d) => d.getBoundingClientRect().height)"
+        )
+        assert len(plots) == 2 and min(plots) >= PRESENTER_PLOT_PX[height], (width, height, plots)
+        assert page.locator(".st-key-page_title").is_visible() == (height > 800)
         page.screenshot(path=str(ARTIFACTS / f"presenter-{width}x{height}.png"))
     page.get_by_role("button", name="Stop").click()
     wait_for(lambda: status(page).startswith("Stopped"), 15, interval=0.1, what="the run to stop")

@@ -51,3 +51,46 @@ def test_upload_a_csv_train_it_then_replay_a_recording(server, context):
     legend = page.locator(".fl-chart >> nth=0").inner_text()  # the chart's legend shortens a long label
     assert "Run 2 · DataParallel · virtual:3 · recorded" in legend, legend
     page.screenshot(path=str(test_browser.ARTIFACTS / "replay.png"))
+
+
+ONE_GPU = ROOT / "examples" / "h200-cuda0.fitrec"
+
+
+def test_a_one_gpu_replay_says_only_what_one_device_did(server, context):
+    """examples/h200-cuda0.fitrec (one H200): its footer, timeline and bytes at 1280x720 and 1400x900."""
+    replay = recording.read(str(ONE_GPU))
+    last_loss = replay.events[-1].final_loss  # 1.77 after 40 steps
+    page = test_browser.open_page(context, server + "/?pace=max")
+    sidebar = page.get_by_test_id("stSidebar")
+    choice = sidebar.locator(".st-key-replay_choice")
+    choice.scroll_into_view_if_needed()
+    choice.click()
+    page.get_by_role("option", name=ONE_GPU.name).click()
+    sidebar.get_by_role("button", name="Replay").click()
+    wait_for(lambda: status(page).startswith("Finished"), 60, interval=0.2, what="the replay to finish")
+    assert f"{replay.short_label} · epoch 20 / 20 · step 40 / 40" in status(page), status(page)
+    for width, height in ((1280, 720), (1400, 900)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(800)  # the picture redraws at its new width
+        svg = page.locator(".fl-svg")
+        # one device does the whole step: nothing gathered or reduced elsewhere, and its box shows the step
+        assert svg.locator("text").filter(has_text="★").all_text_contents() == [
+            "★ cuda:0",
+            "★ cuda:0 does the whole step: forward, loss, backward, step",
+        ]
+        assert "also does" not in svg.text_content()
+        chips = svg.locator(".fl-chip").evaluate_all("(cs) => cs.map((c) => c.getAttribute('data-chip'))")
+        assert chips == ["W, b", "loss 1.77", "∇W, ∇b", "step ✓"], chips
+        assert abs(float(chips[1].split()[1]) - last_loss) < 0.005, (chips, last_loss)
+        assert page.locator(".fl-phase-title").inner_text() == "Step 40 · loss 1.77"
+        # nothing was timed and nothing moved: said so, with no "0.0 µs" and no empty rows
+        timeline = page.locator(".fl-timeline")
+        assert timeline.locator(".fl-subtitle").first.inner_text() == (
+            "Timeline of step 40: one device runs the step as one piece, no phase is timed"
+        )
+        assert "µs" not in timeline.inner_text() and "measured" not in timeline.inner_text()
+        assert not page.locator(".fl-gantt-svg").is_visible()
+        assert "nothing moves between devices" in timeline.inner_text()
+        box = test_browser.inside(page, ".fl-picture")
+        assert box["inside"], (width, height, box)
+        page.screenshot(path=str(test_browser.ARTIFACTS / f"replay-one-gpu-{width}x{height}.png"))

@@ -1,6 +1,6 @@
 """The step picture legible from the back row: at 2, 3 and 8 devices and DDP on 3 ranks, in en and zh, at
-1280x720, in every phase of the walk, nothing overlaps, nothing is cut, no text is under 14 px (16 px in
-presenter mode), and every chip the 2-device picture draws is drawn.
+1280x720, in every phase of the walk, nothing overlaps, no text sits on an arrow, nothing is cut, no text is
+under 14 px (16 px in presenter mode), and every chip the 2-device picture draws is drawn.
 
 Cheap on purpose: frontend/preview.py's fake run (no Streamlit, no torch), one server, one browser and one
 page for every case; each case walks its held step with ▶ and measures each phase in the page. Screenshots
@@ -55,13 +55,32 @@ MEASURE = """() => {
     ...html.filter((e) => !e.children.length && parseFloat(getComputedStyle(e).fontSize) * zoomOf(e) < 13.95)
       .map((e) => `${e.className}: ${e.textContent.slice(0, 30)} ${getComputedStyle(e).fontSize}`)];
   const minPx = Math.min(...boxes.map((b) => b.px));
+  // text on an arrow: points 2 px apart along every arrow drawn now (the phase's own and the solid ones; an
+  // earlier phase's faint ones stay behind) that fall inside a text's box, less its ascent and descent (3 px
+  // each side), in the picture's own units; two or more points, not a graze
+  const svg = root.querySelector(".fl-svg");
+  const arrows = [...svg.querySelectorAll("path")].filter((p) =>
+    !p.closest("defs") && !p.classList.contains("fl-faint"));
+  const inks = texts.map((t) => {
+    const b = t.getBBox();
+    return { text: t.textContent, x0: b.x, x1: b.x + b.width, y0: b.y + 3, y1: b.y + b.height - 3 };
+  });
+  const onArrows = [];
+  for (const path of arrows) {
+    const length = path.getTotalLength();
+    const points = Array.from({ length: Math.floor(length / 2) + 1 }, (_, i) => path.getPointAtLength(i * 2));
+    for (const ink of inks) {
+      const inside = points.filter((p) => p.x > ink.x0 && p.x < ink.x1 && p.y > ink.y0 && p.y < ink.y1);
+      if (inside.length >= 2) onArrows.push(`${ink.text} on ${path.getAttribute("d")}`);
+    }
+  }
   // the chips and the ids line of each device box, in the boxes' order
   const devices = [...root.querySelectorAll(".fl-svg .fl-box")].map((g) => ({
     chips: [...g.querySelectorAll(".fl-chip")].map((c) => c.getAttribute("data-chip")),
     ids: [...g.querySelectorAll(".fl-ids")].map((c) => c.textContent).join(" "),
   }));
   const title = root.querySelector(".fl-phase-title").textContent;
-  return { overlaps, cut, small, minPx, devices, title };
+  return { overlaps, onArrows, cut, small, minPx, devices, title };
 }"""
 
 
@@ -130,6 +149,7 @@ def test_every_phase_legible_at_the_projector(page, preview, two_devices, scenar
     for i, m in enumerate(phases):
         where = (name, i, m["title"])
         assert m["overlaps"] == [], where
+        assert m["onArrows"] == [], where
         assert m["cut"] == [], where
         assert m["small"] == [] and m["minPx"] >= least - 0.05, (where, m["minPx"], m["small"])
     if scenario.startswith("ddp"):

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import {
-  divergenceStep, forLogAxis, lastStepOf, logDomain, mergeSeries, paramCaps, paramDomain, paramSeries,
+  divergenceStep, forLogAxis, lastStepOf, lossRange, mergeSeries, paramCaps, paramDomain, paramSeries,
   smoothLog, thin,
 } from "../series.js";
 
@@ -40,11 +40,35 @@ test("a log axis gets a gap for a zero, negative or missing loss", () => {
   assert.deepEqual(forLogAxis([[1, 2], [2, 0], [3, -1], [4, null]]), [[1, 2], [2, null], [3, null], [4, null]]);
 });
 
-test("the loss axis spans whole decades, at most forty", () => {
-  assert.deepEqual(logDomain([]), [-4, 2]);
-  assert.deepEqual(logDomain([158, 0.02]), [-2, 3]);
-  assert.deepEqual(logDomain([5, 5]), [0, 1]);
-  assert.deepEqual(logDomain([1e3, 1e-300]), [-37, 3]);
+// `python -m fitcore --epochs 400 --devices cpu`: the tutorial's losses at steps 1, 2, 50, 100, 200, 300, 400
+const CONVERGED = [158.06906127929688, 137.4885711669922, 0.5225189328193665, 0.0036835703067481518,
+  4.3158006945986926e-08, 1.5663914392990974e-12, 1.460094306744708e-12];
+
+test("the loss axis follows the loss: from its lowest to its highest, a small margin either side", () => {
+  // log10: 2.199 down to -11.836; a margin of 0.5 decade, out to the next quarter decade
+  assert.deepEqual(lossRange(CONVERGED), [-12.5, 2.75]);
+  // the same run at step 50 and at step 200: the axis goes down with it
+  assert.deepEqual(lossRange(CONVERGED.slice(0, 3)), [-0.5, 2.5]);
+  assert.deepEqual(lossRange(CONVERGED.slice(0, 5)), [-7.75, 2.75]);
+  // every loss inside, none closer than 0.05 decade to an edge
+  for (let n = 1; n <= CONVERGED.length; n++) {
+    const [lo, hi] = lossRange(CONVERGED.slice(0, n));
+    for (const v of CONVERGED.slice(0, n)) {
+      assert.ok(Math.log10(v) >= lo + 0.05 && Math.log10(v) <= hi - 0.05, `${n}: ${v} in [${lo}, ${hi}]`);
+    }
+  }
+  // the first step alone: a decade around it, not a speck at the top of six
+  assert.deepEqual(lossRange([158.06906127929688]), [1.5, 2.75]);
+  assert.deepEqual(lossRange([5, 5]), [0, 1.25]);
+  assert.deepEqual(lossRange([158, 0.02]), [-2, 2.5]);
+});
+
+test("the loss axis: zero, negative and missing losses are left out; at most forty decades", () => {
+  assert.deepEqual(lossRange([]), [-4, 2]);
+  assert.deepEqual(lossRange([0, -1, null, NaN, Infinity]), [-4, 2]);
+  assert.deepEqual(lossRange([0, -1, null, 3.2]), [-0.25, 1.25]);
+  assert.deepEqual(lossRange([0, 158.06906127929688, 1.460094306744708e-12]), [-12.5, 2.75]);
+  assert.deepEqual(lossRange([1e3, 1e-300]), [-36.5, 3.5]);
 });
 
 test("parameters: the range covers the references, the data within three spans, and pads 6 %", () => {
