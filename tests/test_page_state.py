@@ -396,3 +396,20 @@ def test_replay_waits_for_a_file_so_an_oversize_upload_is_told_once(page):
     assert at.button(key="replay").disabled and not at.error
     at.file_uploader(key="replay_upload").set_value(("run.fitrec", GOOD_RECORDING, "text/plain")).run()
     assert not at.button(key="replay").disabled
+
+
+def test_a_refused_replay_is_told_while_the_controls_hold_an_error(page):
+    """With a CSV the run cannot use (a config error shown), a refused recording's line was not shown at
+    all: the page showed the config error only, and Replay seemed to do nothing."""
+    at = page()
+    at.radio(key="data_source").set_value("csv").run()
+    at.file_uploader(key="csv_upload").set_value(("semicolons.csv", CSVS["semicolons"], "text/csv")).run()
+    config_errors = [e.value for e in at.error]
+    assert len(config_errors) == 1 and not config_errors[0].startswith("Recording")
+    at.selectbox(key="replay_choice").set_value("upload").run()
+    upload = ("forged.fitrec", RECORDINGS["forged-total"], "text/plain")
+    at.file_uploader(key="replay_upload").set_value(upload).run()
+    at.button(key="replay").click().run()
+    errors = [e.value for e in at.error]
+    assert errors[0] == config_errors[0] and len(errors) == 2
+    assert errors[1].startswith("Recording: got 'forged.fitrec'; allowed: ")
