@@ -31,7 +31,7 @@ def messages_ui(values: dict, config_error: str | None) -> None:
         error_ui(t("page.link_error", error=text))
     if config_error:
         error_ui(config_error)
-    elif ss.start_error:
+    if ss.start_error and ss.start_error != config_error:  # a refused replay, whatever the controls hold
         error_ui(ss.start_error)
 
 

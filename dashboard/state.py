@@ -9,7 +9,7 @@ import uuid
 import streamlit as st
 
 from fitcore import api, i18n, live
-from fitcore.config import FitConfig
+from fitcore.config import ConfigError, FitConfig
 from fitcore.devices import cuda_gpus
 from fitcore.events import Status
 from fitcore.pool import RunNotFound, RunPool, server_pool
@@ -121,6 +121,10 @@ def init_classroom() -> None:
     from dashboard.classroom import join_room  # the classroom module draws; this one only starts a session
 
     join_room(st.query_params.get("room"))
+    ask_read = "ask" in st.query_params and not any(e.field == "ask" for e in errors)
+    if ss.room and ask_read and not room.ask:  # a room asks: a link that says not to is refused, not overrun
+        refused = ConfigError("ask", st.query_params.get("ask"), i18n.t("classroom.link.room_asks"))
+        ss.url_errors.append(controls.error_text(refused))
 
 
 def pin_classroom(gpus: dict) -> None:

@@ -579,6 +579,45 @@ def test_bad_values_in_the_link_show_errors_not_a_traceback(page):
     assert at.button(key="start").disabled
 
 
+LINK = "The link had a bad value, so the default is used. "
+WORKERS_ALLOWED = "allowed: an integer from 1 to 8 (and at most the data size)"
+
+
+@pytest.mark.parametrize(
+    "query, errors, workers",
+    [
+        # DDP's control shows the link's count as given: validation refuses it, and Start waits
+        ({"strategy": "ddp", "workers": "-1"}, [f"Workers: got -1; {WORKERS_ALLOWED}"], -1),
+        ({"strategy": "ddp", "workers": "0", "hide": "workers"}, [f"Workers: got 0; {WORKERS_ALLOWED}"], 0),
+        # no control shows DataParallel's count: one that no run takes is refused, not kept out of sight
+        ({"workers": "-1"}, [f"{LINK}Workers: got '-1'; {WORKERS_ALLOWED}"], 2),
+        ({"strategy": "dataparallel", "workers": "9"}, [f"{LINK}Workers: got '9'; {WORKERS_ALLOWED}"], 2),
+        ({"strategy": "dataparallel", "workers": "3"}, [], 3),  # kept for a switch to DDP
+    ],
+)
+def test_a_links_worker_count_is_used_as_given_or_refused(page, query, errors, workers):
+    at = page(query)
+    assert [shown(e) for e in at.error] == errors
+    assert at.session_state["workers"] == workers and at.query_params["workers"] == str(workers)
+    assert at.button(key="start").disabled == (query.get("strategy") == "ddp")
+
+
+@pytest.mark.parametrize(
+    "raw, ask, errors",
+    [
+        ("yes", True, []),
+        ("no", False, []),
+        ("maybe", False, [LINK + "ask: got 'maybe'; allowed: 1 or 0 (or true/false, on/off, yes/no)"]),
+        ("", False, [LINK + "ask: got ''; allowed: 1 or 0 (or true/false, on/off, yes/no)"]),
+    ],
+)
+def test_a_links_ask_switch_is_used_as_given_or_refused(page, raw, ask, errors):
+    at = page({"ask": raw})
+    assert [shown(e) for e in at.error] == errors
+    assert at.toggle(key="ask").value is ask
+    assert at.query_params.get("ask") == ("1" if ask else None)  # the page's own spelling, or none when off
+
+
 # ---------------------------------------------------------------------------------------------------------
 # DistributedDataParallel.
 

@@ -64,6 +64,17 @@ def test_bad_classroom_parameters_show_one_error_each(page):
     assert "hide" not in at.query_params and "presenter" not in at.query_params
 
 
+def test_a_room_link_that_switches_questions_off_is_refused_not_overruled(page):
+    teacher = page(ASK)
+    teacher.button(key="room_open").click().run()
+    student = page({"ask": "0", "room": teacher.session_state["room"]})
+    assert [shown(e) for e in student.error] == [
+        "The link had a bad value, so the default is used. ask: got '0'; allowed: 1 with a room (a room's "
+        "pages ask each paused step's question), or no room"
+    ]
+    assert student.session_state["room"] == teacher.session_state["room"] and student.toggle(key="ask").value
+
+
 def test_the_builder_writes_the_whole_link(page):
     at = page()
     (builder,) = [e for e in at.sidebar.expander if e.proto.label == "Teacher's link"]

@@ -351,6 +351,17 @@ LINK_ROWS = [
                                        "at most the data size)"]),
     ({"epochs": "x" * 10_000}, {}, [f"epochs: got '{'x' * 71}… (10000 characters in all); allowed: an "
                                     "integer"]),
+    # workers: no control shows DataParallel's count, so one that no run takes is refused, not kept unseen
+    ({"workers": "-1"}, {},
+     ["workers: got '-1'; allowed: an integer from 1 to 8 (and at most the data size)"]),
+    ({"workers": "0", "strategy": "dataparallel"}, {"strategy": "dataparallel"},
+     ["workers: got '0'; allowed: an integer from 1 to 8 (and at most the data size)"]),
+    ({"workers": "3", "strategy": "dataparallel"}, {"workers": 3, "strategy": "dataparallel"}, []),
+    # ... DDP's control shows it, as given: validation refuses it there (test_app)
+    ({"workers": "-1", "strategy": "ddp"}, {"workers": -1, "strategy": "ddp"}, []),
+    ({"shuffle": "yes"}, {"shuffle": True}, []),
+    ({"shuffle": "maybe"}, {}, ["shuffle: got 'maybe'; allowed: true or false"]),
+    ({"shuffle": ""}, {}, ["shuffle: got ''; allowed: true or false"]),
 ]  # fmt: skip
 
 
@@ -358,6 +369,33 @@ LINK_ROWS = [
 def test_a_link_value_is_used_as_given_or_refused_with_one_short_line(params, values, lines):
     got, _, errors = controls.from_query(params)
     assert (got, [str(e) for e in errors]) == (values, lines)
+
+
+def test_processes_on_gpus_in_the_link_are_one_per_gpu_or_refused():
+    """The page runs one process per selected GPU: a link's other count is refused, not replaced."""
+    query = {"strategy": "ddp", "devices": "cuda:0,1"}
+    assert controls.from_query({**query, "workers": "2"}, GPUS)[0]["workers"] == 2
+    values, _, errors = controls.from_query({**query, "workers": "3"}, GPUS)
+    assert "workers" not in values and values["devices"] == "cuda:0,1"
+    assert [str(e) for e in errors] == [
+        "workers: got '3'; allowed: 2: one process per GPU in devices cuda:0,1"
+    ]
+    # the GPU control lists the GPUs in order: cuda:1,0 (DataParallel's outputs on GPU 1) is refused
+    values, _, errors = controls.from_query({"devices": "cuda:1,0"}, GPUS)
+    assert "devices" not in values and [str(e) for e in errors] == [
+        "devices: got 'cuda:1,0'; allowed: the GPUs in increasing order, as the page lists them (cuda:0,1)"
+    ]
+    # DataParallel does not use the count: the page keeps it for a switch to DDP
+    values, _, errors = controls.from_query({**query, "strategy": "dataparallel", "workers": "3"}, GPUS)
+    assert (values["workers"], errors) == (3, [])
+
+
+@pytest.mark.parametrize(
+    "raw, ask", [("yes", True), ("on", True), ("1", True), ("No", False), ("false", False), ("0", False)]
+)
+def test_a_classroom_switch_is_used_as_given(raw, ask):
+    room, errors = controls.classroom_from_query({"ask": raw, "presenter": raw})
+    assert (room.ask, room.presenter, errors) == (ask, ask, [])
 
 
 def test_a_control_both_hidden_and_locked_is_refused():
@@ -380,6 +418,8 @@ def test_a_control_both_hidden_and_locked_is_refused():
         ({"lock": "Batch size"}, "lock", "Batch size", "comma-separated control names from: weights, bias"),
         ({"presenter": "big"}, "presenter", "big", "1 or 0 (or true/false, on/off, yes/no)"),
         ({"ask": "2"}, "ask", "2", "1 or 0"),
+        ({"ask": ""}, "ask", "", "1 or 0"),  # empty is refused, not read as off
+        ({"presenter": "maybe"}, "presenter", "maybe", "1 or 0"),
     ],
 )
 def test_bad_classroom_parameters_name_the_parameter_the_value_and_what_is_allowed(

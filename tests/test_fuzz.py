@@ -22,22 +22,25 @@ import string
 from urllib.parse import urlencode
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from fitcore import api
+from fitcore import api, strategies
 from fitcore.cli import build_parser, config_from_args, main
-from fitcore.config import ConfigError, FitConfig, Limits, validate
+from fitcore.config import MAX_WORKERS, ConfigError, FitConfig, Limits, validate
 from fitcore.devices import GPU, parse_devices
 from fitcore.errors import ConfigError as BaseConfigError
 from fitcore.pool import CLASSROOM_LIMITS
 from fitcore.view.controls import (  # the link
     CONTROL_FIELDS,
     PACE_CHOICES,
+    classroom_from_query,
     config_values,
+    control_values,
     error_text,
     from_query,
     script_from_query,
+    widget_values,
 )
 from tests.test_api import ALICE, BOB, call, finished_pool, server
 
@@ -184,6 +187,76 @@ def test_any_link_gives_control_values_or_one_refusal_each(params, gpus):
         validate(FitConfig.from_mapping(controls), CLASSROOM_LIMITS, available=MEMORY, gpus=gpus)
     except ConfigError as exc:
         assert refusal_field(exc) in FIELDS
+
+
+# The run's settings that decide each other's meaning: the strategy, its devices and workers, and a switch.
+RUN_WORDS = [
+    "-1", "0", "1", "2", "3", "8", "9", "dataparallel", "ddp", "DDP", "cpu", "virtual:2", "virtual:3@cuda:0",
+    "cuda", "cuda:0", "cuda:0,1", "cuda:1,0", "yes", "no", "maybe", "", " true ",
+]  # fmt: skip
+
+
+@settings(max_examples=200)
+@given(
+    st.dictionaries(
+        st.sampled_from(["strategy", "devices", "workers", "shuffle"]),
+        st.one_of(st.sampled_from(RUN_WORDS), hostile_text()),
+        min_size=1,
+    ),
+    st.sampled_from(GPUS),
+)
+@example({"workers": "-1"}, [])  # what it found: kept out of sight where no control shows the count
+@example({"strategy": "ddp", "devices": "cuda:0,1", "workers": "3"}, GPUS[2])  # 2 processes, not 3
+@example({"devices": "cuda:1,0"}, GPUS[2])  # the page's GPU list would put GPU 0 first
+def test_a_links_run_settings_reach_the_run_as_given_or_are_refused(params, gpus):
+    values, _, errors = from_query(params, gpus)
+    refused = {refusal_field(exc) for exc in errors}
+    for name in params:
+        assert (name in values) != (name in refused), name
+    # the page's widgets hold the link's values and give them back to the run, unchanged
+    widgets = {"gpus": [], **widget_values(config_values(FitConfig()), gpus), **widget_values(values, gpus)}
+    run = control_values(widgets)
+    processes = strategies.strategy(run["strategy"]).processes
+    for name in set(values) & {"strategy", "shuffle"}:
+        assert run[name] == values[name], name
+    if "workers" in values:  # used by a strategy with processes; else held for a switch to one, in range
+        assert run["workers"] == values["workers"] if processes else 1 <= values["workers"] <= MAX_WORKERS
+    if "devices" in values:  # with processes, virtual:K is what fitcore reads it as: the workers on the CPU
+        same = values["devices"] if not (processes and values["devices"].startswith("virtual:")) else "cpu"
+        assert run["devices"] == same, (values, run["devices"])
+
+
+@settings(max_examples=150)
+@given(
+    st.dictionaries(
+        st.sampled_from(["hide", "lock", "presenter", "ask"]),
+        st.one_of(
+            st.sampled_from(RUN_WORDS + ["1", "on", "off", "seed", "seed,bias", "pace, preset"]),
+            hostile_text(),
+            st.lists(hostile_text(), min_size=1, max_size=2),
+        ),
+        min_size=1,
+    )
+)
+@example({"ask": ""})  # was read as off
+@example({"ask": "yes", "presenter": "No"})
+def test_a_teachers_link_is_used_as_given_or_refused(params):
+    room, errors = classroom_from_query(params)
+    refused = {refusal_field(exc) for exc in errors}
+    assert all(one_line(error_text(exc)) for exc in errors)
+    for name in ("presenter", "ask"):  # a switch is on or off exactly as written, else refused and off
+        if name in params and name not in refused:
+            text = str(params[name][0] if isinstance(params[name], list) else params[name]).strip().lower()
+            assert getattr(room, name) == (text in ("1", "true", "on", "yes"))
+            assert text in ("1", "true", "on", "yes", "0", "false", "off", "no"), text
+        elif name in refused:
+            assert getattr(room, name) is False
+    for name in ("hide", "lock"):
+        if name not in params or name in refused:
+            continue
+        raw = params[name][0] if isinstance(params[name], list) else params[name]
+        given_names = {n.strip().lower() for n in str(raw).split(",") if n.strip()}
+        assert set(getattr(room, name)) == given_names, (params, room)
 
 
 @settings(max_examples=100)

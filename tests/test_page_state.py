@@ -10,13 +10,21 @@ put the labels into words in the test's own language).
 
 from __future__ import annotations
 
+import collections
 import json
+import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
 
 from fitcore import i18n
 from fitcore.events import Status
@@ -40,6 +48,9 @@ CSVS = {"houses": (ROOT / "examples" / "houses.csv").read_bytes(), "semicolons":
 # DDP's presets spawn processes: the machine sets them and draws the page, but starts DataParallel runs only
 # (a DDP run through the page is tests/test_app.py's slow test)
 PRESETS = [p.name for p in controls.PRESETS]
+FIRED: collections.Counter = collections.Counter()  # what each rule did, over one test's sequences
+REACHED: collections.Counter = collections.Counter()  # the live states seen after a rule: paused, ...
+BEGINS = ("from a run", "from a paused run", "from a replay", "from nothing")  # how sequences begin, in turn
 
 
 def held_language(at) -> str:
@@ -80,7 +91,8 @@ class PageMachine(RuleBasedStateMachine):
 
     def __init__(self):
         super().__init__()
-        self.at = type(self).open_page()
+        self.at = type(self).open_page()  # the tutorial's 200 steps: 10 s at the default pace
+        self.replays: set[str] = set()  # the runs that are replays
 
     # --- what the page shows -----------------------------------------------------------------------------
 
@@ -104,70 +116,98 @@ class PageMachine(RuleBasedStateMachine):
         return True
 
     # --- the rules -----------------------------------------------------------------------------------------
+    # A button is pressed only while the page offers it (a browser cannot press a disabled one). The rules
+    # draw the same way whatever the page shows (a precondition on a run's state would depend on the clock,
+    # which Hypothesis reads as a flaky strategy); FIRED counts what each one did, and the test checks that
+    # the runs, pauses, steps and replays the rules are for did happen.
 
-    @rule()
-    def start(self):
-        if self.at.session_state["strategy"] == "dataparallel":
-            self.click("start")
-
-    @rule()
-    def pause(self):
-        self.click("pause")
-
-    @rule()
-    def resume(self):
-        self.click("resume")
-
-    @rule()
-    def step(self):
-        self.click("step")
-
-    @rule()
-    def stop(self):
-        self.click("stop")
-
-    @rule()
-    def reset(self):
-        self.click("reset")
-
-    @rule()
-    def language(self):
-        switch_language(self.at)
-
-    @rule(pace=st.sampled_from(controls.PACE_CHOICES))
-    def pace(self, pace):
+    @initialize(pace=st.sampled_from(["1", "5", "20", "lesson1", "max"]))
+    def begin(self, pace, begin: str | None = None):
+        """Three sequences in four start from a live run, a paused one or a replay at some pace (in turn,
+        not drawn: the draws are Hypothesis's to spend on the rules), so that the run's buttons have
+        something to act on: a rule's turn to start one comes too seldom."""
+        begin = begin or BEGINS[sum(FIRED[b] for b in BEGINS) % len(BEGINS)]
+        FIRED[begin] += 1
+        if begin == "from nothing":
+            return
         self.at.selectbox(key="pace").set_value(pace)
         browser_run(self.at)
+        if begin == "from a replay":
+            self.replay("example")
+        else:
+            assert self.press("start")
+        if begin == "from a paused run":
+            assert self.press("pause")
 
-    @rule(name=st.sampled_from(PRESETS))
-    def preset(self, name):
-        self.at.selectbox(key="preset").set_value(name)
+    def press(self, key: str) -> bool:
+        pressed = self.click(key)
+        FIRED[key if pressed else f"{key}: not offered"] += 1
+        return pressed
+
+    # Four rules, each drawing what it does: Hypothesis leaves some rules out of each sequence (swarm
+    # testing) and draws the first ones more often, so fifteen rules of their own left the run's buttons a
+    # few turns in 300 steps, where a run needs them together (Start, then Pause, Step, Resume, Stop, Reset).
+
+    @rule(key=st.sampled_from(["pause_or_resume", "step", "start", "stop", "reset"]))
+    def run_button(self, key):
+        if key == "start" and self.at.session_state["strategy"] != "dataparallel":
+            FIRED["start: ddp, not started"] += 1
+        elif key == "pause_or_resume":  # one place on the page: Pause, or Resume on a paused run
+            self.press("resume" if self.button("resume") is not None else "pause")
+        elif key == "step":  # Step is offered on a paused run: a running one is paused first
+            if self.enabled("pause"):
+                self.press("pause")
+            self.press("step")
+        else:
+            self.press(key)
+
+    @rule(
+        change=st.one_of(
+            st.tuples(st.just("language"), st.none()),
+            st.tuples(st.just("pace"), st.sampled_from(controls.PACE_CHOICES)),
+            st.tuples(st.just("preset"), st.sampled_from(PRESETS)),
+            st.tuples(st.just("devices"), st.integers(1, 8)),
+            st.tuples(st.just("strategy"), st.sampled_from(["dataparallel", "ddp"])),
+        )
+    )
+    def setting(self, change):
+        what, value = change
+        if what == "language":
+            switch_language(self.at)
+        elif what == "devices":
+            if self.at.session_state["strategy"] != "dataparallel":
+                return  # DDP draws no device slider
+            self.at.slider(key="virtual_devices").set_value(value)
+        else:
+            widget = {"pace": self.at.selectbox, "preset": self.at.selectbox, "strategy": self.at.radio}[what]
+            widget(key=what).set_value(value)
         browser_run(self.at)
+        FIRED[what] += 1
 
-    @rule(k=st.integers(1, 8))
-    def devices(self, k):
-        if self.at.session_state["strategy"] == "dataparallel":
-            self.at.slider(key="virtual_devices").set_value(k)
+    # a good recording as often as all the hostile ones together, so that Replay replays
+    @rule(
+        change=st.one_of(
+            st.tuples(st.just("replay"), st.sampled_from(["example", "good"])),
+            st.tuples(st.just("replay"), st.sampled_from(sorted(RECORDINGS))),
+            st.tuples(st.just("upload_csv"), st.sampled_from(sorted(CSVS))),
+            st.tuples(st.just("synthetic_data"), st.none()),
+        )
+    )
+    def data(self, change):
+        what, name = change
+        if what == "replay":
+            self.replay(name)
+        elif what == "upload_csv":
+            self.at.radio(key="data_source").set_value("csv")
             browser_run(self.at)
+            self.at.file_uploader(key="csv_upload").set_value((f"{name}.csv", CSVS[name], "text/csv"))
+            browser_run(self.at)
+            FIRED[what] += 1
+        else:
+            self.at.radio(key="data_source").set_value("synthetic")
+            browser_run(self.at)
+            FIRED[what] += 1
 
-    @rule(name=st.sampled_from(["dataparallel", "ddp"]))
-    def strategy(self, name):
-        self.at.radio(key="strategy").set_value(name)
-        browser_run(self.at)
-
-    @rule(name=st.sampled_from(sorted(CSVS)))
-    def upload_csv(self, name):
-        self.at.radio(key="data_source").set_value("csv")
-        browser_run(self.at)
-        self.at.file_uploader(key="csv_upload").set_value((f"{name}.csv", CSVS[name], "text/csv"))
-        browser_run(self.at)
-
-    @rule()
-    def synthetic_data(self):
-        self.at.radio(key="data_source").set_value("synthetic")
-        browser_run(self.at)
-
-    @rule(name=st.sampled_from(["example"] + sorted(RECORDINGS)))
     def replay(self, name):
         if name == "example":
             self.at.selectbox(key="replay_choice").set_value(EXAMPLE)
@@ -177,14 +217,32 @@ class PageMachine(RuleBasedStateMachine):
             upload = (f"{name}.fitrec", RECORDINGS[name], "text/plain")
             self.at.file_uploader(key="replay_upload").set_value(upload)
         browser_run(self.at)
-        if self.click("replay") and name not in ("example", "good"):  # refused with one line, nothing started
+        if self.enabled("stop"):  # Replay waits for the live run: stopped first, as a user would
+            self.press("stop")
+            test_app.wait_until_ended(self.at)
+        assert self.press("replay"), self.at.error  # a file chosen, no live run: Replay is offered
+        if name in ("example", "good"):
+            snap = self.snap()
+            assert snap is not None and snap.run_id == self.at.session_state["run_id"], self.at.error
+            self.replays.add(snap.run_id)
+            FIRED["replay: replaying"] += 1
+        else:  # refused with one line, nothing started
             assert len([e for e in self.at.error if e.value.startswith("Recording: got")]) == 1
+            FIRED["replay: refused"] += 1
 
     @rule()
     def poll(self):
+        time.sleep(0.05)  # the run moves on between two looks, as it does between the browser's polls
         browser_run(self.at)
+        FIRED["poll"] += 1
 
     # --- what must hold after every rule ------------------------------------------------------------------
+
+    @invariant()
+    def count_the_state(self):
+        snap = self.snap()
+        if snap is not None and snap.active:
+            REACHED["replaying" if snap.run_id in self.replays else snap.status.value] += 1
 
     @invariant()
     def no_traceback(self):
@@ -199,6 +257,9 @@ class PageMachine(RuleBasedStateMachine):
             return
         run = payload["run"]
         assert run["status"] in {s.value for s in Status} | {"ready"}
+        if run["status"] == "ready" and snap is not None:  # an ended run the controls moved on from
+            assert not snap.active and not snap.source_label, snap.status
+            return
         assert snap is None or (isinstance(snap.status, Status) and run["status"] == snap.status.value)
 
     @invariant()
@@ -227,10 +288,66 @@ class PageMachine(RuleBasedStateMachine):
 
 def test_no_sequence_of_actions_breaks_the_page(page):
     PageMachine.open_page = staticmethod(page)
+    FIRED.clear()
+    REACHED.clear()
+    # the runs move with the clock, so a sequence replayed is not the same sequence: no shrinking, a failing
+    # sequence is reported as it was found
     profile = settings(
-        max_examples=4, stateful_step_count=12, deadline=None, suppress_health_check=list(HealthCheck)
-    )
+        max_examples=20, stateful_step_count=10, deadline=None, derandomize=True, database=None,
+        phases=(Phase.explicit, Phase.generate), suppress_health_check=list(HealthCheck),
+    )  # fmt: skip
     run_state_machine_as_test(PageMachine, settings=profile)
+    print("rules fired:", dict(sorted(FIRED.items())), "states reached:", dict(sorted(REACHED.items())))
+    # the sequences were not cut short, and reached what the machine is for: live runs and replays, paused
+    # and running, whose buttons were pressed (a rule that stops doing anything fails here, or below)
+    # (the draws are fixed, the runs move with the clock: the bounds leave room for a slow machine)
+    assert sum(FIRED.values()) >= 150, FIRED
+    pressed = sum(FIRED[k] for k in ("start", "pause", "resume", "step", "stop", "reset", "replay"))
+    assert pressed >= 30, FIRED
+    for key in ("start", "pause", "stop", "reset", "replay: replaying", "replay: refused"):
+        assert FIRED[key] >= 1, (key, FIRED)
+    for state in ("running", "paused", "replaying"):
+        assert REACHED[state] >= 3, (state, REACHED)
+
+
+def test_the_machines_rules_each_do_what_they_are_for(page):
+    """The machine's rules in one fixed order: each reaches the state it is for, so that none can quietly
+    turn into a rule that does nothing (as Replay did, once it waited for a file the rule never gave)."""
+    PageMachine.open_page = staticmethod(page)
+    FIRED.clear()
+    REACHED.clear()
+    machine = PageMachine()
+    status = lambda: machine.snap().status.value  # noqa: E731
+    machine.begin("1", "from a run")
+    assert status() == "running"
+    machine.run_button("pause_or_resume")
+    assert status() == "paused"
+    machine.run_button("step")
+    machine.run_button("pause_or_resume")
+    assert status() == "running"
+    machine.run_button("stop")
+    test_app.wait_until_ended(machine.at)  # the run's thread stops between two steps
+    assert status() == "stopped"
+    machine.run_button("reset")
+    assert machine.snap() is None
+    machine.data(("replay", "good"))
+    assert status() == "running" and machine.snap().run_id in machine.replays
+    machine.run_button("stop")
+    test_app.wait_until_ended(machine.at)
+    machine.data(("replay", "forged-total"))
+    machine.data(("upload_csv", "houses"))
+    machine.data(("synthetic_data", None))
+    for change in (("language", None), ("pace", "max"), ("preset", PRESETS[1]), ("devices", 3)):
+        machine.setting(change)
+    machine.setting(("strategy", "ddp"))
+    machine.poll()
+    machine.teardown()
+    assert {k: FIRED[k] for k in FIRED if ":" not in k or k.startswith("replay:")} == {
+        "from a run": 1, "start": 1, "pause": 1, "step": 1, "resume": 1, "stop": 2, "reset": 1, "replay": 2,
+        "replay: replaying": 1, "replay: refused": 1, "upload_csv": 1, "synthetic_data": 1, "language": 1,
+        "pace": 1, "preset": 1, "devices": 1, "strategy": 1, "poll": 1,
+    }  # fmt: skip
+    assert not [k for k in FIRED if k.endswith("not offered")], FIRED
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -279,3 +396,20 @@ def test_replay_waits_for_a_file_so_an_oversize_upload_is_told_once(page):
     assert at.button(key="replay").disabled and not at.error
     at.file_uploader(key="replay_upload").set_value(("run.fitrec", GOOD_RECORDING, "text/plain")).run()
     assert not at.button(key="replay").disabled
+
+
+def test_a_refused_replay_is_told_while_the_controls_hold_an_error(page):
+    """With a CSV the run cannot use (a config error shown), a refused recording's line was not shown at
+    all: the page showed the config error only, and Replay seemed to do nothing."""
+    at = page()
+    at.radio(key="data_source").set_value("csv").run()
+    at.file_uploader(key="csv_upload").set_value(("semicolons.csv", CSVS["semicolons"], "text/csv")).run()
+    config_errors = [e.value for e in at.error]
+    assert len(config_errors) == 1 and not config_errors[0].startswith("Recording")
+    at.selectbox(key="replay_choice").set_value("upload").run()
+    upload = ("forged.fitrec", RECORDINGS["forged-total"], "text/plain")
+    at.file_uploader(key="replay_upload").set_value(upload).run()
+    at.button(key="replay").click().run()
+    errors = [e.value for e in at.error]
+    assert errors[0] == config_errors[0] and len(errors) == 2
+    assert errors[1].startswith("Recording: got 'forged.fitrec'; allowed: ")

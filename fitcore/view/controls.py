@@ -13,8 +13,19 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Mapping
 
 from fitcore import i18n, phases, strategies
-from fitcore.config import MAX_FEATURES, OPTIMIZERS, STRATEGIES, ConfigError, FitConfig, Limits, validate
+from fitcore.config import (
+    MAX_FEATURES,
+    MAX_WORKERS,
+    OPTIMIZERS,
+    STRATEGIES,
+    ConfigError,
+    FitConfig,
+    Limits,
+    integer_range,
+    validate,
+)
 from fitcore.devices import GPU, MAX_VIRTUAL, parse_devices
+from fitcore.errors import Text
 from fitcore.i18n import LANGUAGES, language, t
 
 # The settings the page has a control for, in the order the URL lists them.
@@ -388,7 +399,12 @@ def _check_url_value(name: str, raw: Any, value: Any, gpus: Any) -> Any:
     if name == "strategy" and value not in STRATEGIES:
         raise ConfigError(name, raw, t("view.or").join(STRATEGIES))
     if name == "devices":
-        return parse_devices(value, gpus).spec
+        plan = parse_devices(value, gpus)
+        if list(plan.device_ids) != sorted(plan.device_ids) and plan.kind == "cuda":
+            # the GPU control lists them in order: cuda:1,0 (DataParallel's outputs on GPU 1) would become 0,1
+            in_order = "cuda:" + ",".join(map(str, sorted(plan.device_ids)))
+            raise ConfigError(name, raw, t("view.allowed.gpu_order", spec=in_order))
+        return plan.spec
     return value
 
 
@@ -406,14 +422,32 @@ def _int_bounds(name: str, value: int) -> str:
     return t("view.allowed.integer", low=-MAX_WIDGET_INT, high=MAX_WIDGET_INT)
 
 
-def _check_cpu_devices(values: dict[str, Any], raw: Any) -> None:
-    """`cpu` is the devices of a strategy with processes; for the others the page offers virtual:K or cuda."""
+def _check_cpu_devices(values: dict[str, Any], raw: Any, gpus: Any) -> None:
+    """`cpu` is the devices of a strategy with processes; for the others the page offers virtual:K or cuda.
+    (A strategy with processes reads virtual:K as `cpu`, its workers on the CPU, as fitcore does.)"""
     processes = strategies.strategy(values.get("strategy", FitConfig.strategy)).processes
     if values.get("devices") == "cpu" and not processes:
         del values["devices"]
         with_cpu = t("view.or").join(s.name for s in strategies.STRATEGIES.values() if s.processes)
         allowed = t("view.allowed.devices", most=MAX_VIRTUAL, strategies=with_cpu)
         raise ConfigError("devices", raw, allowed)
+
+
+def _check_workers(values: dict[str, Any], raw: Any, gpus: Any) -> None:
+    """Workers the page uses as given: where no control shows the count (a strategy without processes) one
+    that no run takes is refused here, and processes on GPUs are one per GPU, not the link's count."""
+    if "workers" not in values:
+        return
+    workers = values["workers"]
+    if not strategies.strategy(values.get("strategy", FitConfig.strategy)).processes:
+        if not 1 <= workers <= MAX_WORKERS:
+            del values["workers"]
+            raise ConfigError("workers", raw, integer_range(1, MAX_WORKERS, "config.why.workers"))
+        return
+    plan = parse_devices(values.get("devices", FitConfig.devices), gpus)
+    if plan.kind == "cuda" and workers != len(plan.device_ids):
+        del values["workers"]
+        raise ConfigError("workers", raw, Text("config.workers_gpus", n=len(plan.device_ids), spec=plan.spec))
 
 
 def link_params(all_values: Mapping[str, list[str]]) -> dict[str, Any]:
@@ -455,10 +489,11 @@ def from_query(
             errors.append(exc)
             continue
         values[name] = value
-    try:
-        _check_cpu_devices(values, raws.get("devices"))
-    except ConfigError as exc:
-        errors.append(exc)
+    for check, name in ((_check_cpu_devices, "devices"), (_check_workers, "workers")):
+        try:
+            check(values, raws.get(name), gpus)
+        except ConfigError as exc:
+            errors.append(exc)
     pace = None
     try:
         if "pace" in params:
@@ -486,7 +521,7 @@ def from_query(
 # What ?hide= and ?lock= name: the controlled fields, the pace and the preset menu (which would change them).
 CLASSROOM_NAMES = CONTROL_FIELDS + ("pace", "preset")
 CLASSROOM_PARAMS = ("hide", "lock", "presenter", "ask")  # the link's parameters of the classroom
-_ON, _OFF = ("1", "true", "on", "yes"), ("0", "false", "off", "no", "")
+_ON, _OFF = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
 
 
 @dataclass(frozen=True)
@@ -531,6 +566,7 @@ def _names(param: str, raw: Any) -> tuple[str, ...]:
 
 
 def _switch(param: str, raw: Any) -> bool:
+    """A mode switched on or off, as given: an empty value is refused, not read as off."""
     text = str(raw).strip().lower()
     if text not in _ON + _OFF:
         raise ConfigError(param, raw, i18n.t("classroom.link.switch"))
