@@ -69,14 +69,17 @@ class App:
 
 
 @contextmanager
-def streamlit_app(log: Path, env: dict[str, str] | None = None, timeout: float = 120.0) -> Iterator[App]:
-    """`streamlit run app.py` on a free loopback port, its output in `log`, `env` added to this process's.
+def streamlit_app(
+    log: Path, env: dict[str, str] | None = None, timeout: float = 120.0, port: int | None = None
+) -> Iterator[App]:
+    """`streamlit run app.py` on a free loopback port (or `port`: a server restarted where it was), its
+    output in `log`, `env` added to this process's.
 
     Yields once the server is healthy; terminates it (kills it after 10 s) on the way out. Raises
     RuntimeError if it exits first and TimeoutError if it is not healthy within `timeout` s, both with the
     end of its log.
     """
-    port = free_port()
+    port = port or free_port()
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
     command += ["--server.address", "127.0.0.1", "--server.headless", "true"]
     command += ["--server.fileWatcherType", "none"]

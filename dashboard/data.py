@@ -37,7 +37,8 @@ def data_source_ui() -> bool:
     if upload is not None and upload.file_id != ss.get("csv_file_id"):
         csv_chosen(upload.name, upload.getvalue(), upload.file_id)
     elif upload is None and ss.get("csv_file_id") not in (None, "example"):
-        ss.csv_path = ss.csv_file_id = None  # the upload was removed
+        datasource.csvdata.forget(ss.csv_path)  # the upload was removed
+        ss.csv_path = ss.csv_file_id = None
     st.button(t("data.example.button"), key="csv_example", on_click=csv_example)
     if ss.get("csv_path"):
         csv_columns_ui()
@@ -49,8 +50,11 @@ def data_source_ui() -> bool:
 def csv_chosen(name: str, data: bytes, file_id: str) -> None:
     """Keep a new file as this browser's latest upload; its columns are chosen afresh."""
     ss = st.session_state
+    replaced = ss.get("csv_path")
     ss.csv_path = str(datasource.save_upload(server_store(), ss.owner, name, data))
     ss.csv_file_id, ss.csv_preview = file_id, None
+    if replaced and replaced != ss.csv_path:  # its table goes now, not once two more files are read
+        datasource.csvdata.forget(replaced)
     for key in ("csv_target", "csv_features"):
         ss.pop(key, None)
 
@@ -175,7 +179,7 @@ def replay_file() -> tuple[str, str]:
 
 def start_replay() -> None:
     ss = st.session_state
-    ss.start_error, ss.url_errors = None, []
+    ss.start_error, ss.url_errors, ss.run_gone = None, [], False
     try:
         path, name = replay_file()
         recording = datasource.read_recording(path, name)

@@ -9,7 +9,7 @@ import streamlit as st
 
 from dashboard.classroom import await_step, obey
 from dashboard.data import run_config, submit_run
-from dashboard.state import archive_current, control_values, get_pool
+from dashboard.state import archive_current, control_values, get_pool, run_dropped
 from fitcore.config import ConfigError
 from fitcore.events import Status
 from fitcore.i18n import t
@@ -27,6 +27,8 @@ def error_ui(text: str) -> None:
 
 def messages_ui(values: dict, config_error: str | None) -> None:
     ss = st.session_state
+    if ss.run_gone:  # once, above the buttons, until Start or Replay runs something again
+        st.warning(t("page.run_gone"))
     for text in ss.url_errors:
         error_ui(t("page.link_error", error=text))
     if config_error:
@@ -84,7 +86,7 @@ def run_controls_ui(gpus: dict, can_start: bool) -> None:
 def start_run(gpus: dict) -> None:
     ss = st.session_state
     pool = get_pool()
-    ss.start_error, ss.url_errors = None, []
+    ss.start_error, ss.url_errors, ss.run_gone = None, [], False
     try:
         cfg = run_config(control_values(), gpus)
         snap = submit_run(cfg)
@@ -103,7 +105,7 @@ def _on_run(action: str) -> None:
     try:
         getattr(get_pool(), action)(ss.owner, ss.run_id)
     except RunNotFound:
-        ss.run_id = None  # already dropped by the pool; the page keeps what it last read
+        run_dropped()  # already dropped by the pool: shown stopped, saying why, not as running or Ready
     if action == "step_once" and ss.ask:
         await_step()
 

@@ -67,6 +67,7 @@ def init_session(gpus: dict) -> None:
     ss.snap = None  # the last snapshot read: kept when the run ends or the pool drops it
     ss.past = []  # (label, loss history) of this session's earlier runs
     ss.start_error = None
+    ss.run_gone = run_gone(ss.owner)
     apply_values(controls.defaults(), gpus)
     ss.device_mode = "virtual"  # "virtual": on the CPU (emulated devices, or CPU processes); "cuda"
     ss.pace = controls.DEFAULT_PACE
@@ -90,6 +91,19 @@ def init_session(gpus: dict) -> None:
     ss.url_errors = [controls.error_text(e) for e in errors]
     init_script(gpus)
     init_classroom()
+
+
+def run_gone(owner: str) -> bool:
+    """Did this browser's live view show a run live that the server no longer has (it restarted, or
+    dropped the run while no page read it)? Asked once, as the session starts: its page says so once."""
+    run_id = api.live_run_of(st.context.cookies)
+    if run_id is None:
+        return False
+    try:
+        get_pool().snapshot(owner, run_id)
+    except RunNotFound:
+        return True
+    return False
 
 
 def link_params() -> dict:
@@ -183,13 +197,22 @@ def refresh_snapshot() -> Snapshot | None:
     try:
         ss.snap = get_pool().snapshot(ss.owner, ss.run_id)
     except RunNotFound:
-        ss.run_id = None
-        if ss.snap is not None and ss.snap.active:
-            # status.message_text reads it
-            message = "the server dropped this run: the page did not read it, or the server restarted; " \
-                "Start runs the same settings again"
-            ss.snap = dataclasses.replace(ss.snap, status=Status.STOPPED, message=message)
+        run_dropped()
     return ss.snap
+
+
+def run_dropped() -> None:
+    """The pool no longer has the current run: the page keeps what it last read, and an active run is
+    shown stopped, saying why, with Start offered and Pause and Stop gone."""
+    ss = st.session_state
+    ss.run_id = None
+    if ss.snap is not None and ss.snap.active:
+        # status.message_text reads it
+        message = (
+            "the server dropped this run: the page did not read it, or the server restarted; "
+            "Start runs the same settings again"
+        )
+        ss.snap = dataclasses.replace(ss.snap, status=Status.STOPPED, message=message)
 
 
 def archive_current() -> None:

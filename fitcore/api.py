@@ -30,6 +30,9 @@ from fitcore.pool import RunNotFound, RunPool, server_pool
 from fitcore.rooms import CODE_PATTERN, QUESTION_PATTERN, RoomNotFound, Rooms, server_rooms
 
 OWNER_COOKIE = "fitcore_owner"
+# the run this browser's live view showed live last (frontend/mount.js keeps it while the run is active): a
+# page whose server no longer has that run (it restarted) says so once, where it would otherwise show Ready
+LIVE_RUN_COOKIE = "fitcore_run"
 OWNER_PATTERN = re.compile(r"[0-9a-f]{32}")  # what the page makes: uuid4().hex
 RUN_PATTERN = re.compile(r"run-[0-9]{1,12}")
 MAX_SINCE = 10**12
@@ -49,6 +52,12 @@ def owner_of(cookies: dict) -> str | None:
     """The owner id in the cookies, or None where it is missing or not one the page could have made."""
     owner = cookies.get(OWNER_COOKIE)
     return owner if isinstance(owner, str) and OWNER_PATTERN.fullmatch(owner) else None
+
+
+def live_run_of(cookies: dict) -> str | None:
+    """The run id the live view last showed live, or None where the cookie is missing or not a run id."""
+    run = cookies.get(LIVE_RUN_COOKIE)
+    return run if isinstance(run, str) and RUN_PATTERN.fullmatch(run) else None
 
 
 def _error(status: int, field: str, value: str, allowed: str) -> JSONResponse:

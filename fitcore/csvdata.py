@@ -6,19 +6,24 @@ reference. `resolve` reads the file once at validation and fills in the config (
 `arrays` reads it again wherever the data is needed, and refuses a file that has changed since.
 
 Bounds, checked before the rows are parsed: at most MAX_BYTES bytes (64 MiB, also the page's upload limit
-in .streamlit/config.toml), MAX_COLUMNS columns (256)
-and MAX_ROWS data rows (1,000,000). Parsing keeps at most MAX_ROWS x 17 float64
-numbers (136 MB at 16 features), then the run holds the float32 copy fitcore.config.estimate_bytes counts.
+in .streamlit/config.toml), MAX_COLUMNS columns (256) and MAX_ROWS data rows (1,000,000). Only the target and
+the feature columns are parsed, once the header has named them: at most MAX_ROWS x 17 float64 numbers
+(136 MB at 16 features), whatever the other columns; then the run holds the float32 copy
+fitcore.config.estimate_bytes counts. `load` keeps the tables of the last CACHED_TABLES files read, and
+`forget` drops a replaced upload's at once.
 """
 
 from __future__ import annotations
 
 import csv
-import functools
 import hashlib
 import io
+import itertools
 import math
 import os
+import re
+import threading
+from collections import OrderedDict
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -81,7 +86,10 @@ def _read_bytes(path: str) -> bytes:
     if size > MAX_BYTES:
         raise _refuse(path, Text("csv.too_big", most=MAX_BYTES, size=size))
     with open(path, "rb") as f:
-        return f.read(MAX_BYTES + 1)
+        raw = f.read(size + 1)  # not read(MAX_BYTES + 1), which allocates 64 MiB for any file
+        if len(raw) > size:  # it grew after the size was read: enough more to know whether it is too big
+            raw += f.read(MAX_BYTES + 1 - len(raw))
+        return raw
 
 
 def _text(path: str, raw: bytes) -> str:
@@ -108,8 +116,14 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def _lines(text: str):
+    """The file's lines that are not empty, one at a time (splitlines would make a list of the whole file);
+    the first is the header's."""
+    return (m.group() for m in re.finditer(r"[^\r\n]+", text))
+
+
 def _header(path: str, text: str) -> list[str]:
-    first = text.lstrip("\r\n").splitlines()[0]
+    first = next(_lines(text))
     names = [n.strip() for n in next(csv.reader([first]))]
     if len(names) < 2:
         other = next((sep for sep in ";\t|" if sep in first), None)  # ; where , is the decimal mark
@@ -129,29 +143,35 @@ def _header(path: str, text: str) -> list[str]:
     return names
 
 
-def _cells(path: str, text: str, names: list[str]) -> np.ndarray:
-    """Every data row as float64, (N, columns); refuse the first cell that is not a finite number.
+def _cells(path: str, raw: bytes, text: str, names: list[str], used: list[str]) -> np.ndarray:
+    """The data rows of the `used` columns as float64, (N, len(used)) in `used`'s order; refuse the first
+    cell of them that is not a finite number.
 
-    The C parser reads a good file straight into float64; only a file it refuses is read again as text,
-    to name the line and the column of the first bad cell.
+    Only the used columns are parsed (pandas' usecols): a file of 256 columns of which a run uses 17 costs
+    the 17. The C parser reads a good file straight into float64 from its bytes (a StringIO of the text
+    would hold 4 bytes a character); only a file it refuses is read again as text, to name the line and the
+    column of the first bad cell.
     """
     import pandas as pd
 
-    options = dict(header=0, names=names, skip_blank_lines=True, nrows=MAX_ROWS + 1, skipinitialspace=True)
+    options = dict(
+        header=0, names=names, usecols=used, skip_blank_lines=True, nrows=MAX_ROWS + 1, skipinitialspace=True,
+        encoding="utf-8-sig",
+    )  # fmt: skip
     try:
-        frame = pd.read_csv(io.StringIO(text), dtype=np.float64, keep_default_na=False, **options)
-        cells = frame.to_numpy(dtype=np.float64)
+        frame = pd.read_csv(io.BytesIO(raw), dtype=np.float64, keep_default_na=False, **options)
+        cells = frame[used].to_numpy(dtype=np.float64)
     except (pd.errors.ParserError, ValueError, TypeError):
         cells = None
     if cells is None or not np.isfinite(cells).all():
         try:
-            frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, **options)
+            frame = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False, **options)
         except (pd.errors.ParserError, ValueError) as exc:
             detail = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
             raise _refuse(
                 path, Text("csv.ragged", detail=detail)
             ) from None
-        _first_bad_cell(path, text, frame, names)
+        _first_bad_cell(path, text, frame, [n for n in names if n in used])
     if len(cells) > MAX_ROWS:
         raise _refuse(path, Text("csv.too_many_rows", most=MAX_ROWS))
     if len(cells) == 0:
@@ -159,6 +179,50 @@ def _cells(path: str, text: str, names: list[str]) -> np.ndarray:
     if len(cells) == 1:  # no split and no line to fit: the file is what is wrong, not the devices
         raise _refuse(path, Text("csv.one_row"))
     return cells
+
+
+BLOCK_BYTES = 2**20  # the line check counts cells in blocks of about this many bytes
+
+
+def _check_lines(path: str, raw: bytes, columns: int) -> None:
+    """Refuse the first line (blank lines aside) that has not `columns` cells.
+
+    The parse reads only the used columns, and pandas does not count the cells of the others: the commas of
+    each line are counted here instead, from the file's bytes a block at a time (a few MiB of counts, however
+    big the file). A file with quotes (a comma may sit inside a cell) or without \\n line ends is read by
+    the csv module.
+    """
+    if b'"' in raw or b"\n" not in raw:
+        reader = csv.reader(io.StringIO(raw.decode("utf-8-sig")))
+        try:
+            for row in reader:
+                if any(c.strip() for c in row) and len(row) != columns:
+                    _refuse_line(path, reader.line_num, len(row), columns)
+        except csv.Error as exc:
+            raise _refuse(path, Text("csv.ragged", detail=f"line {reader.line_num}: {exc}")) from None
+        return
+    line, start = 0, 0
+    while start < len(raw):
+        end = raw.find(b"\n", start + BLOCK_BYTES)
+        end = len(raw) if end < 0 else end + 1
+        block = np.frombuffer(raw, np.uint8, count=end - start, offset=start)
+        ends = np.flatnonzero(block == 10)
+        if ends.size == 0 or ends[-1] != block.size - 1:
+            ends = np.append(ends, block.size - 1)  # the file's last line, without a line end
+        bounds = np.concatenate(([0], ends + 1))  # each line is block[bounds[i]:bounds[i + 1]]
+        commas = np.concatenate(([0], np.cumsum(block == ord(","), dtype=np.int32)))[bounds]
+        solid = np.concatenate(([0], np.cumsum(block > ord(" "), dtype=np.int32)))[bounds]
+        cells = np.diff(commas) + 1
+        bad = np.flatnonzero((np.diff(solid) > 0) & (cells != columns))
+        if bad.size:
+            _refuse_line(path, line + int(bad[0]) + 1, int(cells[bad[0]]), columns)
+        line += ends.size
+        start = end
+
+
+def _refuse_line(path: str, line: int, found: int, columns: int) -> None:
+    detail = Text("csv.ragged_line", line=line, found=found, columns=columns)
+    raise _refuse(path, Text("csv.ragged", detail=detail))
 
 
 def _first_bad_cell(path: str, text: str, frame: Any, names: list[str]) -> None:
@@ -222,9 +286,10 @@ def _table(path: str, raw: bytes, target: str, features: tuple[str, ...]) -> Tab
     text = _text(path, raw)
     names = _header(path, text)
     target, chosen = _columns(path, names, target, features)
-    cells = _cells(path, text, names)
-    X = cells[:, [names.index(n) for n in chosen]]  # (N, d)
-    y = cells[:, names.index(target)]  # (N,)
+    _check_lines(path, raw, len(names))
+    cells = _cells(path, raw, text, names, [*chosen, target])  # (N, d + 1): the features, then the target
+    X = np.ascontiguousarray(cells[:, : len(chosen)])  # (N, d)
+    y = np.ascontiguousarray(cells[:, len(chosen)])  # (N,)
     return Table(X, y, chosen, target, hashlib.sha256(raw).hexdigest())
 
 
@@ -240,23 +305,46 @@ def preview(path: str, rows: int = PREVIEW_ROWS) -> tuple[tuple[str, ...], list[
     path = str(path)
     text = _text(path, _read_bytes(path))
     names = _header(path, text)
-    lines = [line for line in text.lstrip("\r\n").splitlines()[1:] if line.strip()][:rows]
+    lines = list(itertools.islice((line for line in _lines(text) if line.strip()), 1, rows + 1))
     return tuple(names), [[c.strip() for c in cells] for cells in csv.reader(lines)]
 
 
-@functools.lru_cache(maxsize=2)
-def _cached(path: str, target: str, features: tuple[str, ...], stamp: tuple[int, int]) -> Table:
-    """read_table, kept for the file as it was at `stamp` (size, mtime): validation and training share it."""
-    return read_table(path, target, features)
+CACHED_TABLES = 2  # tables kept by load: the file in use and the one before it (validation and training)
+_tables: OrderedDict[tuple, Table] = OrderedDict()  # by (path, target, features, (size, mtime)), oldest first
+_tables_lock = threading.Lock()
 
 
 def load(path: str, target: str, features: tuple[str, ...] = ()) -> Table:
-    """read_table, read once per version of the file in this process."""
+    """read_table, read once per version of the file in this process (validation and training share it)."""
     try:
         st = os.stat(path)
     except OSError as exc:
         raise _refuse(path, Text("csv.readable", why=exc.strerror or exc)) from None
-    return _cached(str(path), target, tuple(features), (st.st_size, st.st_mtime_ns))
+    key = (str(path), target, tuple(features), (st.st_size, st.st_mtime_ns))
+    with _tables_lock:
+        if key in _tables:
+            _tables.move_to_end(key)
+            return _tables[key]
+    table = read_table(path, target, features)  # outside the lock: another file is read meanwhile
+    with _tables_lock:
+        _tables[key] = table
+        while len(_tables) > CACHED_TABLES:
+            _tables.popitem(last=False)
+    return table
+
+
+def forget(path: str) -> None:
+    """Drop the tables kept for `path` (an upload replaced by another): their arrays are freed once no run
+    holds them, not when two more files have been read."""
+    with _tables_lock:
+        for key in [k for k in _tables if k[0] == str(path)]:
+            del _tables[key]
+
+
+def cached_paths() -> list[str]:
+    """The files whose tables load keeps, oldest first."""
+    with _tables_lock:
+        return [k[0] for k in _tables]
 
 
 # ---------------------------------------------------------------------------------------------------------

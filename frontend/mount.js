@@ -72,6 +72,20 @@ function keepOwner(owner) {
   document.cookie = `fitcore_owner=${owner}; path=/; max-age=${30 * 24 * 3600}; SameSite=Strict`;
 }
 
+// The run this page shows live, in a cookie of this browser session, sent with the page's websocket: a page
+// whose server no longer has the run (it restarted) says so once (dashboard/state.py's run_gone), where it
+// would otherwise show Ready as if nothing had run. Kept while the run is active, also once the server
+// stopped answering for it; cleared once the page shows a run that ended, another one, or none.
+function keepLiveRun(run) {
+  const live = run && run.active && /^run-[0-9]{1,12}$/.test(run.id) ? run.id : null;
+  const held = document.cookie.split("; ").find((c) => c.startsWith("fitcore_run="));
+  if (live && held !== `fitcore_run=${live}`) {
+    document.cookie = `fitcore_run=${live}; path=/; SameSite=Strict`;
+  } else if (!live && held) {
+    document.cookie = "fitcore_run=; path=/; max-age=0; SameSite=Strict";
+  }
+}
+
 // A closing (or reloading) page says so, and the server frees its run a few seconds later unless a page
 // reads it again: a reload does at once, a closed tab never will.
 function sayGoodbye(state) {
@@ -83,6 +97,7 @@ function dispose(state) {
   if (state.disposed) return;
   state.disposed = true;
   stopPolling(state);
+  clearTimeout(state.poll.goneTimer);
   clearInterval(state.connTimer);
   window.removeEventListener("pagehide", state.onPageHide);
   if (state.raf) cancelAnimationFrame(state.raf);
@@ -225,6 +240,7 @@ function renderStatus(state) {
   dom.statusText.textContent = run ? run.status_line || status : tr("live.status.no_run");
   const fraction = run && run.total_steps ? Math.min(1, (run.step || 0) / run.total_steps) : 0;
   dom.progressFill.style.width = `${(fraction * 100).toFixed(2)}%`;
+  keepLiveRun(run);
   renderConnection(state);
 }
 

@@ -176,9 +176,20 @@ function onGone(state) {
   state.poll.gone = true;
   stopPolling(state);
   state.redraw();
-  // the server no longer has the run (it restarted, or freed it): the script reruns once, so that the
-  // page says so in its status line and offers Start, with Pause and Stop gone
-  if (state.setTriggerValue && state.run) state.setTriggerValue("status", "gone");
+  askRerun(state);
+}
+
+// The server no longer has the run (it restarted, or freed it): the script reruns once, so that the page
+// says so and offers Start, with Pause and Stop gone. A server that restarted answers this poll before the
+// page's websocket is back, and a request sent then is lost: it is asked again every GONE_RETRY_MS until a
+// rerun brings the page new data (acceptMountData clears `gone`).
+export const GONE_RETRY_MS = 2000;
+
+function askRerun(state) {
+  clearTimeout(state.poll.goneTimer);
+  if (!state.poll.gone || state.disposed || !state.setTriggerValue || !state.run) return;
+  state.setTriggerValue("status", "gone");
+  state.poll.goneTimer = setTimeout(() => askRerun(state), GONE_RETRY_MS);
 }
 
 function applyLivePayload(state, payload) {

@@ -448,6 +448,41 @@ def test_a_dropped_run_keeps_what_the_page_last_read(page):
     assert line.startswith("Stopped · ") and "the server dropped this run" in line
 
 
+def test_pause_on_a_run_the_server_dropped_says_so_and_offers_start(page):
+    """Pause pressed on a page that still showed the run live: the pool had dropped it, and the page
+    showed it running on, Pause and Stop enabled, with nothing said."""
+    at = page({"pace": "1"})
+    at.button(key="start").click().run()
+    pool, owner = _pool(at)
+    pool.forget(owner, at.session_state["run_id"])  # the page has not rerun since
+    assert not at.button(key="pause").disabled
+    at.button(key="pause").click().run()
+    assert not at.exception and at.session_state["run_id"] is None
+    line = status_text(at)
+    assert line.startswith("Stopped · step ") and "the server dropped this run" in line
+    assert [at.button(key=k).disabled for k in ("start", "pause", "stop")] == [False, True, True]
+
+
+def test_a_page_whose_run_the_server_no_longer_has_says_so_once(page, monkeypatch):
+    """A restarted server: the browser's live view had run-7 live (its cookie), the new server has no run.
+    The page says so once, offers Start with the link's settings, and Pause and Stop do nothing."""
+    from fitcore import api
+
+    monkeypatch.setattr(api, "live_run_of", lambda cookies: "run-7")
+    at = page({"epochs": "10000", "pace": "20"})
+    gone = "The server no longer has the run this page was showing: it restarted, or dropped the run"
+    assert [w.value[: len(gone)] for w in at.warning] == [gone] and not at.error
+    assert status_text(at) == "Ready · step 0 / 10000 · press Start training"
+    assert [at.button(key=k).disabled for k in ("start", "pause", "stop")] == [False, True, True]
+    at.run()
+    assert len(at.warning) == 1  # said once, not once more per rerun
+    at.button(key="start").click().run()
+    assert not at.warning and live_view(at)["payload"]["run"]["status"] in ("queued", "running")
+    pool, owner = _pool(at)
+    assert pool.snapshot(owner, at.session_state["run_id"]).config.epochs == 10000
+    at.button(key="stop").click().run()
+
+
 PRESET_VALUES = {
     "The tutorial": dict(
         weights=(5.2, 9.6), bias=3.4, noise=0.0, data_size=200, batch_size=200, epochs=200, lr=0.5,

@@ -197,3 +197,17 @@ def test_a_ddp_replay_shows_ddps_title_and_no_lesson_of_the_sidebars_preset(page
     at.button(key="stop").click().run()
     at = wait_for_run(at, lambda s: not s.active)
     assert [c.value for c in at.caption if c.value.startswith("Shown: the recording's own settings")]
+
+
+def test_a_replaced_upload_lets_its_table_go(page, tmp_path):
+    from fitcore import csvdata
+
+    at = upload_csv(page(), "houses.csv", HOUSES.read_bytes())
+    first = at.session_state["csv_path"]
+    assert first in csvdata.cached_paths()  # read for the run's config
+    other = HOUSES.read_text().replace("\n1", "\n2", 1).encode()  # another file: one area changed
+    at.file_uploader(key="csv_upload").set_value(("houses2.csv", other, "text/csv")).run()
+    assert not at.exception and errors(at) == []
+    second = at.session_state["csv_path"]
+    assert second != first and second in csvdata.cached_paths()
+    assert first not in csvdata.cached_paths()  # let go at once, not after two more reads

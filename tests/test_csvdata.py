@@ -387,3 +387,105 @@ def test_ddp_ranks_read_the_same_rows_of_the_file(tmp_path):
     for w, b in ((ended.weights, ended.bias), (single.weights, single.bias)):
         w_file, b_file = csvdata.scaling(X, y).original(w, b)
         np.testing.assert_allclose((*w_file, b_file), lstsq(X, y), rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Memory: only the used columns are parsed, and a replaced upload's table is let go.
+
+
+def wide_csv(path, columns: int = 40, rows: int = 6) -> np.ndarray:
+    """A CSV of columns c0..c{columns-2} and y, cell (r, c) = 100 r + c; returns the cells (rows, columns)."""
+    cells = np.arange(rows)[:, None] * 100.0 + np.arange(columns)[None, :]
+    names = [f"c{i}" for i in range(columns - 1)] + ["y"]
+    lines = [",".join(names)] + [",".join(f"{v:g}" for v in row) for row in cells]
+    path.write_text("\n".join(lines) + "\n")
+    return cells
+
+
+def test_only_the_target_and_the_features_are_parsed(tmp_path, monkeypatch):
+    import pandas as pd
+
+    cells = wide_csv(tmp_path / "wide.csv")
+    parsed = []
+    read_csv = pd.read_csv
+
+    def spy(*args, **kwargs):
+        frame = read_csv(*args, **kwargs)
+        parsed.append((kwargs.get("usecols"), list(frame.columns)))
+        return frame
+
+    monkeypatch.setattr(pd, "read_csv", spy)
+    table = csvdata.read_table(tmp_path / "wide.csv", "y", ("c7", "c2"))
+    # one parse, of three columns of the 40 (in the file's order), and the features in the order asked
+    assert parsed == [(["c7", "c2", "y"], ["c2", "c7", "y"])]
+    np.testing.assert_array_equal(table.X, cells[:, [7, 2]])
+    np.testing.assert_array_equal(table.y, cells[:, 39])
+    assert table.X.flags.c_contiguous and table.features == ("c7", "c2")
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("1," * 40 + "1", "line 4 has 41 cells, the header 40"),  # an extra cell, past every used column
+        ("1," * 38 + "1", "line 4 has 39 cells, the header 40"),  # one short, in no used column either
+    ],
+)
+def test_a_line_of_another_length_is_refused_though_its_columns_are_not_used(tmp_path, line, message):
+    wide_csv(tmp_path / "wide.csv", rows=6)
+    lines = (tmp_path / "wide.csv").read_text().splitlines()
+    lines[3] = line.replace("1", "5", 1)  # line 4 of the file, a data row
+    (tmp_path / "wide.csv").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError) as info:
+        csvdata.read_table(tmp_path / "wide.csv", "c1", ("c0",))
+    assert info.value.allowed == f"a CSV file with the same number of cells on every line ({message})"
+
+
+def test_the_line_check_counts_blocks_and_quoted_cells_as_the_csv_module(tmp_path, monkeypatch):
+    """Lines across the check's blocks, blank ones, a last line without its line end, and quoted commas."""
+    monkeypatch.setattr(csvdata, "BLOCK_BYTES", 16)
+    body = "a,b,y\n" + "1,2,3\n\n  \n" * 20 + "4,5,6"
+    (tmp_path / "ok.csv").write_text(body)
+    assert len(csvdata.read_table(tmp_path / "ok.csv", "y").y) == 21
+    (tmp_path / "bad.csv").write_text(body + ",7\n")
+    with pytest.raises(ConfigError) as info:
+        csvdata.read_table(tmp_path / "bad.csv", "y")
+    assert "line 62 has 4 cells, the header 3" in info.value.allowed  # 1 + 20 x 3 lines before it
+    (tmp_path / "quoted.csv").write_text('a,b,y\n1,"2",3\n"4,5",6\n')
+    with pytest.raises(ConfigError) as info:
+        csvdata.read_table(tmp_path / "quoted.csv", "y")
+    assert "line 3 has 2 cells, the header 3" in info.value.allowed
+
+
+def test_reading_a_small_file_allocates_about_its_size(tmp_path):
+    """read(MAX_BYTES + 1) allocated 64 MiB for every file, whatever its size."""
+    import tracemalloc
+
+    exact_csv(tmp_path / "small.csv", rows=200)
+    csvdata.read_table(tmp_path / "small.csv", "y")  # pandas' first-use allocations out of the way
+    tracemalloc.start()
+    try:
+        csvdata.read_table(tmp_path / "small.csv", "y")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * 2**20, peak
+
+
+def test_a_forgotten_file_lets_its_table_go(tmp_path):
+    import gc
+    import weakref
+
+    first, second = tmp_path / "first.csv", tmp_path / "second.csv"
+    exact_csv(first)
+    exact_csv(second, seed=1)
+    table = csvdata.load(str(first), "y")
+    assert csvdata.load(str(first), "y") is table  # kept: validation and training share one read
+    held = weakref.ref(table.X)
+    del table
+    csvdata.load(str(second), "y")
+    gc.collect()
+    assert held() is not None and str(first) in csvdata.cached_paths()
+    csvdata.forget(str(first))
+    gc.collect()
+    assert held() is None and csvdata.cached_paths()[-1:] == [str(second)]
+    assert str(first) not in csvdata.cached_paths()

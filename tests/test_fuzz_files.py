@@ -6,6 +6,8 @@ Bounded: about 100 examples each, no deadline (a slow CI machine must not turn a
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import tempfile
@@ -50,7 +52,10 @@ def _read_csv(data: bytes, target: str) -> None:
         return
     finally:
         os.unlink(path)
-    # accepted: finite numbers, one row per line read, a target and 1 to 16 features
+    # accepted: finite numbers, one row per line read, a target and 1 to 16 features; every line has the
+    # header's cells, as the csv module counts them (the parse reads only the used columns)
+    rows = [r for r in csv.reader(io.StringIO(data.decode("utf-8-sig"))) if any(c.strip() for c in r)]
+    assert {len(r) for r in rows} == {len(rows[0])}, rows
     assert np.isfinite(table.X).all() and np.isfinite(table.y).all()
     assert table.X.shape == (len(table.y), len(table.features)) and 1 <= len(table.features) <= 16
     assert table.target == target and target not in table.features
