@@ -225,9 +225,11 @@ function lossChart(state, width) {
       traces.push(line(shown, weight > 0 ? tr("live.chart.loss.smoothed", { run: own }) : own, COLOURS[0],
         { width: 3 }));
       // a log axis's range is in decades: a tick every `every` decades leaves room for its label; under two
-      // decades plotly's own ticks (2, 5 between the decades) say more
-      const every = Math.max(1, Math.ceil((hi - lo) / Math.max(2, Math.floor((chartHeight(state) - 40) / 26))));
-      const ticks = hi - lo < 2 ? {} : { dtick: every, tick0: 0 };
+      // decades, 2 and 5 between the decades where their labels fit (26 px each), else the decades alone
+      const fit = Math.max(2, Math.floor((chartHeight(state) - 40) / 26));
+      const every = Math.max(1, Math.ceil((hi - lo) / fit));
+      const between = 3 * (hi - lo) + 1 <= fit;
+      const ticks = hi - lo < 2 && between ? { dtick: "D2" } : { dtick: every, tick0: 0 };
       const yaxis = { type: "log", range: [lo, hi], ...ticks, exponentformat: "power" };
       const empty = state.loss.length ? "" : tr("live.chart.loss.empty");
       return { traces, layout: layout(state, width, xr, yaxis, marks(xr, diverged, empty)),
