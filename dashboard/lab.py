@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard.panels import PLOT_CONFIG
+from fitcore import strategies
 from fitcore.config import ConfigError, FitConfig
 from fitcore.i18n import t
 from fitcore.view import controls
@@ -151,6 +152,9 @@ def whatif_ui(cfg: FitConfig) -> None:
             one = dataclasses.replace(cfg, strategy=whatif.measured_strategy())
             measured = whatif.measure(one, WHATIF_STEPS)
             st.session_state.wi_measured = measured
+            # a strategy that runs a projected row for real (FSDP's ZeRO-3): its measured bytes beside it
+            calibrate = strategies.of(cfg).calibrate
+            st.session_state.wi_calibration = calibrate(cfg, max(2, cfg.workers)) if calibrate else None
         except ConfigError as exc:
             st.error(controls.error_text(exc))
     measured = st.session_state.get("wi_measured")
@@ -175,6 +179,10 @@ def whatif_ui(cfg: FitConfig) -> None:
         hide_index=True,
         key="wi_table",
     )
+    calibration = st.session_state.get("wi_calibration")
+    if calibration:
+        st.caption(t("cli.whatif.calibration.head", name=whatif.page_title(calibration["strategy"])))
+        st.caption(calibration["note"])
 
 
 def _gb(value: float | None) -> float | None:

@@ -38,6 +38,9 @@ def add_training_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devices", help=t("cli.help.devices", default=d.devices))
     p.add_argument("--strategy", help=t("cli.help.strategy", default=d.strategy))
     p.add_argument("--workers", help=t("cli.help.workers", default=d.workers))
+    for option in (f for s in strategies.STRATEGIES.values() for f in s.options):  # a strategy's own switches
+        flag, default = "--" + option.replace("_", "-"), getattr(d, option)
+        p.add_argument(flag, help=t(f"cli.help.{option}", default=default))
 
 
 def config_from_args(args: argparse.Namespace) -> FitConfig:

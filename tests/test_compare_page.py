@@ -71,3 +71,15 @@ def test_whatif_measures_then_projects_with_the_label(at):
     assert float(zero3["memory / device (GB)"].iloc[0]) == pytest.approx(14.0)  # 16 B x 7e9 / 8
     ddp = rows[(rows["strategy"] == "DDP (ring all-reduce)") & (rows["devices"] == 8)]
     assert not bool(ddp["fits"].iloc[0])  # 112 GB on an 80 GB device
+
+
+@pytest.mark.slow  # spawns FSDP's ranks
+def test_whatif_under_fsdp_shows_its_measured_calibration(at):
+    at.radio(key="strategy").set_value("fsdp").run()
+    at.button(key="wi_run").click().run()
+    assert not at.exception
+    captions = [c.value for c in at.caption]
+    assert "Calibration of ZeRO-3 / FSDP (measured, not projected):" in captions
+    # the tutorial's 2 weights and b on its 2 ranks: shards of 1 + 1 numbers, 3 collectives of 1 shard each
+    sent = "measured at K = 2 on this machine: fully_shard's collectives sent 24 B"
+    assert any(c.startswith(sent) for c in captions)

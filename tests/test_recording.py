@@ -311,6 +311,32 @@ def test_ddp_round_trip(tmp_path, capsys):
     }
 
 
+@pytest.mark.slow
+def test_fsdp_round_trip_with_its_shards_memory_and_trace(tmp_path, capsys):
+    path, trace = str(tmp_path / "fsdp.fitrec"), str(tmp_path / "fsdp.json")
+    args = ["--strategy", "fsdp", "--devices", "cpu", "--workers", "2", "--epochs", "2", "--batch-size", "50",
+            "--weights", "5.2", "9.6", "-1", "--reshard-after-forward", "false"]  # fmt: skip
+    code, live_json, _ = run_cli(capsys, *args, "--json", "--record", path, "--trace", trace)
+    assert code == 0
+    live = json.loads(live_json[0])
+    code, replay_json, _ = run_cli(capsys, "replay", path, "--json")
+    assert code == 0 and json.loads(replay_json[0]) == live
+    # ZeRO-2 on 2 ranks, 3 weights: rank 0 holds w1, w2 and b, rank 1 w3; padded shards of 3 numbers
+    assert [m["parameters"] for m in live["per_rank_memory"]] == [12, 12]
+    assert [m["optimizer_state"] for m in live["per_rank_memory"]] == [2 * 3 * 4 + 8, 2 * 1 * 4 + 8]
+    rec = read(path)
+    assert rec.config.reshard_after_forward is False
+    steps = [e for e in rec.events if isinstance(e, Step)]
+    # one all-gather a step under ZeRO-2, and the reduce-scatter, on each rank
+    assert len(steps) == 8 and all(
+        [p.name for p in s.phases.phases()].count("all_gather") == 2 and len(s.replicas) == 2 for s in steps
+    )
+    events = json.loads(open(trace, encoding="utf-8").read())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    names = {e.get("name") for e in events}
+    assert {"all_gather", "reduce_scatter", "forward", "backward"} <= names
+
+
 def test_a_csv_run_is_recorded_with_its_file_name_only_and_replays_in_file_units(tmp_path, capsys):
     from tests.test_csvdata import exact_csv
 

@@ -179,3 +179,21 @@ def test_bad_flags_exit_2_with_one_line(argv, message, capsys):
     assert main(["whatif", "--epochs", "2", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("fitcore whatif: error: ") and message in err and err.count("\n") == 1
+
+
+@pytest.mark.slow  # spawns FSDP's ranks
+def test_calibrate_puts_the_real_fsdp_bytes_beside_the_zero3_formula(capsys):
+    argv = ["whatif", "--json", "--epochs", "2", "--weights", "5.2", "9.6", "-1", "--workers", "3"]
+    argv.append("--calibrate")
+    assert main(argv) == 0
+    (c,) = json.loads(capsys.readouterr().out)["calibration"]
+    # 3 weights and b on 3 ranks: shards of ceil(3/3) + ceil(1/3) = 2 float32 numbers; each rank sends 2 of
+    # them in each of its two all-gathers and its reduce-scatter: 3 * 2 * 2 * 4 = 48 B. The formula, 3(K-1)/K
+    # of the 4 parameters in float32: 32 B.
+    assert (c["strategy"], c["devices"], c["params"]) == ("zero3", 3, 4)
+    assert c["measured_bytes_per_device"] == 48 and c["formula_bytes_per_device"] == pytest.approx(32)
+    assert c["ratio"] == pytest.approx(1.5) and c["label"] == "measured on this machine"
+    text_argv = [a for a in argv if a != "--json"]
+    assert main(text_argv) == 0
+    text = capsys.readouterr().out
+    assert "Calibration of ZeRO-3 / FSDP (measured, not projected):" in text and "sent 48 B per rank" in text

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fitcore.config import FitConfig, validate
+from fitcore.errors import ConfigError, Text
 from fitcore.events import Step
 from fitcore.i18n import t
 from fitcore.strategies.fsdp import NAME
@@ -32,8 +33,8 @@ def calibrate(cfg: FitConfig, k: int) -> dict:
     steps: list[Step] = []
     ended = strategies.strategy(NAME).train(run, lambda e: steps.append(e) if isinstance(e, Step) else None)
     steps = steps[:STEPS]
-    if ended.status != "finished" or not steps:
-        raise RuntimeError(ended.message)
+    if ended.status != "finished" or not steps:  # refused with its reason, as whatif's own run is
+        raise ConfigError("workers", k, Text("cli.whatif.allowed.finished", message=ended.message))
     sent = [
         sum(p.bytes for p in s.phases.phases() if p.name in (ALL_GATHER, REDUCE_SCATTER)) / k for s in steps
     ]
