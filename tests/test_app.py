@@ -798,3 +798,20 @@ def test_a_preset_chosen_after_a_diverged_run_shows_its_planned_step_and_calls_t
     (note,) = [c.value for c in at.caption if "previous run" in c.value]
     assert "(Run 1)" in note and "run-" not in note
     assert "Learning rate: 1.5 in the run, 0.5 in the controls" in note
+
+
+def test_fsdps_switch_comes_from_the_link_under_fsdp_and_is_refused_elsewhere(page):
+    at = page({"strategy": "fsdp", "devices": "cpu", "workers": "2", "reshard_after_forward": "false"})
+    assert not at.exception and not at.error
+    assert at.toggle(key="reshard_after_forward").value is False
+    assert control_values(at)["reshard_after_forward"] is False
+    assert at.header[0].value == "How FSDP shards the model"
+    at.toggle(key="reshard_after_forward").set_value(True).run()
+    assert at.query_params["reshard_after_forward"] == "true"
+    other = page({"reshard_after_forward": "false"})  # DataParallel reads no such switch: refused, one line
+    errors = [shown(e) for e in other.error]
+    assert errors == [
+        "The link had a bad value, so the default is used. Free W after forward (ZeRO-3): got 'false'; "
+        "allowed: its default: it applies only to the FSDP strategy"
+    ]
+    assert not other.exception and control_values(other)["reshard_after_forward"] is True

@@ -191,7 +191,8 @@ def test_any_link_gives_control_values_or_one_refusal_each(params, gpus):
 
 # The run's settings that decide each other's meaning: the strategy, its devices and workers, and a switch.
 RUN_WORDS = [
-    "-1", "0", "1", "2", "3", "8", "9", "dataparallel", "ddp", "DDP", "cpu", "virtual:2", "virtual:3@cuda:0",
+    "-1", "0", "1", "2", "3", "8", "9", "dataparallel", "ddp", "DDP", "fsdp", "cpu", "virtual:2",
+    "virtual:3@cuda:0", "false",
     "cuda", "cuda:0", "cuda:0,1", "cuda:1,0", "yes", "no", "maybe", "", " true ",
 ]  # fmt: skip
 
@@ -199,12 +200,13 @@ RUN_WORDS = [
 @settings(max_examples=200)
 @given(
     st.dictionaries(
-        st.sampled_from(["strategy", "devices", "workers", "shuffle"]),
+        st.sampled_from(["strategy", "devices", "workers", "shuffle", "reshard_after_forward"]),
         st.one_of(st.sampled_from(RUN_WORDS), hostile_text()),
         min_size=1,
     ),
     st.sampled_from(GPUS),
 )
+@example({"reshard_after_forward": "false"}, [])  # FSDP's switch under DataParallel: refused, not dropped
 @example({"workers": "-1"}, [])  # what it found: kept out of sight where no control shows the count
 @example({"strategy": "ddp", "devices": "cuda:0,1", "workers": "3"}, GPUS[2])  # 2 processes, not 3
 @example({"devices": "cuda:1,0"}, GPUS[2])  # the page's GPU list would put GPU 0 first
@@ -217,7 +219,7 @@ def test_a_links_run_settings_reach_the_run_as_given_or_are_refused(params, gpus
     widgets = {"gpus": [], **widget_values(config_values(FitConfig()), gpus), **widget_values(values, gpus)}
     run = control_values(widgets)
     processes = strategies.strategy(run["strategy"]).processes
-    for name in set(values) & {"strategy", "shuffle"}:
+    for name in set(values) & {"strategy", "shuffle", "reshard_after_forward"}:
         assert run[name] == values[name], name
     if "workers" in values:  # used by a strategy with processes; else held for a switch to one, in range
         assert run["workers"] == values["workers"] if processes else 1 <= values["workers"] <= MAX_WORKERS

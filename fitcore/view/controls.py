@@ -450,6 +450,18 @@ def _check_workers(values: dict[str, Any], raw: Any, gpus: Any) -> None:
         raise ConfigError("workers", raw, Text("config.workers_gpus", n=len(plan.device_ids), spec=plan.spec))
 
 
+def _check_options(values: dict[str, Any], raw: Any, gpus: Any) -> None:
+    """A strategy's option (FSDP's reshard_after_forward) set away from its default under another strategy
+    is refused, as validate() refuses it: the page would otherwise drop it without a word."""
+    own = strategies.strategy(values.get("strategy", FitConfig.strategy)).options
+    for field in OPTIONS:
+        if field in values and field not in own and values[field] != getattr(FitConfig, field):
+            del values[field]
+            owners = ", ".join(s.label for s in strategies.STRATEGIES.values() if field in s.options)
+            given = raw.get(field) if raw else None
+            raise ConfigError(field, given, Text("config.option_of", strategies=owners))
+
+
 def link_params(all_values: Mapping[str, list[str]]) -> dict[str, Any]:
     """The link's parameters from every value each one was given (`st.query_params.get_all`): one value as
     text, a repeated one as its list of values, which `_one` refuses (the link is used as given)."""
@@ -489,9 +501,10 @@ def from_query(
             errors.append(exc)
             continue
         values[name] = value
-    for check, name in ((_check_cpu_devices, "devices"), (_check_workers, "workers")):
+    checks = ((_check_cpu_devices, "devices"), (_check_workers, "workers"), (_check_options, None))
+    for check, name in checks:
         try:
-            check(values, raws.get(name), gpus)
+            check(values, raws.get(name) if name else raws, gpus)
         except ConfigError as exc:
             errors.append(exc)
     pace = None
