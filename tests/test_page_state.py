@@ -167,7 +167,8 @@ class PageMachine(RuleBasedStateMachine):
             st.tuples(st.just("pace"), st.sampled_from(controls.PACE_CHOICES)),
             st.tuples(st.just("preset"), st.sampled_from(PRESETS)),
             st.tuples(st.just("devices"), st.integers(1, 8)),
-            st.tuples(st.just("strategy"), st.sampled_from(["dataparallel", "ddp"])),
+            st.tuples(st.just("strategy"), st.sampled_from(["dataparallel", "ddp", "fsdp"])),
+            st.tuples(st.just("reshard_after_forward"), st.booleans()),
         )
     )
     def setting(self, change):
@@ -178,6 +179,10 @@ class PageMachine(RuleBasedStateMachine):
             if self.at.session_state["strategy"] != "dataparallel":
                 return  # DDP draws no device slider
             self.at.slider(key="virtual_devices").set_value(value)
+        elif what == "reshard_after_forward":
+            if self.at.session_state["strategy"] != "fsdp":
+                return  # FSDP's switch is drawn under FSDP only
+            self.at.toggle(key=what).set_value(value)
         else:
             widget = {"pace": self.at.selectbox, "preset": self.at.selectbox, "strategy": self.at.radio}[what]
             widget(key=what).set_value(value)
