@@ -6,12 +6,10 @@ did, and describe the process group, the shards and every rank's final parameter
 
 from __future__ import annotations
 
-import re
-
+from fitcore.devices import label_parts
 from fitcore.events import Replica, RunEnded, Step
 from fitcore.i18n import count, t
 
-EMULATED_LABEL = re.compile(r"^(virtual:\d+) \(emulated on (.+)\)$")  # fitcore.devices.virtual_label's
 LAUNCHERS = {  # a ddp group's launcher, as its Detail value records it, to its words
     "spawned with torch.multiprocessing": "cli.console.launcher.spawned",
     "launched by torchrun": "cli.console.launcher.torchrun",
@@ -28,8 +26,8 @@ def device_label(label: str) -> str:
 
     The label itself stays English in events and recordings (it names the device); only the words change.
     """
-    emulated = EMULATED_LABEL.match(label)
-    return t("cli.console.emulated", name=emulated[1], host=emulated[2]) if emulated else label
+    name, host = label_parts(label)
+    return t("cli.console.emulated", name=name, host=host) if host else label
 
 
 def in_model_line(replica: Replica) -> str:

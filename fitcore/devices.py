@@ -95,6 +95,18 @@ def virtual_label(i: int, host: str = "") -> str:
     return f"virtual:{i} (emulated on {host})" if host else f"virtual:{i} ({EMULATED})"
 
 
+_EMULATED_LABEL = re.compile(r"^(virtual:\d+) \(emulated on (.+)\)$")
+
+
+def label_parts(label: str) -> tuple[str, str | None]:
+    """virtual_label read back: ("virtual:0", "CPU") for "virtual:0 (emulated on CPU)", ("virtual:1",
+    "cuda:0") for one emulated on a GPU, (label, None) for any other device's label. The one place a label
+    is taken apart: the labels stay strings in events and recordings, which name the device as a run saw
+    it."""
+    emulated = _EMULATED_LABEL.match(label)
+    return (emulated[1], emulated[2]) if emulated else (label, None)
+
+
 def parse_devices(spec: str, gpus: list[GPU] | None = None) -> DevicePlan:
     """Turn a device spec into a DevicePlan, or raise ConfigError naming what this machine allows.
 

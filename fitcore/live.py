@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from fitcore import strategies
 from fitcore.config import FitConfig
+from fitcore.devices import label_parts
 from fitcore.events import Step
 from fitcore.i18n import t
 from fitcore.phases import step_bytes
@@ -100,14 +101,14 @@ def with_hosts(pic: dict, hosts: Sequence[str] | None) -> dict:
 
 def short_label(label: str) -> str:
     """ "virtual:0" for "virtual:0 (emulated on CPU)": the picture says once, beneath, that it is emulated."""
-    return label.split(" (emulated", 1)[0]
+    return label_parts(label)[0]
 
 
 def emulated_on(label: str) -> str:
     """ "the CPU" or "cuda:0": where an emulated device's replicas run, from its label (in the current
     language: the payload is made for one page)."""
-    on = label.partition(" (emulated on ")[2].rstrip(")")
-    return t("live.picture.cpu") if on in ("", "CPU") else on
+    on = label_parts(label)[1]
+    return t("live.picture.cpu") if on in (None, "CPU") else on
 
 
 def _picture(

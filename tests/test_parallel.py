@@ -404,3 +404,12 @@ def test_replica_ids_are_the_first_rows_of_each_chunk(shuffle):
     everything = replica_ids(perm, offset, ranges)  # up to 8: a chunk of 6 gives its 6
     assert [len(ids) for ids in everything] == [7, 7, 6]
     assert all(type(i) is int for ids in everything for i in ids)
+
+
+@pytest.mark.parametrize("i, host", [(0, ""), (7, ""), (1, "cuda:0"), (3, "cuda:12")])
+def test_a_virtual_label_is_taken_apart_where_it_is_made(i, host):
+    from fitcore.devices import label_parts, virtual_label
+
+    assert label_parts(virtual_label(i, host)) == (f"virtual:{i}", host or "CPU")
+    for other in ("cpu", "cuda:1", "rank 1 · cpu · gloo", "virtual:2"):
+        assert label_parts(other) == (other, None)

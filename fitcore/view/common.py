@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from fitcore.devices import label_parts
 from fitcore.i18n import t
 
 
@@ -15,8 +16,8 @@ def shape_text(shape: Sequence[int]) -> str:
 
 def device_text(label: str) -> str:
     """A device's label as the tables write it: "virtual:0 (emulated on CPU)", in the page's language."""
-    device, sep, on = label.partition(" (emulated on ")
-    return t("view.device.emulated", device=device, on=on.rstrip(")")) if sep else label
+    device, on = label_parts(label)
+    return t("view.device.emulated", device=device, on=on) if on else label
 
 
 def escape_markdown(text: str) -> str:
