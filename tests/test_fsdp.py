@@ -31,7 +31,7 @@ from fitcore.strategies.fsdp import (
     shard_rows,
     train_fsdp,
 )
-from fitcore.strategies.fsdp.layout import all_gather_bytes, reduce_scatter_bytes
+from fitcore.strategies.fsdp.layout import all_gather_bytes, planned_memory, reduce_scatter_bytes
 from fitcore.train import make_optimizer
 from tests.test_ddp import reference
 
@@ -199,7 +199,7 @@ def test_fsdp_run_shards_memory_events(runs, name, k, gathers):
             "parameters": s * ITEM,
             "gradients": s * ITEM,
             "optimizer_state": 2 * real * ITEM + 2 * 4,
-        }
+        } == planned_memory(cfg, r, k)  # the page's planned bytes before a run are these
     # the same memory reported after step 1 (for the page, while the run trains) and as Detail('memory')
     early = [e.value for e in events if isinstance(e, Detail) and e.key == "fsdp"]
     assert len(early) == 2 and early[0]["per_rank_memory"] == fsdp["per_rank_memory"] == _detail(
