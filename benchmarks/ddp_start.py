@@ -1,4 +1,4 @@
-"""Seconds to a run's first picture: DataParallel against DDP on 2 and 3 ranks, cold and warm, side by side.
+"""Seconds to a run's first picture: DataParallel, DDP (2 and 3 ranks) and FSDP, cold and warm, side by side.
 
 The first picture is the run's first Step event, timed from the trainer's call. Cold is the first run of a
 process that has imported fitcore (for DDP, the forkserver of fitcore.warmstart starts then, and imports
@@ -26,9 +26,11 @@ CASES = {
     "DataParallel, virtual:2": {"strategy": "dataparallel", "devices": "virtual:2"},
     "DDP, 2 ranks": {"strategy": "ddp", "devices": "cpu", "workers": 2},
     "DDP, 3 ranks": {"strategy": "ddp", "devices": "cpu", "workers": 3},
+    "FSDP, 2 ranks": {"strategy": "fsdp", "devices": "cpu", "workers": 2},
 }
 STARTS = {"DataParallel, virtual:2": ("threads",), "DDP, 2 ranks": ("forkserver", "spawn")}
 STARTS["DDP, 3 ranks"] = STARTS["DDP, 2 ranks"]
+STARTS["FSDP, 2 ranks"] = ("forkserver",)  # fully_shard's ranks fork from the same warm server
 TARGET_S = 2.5  # the first picture of a 2-rank run, warm
 
 
