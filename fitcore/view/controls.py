@@ -43,14 +43,17 @@ CONTROL_FIELDS = (
     "devices",
     "strategy",
     "workers",
-    "reshard_after_forward",  # a strategy's option (fsdp's): the page shows its switch under that strategy
 )
+# every strategy's options (FitConfig fields only it reads, FSDP's reshard_after_forward): a switch each,
+# drawn under its strategy, in the link after the settings every run has
+OPTIONS = tuple(f for s in strategies.STRATEGIES.values() for f in s.options)
+CONTROL_FIELDS += OPTIONS
 
 # The fields the page names by a label of their own (the catalog's `view.field.<name>`: "Batch size",
 # "批大小"), for error messages that name both the control and the field.
 LABELLED_FIELDS = (
     "weights", "bias", "noise", "data_size", "batch_size", "epochs", "lr", "optimizer", "shuffle", "seed",
-    "devices", "strategy", "workers", "reshard_after_forward", "pace", "lang", "preset", "script",
+    "devices", "strategy", "workers", *OPTIONS, "pace", "lang", "preset", "script",
 )  # fmt: skip
 
 # A widget can hold more features than a run may use, so that asking for too many gets validate()'s message.
@@ -181,9 +184,6 @@ def used_fields(strategy: Any) -> tuple[str, ...]:
     if not entry.processes:
         unused.add("workers")
     return tuple(f for f in CONTROL_FIELDS if f not in unused)
-
-
-OPTIONS = tuple(f for s in strategies.STRATEGIES.values() for f in s.options)  # every strategy's switches
 
 
 def option_values(strategy: Any, widgets: Mapping[str, Any]) -> dict[str, Any]:
