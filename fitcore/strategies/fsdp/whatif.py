@@ -33,7 +33,7 @@ def calibrate(cfg: FitConfig, k: int) -> dict:
     ended = strategies.strategy(NAME).train(run, lambda e: steps.append(e) if isinstance(e, Step) else None)
     steps = steps[:STEPS]
     if ended.status != "finished" or not steps:
-        raise RuntimeError(ended.message)
+        raise RuntimeError(str(ended.message))
     sent = [
         sum(p.bytes for p in s.phases.phases() if p.name in (ALL_GATHER, REDUCE_SCATTER)) / k for s in steps
     ]
