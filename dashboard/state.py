@@ -11,6 +11,7 @@ import streamlit as st
 from fitcore import api, i18n, live
 from fitcore.config import ConfigError, FitConfig
 from fitcore.devices import cuda_gpus
+from fitcore.errors import Text
 from fitcore.events import Status
 from fitcore.pool import RunNotFound, RunPool, server_pool
 from fitcore.runner import Snapshot
@@ -207,11 +208,7 @@ def run_dropped() -> None:
     ss = st.session_state
     ss.run_id = None
     if ss.snap is not None and ss.snap.active:
-        # status.message_text reads it
-        message = (
-            "the server dropped this run: the page did not read it, or the server restarted; "
-            "Start runs the same settings again"
-        )
+        message = Text("run.message.dropped")
         ss.snap = dataclasses.replace(ss.snap, status=Status.STOPPED, message=message)
 
 

@@ -184,7 +184,7 @@ def play(cfg, trainer, args, torchrun, source: dict | None = None, label: str = 
         except BrokenPipeError:
             seen["closed"] = True
             _silence_stdout()
-            control.stop(t("cli.stop.closed"))
+            control.stop(Text("cli.stop.closed"))
 
     def on_event(event) -> None:
         for listener in listeners:
@@ -206,7 +206,7 @@ def play(cfg, trainer, args, torchrun, source: dict | None = None, label: str = 
 
     # Ctrl-C ends the run between steps, and the summary is still printed
     control = Control()
-    previous = signal.signal(signal.SIGINT, lambda *_: control.stop(t("cli.stop.interrupted")))
+    previous = signal.signal(signal.SIGINT, lambda *_: control.stop(Text("cli.stop.interrupted")))
     try:
         if verbose and label:
             say(t("cli.replaying", label=label))

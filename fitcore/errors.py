@@ -31,6 +31,19 @@ class Text:
     def __repr__(self) -> str:
         return f"Text({self.key!r}, **{self.fields!r})"
 
+    def __eq__(self, other: object) -> bool:  # a value: two events with the same message are equal
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.key, self.fields) == (other.key, other.fields)
+
+    def __hash__(self) -> int:
+        return hash((self.key, tuple(sorted(self.fields.items()))))
+
+    def data(self) -> dict[str, Any]:
+        """The key and the fields as JSON data, a field that is a Text nested the same way (a recording's)."""
+        fields = {k: v.data() if isinstance(v, Text) else v for k, v in self.fields.items()}
+        return {"key": self.key, "fields": fields}
+
     def __reduce__(self):  # a rank's error crosses to its parent: keep the key, not the words
         return _text, (self.key, self.fields)
 

@@ -2,7 +2,8 @@
 
 Trainers (each in its package of fitcore.strategies) only emit these; the
 runner, the command line and the page consume them. Every value is a plain Python number, string or tuple
-(`.item()` already called), so an event can be kept, compared and sent between processes.
+(`.item()` already called), so an event can be kept, compared and sent between processes; a run's message is
+a fitcore.errors.Text, its catalog key and fields, put into words by whoever shows it.
 
 Replica and Step are NamedTuples, made on every step; the others, made once a run, are frozen dataclasses.
 """
@@ -17,6 +18,7 @@ from fitcore.phases import StepPhases
 
 if TYPE_CHECKING:
     from fitcore.config import FitConfig
+    from fitcore.errors import Text
 
 
 class Status(str, Enum):
@@ -96,7 +98,7 @@ class RunEnded:
     """Emitted once, last: how the run ended and what it learned."""
 
     status: Status  # finished, stopped, diverged or failed
-    message: str  # why, in a sentence
+    message: Text  # why, in a sentence: a catalog key and its fields, put into words where it is shown
     steps: int  # steps completed
     weights: tuple[float, ...]  # (d,) learned; () if the model never existed
     bias: float  # learned; nan if the model never existed

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from fitcore.config import MAX_FEATURES, ConfigError, FitConfig, Limits, parse_number, validate
+from fitcore.errors import Text
 from fitcore.runner import Run, Snapshot, trainer_for
 from fitcore.train import warm_up
 
@@ -165,7 +166,7 @@ class RunPool:
             if not closing:
                 self._queue.append(run)
         if closing:
-            run.stop("the server is shutting down")  # never started: it ends here
+            run.stop(Text("run.message.shutdown"))  # never started: it ends here
         self._schedule()
         return self._read(run)  # not through _get: the reaper may already have dropped it
 
@@ -181,8 +182,8 @@ class RunPool:
                 self._closed_at.pop(run.run_id, None)  # a page reads it again: the reload came back
             position = next((i for i, r in enumerate(self._queue, 1) if r is run), None)
         if position is not None:
-            ahead = "1 run" if position == 1 else f"{position} runs"
-            message = f"waiting: {ahead} ahead, counting this one; {self.settings.max_active} train at once"
+            ahead = Text.count("count.run", position)
+            message = Text("run.message.queued", ahead=ahead, most=self.settings.max_active)
             return dataclasses.replace(snap, queue_position=position, message=message)
         return snap
 
@@ -220,7 +221,7 @@ class RunPool:
     def set_pace(self, owner: str, run_id: str, pace: float | None) -> None:
         self._get(owner, run_id).set_pace(pace)
 
-    def stop(self, owner: str, run_id: str, reason: str = "stopped by the user") -> None:
+    def stop(self, owner: str, run_id: str, reason: Text = Text("run.message.stopped")) -> None:
         run = self._get(owner, run_id)
         with self._lock:
             if run in self._queue:
@@ -229,7 +230,7 @@ class RunPool:
 
     def forget(self, owner: str, run_id: str) -> None:
         """Stop the run if needed and drop it (Reset)."""
-        self.stop(owner, run_id, "reset by the user")
+        self.stop(owner, run_id, Text("run.message.reset"))
         with self._lock:
             self._drop(run_id)
 
@@ -260,7 +261,7 @@ class RunPool:
             runs = list(self._unended)
             self._queue.clear()
         for run in runs:
-            run.stop("the server is shutting down")
+            run.stop(Text("run.message.shutdown"))
         ended = all([run.join(max(0.0, deadline - time.monotonic())) for run in runs])
         self._reaper.join(max(0.0, deadline - time.monotonic()))
         return ended and not self._reaper.is_alive()
@@ -308,9 +309,9 @@ class RunPool:
                 continue
             run = entry[1]
             if rid in closed:
-                run.stop(f"stopped: its page was closed (not read again for {settings.closed_grace:g} s)")
+                run.stop(Text("run.message.closed_again", seconds=f"{settings.closed_grace:g}"))
             else:
-                run.stop(f"stopped: its page was closed (not read for {settings.idle_timeout:g} s)")
+                run.stop(Text("run.message.closed", seconds=f"{settings.idle_timeout:g}"))
         return idle + closed
 
     def _drop(self, run_id: str) -> None:

@@ -3,11 +3,15 @@
 A recording is data only (JSON, never pickle): a header line, then one line per event in the order the run
 emitted them:
 
-    {"format": "fitcore-recording", "version": 1, "recorded": "2025-01-31T09:12:00Z", "machine": {...}}
+    {"format": "fitcore-recording", "version": 2, "recorded": "2025-01-31T09:12:00Z", "machine": {...}}
     {"event": "started", "config": {...}, "devices": [...], ...}       fitcore.events.RunStarted
     {"event": "detail", "key": "ddp", "value": {...}, "text": "..."}   Detail
     {"event": "step", "step": 1, ..., "replicas": [...], "phases": {"specs": [...], "times": [...]}}
-    {"event": "ended", "status": "finished", ...}                       RunEnded, always last
+    {"event": "ended", "status": "finished", "message": {"key": ..., "fields": {...}}, ...}    RunEnded, last
+
+The run's message is its catalog key and fields (fitcore.errors.Text), so that a replay says it in the
+language of the page or the command line that replays it. Version 1 wrote the message as English text: such
+a recording still reads, its message shown as written.
 
 The machine is described without its host name: Python, torch, CUDA and the device names. Replaying calls
 the recorded events back through on_event, one Step per Control.wait(), so pause, Step, stop and the pace act
@@ -22,16 +26,19 @@ import math
 import os
 import platform
 import time
+from string import Formatter
 from typing import IO, Any, Callable, NamedTuple
 
 from fitcore.config import FitConfig
-from fitcore.errors import ConfigError, Text
+from fitcore.errors import ConfigError, Listed, Text
 from fitcore.events import Detail, Event, Replica, RunEnded, RunStarted, Status, Step
-from fitcore.i18n import t
+from fitcore.i18n import LANGUAGES, catalog, t, using
 from fitcore.phases import PhaseSpec, StepPhases
 
 FORMAT = "fitcore-recording"
-VERSION = 1
+VERSION = 2  # what a recording is written as
+READABLE = (1, 2)  # the versions read: 1 held the run's message as English text, 2 as a key and its fields
+MESSAGE_DEPTH = 4  # the most a recorded message nests (finished -> where -> processes -> its count)
 MAX_BYTES = 256 * 2**20  # the largest recording a replay reads (256 MiB)
 MAX_STEPS = 100_000  # the most steps a run may record: about 150 MB at 8 devices
 
@@ -41,7 +48,9 @@ class RecordingError(ConfigError):
 
     def __init__(self, path: str, problem: Text, line: int | None = None, framed: bool = True):
         key = "recording.frame.line" if line is not None else "recording.frame"
-        allowed = Text(key, format=FORMAT, version=VERSION, line=line, problem=problem) if framed else problem
+        versions = Listed(READABLE)  # "1 or 2"
+        allowed = Text(key, format=FORMAT, version=versions, line=line, problem=problem)
+        allowed = allowed if framed else problem
         super().__init__("recording", os.path.basename(str(path)), allowed)
         self.line = line
 
@@ -146,7 +155,7 @@ def event_dict(event: Event) -> dict[str, Any]:
         return {
             "event": "ended",
             "status": str(event.status),
-            "message": event.message,
+            "message": event.message.data(),
             "steps": event.steps,
             "weights": list(event.weights),
             "bias": event.bias,
@@ -245,10 +254,36 @@ def _started(d: dict) -> RunStarted:
     )
 
 
-def _ended(d: dict) -> RunEnded:
+def _message(v: Any, depth: int = 0) -> Text:
+    """A recorded message: a key of this fitcore's catalog and exactly its fields, each text, a number or a
+    message in turn; checked by putting it into words in every language, so that no page fails on it."""
+    if not isinstance(v, dict) or set(v) != {"key", "fields"} or not isinstance(v["fields"], dict):
+        raise ValueError(f'a message {{"key": ..., "fields": {{...}}}}, found {v!r:.40}')
+    key = _str(v["key"])
+    if key not in catalog():
+        raise ValueError(f"a message key of this fitcore, found {key!r:.40}")
+    fields = {}
+    for name, value in v["fields"].items():
+        if isinstance(value, dict) and depth < MESSAGE_DEPTH:
+            fields[name] = _message(value, depth + 1)
+        elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            fields[name] = value
+        else:
+            raise ValueError(f"a message field of text, a number or a message, found {value!r:.40}")
+    for lang in LANGUAGES:
+        names = {name for _, name, _, _ in Formatter().parse(catalog()[key][lang]) if name is not None}
+        if names != set(fields):
+            raise ValueError(f"the fields of {key!r}: {sorted(names)}, found {sorted(fields)}")
+        with using(lang):
+            str(Text(key, **fields))  # a field the text cannot format ({n:d} given text) raises here
+    return Text(key, **fields)
+
+
+def _ended(d: dict, version: int = VERSION) -> RunEnded:
+    message = _message(d["message"]) if version > 1 else Text("run.message.recorded", text=_str(d["message"]))
     return RunEnded(
         Status(_str(d["status"])),
-        _str(d["message"]),
+        message,
         _int(d["steps"]),
         _list(d["weights"], _num),
         _num(d["bias"]),
@@ -372,12 +407,12 @@ def _header(path: str, line: str) -> dict[str, Any]:
         header = None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise RecordingError(path, Text("recording.no_header", expected=f'{{"format": "{FORMAT}", ...}}'), 1)
-    if header.get("version") != VERSION:
+    if header.get("version") not in READABLE:
         raise RecordingError(path, Text("recording.version", version=repr(header.get("version"))), 1)
     return header
 
 
-def _event(path: str, number: int, line: str) -> Event:
+def _event(path: str, number: int, line: str, version: int = VERSION) -> Event:
     data = _json(path, number, line)
     kind = data.get("event") if isinstance(data, dict) else None
     if not isinstance(kind, str) or kind not in _READERS:  # a list or a dict cannot even be looked up
@@ -385,7 +420,7 @@ def _event(path: str, number: int, line: str) -> Event:
             path, Text("recording.unknown_event", kind=repr(kind), known=", ".join(_READERS)), number
         )
     try:
-        return _READERS[kind](data)
+        return _ended(data, version) if kind == "ended" else _READERS[kind](data)
     except (KeyError, TypeError, ValueError, ConfigError) as exc:
         what = Text("recording.missing", key=str(exc)) if isinstance(exc, KeyError) else exc
         raise RecordingError(path, Text("recording.bad_event", kind=kind, what=what), number) from None
@@ -418,7 +453,7 @@ def read(path: str) -> Recording:
     for number, line in enumerate(lines[1:], 2):
         if isinstance(events[-1] if events else None, RunEnded):
             raise RecordingError(path, Text("recording.after_end"), number)
-        event = _event(path, number, line)
+        event = _event(path, number, line, header["version"])
         problem = _disagrees(event, bool(events), steps, total)
         if problem is not None:
             raise RecordingError(path, problem, number)
@@ -487,7 +522,7 @@ def replayer(recording: Recording) -> Callable[..., RunEnded]:
     return replay
 
 
-def _stopped(reason: str, last: Step | None) -> RunEnded:
+def _stopped(reason: Text, last: Step | None) -> RunEnded:
     if last is None:
         return RunEnded(Status.STOPPED, reason, 0, (), math.nan, None, 0.0)
     return RunEnded(Status.STOPPED, reason, last.step, last.weights, last.bias, last.loss, last.elapsed)

@@ -14,8 +14,9 @@ from typing import Callable
 from fitcore import strategies
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
+from fitcore.errors import Text
 from fitcore.events import ACTIVE, Detail, Event, RunEnded, RunStarted, Status, Step
-from fitcore.train import Control
+from fitcore.train import Control, describe_failure
 
 _ids = itertools.count(1)
 
@@ -67,7 +68,7 @@ class Snapshot:
 
     run_id: str
     status: Status  # queued, running, paused, finished, stopped, diverged or failed
-    message: str
+    message: Text  # what it is doing or why it ended; str(message) says it in the current language
     config: FitConfig
     pace: float | None = None  # steps per second, None for as fast as possible
     devices: tuple[str, ...] = ()
@@ -145,7 +146,7 @@ class Run:
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
         # state below is written by the run's thread and read by snapshot(), both under the lock
-        self._status, self._message = Status.QUEUED, "waiting to start"
+        self._status, self._message = Status.QUEUED, Text("run.message.waiting")
         self._started: RunStarted | None = None
         self._first: Step | None = None
         self._latest: Step | None = None
@@ -162,14 +163,14 @@ class Run:
         with self._lock:
             if self._thread is not None or self._status != Status.QUEUED:
                 return self
-            self._status, self._message = Status.RUNNING, "starting"
+            self._status, self._message = Status.RUNNING, Text("run.message.starting")
             self._thread = threading.Thread(target=self._work, name=f"fitcore-{self.run_id}", daemon=True)
         try:
             self._thread.start()
         except RuntimeError as exc:  # no thread to be had: the run must still end, or its slot stays taken
             with self._lock:
                 self._thread = None
-                self._status, self._message = Status.FAILED, f"could not start its thread: {exc}"
+                self._status, self._message = Status.FAILED, Text("run.message.no_thread", error=str(exc))
             self._finish()
         return self
 
@@ -186,13 +187,13 @@ class Run:
     def set_pace(self, pace: float | None) -> None:
         self.control.pace = pace
 
-    def stop(self, reason: str = "stopped by the user") -> None:
+    def stop(self, reason: Text = Text("run.message.stopped")) -> None:
         """Ask the run to end after its current step; a run that never started ends at once."""
         self.control.stop(reason)
         with self._lock:
             never_started = self._thread is None and self._status == Status.QUEUED
             if never_started:
-                self._status, self._message = Status.STOPPED, f"{reason} before it started"
+                self._status, self._message = Status.STOPPED, Text("run.message.before_start", reason=reason)
         if never_started:
             self._finish()
 
@@ -235,7 +236,7 @@ class Run:
         except BaseException as exc:  # noqa: BLE001 - even a broken consumer must not leave a silent UI
             with self._lock:
                 if self._ended is None:
-                    self._status, self._message = Status.FAILED, f"{type(exc).__name__}: {exc}"
+                    self._status, self._message = Status.FAILED, describe_failure(exc)
         finally:
             # no longer training, though this thread may still start the next queued run in _finish
             _name_os_thread("fitcore-ended")
@@ -258,7 +259,7 @@ class Run:
                 self._rate_window.append((self.clock() - self.control.paused_seconds, event.step))
             elif isinstance(event, RunStarted):
                 self._started = event
-                self._message = "training"
+                self._message = Text("run.message.training")
             elif isinstance(event, RunEnded):
                 self._ended = event
                 self._status, self._message = event.status, event.message
@@ -275,12 +276,12 @@ class Run:
         (t0, s0), (t1, s1) = self._rate_window[0], self._rate_window[-1]
         return (s1 - s0) / (t1 - t0) if t1 > t0 else 0.0
 
-    def _status_message(self, status: Status, latest: Step | None) -> str:
+    def _status_message(self, status: Status, latest: Step | None) -> Text:
         """The message beside the status; a running run's names its latest step."""
         if status == Status.PAUSED:
-            return "paused between steps"
+            return Text("run.message.paused")
         if status == Status.RUNNING and latest is not None:
-            return f"epoch {latest.epoch}, step {latest.step}"
+            return Text("run.message.at_step", epoch=latest.epoch, step=latest.step)
         return self._message
 
     def snapshot(self) -> Snapshot:

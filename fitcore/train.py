@@ -10,7 +10,7 @@ import time
 import torch
 
 from fitcore.config import FitConfig
-from fitcore.i18n import count, t
+from fitcore.errors import Text
 from fitcore.parallel import LinearModel, ShapeRecorder, init_parameters
 
 
@@ -27,7 +27,7 @@ class Control:
         self.pace = pace
         self.max_seconds = max_seconds
         self.clock = clock
-        self.stop_reason = ""
+        self.stop_reason: Text | None = None  # why the run was stopped, once it was
         self.paused_seconds = 0.0  # time spent paused so far: a run's speed counts running time only
         self._stop = threading.Event()
         self._running = threading.Event()
@@ -48,7 +48,7 @@ class Control:
         if self.paused:
             self._one_step.set()
 
-    def stop(self, reason: str = "stopped by the user") -> None:
+    def stop(self, reason: Text = Text("run.message.stopped")) -> None:
         if not self._stop.is_set():
             self.stop_reason = reason
         self._stop.set()
@@ -100,22 +100,26 @@ class Control:
 
     def _out_of_time(self) -> bool:
         if self.max_seconds is not None and self.clock() - self._started > self.max_seconds:
-            self.stop(f"stopped at the time limit of {self.max_seconds:g} s")
+            self.stop(Text("run.message.time_limit", seconds=f"{self.max_seconds:g}"))
         return self._stop.is_set()
 
 
-def finished_message(steps: int, elapsed: float, paused: float, where: str = "") -> str:
-    """How long a finished run took (where: " on 2 processes", say), and how much of that it was paused."""
-    paused_text = t("cli.run.paused", seconds=f"{paused:.1f}") if paused > 0 else ""
-    return t(
-        "cli.run.finished", steps=count("count.step", steps), seconds=f"{elapsed:.2f}", where=where,
+def finished_message(steps: int, elapsed: float, paused: float, where: Text | str = "") -> Text:
+    """How long a finished run took (where: " on 2 processes", say), and how much of that it was paused.
+
+    A run's messages are Texts, put into words where they are shown, in the language of the page or the
+    command line that shows them (a run's thread or rank has none of its own).
+    """
+    paused_text = Text("run.message.paused_for", seconds=f"{paused:.1f}") if paused > 0 else ""
+    return Text(
+        "run.message.finished", steps=Text.count("count.step", steps), seconds=f"{elapsed:.2f}", where=where,
         paused=paused_text,
     )  # fmt: skip
 
 
-def diverged_message(value: float, step: int, epoch: int, lr: float) -> str:
+def diverged_message(value: float, step: int, epoch: int, lr: float) -> Text:
     """Why a run diverged: the loss that stopped being a number, and the learning rate to blame."""
-    return t("cli.run.diverged", value=value, step=step, epoch=epoch, lr=f"{lr:g}")
+    return Text("run.message.diverged", value=str(value), step=step, epoch=epoch, lr=f"{lr:g}")
 
 
 def warm_up() -> None:
@@ -155,8 +159,9 @@ def clear_grads(params) -> None:
         p.grad = None
 
 
-def describe_failure(exc: BaseException) -> str:
+def describe_failure(exc: BaseException) -> Text:
+    """A failed run's message: the exception's own text ("ValueError: cannot draw"), kept as written."""
     text = f"{type(exc).__name__}: {exc}".strip()
     if isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in str(exc).lower():
-        return f"out of memory: {text}. Try a smaller data size or batch size."
-    return text
+        return Text("run.message.out_of_memory", error=text)
+    return Text("run.message.error", error=text)

@@ -148,7 +148,7 @@ def test_subcommand_errors_in_chinese(capsys):
     code, _, err = run(capsys, "replay", "--lang", "zh", str(ROOT / "no-such.fitrec"))
     assert code == 2 and len(err) == 1
     assert err[0].startswith("fitcore：错误：recording：给定的值为 'no-such.fitrec'")
-    assert "版本 1 的 fitcore-recording 文件；可读取的文件（" in err[0]
+    assert "版本 1 或 2 的 fitcore-recording 文件；可读取的文件（" in err[0]
 
 
 def test_a_config_error_renders_in_the_language_it_is_read_in():

@@ -229,8 +229,8 @@ def test_a_file_changed_after_validation_fails_the_run_with_its_reason(tmp_path)
     exact_csv(path, seed=1)  # the same columns, other rows
     ended = train(cfg)
     assert ended.status == Status.FAILED
-    assert "ConfigError: data: got 'd.csv'; allowed: the file as validated" in ended.message
-    assert "it has changed" in ended.message
+    assert "ConfigError: data: got 'd.csv'; allowed: the file as validated" in str(ended.message)
+    assert "it has changed" in str(ended.message)
 
 
 def test_scaling_back_to_the_file_units():

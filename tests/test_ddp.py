@@ -325,7 +325,7 @@ def test_pause_resume_and_stop_through_run(no_leftover_threads):
         run.stop()
         assert run.wait(30)
     snap = run.snapshot()
-    assert snap.status == "stopped" and snap.message == "stopped by the user"
+    assert snap.status == "stopped" and str(snap.message) == "stopped by the user"
     assert snap.total_steps == 30_000 and snap.devices == ("rank 0 · cpu · gloo", "rank 1 · cpu · gloo")
     table = shard_table(snap, "first")
     assert [(t["rank"], t["rows"]) for t in table] == [(0, 6), (1, 6)]
@@ -347,7 +347,7 @@ def test_a_killed_rank_fails_the_run_without_hanging(no_leftover_threads):
         run.wait(30)
     snap = run.snapshot()
     assert snap.status == "failed"
-    assert snap.message.startswith(f"rank 1 (pid {victim}) ended with signal SIGKILL")
+    assert str(snap.message).startswith(f"rank 1 (pid {victim}) ended with signal SIGKILL")
     assert_all_gone(snap.extra)
 
 
@@ -389,9 +389,9 @@ def test_divergence_ends_every_rank_as_diverged():
     cfg = validate(replace(SMALL, optimizer="sgd", lr=1000.0, epochs=50))
     events = []
     ended = train_ddp(cfg, events.append)
-    assert ended.status == "diverged" and "learning rate 1000 is too high" in ended.message
+    assert ended.status == "diverged" and "learning rate 1000 is too high" in str(ended.message)
     steps = [e for e in events if isinstance(e, Step)]
-    assert 0 < ended.steps == len(steps) < cfg.total_steps and f"step {ended.steps + 1}" in ended.message
+    assert 0 < ended.steps == len(steps) < cfg.total_steps and f"step {ended.steps + 1}" in str(ended.message)
     assert all(math.isfinite(s.loss) for s in steps)
     details = {e.key: e.value for e in events if isinstance(e, Detail)}
     assert details["final"]["identical"]
@@ -473,5 +473,5 @@ def test_a_rank_that_raises_fails_the_run_with_its_message():
     events = []
     ended = train_ddp(cfg, events.append, plan=plan)
     assert isinstance(events[-1], RunEnded) and ended.status == "failed"
-    assert ended.message.startswith("rank 0 failed: ") and ended.steps == 0
+    assert str(ended.message).startswith("rank 0 failed: ") and ended.steps == 0
     assert multiprocessing.active_children() == []

@@ -69,7 +69,7 @@ def test_a_closed_page_frees_its_run_after_the_grace(pool, fake_clock):
     assert pool.reap() == [run_id]
     run = pool.gates.runs[0]
     assert run.wait(30)
-    assert run.snapshot().message == "stopped: its page was closed (not read again for 5 s)"
+    assert str(run.snapshot().message) == "stopped: its page was closed (not read again for 5 s)"
     assert pool.counts()["kept"] == 0
 
 

@@ -112,8 +112,8 @@ def test_queue_is_first_come_first_served(make_pool):
     assert positions() == [None, None, 1, 2, 3]
     third = pool.snapshot(owners[2], ids[2])
     assert third.status == "queued"
-    assert third.message == "waiting: 1 run ahead, counting this one; 2 train at once"
-    assert pool.snapshot(owners[4], ids[4]).message.startswith("waiting: 3 runs ahead")
+    assert str(third.message) == "waiting: 1 run ahead, counting this one; 2 train at once"
+    assert str(pool.snapshot(owners[4], ids[4]).message).startswith("waiting: 3 runs ahead")
 
     gates.release(1)
     wait_for(lambda: started() == [1, 2, 3])
@@ -187,14 +187,15 @@ def test_runs_nobody_reads_are_reaped(make_pool, fake_clock):
     assert pool.counts() == {"active": 1, "queued": 0, "kept": 1, "max_active_seen": 1}
     bobs = gates.runs[1]
     assert bobs.done and bobs.thread is None  # stopped before it ever started
-    assert bobs.snapshot().message == "stopped: its page was closed (not read for 60 s) before it started"
+    message = str(bobs.snapshot().message)
+    assert message == "stopped: its page was closed (not read for 60 s) before it started"
 
     fake_clock.advance(60.5)
     assert pool.reap() == [kept]
     alices = gates.runs[0]
     assert alices.wait(30)
     assert alices.snapshot().status == "stopped"
-    assert alices.snapshot().message == "stopped: its page was closed (not read for 60 s)"
+    assert str(alices.snapshot().message) == "stopped: its page was closed (not read for 60 s)"
     assert pool.counts()["kept"] == 0 and gates.started == [1]  # bob's reaped run never started
     assert pool.reap() == []
 
@@ -219,7 +220,7 @@ def test_stop_a_queued_run(make_pool):
     pool.stop("alice", second)
     snap = pool.snapshot("alice", second)
     assert (snap.status, snap.queue_position) == ("stopped", None)
-    assert snap.message == "stopped by the user before it started"
+    assert str(snap.message) == "stopped by the user before it started"
     assert pool.counts()["queued"] == 0
     gates.release(1)
     wait_for(lambda: pool.snapshot("alice", first).status == "finished")
@@ -233,7 +234,7 @@ def test_forget_drops_the_run(make_pool):
     pool.forget("alice", run_id)
     with pytest.raises(RunNotFound):
         pool.snapshot("alice", run_id)
-    assert gates.runs[0].wait(30) and gates.runs[0].snapshot().message.startswith("reset by the user")
+    assert gates.runs[0].wait(30) and str(gates.runs[0].snapshot().message).startswith("reset by the user")
     wait_for(lambda: pool.counts() == {"active": 0, "queued": 0, "kept": 0, "max_active_seen": 1})
 
 
@@ -272,8 +273,9 @@ def test_shutdown_stops_running_and_queued_runs(no_leftover_threads):
     pool.shutdown()
     first, second = gates.runs
     assert first.done and second.done
-    assert (first.snapshot().status, first.snapshot().message) == ("stopped", "the server is shutting down")
-    assert second.snapshot().message == "the server is shutting down before it started"
+    snap = first.snapshot()
+    assert (snap.status, str(snap.message)) == ("stopped", "the server is shutting down")
+    assert str(second.snapshot().message) == "the server is shutting down before it started"
     assert gates.started == [1]  # the queued run was not started by the running one's end
     assert pool.counts()["queued"] == 0
     assert (pool.snapshot("alice", running).status, pool.snapshot("bob", queued).status) == ("stopped",) * 2
@@ -336,7 +338,7 @@ def test_a_run_submitted_after_shutdown_never_starts(no_leftover_threads):
     assert pool.shutdown() is True
     snap = pool.submit("alice", small(1))
     assert (snap.status, snap.queue_position) == ("stopped", None)
-    assert snap.message == "the server is shutting down before it started"
+    assert str(snap.message) == "the server is shutting down before it started"
     [run] = gates.runs
     assert run.done and run.thread is None and gates.started == []
     assert pool.counts() == {"active": 0, "queued": 0, "kept": 1, "max_active_seen": 0}

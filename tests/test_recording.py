@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from fitcore import recording
+from fitcore import i18n, recording
 from fitcore.config import FitConfig, validate
 from fitcore.events import RunEnded, RunStarted, Status, Step
 from fitcore.recording import Recorder, RecordingError, read, replayer
@@ -44,7 +44,7 @@ def test_round_trip_gives_back_every_event_exactly(tmp_path):
     assert rec.header["recorded"] == "2023-11-14T22:13:20Z"
     assert rec.label.startswith("recorded on ") and rec.label.endswith(" on 2023-11-14")
     first = json.loads(path.read_text().splitlines()[0])
-    assert first["format"] == "fitcore-recording" and first["version"] == 1
+    assert first["format"] == "fitcore-recording" and first["version"] == 2
     assert set(first["machine"]) == {"python", "torch", "cuda", "gpus", "cpu", "os"}
     assert os.uname().nodename not in path.read_text()  # no host name
 
@@ -69,6 +69,40 @@ def test_replay_through_a_run_reproduces_every_split_and_the_final_parameters(tm
     assert snap.lstsq_weights == next(e for e in live if isinstance(e, RunStarted)).lstsq_weights
 
 
+def test_the_end_keeps_its_message_as_a_key_and_a_replay_says_it_in_its_own_language(tmp_path):
+    path = tmp_path / "run.fitrec"
+    live = record(path)
+    end = json.loads(_lines(path)[-1])
+    assert end["message"]["key"] == "run.message.finished"  # data: the key and its fields, no words
+    assert end["message"]["fields"]["steps"] == {"key": "count.step.other", "fields": {"n": 9}}
+    message = read(str(path)).ended.message
+    assert message == live[-1].message and str(message).startswith("finished 9 steps in ")
+    with i18n.using("zh"):
+        assert str(message).startswith("完成 9 步，用时 ")
+
+
+def test_a_version_1_recording_still_replays_its_message_as_written(tmp_path, capsys):
+    """Version 1 wrote the message as English text: it is read, and shown, as it was written."""
+    path = tmp_path / "old.fitrec"
+    record(path)
+    lines = _lines(path)
+    lines[0] = lines[0].replace('"version":2,', '"version":1,')
+    lines[-1] = _message(lines[-1], "finished 9 steps in 0.05 s")
+    path.write_text("\n".join(lines) + "\n")
+    rec = read(str(path))
+    assert rec.header["version"] == 1 and rec.ended.status == Status.FINISHED
+    for lang in ("en", "zh"):
+        with i18n.using(lang):
+            assert str(rec.ended.message) == "finished 9 steps in 0.05 s"
+    code, out, _ = run_cli(capsys, "replay", "--quiet", str(path))
+    assert code == 0 and out[-1].startswith("Status: finished (finished 9 steps in 0.05 s")
+    # version 1 held text: a key and fields there is a bad file, as text is in version 2
+    lines[-1] = _message(lines[-1], {"key": "run.message.stopped", "fields": {}})
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(RecordingError, match=f"line {len(lines)}: a bad ended event \\(text, found"):
+        read(str(path))
+
+
 def _tee(on_event, seen):
     def both(event):
         seen.append(event)
@@ -85,7 +119,8 @@ def test_replay_obeys_pause_step_and_stop(tmp_path, no_leftover_threads):
     run.pause()
     run.start()
     wait_for(
-        lambda: run.snapshot().status == Status.PAUSED and run.snapshot().message == "paused between steps"
+        lambda: run.snapshot().status == Status.PAUSED
+        and str(run.snapshot().message) == "paused between steps"
     )
     assert run.snapshot().step == 0
     run.step_once()
@@ -156,6 +191,19 @@ def _lines(path) -> list[str]:
     return path.read_text().splitlines()
 
 
+def _message(line: str, message) -> str:
+    """The end's line with `message` in place of its message."""
+    return json.dumps({**json.loads(line), "message": message}, separators=(",", ":"))
+
+
+def _nested(depth: int) -> dict:
+    """A message whose one field is a message, `depth` deep."""
+    inner = {"key": "run.message.error", "fields": {"error": "boom"}}
+    for _ in range(depth):
+        inner = {"key": "run.message.before_start", "fields": {"reason": inner}}
+    return inner
+
+
 BOMB = "[" * 100_000 + "]" * 100_000
 BAD = [
     # (id, how the good file's lines are changed, the message's end)
@@ -164,7 +212,7 @@ BAD = [
     ("corrupted", lambda ls: ls[:3] + ['{"event": "step", ' + ls[3][30:]] + ls[4:], "line 4: not JSON"),
     (
         "unknown-version",
-        lambda ls: [ls[0].replace('"version":1', '"version":99')] + ls[1:],
+        lambda ls: [ls[0].replace('"version":2', '"version":99')] + ls[1:],
         "line 1: unknown version 99",
     ),
     ("not-a-recording", lambda ls: ['{"hello": 1}'] + ls[1:], "line 1: not a recording header"),
@@ -224,6 +272,32 @@ BAD = [
     ),
     ("step-before-start", lambda ls: ls[:1] + ls[2:3] + ls[1:2] + ls[3:], "line 2: the run's start first"),
     ("two-starts", lambda ls: ls[:3] + ls[1:2] + ls[3:], "line 4: the run's start first and once"),
+    # version 2 holds the end's message as a key of the catalog and its fields, each checked
+    (
+        "message-as-text",
+        lambda ls: ls[:-1] + [_message(ls[-1], "finished 10 steps in 0.01 s")],
+        "line 14: a bad ended event (a message {\"key\": ..., \"fields\": {...}}, found 'finished",
+    ),
+    (
+        "message-unknown-key",
+        lambda ls: ls[:-1] + [_message(ls[-1], {"key": "run.message.nope", "fields": {}})],
+        "line 14: a bad ended event (a message key of this fitcore, found 'run.message.nope')",
+    ),
+    (
+        "message-missing-field",
+        lambda ls: ls[:-1] + [_message(ls[-1], {"key": "run.message.time_limit", "fields": {}})],
+        "line 14: a bad ended event (the fields of 'run.message.time_limit': ['seconds'], found [])",
+    ),
+    (
+        "message-bad-field",
+        lambda ls: ls[:-1] + [_message(ls[-1], {"key": "run.message.error", "fields": {"error": [1]}})],
+        "line 14: a bad ended event (a message field of text, a number or a message, found [1])",
+    ),
+    (
+        "message-nested-deep",
+        lambda ls: ls[:-1] + [_message(ls[-1], _nested(9))],
+        "line 14: a bad ended event (a message field of text, a number or a message, found {'key'",
+    ),
     (
         "bad-config",
         lambda ls: [ls[0], ls[1].replace('"epochs":', '"epochz":')] + ls[2:],
@@ -243,7 +317,7 @@ def test_a_bad_recording_is_one_line_naming_the_line(tmp_path, capsys, change, m
     with pytest.raises(RecordingError) as info:
         read(str(bad))
     assert str(info.value).startswith(
-        "recording: got 'bad.fitrec'; allowed: a fitcore-recording file of version 1; "
+        "recording: got 'bad.fitrec'; allowed: a fitcore-recording file of version 1 or 2; "
     )
     assert message in str(info.value)
     code, out, err = run_cli(capsys, "replay", str(bad))

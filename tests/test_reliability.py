@@ -222,14 +222,14 @@ def test_many_threads_racing_never_train_beyond_the_cap(make_pool, fake_clock):
     for run in made:
         if run.thread is None:  # stopped, reset or reaped while it waited
             snap = run.snapshot()
-            assert snap.status == STOPPED and snap.message.endswith("before it started"), snap.message
+            assert snap.status == STOPPED and str(snap.message).endswith("before it started"), snap.message
 
 
 def test_real_runs_queue_behind_the_cap_and_all_reach_lstsq(make_pool):
     pool = make_pool(settings=PoolSettings(max_active=2))
     snaps = [pool.submit(f"student-{i}", tiny(seed=i, noise=0.1)) for i in range(6)]
     assert [s.queue_position for s in snaps] == [None, None, 1, 2, 3, 4]
-    assert "waiting: 4 runs ahead" in snaps[-1].message and "2 train at once" in snaps[-1].message
+    assert "waiting: 4 runs ahead" in str(snaps[-1].message) and "2 train at once" in str(snaps[-1].message)
     for i, s in enumerate(snaps):
         assert_near_lstsq(wait_ended(pool, f"student-{i}", s.run_id))
     assert pool.counts() == {"active": 0, "queued": 0, "kept": 6, "max_active_seen": 2}
@@ -278,7 +278,7 @@ def test_reaping_frees_what_nobody_reads_and_keeps_what_is_read(make_pool, fake_
     assert not run_a.thread.is_alive()
     snap = run_a.snapshot()
     assert snap.status == STOPPED
-    assert snap.message == "stopped: its page was closed (not read for 60 s)"
+    assert str(snap.message) == "stopped: its page was closed (not read for 60 s)"
     assert pool.counts() == {"active": 0, "queued": 0, "kept": 0, "max_active_seen": 1}
 
 
@@ -293,7 +293,7 @@ def test_the_reaper_thread_stops_a_closed_tab_within_its_timeout(make_pool):
         return run_closed.done
 
     wait_for(closed_tab_reaped, timeout=10, interval=0.05, what="the closed tab's run to be stopped")
-    assert "its page was closed (not read for 0.3 s)" in run_closed.snapshot().message
+    assert "its page was closed (not read for 0.3 s)" in str(run_closed.snapshot().message)
     assert pool.snapshot("open-tab", open_tab).status == "running"
     assert pool.counts()["kept"] == 1
 
@@ -371,7 +371,7 @@ def test_time_limit_stops_a_running_and_a_paused_run(make_pool):
     for owner, run_id in (("a", running), ("b", paused)):
         snap = wait_ended(pool, owner, run_id)
         assert snap.status == STOPPED
-        assert snap.message == "stopped at the time limit of 0.3 s"
+        assert str(snap.message) == "stopped at the time limit of 0.3 s"
         assert 0 < snap.step < snap.total_steps if owner == "a" else snap.step < snap.total_steps
     assert pool.counts()["active"] == 0
 
@@ -421,21 +421,24 @@ def test_faults_end_their_runs_and_the_pool_keeps_serving_others(make_pool, faul
     pool.pause("paused", paused)
 
     snap = wait_ended(pool, "broken", broken)
-    assert (snap.status, snap.message) == (FAILED, "RuntimeError: injected failure while making the data")
+    message = str(snap.message)
+    assert (snap.status, message) == (FAILED, "RuntimeError: injected failure while making the data")
     assert snap.step == 0
 
     snap = wait_ended(pool, "oom", oom)
     assert snap.status == FAILED and snap.step == 2
-    assert snap.message.startswith("out of memory: OutOfMemoryError: CUDA out of memory. Tried to allocate")
-    assert snap.message.endswith("Try a smaller data size or batch size.")
+    message = str(snap.message)
+    assert message.startswith("out of memory: OutOfMemoryError: CUDA out of memory. Tried to allocate")
+    assert message.endswith("Try a smaller data size or batch size.")
 
     snap = wait_ended(pool, "no-ram", no_ram)
     assert snap.status == FAILED and snap.step == 2
-    assert snap.message.startswith("out of memory: MemoryError") and "smaller data size" in snap.message
+    message = str(snap.message)
+    assert message.startswith("out of memory: MemoryError") and "smaller data size" in message
 
     snap = wait_ended(pool, "diverging", diverging)
     assert snap.status == "diverged" and snap.step < snap.total_steps
-    assert "the learning rate 10000 is too high" in snap.message
+    assert "the learning rate 10000 is too high" in str(snap.message)
 
     wait_for(lambda: pool.snapshot("paused", paused).status == "paused", timeout=10, what="the pause")
     assert watch.held(1), "the paused run did not poll its pause"  # every step it was allowed is in
@@ -444,7 +447,7 @@ def test_faults_end_their_runs_and_the_pool_keeps_serving_others(make_pool, faul
     assert pool.snapshot("paused", paused).step == held
     pool.stop("paused", paused)
     snap = wait_ended(pool, "paused", paused)
-    assert (snap.status, snap.message, snap.step) == (STOPPED, "stopped by the user", held)
+    assert (snap.status, str(snap.message), snap.step) == (STOPPED, "stopped by the user", held)
 
     assert_near_lstsq(wait_ended(pool, "healthy", healthy))
     # the slots were all given back: a new run starts at once and finishes
@@ -465,7 +468,7 @@ def test_a_trainer_that_raises_frees_its_slot_for_the_queue(make_pool):
     bad = pool.submit("a", tiny(seed=99)).run_id
     good = pool.submit("b", tiny(seed=3))
     snap = wait_ended(pool, "a", bad)
-    assert (snap.status, snap.message) == (FAILED, "ValueError: a bug in the trainer")
+    assert (snap.status, str(snap.message)) == (FAILED, "ValueError: a bug in the trainer")
     assert_near_lstsq(wait_ended(pool, "b", good.run_id))
 
 

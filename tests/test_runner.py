@@ -82,14 +82,14 @@ def test_a_run_finishes_and_its_snapshot_says_what_it_learned():
     assert [s.step for s in snap.recent] == [196, 197, 198, 199, 200]
     assert snap.loss_history[0][0] == 1 and snap.loss_history[-1] == (200, snap.final_loss)
     assert snap.param_history[-1] == (200, snap.weights + (snap.bias,))
-    assert snap.steps_per_second > 0 and snap.message.startswith("finished 200 steps")
+    assert snap.steps_per_second > 0 and str(snap.message).startswith("finished 200 steps")
     assert run.done and run.wait(0)
 
 
 def test_snapshot_before_start():
     run = make_run()
     snap = run.snapshot()
-    assert (snap.status, snap.message, snap.step, snap.weights, snap.bias) == (
+    assert (snap.status, str(snap.message), snap.step, snap.weights, snap.bias) == (
         "queued",
         "waiting to start",
         0,
@@ -166,14 +166,14 @@ def test_the_message_of_a_running_snapshot_names_its_latest_step():
 
     run = make_run(cfg={"epochs": 3}, trainer=trainer).start()
     assert started.wait(30)
-    assert (run.snapshot().status, run.snapshot().message) == ("running", "training")
+    assert (run.snapshot().status, str(run.snapshot().message)) == ("running", "training")
     go_on.set()
     assert emitted.wait(30)
-    assert (run.snapshot().status, run.snapshot().message) == ("running", "epoch 2, step 4")
+    assert (run.snapshot().status, str(run.snapshot().message)) == ("running", "epoch 2, step 4")
     run.pause()
-    assert run.snapshot().message == "paused between steps"
+    assert str(run.snapshot().message) == "paused between steps"
     finish_now.set()
-    assert finish(run).message == "stopped by the user"
+    assert str(finish(run).message) == "stopped by the user"
 
 
 def test_a_real_run_of_3000_steps_keeps_at_most_history_points():
@@ -212,7 +212,8 @@ def test_pause_holds_the_step_and_resume_finishes():
     run = make_run(cfg={"epochs": 60, "devices": "virtual:2"}, trainer=trainer).start()
     assert reached.wait(30)
     snap = run.snapshot()
-    assert (snap.status, snap.message, snap.step) == ("paused", "paused between steps", 5) and snap.active
+    assert (snap.status, str(snap.message), snap.step) == ("paused", "paused between steps", 5)
+    assert snap.active
     assert watches[0].held(3), "the paused run did not poll its pause"  # held for 3 polls (0.15 s)
     assert run.snapshot().step == 5 and run.thread.is_alive()
     run.resume()
@@ -248,7 +249,7 @@ def test_steps_per_second_counts_running_time_only(fake_clock):
     run.resume()
     snap = finish(run)
     assert snap.steps_per_second == pytest.approx(10.0)  # 20 steps over 62 s, 60 of them paused
-    assert snap.message == "finished 20 steps in 62.00 s (60.0 s of it paused)"
+    assert str(snap.message) == "finished 20 steps in 62.00 s (60.0 s of it paused)"
 
 
 def test_stop_while_paused():
@@ -257,7 +258,7 @@ def test_stop_while_paused():
     assert reached.wait(30)
     run.stop()
     snap = finish(run)
-    assert (snap.status, snap.message, snap.step) == ("stopped", "stopped by the user", 2)
+    assert (snap.status, str(snap.message), snap.step) == ("stopped", "stopped by the user", 2)
 
 
 def test_set_pace_is_shown_and_applied():
@@ -268,7 +269,7 @@ def test_set_pace_is_shown_and_applied():
     run.set_pace(None)
     assert run.snapshot().pace is None
     run.stop("done here")
-    assert finish(run).message == "done here"
+    assert str(finish(run).message) == "done here"
 
 
 def test_stop_a_run_that_never_started():
@@ -277,7 +278,8 @@ def test_stop_a_run_that_never_started():
     run.stop()
     assert run.done and run.wait(0) and run.thread is None and done == [run]
     snap = run.snapshot()
-    assert (snap.status, snap.message, snap.step) == ("stopped", "stopped by the user before it started", 0)
+    message = str(snap.message)
+    assert (snap.status, message, snap.step) == ("stopped", "stopped by the user before it started", 0)
     run.start()  # too late: nothing starts
     assert run.thread is None and run.snapshot().status == "stopped"
 
@@ -293,7 +295,8 @@ def test_a_run_whose_thread_cannot_start_fails_and_ends(monkeypatch):
     monkeypatch.undo()
     assert run.done and run.ended and run.join(0) and run.thread is None and done == [run]
     snap = run.snapshot()
-    assert (snap.status, snap.message) == ("failed", "could not start its thread: can't start new thread")
+    message = str(snap.message)
+    assert (snap.status, message) == ("failed", "could not start its thread: can't start new thread")
 
 
 def test_join_waits_for_the_thread_after_done():
@@ -318,7 +321,7 @@ def test_time_limit_through_run(fake_clock):
     wait_for(lambda: run.snapshot().step >= 1)
     fake_clock.advance(11)
     snap = finish(run)
-    assert (snap.status, snap.message) == ("stopped", "stopped at the time limit of 10 s")
+    assert (snap.status, str(snap.message)) == ("stopped", "stopped at the time limit of 10 s")
 
 
 # -- failures -------------------------------------------------------------------------------------------
@@ -331,7 +334,7 @@ def test_a_trainer_that_raises_fails_the_run():
     done = []
     run = make_run(trainer=trainer, on_done=done.append).start()
     snap = finish(run)
-    assert (snap.status, snap.message) == ("failed", "RuntimeError: the trainer broke")
+    assert (snap.status, str(snap.message)) == ("failed", "RuntimeError: the trainer broke")
     assert done == [run] and not snap.active
 
 
@@ -341,7 +344,7 @@ def test_a_failure_inside_train_fails_the_run(monkeypatch):
 
     monkeypatch.setattr(train_mod, "make_data", broken)
     snap = finish(make_run().start())
-    assert (snap.status, snap.message, snap.step) == ("failed", "OSError: disk on fire", 0)
+    assert (snap.status, str(snap.message), snap.step) == ("failed", "OSError: disk on fire", 0)
 
 
 def test_a_failure_mid_run_keeps_the_steps(monkeypatch):
@@ -362,5 +365,5 @@ def test_a_failure_mid_run_keeps_the_steps(monkeypatch):
 
     monkeypatch.setattr(train_mod, "make_optimizer", make_optimizer)
     snap = finish(make_run(cfg={"epochs": 10}).start())
-    assert (snap.status, snap.message, snap.step) == ("failed", "ValueError: bad step", 3)
+    assert (snap.status, str(snap.message), snap.step) == ("failed", "ValueError: bad step", 3)
     assert snap.weights == snap.latest.weights and snap.final_loss == snap.latest.loss

@@ -77,7 +77,7 @@ def test_event_counts_and_order():
     ]
     assert [s.input_shape[0] for s in steps] == [100, 100, 50] * 4
     assert (ended.status, ended.steps) == ("finished", 12)
-    assert ended.message.startswith("finished 12 steps in ")
+    assert str(ended.message).startswith("finished 12 steps in ")
     assert ended.weights == steps[-1].weights and ended.bias == steps[-1].bias
     assert ended.final_loss == steps[-1].loss
     assert all(isinstance(v, float) for s in steps for v in (s.loss, s.bias, *s.weights))
@@ -240,8 +240,8 @@ def test_divergence_ends_the_run_and_blames_the_learning_rate():
     events, ended = collect(cfg)
     steps = [e for e in events if isinstance(e, Step)]
     assert ended.status == "diverged"
-    assert "learning rate 1e+06 is too high" in ended.message
-    assert f"at step {len(steps) + 1} (epoch {len(steps) + 1})" in ended.message  # one batch per epoch
+    assert "learning rate 1e+06 is too high" in str(ended.message)
+    assert f"at step {len(steps) + 1} (epoch {len(steps) + 1})" in str(ended.message)  # one batch per epoch
     assert 1 <= len(steps) < 50 and ended.steps == len(steps)
     # nothing after the bad loss but what the devices held
     assert type(events[-1]) is RunEnded and events[-2].key == "memory" and type(events[-3]) is Step
@@ -252,13 +252,13 @@ def test_divergence_ends_the_run_and_blames_the_learning_rate():
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 def test_the_largest_learning_rate_allowed_diverges_rather_than_fails(optimizer):
     _, ended = collect(FitConfig(optimizer=optimizer, lr=1e30, epochs=20, devices="cpu"))
-    assert ended.status == "diverged" and "the learning rate 1e+30 is too high" in ended.message
+    assert ended.status == "diverged" and "the learning rate 1e+30 is too high" in str(ended.message)
 
 
 def test_stop_between_steps():
     cfg = FitConfig(epochs=100, devices="virtual:2")
     events, ended = collect(cfg, stop_at=5)
-    assert (ended.status, ended.message, ended.steps) == ("stopped", "stopped by the user", 5)
+    assert (ended.status, str(ended.message), ended.steps) == ("stopped", "stopped by the user", 5)
     assert [e.step for e in events if isinstance(e, Step)] == [1, 2, 3, 4, 5]
     assert ended.weights == [e for e in events if isinstance(e, Step)][-1].weights
 
@@ -276,7 +276,7 @@ def test_failure_before_the_model_exists(monkeypatch):
     monkeypatch.setattr(train_mod, "least_squares", broken)
     events, ended = collect(FitConfig(epochs=3))
     assert events == [ended]
-    assert (ended.status, ended.message, ended.steps) == ("failed", "RuntimeError: boom", 0)
+    assert (ended.status, str(ended.message), ended.steps) == ("failed", "RuntimeError: boom", 0)
     assert ended.weights == () and ended.final_loss is None
 
 
@@ -294,7 +294,7 @@ def test_failure_in_the_loop_keeps_what_was_learned(monkeypatch):
     events, ended = collect(FitConfig(epochs=10, devices="virtual:2"))
     steps = [e for e in events if isinstance(e, Step)]
     assert ended.status == "failed" and ended.steps == 3 == len(steps)
-    assert ended.message == "out of memory: MemoryError: no room. Try a smaller data size or batch size."
+    assert str(ended.message) == "out of memory: MemoryError: no room. Try a smaller data size or batch size."
     assert ended.weights == steps[-1].weights and ended.final_loss == steps[-1].loss
 
 
@@ -307,7 +307,7 @@ def test_a_consumer_that_raises_fails_the_run():
             raise ValueError("cannot draw")
 
     ended = train(validate(FitConfig(epochs=10), gpus=[]), on_event)
-    assert (ended.status, ended.message, ended.steps) == ("failed", "ValueError: cannot draw", 2)
+    assert (ended.status, str(ended.message), ended.steps) == ("failed", "ValueError: cannot draw", 2)
     assert [type(e).__name__ for e in seen] == ["RunStarted", "Step", "Step", "Detail", "RunEnded"]
 
 
@@ -398,7 +398,7 @@ def test_time_limit(fake_clock):
     assert control.wait()
     fake_clock.advance(1.0)
     assert not control.wait()
-    assert control.stopped and control.stop_reason == "stopped at the time limit of 10 s"
+    assert control.stopped and str(control.stop_reason) == "stopped at the time limit of 10 s"
 
 
 def test_time_limit_runs_while_paused(fake_clock):
@@ -412,7 +412,7 @@ def test_time_limit_runs_while_paused(fake_clock):
     assert waiter.is_alive() and result == []  # paused
     fake_clock.advance(6)
     waiter.join(10)
-    assert result == [False] and control.stop_reason == "stopped at the time limit of 5 s"
+    assert result == [False] and str(control.stop_reason) == "stopped at the time limit of 5 s"
 
 
 def test_pause_blocks_until_resume():
@@ -543,8 +543,8 @@ def test_paused_time_is_counted_apart(fake_clock):
 
 
 def test_finished_message_says_how_long_it_ran_and_was_paused():
-    assert finished_message(1, 0.5, 0.0) == "finished 1 step in 0.50 s"
-    assert finished_message(200, 12.345, 4.0) == "finished 200 steps in 12.35 s (4.0 s of it paused)"
+    assert str(finished_message(1, 0.5, 0.0)) == "finished 1 step in 0.50 s"
+    assert str(finished_message(200, 12.345, 4.0)) == "finished 200 steps in 12.35 s (4.0 s of it paused)"
 
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from fitcore import strategies
 from fitcore.config import FitConfig
+from fitcore.errors import Text
 from fitcore.events import RunStarted, Status, Step
 from fitcore.i18n import t
 from fitcore.runner import Snapshot
@@ -153,7 +154,7 @@ def step_dict(step: Step | None) -> dict[str, Any] | None:
 def result_dict(
     cfg: FitConfig,
     status: str,
-    message: str,
+    message: Text | str,
     started: RunStarted | None,
     first: Step | None,
     latest: Step | None,
@@ -172,7 +173,7 @@ def result_dict(
     return {
         "config": cfg.to_dict(),
         "status": status,
-        "message": message,
+        "message": str(message),  # in the language of the page or the command line that writes it
         "strategy": cfg.strategy,
         "parallelism": parallelism(cfg, started),
         "devices": list(started.devices) if started else [],

@@ -3,13 +3,12 @@ console panel's latest lines."""
 
 from __future__ import annotations
 
-import re
 from typing import Any, Mapping
 
 from fitcore import strategies
 from fitcore.config import FitConfig
 from fitcore.events import Status
-from fitcore.i18n import count, current, t
+from fitcore.i18n import count, t
 from fitcore.runner import Snapshot
 from fitcore.view.controls import field_label, rate_text, used_fields
 
@@ -48,59 +47,10 @@ def status_line(snap: Snapshot | None, cfg: FitConfig | None = None) -> str:
     if status in (Status.RUNNING, Status.FINISHED) and snap.steps_per_second > 0:
         parts.append(rate_text(snap.steps_per_second))
     if status not in (Status.RUNNING, Status.PAUSED):
-        parts.append(message_text(snap.message))
+        parts.append(str(snap.message))  # a Text: in the page's language, whichever thread made it
     if strategies.of(snap).processes and snap.active and snap.step == 0:
         parts.append(t("view.status.starting", processes=count("view.count.process", snap.config.workers)))
     return " · ".join(p for p in parts if p)
-
-
-# The runs' messages are data, in English (the JSON download and the recordings keep them as written): the
-# status line reads the ones the runner, the pool and the training loops write in the page's language.
-# A message with no pattern here (an exception's own text) is shown as written.
-_NUMBER = r"(-?[0-9.]+(?:e[-+]?[0-9]+)?|inf|-inf|nan)"
-_MESSAGES = [
-    (re.compile(p), key)
-    for p, key in (
-        (r"waiting to start", "view.message.waiting"),
-        (r"starting", "view.message.starting"),
-        (r"training", "view.message.training"),
-        (r"paused between steps", "view.message.paused"),
-        (r"epoch (?P<epoch>\d+), step (?P<step>\d+)", "view.message.at_step"),
-        (r"waiting: (?P<n>\d+) runs? ahead, counting this one; (?P<most>\d+) train at once",
-         "view.message.queued"),
-        (r"finished (?P<steps>\d+) steps? in (?P<s>[0-9.]+) s"
-         r"(?P<where> on (?P<k>\d+) process(?:es)? \(DistributedDataParallel\))?"
-         r"(?: \((?P<paused>[0-9.]+) s of it paused\))?", "view.message.finished"),
-        (r"the loss became (?P<value>" + _NUMBER + r") at step (?P<step>\d+) \(epoch (?P<epoch>\d+)\); "
-         r"the learning rate (?P<lr>\S+) is too high for this data", "view.message.diverged"),
-        (r"stopped by the user", "view.message.stopped"),
-        (r"stopped by the user before it started", "view.message.stopped_before"),
-        (r"reset by the user", "view.message.reset"),
-        (r"reset by the user before it started", "view.message.reset"),
-        (r"the server is shutting down", "view.message.shutdown"),
-        (r"the server dropped this run: the page did not read it, or the server restarted; Start runs"
-         r" the same settings again", "view.message.dropped"),
-        (r"stopped: its page was closed \(not read(?: again)? for (?P<s>[0-9.]+) s\)", "view.message.closed"),
-        (r"stopped at the time limit of (?P<s>[0-9.]+) s", "view.message.time_limit"),
-    )
-]
-
-
-def message_text(message: str) -> str:
-    """A run's message in the current language (as written where it has no translation)."""
-    if current() == "en":
-        return message
-    for pattern, key in _MESSAGES:
-        match = pattern.fullmatch(message)
-        if match is None:
-            continue
-        fields = {name: value or "" for name, value in match.groupdict().items()}
-        if key == "view.message.finished":
-            where = t("view.message.on_processes", k=fields["k"]) if fields["k"] else ""
-            paused = t("view.message.paused_for", s=fields["paused"]) if fields["paused"] else ""
-            return t(key, steps=fields["steps"], s=fields["s"], where=where, paused=paused)
-        return t(key, **{name: value for name, value in fields.items() if name != "k"})
-    return message
 
 
 SYNTHETIC_FIELDS = ("weights", "bias", "noise", "data_size")  # the synthetic data's own settings

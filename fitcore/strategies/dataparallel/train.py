@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from fitcore.config import FitConfig
 from fitcore.data import epoch_order, least_squares, make_data, ordered_batches
 from fitcore.devices import DevicePlan, parse_devices
+from fitcore.errors import Text
 from fitcore.events import Detail, Event, Replica, RunEnded, Status, Step, run_started
 from fitcore.memory import dataparallel_memory
 from fitcore.parallel import (
@@ -106,7 +107,7 @@ class _Progress:
     devices: int = 1  # the selected devices (DataParallel's replicas, idle ones included)
 
 
-def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, str]:
+def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, Text]:
     """Run the loop; return (status, message)."""
     # 1. data, reference and model, on the first device
     plan = plan or parse_devices(cfg.devices)

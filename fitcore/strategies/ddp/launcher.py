@@ -25,6 +25,7 @@ from fitcore.config import FitConfig
 from fitcore.console import final_lines, group_line, shard_lines
 from fitcore.data import least_squares, make_data
 from fitcore.devices import DevicePlan, parse_devices
+from fitcore.errors import Text
 from fitcore.events import Detail, Event, RunEnded, Status, run_started
 from fitcore.i18n import DEFAULT, count, current, set_language, t
 from fitcore.memory import held
@@ -88,7 +89,7 @@ class Final(NamedTuple):
 
     rank: int
     status: Status
-    message: str
+    message: Text
     steps: int
     params: RankParams
     extra: dict = {}  # what else the engine reports at the end (FSDP: the rank's shard and memory)
@@ -98,7 +99,7 @@ class Failed(NamedTuple):
     """The rank raised; it exits next."""
 
     rank: int
-    message: str
+    message: Text
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -205,7 +206,7 @@ def _worker(
     rank, cfg, world_size, backend, devices, port, out, gate, parent_pid, lang=DEFAULT, engine=DDP_ENGINE
 ) -> None:
     """One spawned rank: join the process group through the parent's store, train, report, leave."""
-    set_language(lang)  # a rank's messages (a diverged loss, a failure) in the parent's language
+    set_language(lang)  # the words a rank makes (its Details' lines) in the parent's language
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops every rank
     try:
         from torch.multiprocessing import _prctl_pr_set_pdeathsig
@@ -286,7 +287,11 @@ def _loopback_store() -> tuple[dist.TCPStore, int]:
 
 
 class _RankFailed(Exception):
-    """A rank raised or died; the message says which and why."""
+    """A rank raised or died; the message (a Text, args[0]) says which and why."""
+
+    @property
+    def message(self) -> Text:
+        return self.args[0]
 
 
 class _Launch:
@@ -308,12 +313,12 @@ class _Launch:
         self._progress = threading.Condition()
         self._completed = 0  # steps every rank has reported
         self._closing = False
-        self._errors: dict[int, str] = {}  # rank -> its own failure message
+        self._errors: dict[int, Text] = {}  # rank -> its own failure message
         self._shards_first: dict | None = None
         self._shards_epoch, self._shards_at = 0, 0.0
 
     # -- the run ------------------------------------------------------------------------------------
-    def run(self, plan: DevicePlan) -> tuple[str, str]:
+    def run(self, plan: DevicePlan) -> tuple[Status, Text]:
         cfg, k = self.cfg, self.k
         # 1. the reference and the placement, in the parent
         backend, devices = placement(cfg, plan)
@@ -340,9 +345,9 @@ class _Launch:
         labels = [None] * k
         while None in labels:
             if self.control.stopped:
-                return Status.STOPPED, self.control.stop_reason + " while the ranks were starting"
+                return Status.STOPPED, Text("run.message.while_starting", reason=self.control.stop_reason)
             if self.clock() - started > START_TIMEOUT:
-                raise _RankFailed(f"the ranks did not join the process group within {START_TIMEOUT:g} s")
+                raise _RankFailed(Text("run.message.not_joined", seconds=f"{START_TIMEOUT:g}"))
             msg = self._receive()
             if isinstance(msg, Ready):
                 labels[msg.rank] = msg.label
@@ -403,7 +408,7 @@ class _Launch:
                 return
             self.gate.allow()
 
-    def _collect(self) -> tuple[str, str]:
+    def _collect(self) -> tuple[Status, Text]:
         """Turn the ranks' reports into Step events until every rank has sent its final parameters."""
         pending: dict[int, dict[int, StepReport]] = {}  # step -> rank -> its report
         finals: dict[int, Final] = {}
@@ -434,8 +439,8 @@ class _Launch:
         if Status.DIVERGED in statuses:
             return Status.DIVERGED, next(m.message for m in ordered if m.status == Status.DIVERGED)
         if Status.STOPPED in statuses or self.steps < self.cfg.epochs * self.layout.steps_per_epoch:
-            return Status.STOPPED, self.control.stop_reason or "stopped"
-        where = t(f"cli.run.where.{self.engine.words}", processes=count("count.process", self.k))
+            return Status.STOPPED, self.control.stop_reason or Text("run.message.stopped_plain")
+        where = Text(f"cli.run.where.{self.engine.words}", processes=Text.count("count.process", self.k))
         return Status.FINISHED, finished_message(
             self.steps, self.clock() - self.t0, self.control.paused_seconds, where
         )
@@ -490,7 +495,7 @@ class _Launch:
             self._read_errors()
             raise _RankFailed(self._describe(exc.error_index)) from None
 
-    def _root_cause(self, rank: int) -> str:
+    def _root_cause(self, rank: int) -> Text:
         """A rank whose peer died fails too, with a connection error: name the peer that died first."""
         deadline = time.monotonic() + 1.0
         while time.monotonic() < deadline:
@@ -499,7 +504,7 @@ class _Launch:
             ]
             if dead:
                 self._read_errors()
-                return f"{self._describe(dead[0])} (then {self._describe(rank)})"
+                return Text("run.message.then", first=self._describe(dead[0]), then=self._describe(rank))
             time.sleep(0.05)
         return self._describe(rank)
 
@@ -512,20 +517,20 @@ class _Launch:
         except (queue_module.Empty, OSError, ValueError):
             pass
 
-    def _describe(self, rank: int) -> str:
+    def _describe(self, rank: int) -> Text:
         """The rank's own error message if it sent one, else how its process ended."""
         if rank in self._errors:
-            return f"rank {rank} failed: {self._errors[rank]}"
+            return Text("run.message.rank_failed", rank=rank, error=self._errors[rank])
         process = self.procs.processes[rank]
         code = process.exitcode
         if code is not None and code < 0:
             try:
-                why = f"signal {signal.Signals(-code).name}"
+                why = Text("run.message.signal", name=signal.Signals(-code).name)
             except ValueError:
-                why = f"signal {-code}"
+                why = Text("run.message.signal", name=str(-code))
         else:
-            why = f"exit code {code}"
-        return f"rank {rank} (pid {process.pid}) ended with {why}"
+            why = Text("run.message.exit_code", code=str(code))
+        return Text("run.message.rank_ended", rank=rank, pid=process.pid, why=why)
 
     def _join(self, timeout: float) -> None:
         """Wait for the ranks to exit, reading the queue so none blocks on a full pipe; end stragglers."""
@@ -561,7 +566,7 @@ class _Launch:
         if self.granter is not None:  # first, so that no step is allowed after the stop below
             self.granter.join(0.5)
             if self.granter.is_alive():  # paused or pacing inside Control.wait: the run is over
-                self.control.stop("the run has ended")
+                self.control.stop(Text("run.message.ended"))
                 self.granter.join(2)
         if self.gate is not None:
             self.gate.stop()
@@ -603,7 +608,7 @@ def train_ddp(
     try:
         status, message = launch.run(plan or parse_devices(cfg.devices))
     except _RankFailed as exc:
-        status, message = Status.FAILED, str(exc)
+        status, message = Status.FAILED, exc.message
     except Exception as exc:  # noqa: BLE001 - a failed run must end with its message
         status, message = Status.FAILED, describe_failure(exc)
     finally:

@@ -85,7 +85,7 @@ class RankState:
     """How this rank's loop ended."""
 
     status: Status = Status.FINISHED
-    message: str = ""
+    message: Text | None = None  # why the loop ended where it says more than its status (a diverged loss)
     steps: int = 0
     loss: float | None = None  # the mean of the ranks' losses at the last step
     last_times: torch.Tensor | None = None  # (K, DDP_SLOTS) every rank's times of the last step (pass_times)

@@ -235,9 +235,9 @@ def train_torchrun(
             value = final_value(finals)
             emit(Detail("final", value, "\n".join(final_lines(value))))
         if state.status == Status.STOPPED:
-            state.message = control.stop_reason or "stopped by another rank"
+            state.message = control.stop_reason or Text("run.message.stopped_by_rank")
         elif state.status == Status.FINISHED:
-            where = t("cli.run.where.torchrun", ranks=count("cli.count.rank", k))
+            where = Text("cli.run.where.torchrun", ranks=Text.count("cli.count.rank", k))
             state.message = finished_message(state.steps, clock() - t0, control.paused_seconds, where)
     except Exception as exc:  # noqa: BLE001 - a failed rank ends with its message; torchrun sees the exit status
         behind.release(None)  # the last step taken, whose times no rank will share now
