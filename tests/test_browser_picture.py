@@ -1,6 +1,7 @@
 """The step picture legible from the back row: at 2, 3 and 8 devices and DDP on 3 ranks, in en and zh, at
-1280x720, in every phase of the walk, nothing overlaps, no text sits on an arrow, nothing is cut, no text is
-under 14 px (16 px in presenter mode), and every chip the 2-device picture draws is drawn.
+1280x720, in every phase of the walk, nothing overlaps, no text sits on an arrow, nothing is cut, no chip's
+words run into its pill's ends, no text is under 14 px (16 px in presenter mode), and every chip the 2-device
+picture draws is drawn.
 
 Cheap on purpose: frontend/preview.py's fake run (no Streamlit, no torch), one server, one browser and one
 page for every case; each case walks its held step with ▶ and measures each phase in the page. Screenshots
@@ -79,8 +80,15 @@ MEASURE = """() => {
     chips: [...g.querySelectorAll(".fl-chip")].map((c) => c.getAttribute("data-chip")),
     ids: [...g.querySelectorAll(".fl-ids")].map((c) => c.textContent).join(" "),
   }));
+  // a chip's words inside its pill with most of the 6 px on each side: where the canvas measured them shorter
+  // than the SVG draws them, they run into the pill's end
+  const tight = [...svg.querySelectorAll(".fl-chip")].filter((t) => {
+    const pill = t.previousElementSibling.getBBox();
+    const words = t.getBBox();
+    return words.x < pill.x + 3 || words.x + words.width > pill.x + pill.width - 3;
+  }).map((t) => t.getAttribute("data-chip"));
   const title = root.querySelector(".fl-phase-title").textContent;
-  return { overlaps, onArrows, cut, small, minPx, devices, title };
+  return { overlaps, onArrows, cut, small, minPx, devices, title, tight };
 }"""
 
 
@@ -151,6 +159,7 @@ def test_every_phase_legible_at_the_projector(page, preview, two_devices, scenar
         assert m["overlaps"] == [], where
         assert m["onArrows"] == [], where
         assert m["cut"] == [], where
+        assert m["tight"] == [], where
         assert m["small"] == [] and m["minPx"] >= least - 0.05, (where, m["minPx"], m["small"])
     if scenario.startswith("ddp"):
         # 200 rows on 3 ranks: DistributedSampler repeats one row, on the last rank, marked there
