@@ -7,7 +7,7 @@
 import { fitText, label } from "./dom.js";
 import { formatBytes, isNum } from "./format.js";
 import { tr } from "./words.js";
-import { SIDE, arrow, busyBoxes, chip } from "./picture.js";
+import { SIDE, arrow, busyBoxes, chip, phaseName } from "./picture.js";
 import ranks from "./draw_ddp.js";
 
 const colours = {
@@ -18,20 +18,25 @@ const colours = {
 };
 
 const gathered = (g) => (g.entries[0] ? g.entries[0].bytes : 0);  // one collective's bytes, per rank
+// what a rank sends each time, and the phase's bytes in all (ZeRO-3's two all-gathers are one phase): the
+// number the bytes list under the timeline shows
+const sent = (g) => ({ bytes: formatBytes(gathered(g)), total: formatBytes(g.bytes) });
 
 const phaseText = {
   load: () => tr("live.fsdp.load"),
-  all_gather: (p, g) => tr("live.fsdp.all_gather", { bytes: formatBytes(gathered(g)) }),
+  all_gather: (p, g) => tr("live.fsdp.all_gather", sent(g)),
   forward: () => tr("live.fsdp.forward"),
   loss: () => tr("live.fsdp.loss"),
   backward: (p) => tr(p.zero === 2 ? "live.fsdp.backward_zero2" : "live.fsdp.backward_zero3"),
-  reduce_scatter: (p, g) => tr("live.fsdp.reduce_scatter", { bytes: formatBytes(gathered(g)) }),
+  reduce_scatter: (p, g) => tr("live.fsdp.reduce_scatter", sent(g)),
   optimizer: () => tr("live.fsdp.optimizer"),
 };
 
+// The pills' and the timeline's names: the collectives' too, as a teacher says them (torch's names have "_")
 const names = {
-  load: "live.phase.load", forward: "live.phase.forward", loss: "live.phase.loss",
-  backward: "live.phase.backward", optimizer: "live.phase.optimizer",
+  load: "live.phase.load", all_gather: "live.phase.all_gather", forward: "live.phase.forward",
+  loss: "live.phase.loss", backward: "live.phase.backward", reduce_scatter: "live.phase.reduce_scatter",
+  optimizer: "live.phase.optimizer",
 };
 
 function own(box) {
@@ -64,8 +69,8 @@ function drawLoad(ctx) {
 }
 
 // The ring of a collective: rank i to rank i+1, the last back to rank 0 along the bottom, its bytes below.
-function ring(ctx, name, text) {
-  const live = ctx.now(name);
+// `live`: while the collective runs (ZeRO-3's second all-gather runs inside backward).
+function ring(ctx, name, group, live) {
   const boxes = busyBoxes(ctx);
   const { layout } = ctx;
   const yBox = layout.boxY + layout.boxH;
@@ -75,9 +80,11 @@ function ring(ctx, name, text) {
     return;
   }
   if (!live) return;  // two collectives share the ring: only the current one draws it
+  const text = tr("live.fsdp.ring", { name: phaseName(fsdp, name), bytes: formatBytes(gathered(group)) });
+  // each hop dips half as deep as the way back runs, so that the two stay apart on two ranks
   for (let i = 0; i + 1 < boxes.length; i++) {
     const [xa, xb] = [boxes[i].cx + 10, boxes[i + 1].cx - 10];
-    arrow(ctx, `M${xa},${yBox + 2} C${xa},${yBox + 26} ${xb},${yBox + 26} ${xb},${yBox + 4}`, name, { live });
+    arrow(ctx, `M${xa},${yBox + 2} C${xa},${yBox + 16} ${xb},${yBox + 16} ${xb},${yBox + 4}`, name, { live });
   }
   const [first, last] = [boxes[0], boxes[boxes.length - 1]];
   const yBack = layout.outY + 2;
@@ -103,7 +110,7 @@ function drawAllGather(ctx, group) {
     chip(ctx.boxState[box.index], tr(held ? "live.fsdp.chip_full" : "live.fsdp.chip_freed"), colours.all_gather,
       { fresh: live && held, faded: !held });
   }
-  ring(ctx, "all_gather", tr("live.fsdp.ring", { bytes: formatBytes(gathered(group)) }));
+  ring(ctx, "all_gather", group, live);
 }
 
 function drawBackward(ctx) {
@@ -117,7 +124,7 @@ function drawBackward(ctx) {
 }
 
 function drawReduceScatter(ctx, group) {
-  ring(ctx, "reduce_scatter", tr("live.fsdp.ring", { bytes: formatBytes(gathered(group)) }));
+  ring(ctx, "reduce_scatter", group, ctx.now("reduce_scatter"));
 }
 
 function drawOptimizer(ctx) {
@@ -129,7 +136,7 @@ function drawOptimizer(ctx) {
   }
 }
 
-export default {
+const fsdp = {
   key: "fsdp",
   title: "FSDP",
   colours,
@@ -146,3 +153,5 @@ export default {
   showsIds: false,
   footer: (pic) => tr("live.fsdp.footer", { zero: pic.zero === 2 ? 2 : 3 }),
 };
+
+export default fsdp;

@@ -131,13 +131,15 @@ function segments(pic, range) {
 
 export function drawStepPicture(svg, pic, groups, phase, width, drawer) {
   clear(svg);
+  const chipWidth = (text) => chipTextWidth(svg, text);
   // 0. the boxes are as tall as the whole step's chips need (a dry run of every phase), so that none is
   //    dropped and the picture keeps its height from phase to phase
   const dry = markBoxes(svgEl("svg"), pic, groups, { index: groups.length, done: true },
     pictureLayout(pic, width, drawer), drawer);
   const chipHeight = Math.max(CHIP_H, ...dry.layout.boxes.map((box, i) =>
-    chipPlan(box, dry.boxState[i].chips).height));
+    chipPlan(box, dry.boxState[i].chips, chipWidth).height));
   const ctx = markBoxes(svg, pic, groups, phase, pictureLayout(pic, width, drawer, chipHeight), drawer);
+  ctx.chipWidth = chipWidth;
   const { layout } = ctx;
   svg.setAttribute("width", layout.width);
   svg.setAttribute("height", layout.height);
@@ -264,12 +266,33 @@ function drawDeviceBox(ctx, box, mark) {
         { size: 14, fill: "#495057", cls: "fl-ids" });
     }
   }
-  drawChips(g, box, mark.chips);
+  drawChips(g, box, mark.chips, ctx.chipWidth);
+}
+
+// A chip's words' width as the SVG draws them, in the picture's own SVG (once per text): the canvas's
+// measure (textWidth) can fall short where the SVG's font fallback differs, as for a "∇" among Chinese words
+// ("平均 ∇" draws 4-5 px wider), and the words would run into the chip's end. Where the SVG is not laid out
+// (hidden), it measures nothing and the canvas's width stands; a width is kept only once the page's fonts
+// have loaded (a fallback font's would be wrong after).
+const CHIP_WIDTHS = new Map();
+function chipTextWidth(svg, text) {
+  const known = CHIP_WIDTHS.get(text);
+  if (known !== undefined) return known;
+  const probe = label(svg, 0, -100, text, { size: 14, weight: 600 });
+  const drawn = probe.getComputedTextLength() || 0;
+  probe.remove();
+  const width = Math.max(textWidth(text, 14, 600), drawn);
+  const fonts = probe.ownerDocument.fonts;
+  if (drawn > 0 && (!fonts || fonts.status === "loaded")) {
+    if (CHIP_WIDTHS.size > 500) CHIP_WIDTHS.clear();
+    CHIP_WIDTHS.set(text, width);
+  }
+  return width;
 }
 
 // Where each chip goes: in rows from the box's bottom-left, a new row when one is full; a chip wider than
 // the box breaks its words onto two lines. Every chip is drawn: the boxes are as tall as the fullest needs.
-function chipPlan(box, chips) {
+function chipPlan(box, chips, chipWidth) {
   const room = box.w - 12;
   const placed = [];
   let x = 0;
@@ -277,11 +300,11 @@ function chipPlan(box, chips) {
   let rowH = 0;
   for (const c of chips) {
     let lines = [c.text];
-    let w = textWidth(c.text, 14, 600) + 12;
+    let w = chipWidth(c.text) + 12;
     if (w > room && c.text.includes(" ")) {
       const cut = c.text.lastIndexOf(" ");
       lines = [c.text.slice(0, cut), c.text.slice(cut + 1)];
-      w = Math.max(...lines.map((line) => textWidth(line, 14, 600))) + 12;
+      w = Math.max(...lines.map(chipWidth)) + 12;
     }
     const h = CHIP_H + (lines.length - 1) * CHIP_LINE;
     if (x > 0 && x + w > room) {
@@ -296,8 +319,8 @@ function chipPlan(box, chips) {
   return { placed, height: chips.length ? y + rowH : CHIP_H };
 }
 
-function drawChips(g, box, chips) {
-  const plan = chipPlan(box, chips);
+function drawChips(g, box, chips, chipWidth) {
+  const plan = chipPlan(box, chips, chipWidth);
   const top = box.y + box.h - 5 - plan.height;
   for (const { chip: c, x, y, w, h, lines } of plan.placed) {
     g.append(svgEl("rect", { x: box.x + 6 + x, y: top + y, width: w, height: h, rx: 10, fill: c.colour,

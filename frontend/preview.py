@@ -25,17 +25,22 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import parse_qs, urlparse
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # fitcore's catalog, run as `python frontend/preview.py`
-from fitcore import i18n, strategies  # noqa: E402
-from fitcore.shards import Layout  # noqa: E402
+from fitcore import i18n, live, strategies  # noqa: E402
+from fitcore.config import FitConfig  # noqa: E402
+from fitcore.events import Step  # noqa: E402
+from fitcore.phases import StepPhases  # noqa: E402
+from fitcore.shards import Layout, epoch_shards  # noqa: E402
 
 STATIC = "/fitcore/static/"
 MODULE = re.compile(r"[a-z_]+\.(js|css)")  # the files fitcore/api.py serves from frontend/
 ITEMSIZE = 4  # float32
 IDS_SHOWN = 6
+SHARDING = "reshard_after_forward"  # the config field of the strategy that shards the model (its option)
 
 
 @dataclass(frozen=True)
@@ -54,11 +59,19 @@ class Scenario:
     diverge_at: int | None = None  # the step whose loss overflows
     queued_s: float = 0.0  # seconds queued before it runs
     overlay: bool = False  # show an earlier run's loss behind it
+    zero: int | None = None  # 3 or 2: the strategy that shards the model, at that ZeRO stage (ranks too)
 
     @property
     def strategy(self) -> str:
-        """The registered strategy it fakes: the first with one process per rank, or the first without."""
+        """The registered strategy it fakes: the one that shards the model where `zero` is set, else the first
+        with one process per rank, or the first without."""
+        if self.zero is not None:
+            return next(s.name for s in strategies.STRATEGIES.values() if SHARDING in s.options)
         return next(s.name for s in strategies.STRATEGIES.values() if s.processes == self.ranks)
+
+    @property
+    def label(self) -> str:
+        return strategies.strategy(self.strategy).label
 
 
 SCENARIOS = {
@@ -75,6 +88,12 @@ SCENARIOS = {
     "dp8held": Scenario(devices=8, status="paused", start=80),
     "ddp3held": Scenario(ranks=True, devices=3, status="paused", start=80),
     "ddp8": Scenario(ranks=True, devices=8, rows=200),
+    # the model sharded over the ranks: 3 weights, so that the ranks hold different rows of W (and b on one)
+    "fsdp2": Scenario(ranks=True, weights=(5.2, 9.6, -1.0), zero=3),
+    "fsdp3": Scenario(ranks=True, devices=3, weights=(5.2, 9.6, -1.0), zero=3),
+    "fsdp2held": Scenario(ranks=True, weights=(5.2, 9.6, -1.0), zero=3, status="paused", start=80),
+    "fsdp3held": Scenario(ranks=True, devices=3, weights=(5.2, 9.6, -1.0), zero=3, status="paused", start=80),
+    "fsdp2zero2held": Scenario(ranks=True, weights=(5.2, 9.6, -1.0), zero=2, status="paused", start=80),
     "diverged": Scenario(devices=2, start=60, diverge_at=37, status="diverged"),
     "finish": Scenario(devices=2, total=40, start=30, pace=10.0, overlay=True),
     "queued": Scenario(devices=3, start=0, queued_s=2.0),
@@ -163,6 +182,8 @@ def picture(run: FakeRun, step: int) -> dict | None:
     if step < 1:
         return None
     sc = run.scenario
+    if sc.zero is not None:
+        return sharded_picture(run, step)
     rng = random.Random(step)
     order = list(range(sc.rows))
     rng.shuffle(order)
@@ -204,6 +225,63 @@ def picture(run: FakeRun, step: int) -> dict | None:
         "first_device": "virtual:0", "emulated": True, "devices": devices, "phases": phases,
         "bytes": {_strategy(False): dp_bytes, _strategy(True): ddp_bytes},
     }  # fmt: skip
+
+
+def sharded_picture(run: FakeRun, step: int) -> dict:
+    """The sharding strategy's picture as fitcore.live makes it from a Step: its ranks' rows
+    (DistributedSampler's shards), its collectives' specs and bytes (its layout's), each rank's shard and
+    planned bytes (its view's picture part). Only the times and the losses are made up."""
+    sc = run.scenario
+    cfg = FitConfig(weights=sc.weights, bias=sc.bias, data_size=sc.rows, batch_size=sc.rows, epochs=sc.total,
+                    strategy=sc.strategy, devices="cpu", workers=sc.devices,
+                    reshard_after_forward=sc.zero == 3)  # fmt: skip
+    strategy = strategies.of(cfg)
+    layout = importlib.import_module(f"fitcore.strategies.{sc.strategy}.layout")  # bytes, specs, memory
+    first, labels = strategy.planned_step(cfg)
+    # one batch an epoch: the step's rows are its epoch's shards
+    shards = epoch_shards(sc.rows, len(labels), cfg.shuffle, cfg.seed, step)
+    replicas = tuple(
+        r._replace(ids=tuple(shards[i][: live.MAX_IDS]), loss=_rank_loss(run, step, i))
+        for i, r in enumerate(first.replicas)
+    )
+    params = run.params(step)
+    loss = run.loss(step)
+    d, k = cfg.n_features, len(labels)
+    shard = layout.shard_numel(d, k) * ITEMSIZE
+    gathers = 2 if sc.zero == 3 else 1  # ZeRO-3 gathers again for backward
+    sent = (layout.all_gather_bytes(k, shard),) * gathers + (layout.reduce_scatter_bytes(k, shard),)
+    reports = [Sent(sent)] * k
+    specs = layout.ranks_fsdp_specs(labels, d, ITEMSIZE, reports)
+    times = [t for r in range(k) for t in sharded_times(r, sc.zero)]
+    phases = StepPhases(tuple(specs), tuple(times))
+    event = Step(step, step, 1, math.nan if loss is None else loss, first.input_shape, first.output_shape,
+                 replicas, tuple(params[:d]), params[d], 0.0, phases)  # fmt: skip
+    extra = {sc.strategy: {"per_rank_memory": [layout.planned_memory(cfg, r, k) for r in range(k)]}}
+    return live._picture(cfg, event, labels, False, run.step_time(step), extra)
+
+
+class Sent(NamedTuple):
+    """What the specs read of a rank's StepReport: the bytes it sent in each collective of the step."""
+
+    sent: tuple[int, ...]
+
+
+# One rank's slot times (µs from its start), in its layout's slot order: START, LOSS_END, BACKWARD_END,
+# OPTIMIZER_END, LOADED, FORWARD_END, then the forward's all-gather, backward's (ZeRO-3), the reduce-scatter
+SHARDED_SLOTS_US = {
+    3: (0, 58, 120, 136, 8, 46, 10, 24, 66, 80, 92, 110),
+    2: (0, 58, 104, 120, 8, 46, 10, 24, 58, 58, 76, 94),  # no second all-gather: its slots stay unread
+}
+
+
+def sharded_times(rank: int, zero: int) -> list[float]:
+    """Rank `rank`'s slot times in seconds: each rank a microsecond behind the one before, as ranks are."""
+    return [(us + rank) * 1e-6 for us in SHARDED_SLOTS_US[zero]]
+
+
+def _rank_loss(run: FakeRun, step: int, rank: int) -> float | None:
+    loss = run.loss(step)
+    return None if loss is None else loss * (1 + 0.1 * math.sin(rank + step))
 
 
 def _strategy(ranks: bool) -> str:
@@ -307,7 +385,7 @@ def payload(run: FakeRun, since: int) -> dict:
     points = range(since + 1, step + 1)
     return {
         "run": {"id": run.id, "label": f"{run.id.replace('run-', 'Run ')} · "
-                f"{'DDP' if sc.ranks else 'DataParallel'} · virtual:{sc.devices}",
+                f"{sc.label} · {'cpu' if sc.zero else f'virtual:{sc.devices}'}",
                 "strategy": sc.strategy, "status": status,
                 "active": status in ("queued", "running", "paused"), "status_line": line, "kind": kind,
                 "step": step, "total_steps": sc.total, "pace": sc.pace, "server_time": now},

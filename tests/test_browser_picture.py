@@ -1,9 +1,11 @@
-"""The step picture legible from the back row: at 2, 3 and 8 devices and DDP on 3 ranks, in en and zh, at
-1280x720, in every phase of the walk, nothing overlaps, no text sits on an arrow, nothing is cut, no text is
-under 14 px (16 px in presenter mode), and every chip the 2-device picture draws is drawn.
+"""The step picture legible from the back row: at 2, 3 and 8 devices, DDP on 3 ranks and FSDP on 2 and 3 ranks
+(ZeRO-3, and ZeRO-2 on 2), in en and zh, at 1280x720, in every phase of the walk, nothing overlaps, no text
+sits on an arrow, nothing is cut, no chip's words run into its pill's ends, no text is under 14 px (16 px in
+presenter mode), and every chip the 2-device picture draws is drawn; FSDP's ranks wear the chips of what each
+holds at each phase.
 
-Cheap on purpose: frontend/preview.py's fake run (no Streamlit, no torch), one server, one browser and one
-page for every case; each case walks its held step with ▶ and measures each phase in the page. Screenshots
+Cheap on purpose: frontend/preview.py's fake run (no Streamlit, no model trained), one server, one browser and
+one page for every case; each case walks its held step with ▶ and measures each phase in the page. Screenshots
 go to artifacts/picture-*.png. Fails, does not skip, without Chromium or Playwright (tests/test_browser.py).
 """
 
@@ -18,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.browser import chromium, free_port
+from fitcore.i18n import t
 from tests.test_browser import ARTIFACTS, _require_browser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,8 +82,15 @@ MEASURE = """() => {
     chips: [...g.querySelectorAll(".fl-chip")].map((c) => c.getAttribute("data-chip")),
     ids: [...g.querySelectorAll(".fl-ids")].map((c) => c.textContent).join(" "),
   }));
+  // a chip's words inside its pill with most of the 6 px on each side: where the canvas measured them shorter
+  // than the SVG draws them, they run into the pill's end
+  const tight = [...svg.querySelectorAll(".fl-chip")].filter((t) => {
+    const pill = t.previousElementSibling.getBBox();
+    const words = t.getBBox();
+    return words.x < pill.x + 3 || words.x + words.width > pill.x + pill.width - 3;
+  }).map((t) => t.getAttribute("data-chip"));
   const title = root.querySelector(".fl-phase-title").textContent;
-  return { overlaps, onArrows, cut, small, minPx, devices, title };
+  return { overlaps, onArrows, cut, small, minPx, devices, title, tight };
 }"""
 
 
@@ -116,7 +126,7 @@ def walk(page, url: str, name: str) -> list[dict]:
     page.wait_for_function("window.previewReady === true")
     page.locator(".fl-svg text").first.wait_for()
     n = page.locator(".fl-pill").count()
-    assert n in (6, 8), n
+    assert n in (6, 7, 8), n
     measured = []
     for i in range(n + 1):
         measured.append(page.evaluate(MEASURE))
@@ -138,10 +148,8 @@ def two_devices(page, preview) -> dict[str, list[dict]]:
             for lang in ("en", "zh")}  # fmt: skip
 
 
-@pytest.mark.parametrize("presenter", [False, True])
-@pytest.mark.parametrize("scenario", ["dp2held", "dp3held", "dp8held", "ddp3held"])
-@pytest.mark.parametrize("lang", ["en", "zh"])
-def test_every_phase_legible_at_the_projector(page, preview, two_devices, scenario, lang, presenter):
+def walk_legible(page, preview, scenario: str, lang: str, presenter: bool) -> list[dict]:
+    """A held step's walk, each phase checked: nothing overlaps, sits on an arrow, is cut or too small."""
     name = f"{scenario}-{lang}" + ("-presenter" if presenter else "")
     url = f"{preview}/?scenario={scenario}&width={WIDTH}&lang={lang}&presenter={int(presenter)}"
     phases = walk(page, url, name)
@@ -151,7 +159,17 @@ def test_every_phase_legible_at_the_projector(page, preview, two_devices, scenar
         assert m["overlaps"] == [], where
         assert m["onArrows"] == [], where
         assert m["cut"] == [], where
+        assert m["tight"] == [], where
         assert m["small"] == [] and m["minPx"] >= least - 0.05, (where, m["minPx"], m["small"])
+    return phases
+
+
+@pytest.mark.parametrize("presenter", [False, True])
+@pytest.mark.parametrize("scenario", ["dp2held", "dp3held", "dp8held", "ddp3held"])
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_phase_legible_at_the_projector(page, preview, two_devices, scenario, lang, presenter):
+    name = f"{scenario}-{lang}" + ("-presenter" if presenter else "")
+    phases = walk_legible(page, preview, scenario, lang, presenter)
     if scenario.startswith("ddp"):
         # 200 rows on 3 ranks: DistributedSampler repeats one row, on the last rank, marked there
         padded = [[c for c in d["chips"] if c.startswith(("1 ", "1\u00a0"))] for d in phases[-1]["devices"]]
@@ -165,3 +183,59 @@ def test_every_phase_legible_at_the_projector(page, preview, two_devices, scenar
         for device in m["devices"][1:]:
             assert chip_kinds(device) == other, (name, i, device)
             assert device["ids"].count(",") >= 1, (name, i, device)  # at least two ids, not one number
+
+
+# FSDP's ranks with 3 weights (frontend/preview.py's scenarios, as `fitcore --strategy fsdp --weights 5.2 9.6
+# -1` runs them): what each rank holds, the bytes it measured (padded shards of W, b and their gradients,
+# Adam's two moments of its real rows and a step count each), and DistributedSampler's padding rows
+HOLDS = {
+    2: [("w1, w2, b", 56, 0), ("w3", 40, 0)],
+    3: [("w1, b", 40, 0), ("w2", 32, 0), ("w3", 32, 1)],
+}
+# Phase by phase (load, all-gather, forward, loss, backward, reduce-scatter, optimizer, all done): whether
+# the rank holds the whole W (None: not gathered yet), and which of its gradient and step chips it wears
+WHOLE = {
+    3: [None, True, True, False, True, True, False, False],  # freed after forward, gathered for backward
+    2: [None, True, True, True, True, True, False, False],  # kept from forward until backward ends
+}
+GRADIENT = [None, None, None, None, "full", "full", "own", "own"]
+
+
+def fsdp_chips(lang: str, k: int, zero: int, phase: int) -> list[list[str]]:
+    """Each rank's chips at a phase of the walk, in the order the drawer adds them, in `lang`'s words."""
+    chips = []
+    for names, held, padded in HOLDS[k]:
+        rank = [
+            t("live.fsdp.chip_shard", lang=lang, names=names),
+            t("live.fsdp.chip_held", lang=lang, bytes=f"{held} B"),
+        ]
+        if padded:
+            rank.append(t("live.ddp.chip_padded", lang=lang, n=padded))
+        whole = WHOLE[zero][phase]
+        if whole is not None:
+            rank.append(t("live.fsdp.chip_full" if whole else "live.fsdp.chip_freed", lang=lang))
+        if GRADIENT[phase] == "full":
+            rank.append(t("live.fsdp.chip_grad_full", lang=lang))
+        elif GRADIENT[phase] == "own":
+            rank.append(t("live.fsdp.chip_grad_own", lang=lang, names=names))
+        if phase >= 6:
+            rank.append(t("live.fsdp.chip_step", lang=lang, names=names))
+        chips.append(rank)
+    return chips
+
+
+# A walk takes about a second: ZeRO-3 on 2 and 3 ranks in both languages; the presenter's bigger picture on
+# the narrowest boxes with the longest words (3 ranks, zh); ZeRO-2, whose chips differ only at the loss, in en
+@pytest.mark.parametrize(
+    "scenario, k, zero, lang, presenter",
+    [("fsdp2held", 2, 3, "en", False), ("fsdp2held", 2, 3, "zh", False),
+     ("fsdp3held", 3, 3, "en", False), ("fsdp3held", 3, 3, "zh", False), ("fsdp3held", 3, 3, "zh", True),
+     ("fsdp2zero2held", 2, 2, "en", False)],
+)  # fmt: skip
+def test_fsdp_every_phase_legible_with_its_own_chips(page, preview, scenario, k, zero, lang, presenter):
+    phases = walk_legible(page, preview, scenario, lang, presenter)
+    # 7 phases (ZeRO-3's two all-gathers are one pill), then all done
+    assert len(phases) == 8, [m["title"] for m in phases]
+    for i, m in enumerate(phases):
+        chips = [d["chips"] for d in m["devices"]]
+        assert chips == fsdp_chips(lang, k, zero, i), (scenario, lang, i, m["title"])

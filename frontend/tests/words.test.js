@@ -117,11 +117,26 @@ test("the step's title and the phases' names in English are today's, and in Chin
     "Step 12: all 2 phases done · loss 0.01234");
   assert.equal(phaseTitle(PIC, [], { done: true }, DRAWERS.dataparallel), "Step 12 · loss 0.01234");
   assert.equal(phaseName(DRAWERS.dataparallel, "loss"), "loss");
+  assert.equal(phaseName(DRAWERS.fsdp, "all_gather"), "all-gather");
+  assert.equal(phaseName(DRAWERS.fsdp, "reduce_scatter"), "reduce-scatter");
   setTexts(texts("zh"), "zh");
   assert.equal(phaseTitle(PIC, groups, { done: true }, DRAWERS.dataparallel),
     "第 12 步：2 个阶段全部完成 · 损失 0.01234");
   assert.equal(phaseName(DRAWERS.ddp, "backward"), "反向传播");
   assert.equal(phaseName(DRAWERS.dataparallel, "scatter"), "scatter");  // torch's names stay as they are
+  assert.equal(phaseName(DRAWERS.fsdp, "all_gather"), "全收集（all-gather）");  // the collectives: the words
+  assert.equal(phaseName(DRAWERS.fsdp, "reduce_scatter"), "归约分散（reduce-scatter）");
   assert.equal(phaseTitle(PIC, groups, { index: 0, done: false }, DRAWERS.dataparallel),
     "scatter（分发）：批 [200, 2] 切成 2 块，从 virtual:0 复制出去");
+});
+
+test("FSDP's collectives' titles: what a rank sends each time, and the phase's bytes as the bytes list sums them", () => {
+  // ZeRO-3 on 2 ranks: two all-gathers of 12 B a rank, one pill; the reduce-scatter once
+  const gather = { name: "all_gather", entries: [12, 12, 12, 12].map((bytes) => ({ bytes })), bytes: 48 };
+  const scatter = { name: "reduce_scatter", entries: [12, 12].map((bytes) => ({ bytes })), bytes: 24 };
+  setTexts(texts("en"), "en");
+  assert.match(DRAWERS.fsdp.phaseText.all_gather({ zero: 3 }, gather), /sends 12 B each time, 48 B in all$/);
+  assert.match(DRAWERS.fsdp.phaseText.reduce_scatter({ zero: 3 }, scatter), /sends 12 B, 24 B in all$/);
+  setTexts(texts("zh"), "zh");
+  assert.match(DRAWERS.fsdp.phaseText.all_gather({ zero: 3 }, gather), /每次发送 12 B，共 48 B$/);
 });
