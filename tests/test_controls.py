@@ -233,6 +233,10 @@ def test_pace_choices():
         "5 steps/s",
         "as fast as possible",
     ]
+    # a run at a lesson pace (FSDP's 7 phases at 2 s: a step every 14 s) says how long a step takes
+    rate = controls.parse_pace("lesson2", "fsdp")
+    assert rate == pytest.approx(1 / 14) and controls.rate_text(rate) == "1 step every 14 s"
+    assert controls.rate_text(0.96) == "1 step/s" and controls.rate_text(0.5) == "1 step every 2 s"
 
 
 # ---------------------------------------------------------------------------------------------------------

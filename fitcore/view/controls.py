@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, Mapping
 
-from fitcore import i18n, phases, strategies
+from fitcore import i18n, strategies
 from fitcore.config import (
     MAX_FEATURES,
     MAX_WORKERS,
@@ -213,10 +213,9 @@ def matching_preset(values: Mapping[str, Any]) -> Preset | None:
 
 
 def phase_count(strategy: str) -> int:
-    """The phases the picture walks through in one step of `strategy` (DataParallel's 8, DDP's 6)."""
-    if strategies.strategy(strategy).processes:
-        return len(phases.DDP_PHASES)
-    return len(phases.DATAPARALLEL_PHASES)
+    """The phases the picture walks through in one step of `strategy` (DataParallel's 8, DDP's 6, FSDP's 7:
+    its two all-gathers are one phase of the picture)."""
+    return len(strategies.strategy(strategy).phases())
 
 
 def lesson_seconds(choice: str) -> int | None:
@@ -256,7 +255,10 @@ def pace_label(choice: str) -> str:
 
 
 def rate_text(per_second: float) -> str:
-    """ "1 step/s", "20 steps/s", "每秒 20 步": a speed rounded to a whole number."""
+    """ "1 step/s", "20 steps/s", "每秒 20 步": a speed rounded to a whole number; under one step a second
+    (a lesson pace), the seconds a step takes: "1 step every 14 s", not "0 steps/s"."""
+    if 0 < per_second < 0.95:
+        return t("view.pace.every", s=f"{1 / per_second:.0f}")
     n = f"{per_second:.0f}"
     return t("view.pace.rate.one" if n == "1" else "view.pace.rate.other", n=n)
 
