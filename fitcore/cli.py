@@ -21,7 +21,7 @@ from fitcore.i18n import t
 from fitcore.recording import Recorder, check_recordable, replayer
 from fitcore.recording import read as read_recording
 from fitcore.runner import trainer_for
-from fitcore.strategies.ddp.torchrun import exit_rank, torchrun_env, train_torchrun
+from fitcore.strategies.ddp.torchrun import exit_rank, torchrun_env
 from fitcore.trace import TraceBuilder
 from fitcore.train import Control
 from fitcore.view.results import result_dict
@@ -108,8 +108,8 @@ def main(argv: list[str]) -> int:
         return 2
     # under torchrun this process is one rank, and only rank 0 prints
     strategy = strategies.strategy(cfg.strategy)
-    torchrun = torchrun_env() if strategy.processes else None
-    trainer = train_torchrun if torchrun is not None else trainer_for(cfg)
+    torchrun = torchrun_env() if strategy.torchrun is not None else None
+    trainer = strategy.torchrun if torchrun is not None else trainer_for(cfg)
     source = data_source(cfg) if cfg.data else None
     return play(cfg, trainer, args, torchrun, source)
 

@@ -320,3 +320,16 @@ def test_a_reader_that_goes_away_ends_the_run_without_a_traceback():
     assert first[0].startswith("Emulating 2 devices on the CPU")
     assert code == 141
     assert "Traceback" not in err and "BrokenPipeError" not in err and err == ""
+
+
+def test_fsdp_under_torchrun_is_refused_with_one_line_not_run_as_ddp(capsys, monkeypatch):
+    # one rank of a torchrun launch; the address is never dialled: the config is refused before any group
+    env = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    code, out, err = run_cli(capsys, "--strategy", "fsdp", "--devices", "cpu", "--epochs", "1")
+    assert (code, out) == (2, [])
+    assert err == [
+        "fitcore: error: --strategy: got 'fsdp'; allowed: under torchrun: ddp (this strategy runs on its own "
+        "spawned ranks, not yet under torchrun)"
+    ]

@@ -50,6 +50,8 @@ class Strategy:
         calibrate(cfg, k) -> dict                    (optional) its projected row's calibration point: the
                                                      bytes its real collectives sent at k ranks (`whatif
                                                      --calibrate`)
+        torchrun(cfg, on_event, control) -> RunEnded   (optional) one rank of a torchrun launch; without it,
+                                                     the command line refuses the strategy under torchrun
     `options` names the FitConfig fields only this strategy reads: another strategy refuses them set.
     """
 
@@ -78,6 +80,7 @@ class Strategy:
     picture: Callable[..., dict] = lambda cfg, step, devices, extra: {}
     options: tuple[str, ...] = ()  # FitConfig fields only this strategy reads (their defaults elsewhere)
     calibrate: Callable[..., dict] | None = None  # (cfg, k) -> whatif's calibration point, a real run's bytes
+    torchrun: Callable[..., Any] | None = None  # its trainer for one rank of a torchrun launch, if it has one
 
     @property
     def view_module(self) -> ModuleType:

@@ -76,6 +76,12 @@ def _train(*args, **kwargs):
     return train_ddp(*args, **kwargs)
 
 
+def _torchrun(*args, **kwargs):
+    from fitcore.strategies.ddp.torchrun import train_torchrun
+
+    return train_torchrun(*args, **kwargs)
+
+
 def _step_lines(step) -> list[str]:
     from fitcore.console import rank_step_lines
 
@@ -197,4 +203,5 @@ STRATEGY = Strategy(
     preload=(f"{__name__}.launcher", f"{__name__}.rank"),
     phases=_phases,
     picture=_picture,
+    torchrun=_torchrun,
 )
