@@ -322,5 +322,9 @@ def test_the_real_check_passes_every_row_this_machine_runs():
     assert gloo["status"] == "passed" and gloo["figures"]["split"] == [100, 100]
     assert gloo["figures"]["ranks_identical"] and gloo["figures"]["reference_diff"] <= 1e-5
     assert gloo["figures"]["lstsq_diff"] <= 1e-4
+    fsdp = rows["fsdp gloo 2 ranks (CPU)"]  # 3 weights on 2 ranks: rank 0 holds w1, w2 and b, rank 1 w3
+    assert fsdp["status"] == "passed" and fsdp["figures"]["shards"] == ["W[0:2] + b", "W[2:3]"]
+    assert fsdp["figures"]["padded_numel"] == 3 and fsdp["figures"]["reference_diff"] <= 1e-5
+    assert fsdp["figures"]["ranks_identical"] and fsdp["figures"]["lstsq_diff"] <= 1e-4
     if not torch.cuda.is_available():
         assert rows["dataparallel cuda:0"]["result"] == "skipped: no CUDA GPU"
