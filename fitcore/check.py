@@ -244,6 +244,15 @@ def plan_rows(machine: Machine) -> list[Row]:
     return rows
 
 
+def rank_skips(machine: Machine) -> tuple[str, str]:
+    """Why a strategy with ranks skips its rows here: (its gloo rows' reason, its nccl rows' reason); ""
+    where the row runs. nccl rows need the backend and two GPUs."""
+    no_gloo = "" if machine.gloo else t("cli.check.skip.unavailable", backend="gloo")
+    no_nccl = "" if machine.nccl else t("cli.check.skip.unavailable", backend="nccl")
+    two_gpus = "" if len(machine.gpus) >= 2 else t("cli.check.skip.two_gpus")
+    return no_gloo, no_nccl or two_gpus
+
+
 def row(name: str, run: Callable[[], Verified], skip: str = "") -> Row:
     """A Row that runs, or one that is skipped with its reason when `skip` is not empty."""
     return Row(name, None if skip else run, skip)

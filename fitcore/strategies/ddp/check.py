@@ -24,6 +24,7 @@ from fitcore.check import (
     _steps,
     _train,
     _within,
+    rank_skips,
     row,
 )
 from fitcore.config import FitConfig, validate
@@ -116,12 +117,10 @@ def check_rows(machine: Machine) -> list[Row]:
     """Two gloo CPU ranks, and one nccl rank per GPU where there are two or more."""
     gpus = machine.gpus
     n = len(gpus)
-    two_gpus = "" if n >= 2 else t("cli.check.skip.two_gpus")
-    no_gloo = "" if machine.gloo else t("cli.check.skip.unavailable", backend="gloo")
-    no_nccl = "" if machine.nccl else t("cli.check.skip.unavailable", backend="nccl")
+    no_gloo, no_nccl = rank_skips(machine)
     return [
         row(t("cli.check.row.gloo", n=2), lambda: check_ddp("cpu", 2), no_gloo),
-        row(t("cli.check.row.nccl", n=max(n, 2)), lambda: check_ddp("cuda", n, gpus), no_nccl or two_gpus),
-        row(t("cli.check.row.syncbn", n=max(n, 2)), lambda: check_sync_batchnorm(n), no_nccl or two_gpus),
+        row(t("cli.check.row.nccl", n=max(n, 2)), lambda: check_ddp("cuda", n, gpus), no_nccl),
+        row(t("cli.check.row.syncbn", n=max(n, 2)), lambda: check_sync_batchnorm(n), no_nccl),
         row(t("cli.check.row.hosts", n=2), check_hosts, no_gloo or machine.no_hosts),
     ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fitcore.check import CHECK_CONFIG, CheckFailed, Machine, Row, Verified, row
+from fitcore.check import CHECK_CONFIG, CheckFailed, Machine, Row, Verified, rank_skips, row
 from fitcore.devices import GPU
 from fitcore.events import Detail
 from fitcore.i18n import t
@@ -42,14 +42,8 @@ def check_rows(machine: Machine) -> list[Row]:
     """Two gloo CPU ranks, and one nccl rank per GPU where there are two or more."""
     gpus = machine.gpus
     n = len(gpus)
-    two_gpus = "" if n >= 2 else t("cli.check.skip.two_gpus")
-    no_gloo = "" if machine.gloo else t("cli.check.skip.unavailable", backend="gloo")
-    no_nccl = "" if machine.nccl else t("cli.check.skip.unavailable", backend="nccl")
+    no_gloo, no_nccl = rank_skips(machine)
     return [
         row(t("cli.check.row.fsdp_gloo", n=2), lambda: check_fsdp("cpu", 2), no_gloo),
-        row(
-            t("cli.check.row.fsdp_nccl", n=max(n, 2)),
-            lambda: check_fsdp("cuda", n, gpus),
-            no_nccl or two_gpus,
-        ),
+        row(t("cli.check.row.fsdp_nccl", n=max(n, 2)), lambda: check_fsdp("cuda", n, gpus), no_nccl),
     ]
