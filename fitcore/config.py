@@ -67,8 +67,7 @@ class FitConfig:
     strategy: str = strategies.DEFAULT  # one of fitcore.strategies.NAMES; the first is one process
     workers: int = 2  # worker processes for a strategy with processes (ddp, fsdp)
     # FSDP's fully_shard(reshard_after_forward=...): True frees the gathered parameters after forward
-    # (ZeRO-3),
-    # False keeps them until backward ends (ZeRO-2); only that strategy reads it (its `options`)
+    # (ZeRO-3), False keeps them until backward ends (ZeRO-2); only that strategy reads it (its `options`)
     reshard_after_forward: bool = True
     # Your own data (fitcore.csvdata): a CSV file fitted instead of the synthetic data. validate() fills in
     # features, data_size, data_sha256, and as weights and bias the file's least-squares answer.
@@ -261,8 +260,6 @@ _PARSERS = {
 # ---------------------------------------------------------------------------------------------------------
 # Validation.
 
-_DEFAULTS = {f.name: f.default for f in fields(FitConfig)}
-
 
 def estimate_bytes(data_size: int, n_features: int, batch_size: int) -> int:
     """Memory a run plans to use, in bytes, before anything is allocated.
@@ -325,6 +322,15 @@ def _check_int(field: str, value: int, lo: int, hi: int | None, why: str = "") -
 def _check_finite(field: str, value: float) -> None:
     if not math.isfinite(value):
         raise ConfigError(field, value, Text("config.finite"))
+
+
+def check_options(strategy: str, values: Mapping[str, Any]) -> None:
+    """Refuse a strategy's own field (FSDP's reshard_after_forward) set away from its default under another
+    strategy, which would ignore it; `values`: some of strategies.OPTIONS, typed."""
+    own = strategies.strategy(strategy).options
+    for field, value in values.items():
+        if field not in own and value != getattr(FitConfig, field):
+            raise ConfigError(field, value, Text("config.option_of", strategies=strategies.owners(field)))
 
 
 def validate(
@@ -393,11 +399,7 @@ def validate(
     # 3. where it runs
     if cfg.strategy not in STRATEGIES:
         raise ConfigError("strategy", cfg.strategy, Listed(STRATEGIES))
-    for field in (f for s in strategies.STRATEGIES.values() for f in s.options):
-        owners = [s.label for s in strategies.STRATEGIES.values() if field in s.options]
-        if field not in strategies.strategy(cfg.strategy).options and getattr(cfg, field) != _DEFAULTS[field]:
-            allowed = Text("config.option_of", strategies=", ".join(owners))
-            raise ConfigError(field, getattr(cfg, field), allowed)
+    check_options(cfg.strategy, {f: getattr(cfg, f) for f in strategies.OPTIONS})
     plan = parse_devices(cfg.devices, gpus)
     if len(plan.labels) > cfg.data_size:
         raise ConfigError("devices", cfg.devices, Text("config.devices_rows", rows=cfg.data_size))

@@ -39,7 +39,7 @@ def add_training_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devices", help=t("cli.help.devices", default=d.devices))
     p.add_argument("--strategy", help=t("cli.help.strategy", default=d.strategy))
     p.add_argument("--workers", help=t("cli.help.workers", default=d.workers))
-    for option in (f for s in strategies.STRATEGIES.values() for f in s.options):  # a strategy's own switches
+    for option in strategies.OPTIONS:  # a strategy's own switches (FSDP's reshard_after_forward)
         flag, default = "--" + option.replace("_", "-"), getattr(d, option)
         p.add_argument(flag, help=t(f"cli.help.{option}", default=default))
 

@@ -99,6 +99,12 @@ _PACKAGES = (dataparallel, ddp, fsdp)  # the registry: one line per strategy, th
 STRATEGIES: dict[str, Strategy] = {p.STRATEGY.name: p.STRATEGY for p in _PACKAGES}
 NAMES = tuple(STRATEGIES)
 DEFAULT = NAMES[0]
+OPTIONS = tuple(f for s in STRATEGIES.values() for f in s.options)  # every strategy's own config fields
+
+
+def owners(option: str) -> str:
+    """The strategies that read the config field `option`, by label ("FSDP")."""
+    return ", ".join(s.label for s in STRATEGIES.values() if option in s.options)
 
 
 def strategy(name: Any) -> Strategy:

@@ -21,6 +21,7 @@ from fitcore.config import (
     ConfigError,
     FitConfig,
     Limits,
+    check_options,
     integer_range,
     validate,
 )
@@ -46,7 +47,7 @@ CONTROL_FIELDS = (
 )
 # every strategy's options (FitConfig fields only it reads, FSDP's reshard_after_forward): a switch each,
 # drawn under its strategy, in the link after the settings every run has
-OPTIONS = tuple(f for s in strategies.STRATEGIES.values() for f in s.options)
+OPTIONS = strategies.OPTIONS
 CONTROL_FIELDS += OPTIONS
 
 # The fields the page names by a label of their own (the catalog's `view.field.<name>`: "Batch size",
@@ -180,7 +181,7 @@ def used_fields(strategy: Any) -> tuple[str, ...]:
     """The controlled fields a run of this strategy uses: `workers` only matters with one process each, and
     a strategy's options (its `options`) only under it."""
     entry = strategies.strategy(strategy)
-    unused = {f for s in strategies.STRATEGIES.values() for f in s.options} - set(entry.options)
+    unused = set(OPTIONS) - set(entry.options)
     if not entry.processes:
         unused.add("workers")
     return tuple(f for f in CONTROL_FIELDS if f not in unused)
@@ -190,11 +191,8 @@ def option_values(strategy: Any, widgets: Mapping[str, Any]) -> dict[str, Any]:
     """Every strategy's options: the widget's value under the strategy that reads it, else the default (a
     switch left off under FSDP does not follow the page to another strategy, which would refuse it)."""
     own = strategies.strategy(strategy).options
-    return {
-        f: bool(widgets.get(f, getattr(FitConfig, f))) if f in own else getattr(FitConfig, f)
-        for s in strategies.STRATEGIES.values()
-        for f in s.options
-    }
+    default = {f: getattr(FitConfig, f) for f in OPTIONS}
+    return {f: bool(widgets.get(f, default[f])) if f in own else default[f] for f in OPTIONS}
 
 
 def matching_preset(values: Mapping[str, Any]) -> Preset | None:
@@ -454,14 +452,13 @@ def _check_workers(values: dict[str, Any], raw: Any, gpus: Any) -> None:
 
 def _check_options(values: dict[str, Any], raw: Any, gpus: Any) -> None:
     """A strategy's option (FSDP's reshard_after_forward) set away from its default under another strategy
-    is refused, as validate() refuses it: the page would otherwise drop it without a word."""
-    own = strategies.strategy(values.get("strategy", FitConfig.strategy)).options
-    for field in OPTIONS:
-        if field in values and field not in own and values[field] != getattr(FitConfig, field):
-            del values[field]
-            owners = ", ".join(s.label for s in strategies.STRATEGIES.values() if field in s.options)
-            given = raw.get(field) if raw else None
-            raise ConfigError(field, given, Text("config.option_of", strategies=owners))
+    is refused as validate() refuses it (check_options): the page would otherwise drop it without a word."""
+    given = {f: values[f] for f in OPTIONS if f in values}
+    try:
+        check_options(values.get("strategy", FitConfig.strategy), given)
+    except ConfigError as exc:
+        del values[exc.field]
+        raise ConfigError(exc.field, raw.get(exc.field), exc.allowed) from None
 
 
 def link_params(all_values: Mapping[str, list[str]]) -> dict[str, Any]:
