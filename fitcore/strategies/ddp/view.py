@@ -312,10 +312,15 @@ def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> 
     return [_shards_section(title, value, which), _ranks_section(snap, cfg, value, which, gpus)]
 
 
-def parallelism(cfg: FitConfig, started: RunStarted) -> str:
-    """ "DistributedDataParallel, 2 ranks, gloo": gloo on the CPU, nccl with one GPU per rank."""
+def ranks_words(cfg: FitConfig, started: RunStarted) -> str:
+    """ "2 ranks, gloo": gloo on the CPU, nccl with one GPU per rank (every strategy with ranks says so)."""
     backend = "nccl" if cfg.devices.startswith("cuda") else "gloo"
-    return f"DistributedDataParallel, {plural(len(started.devices), 'rank')}, {backend}"
+    return f"{plural(len(started.devices), 'rank')}, {backend}"
+
+
+def parallelism(cfg: FitConfig, started: RunStarted) -> str:
+    """ "DistributedDataParallel, 2 ranks, gloo"."""
+    return f"DistributedDataParallel, {ranks_words(cfg, started)}"
 
 
 def console_frame(snap: Snapshot) -> tuple[list[str], list[str]]:

@@ -111,8 +111,7 @@ def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> 
 
 def parallelism(cfg: FitConfig, started: RunStarted) -> str:
     """ "FSDP (ZeRO-3), 2 ranks, gloo": gloo on the CPU, nccl with one GPU per rank."""
-    ranks = ddp_view.parallelism(cfg, started).split(", ", 1)[1]
-    return f"FSDP (ZeRO-{zero_stage(cfg)}), {ranks}"
+    return f"FSDP (ZeRO-{zero_stage(cfg)}), {ddp_view.ranks_words(cfg, started)}"
 
 
 def layout_lines(value: dict) -> list[str]:
