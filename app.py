@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import classroom, data, lab, panels, run, sidebar, state
-from fitcore import api, i18n
+from fitcore import api, i18n, serve
 from fitcore.config import ConfigError, FitConfig
 from fitcore.i18n import t
 from fitcore.runner import Snapshot
@@ -118,4 +118,6 @@ def main() -> None:
 if __name__ == "__main__":
     main()
 elif __name__ == "app":
+    serve.end_on_sigterm()
+    serve.quiet_protocol_errors()
     app = st.App(__file__, routes=api.routes())

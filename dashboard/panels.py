@@ -13,6 +13,7 @@ from dashboard.classroom import classroom_data
 from dashboard.state import QUEUED_POLL_MS
 from fitcore import api, i18n, live, strategies
 from fitcore.config import FitConfig
+from fitcore.devices import run_gpus
 from fitcore.i18n import t
 from fitcore.runner import Snapshot
 from fitcore.view import controls, results, status
@@ -149,7 +150,10 @@ def sections_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> Non
     source = snap if snap is not None else cfg
     if source is None:
         return
-    for section in strategies.of(source).view_module.sections(snap, cfg, list(gpus.values())):
+    here = list(gpus.values())
+    if snap is not None:  # the run's own devices, where it ran (a replay's may be another machine's GPUs)
+        here = run_gpus(snap.config.devices, here)
+    for section in strategies.of(source).view_module.sections(snap, cfg, here):
         section_ui(section)
 
 

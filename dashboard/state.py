@@ -82,16 +82,37 @@ def init_session(gpus: dict) -> None:
             ss.run_id = None
         else:  # without a link, the controls are the run's own, so that they match what is shown
             ss.run_number = get_pool().run_number(ss.owner, ss.run_id)
-            apply_values(controls.config_values(snap.config), gpus)
+            apply_values(controls.values_here(controls.config_values(snap.config), list(gpus.values())), gpus)
             ss.pace = controls.pace_choice(snap.pace)
-    # a link sets the controls (a reload's link is the run's own); bad values are reported, the defaults kept
-    values, pace, errors = controls.from_query(link_params(), list(gpus.values()))
+    # a link sets the controls (a reload's link is the run's own); bad values are reported, the defaults kept.
+    # A preset it names comes first: the link's own values apply over it
+    chosen, errors = controls.preset_from_query(link_params())
+    if chosen is not None:
+        apply_values(controls.config_values(chosen.config), gpus)
+        ss.preset = chosen.name
+    values, pace, value_errors = controls.from_query(link_params(), list(gpus.values()))
+    errors += value_errors
     apply_values(values, gpus)
     if pace is not None:
         ss.pace = pace
     ss.url_errors = [controls.error_text(e) for e in errors]
     init_script(gpus)
     init_classroom()
+    drop_bad_params()
+
+
+# The link's parameters that name something (a room, a script, a preset) rather than a control's value: a
+# bad one is reported once and taken out of the address bar, so that a reload or a copied link drops it.
+NAMING_PARAMS = ("room", "script", "preset")
+
+
+def drop_bad_params() -> None:
+    ss = st.session_state
+    preset = controls.preset_from_query(link_params())[0]
+    taken = {"room": bool(ss.room), "script": bool(ss.script), "preset": preset is not None}
+    for name in NAMING_PARAMS:
+        if name in st.query_params and not taken[name]:
+            del st.query_params[name]
 
 
 def run_gone(owner: str) -> bool:

@@ -100,6 +100,8 @@ def live_handler(get_pool: Callable[[], RunPool] = server_pool):
                 raise RunNotFound("")
             snap, number = pool.snapshot(owner, run_id), pool.run_number(owner, run_id)
         except RunNotFound:  # not this owner's, or dropped meanwhile: the same answer either way
+            if run_id and pool.was_reset(owner, run_id):  # its page pressed Reset: nothing more to show
+                return Response(status_code=204, headers={"Cache-Control": "no-store"})
             return _error(404, "run", run_id or "", "one of this browser's runs")
         with i18n.using(lang):  # the status line and the run's label in the page's language
             body = live.payload(snap, since, number)

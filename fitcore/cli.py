@@ -18,6 +18,7 @@ from fitcore.errors import Text
 from fitcore.events import Detail, RunStarted, Status, Step
 from fitcore.flags import add_training_flags, config_from_args, flag_error
 from fitcore.i18n import t
+from fitcore.outfiles import Pending, check_outputs
 from fitcore.recording import Recorder, check_recordable, replayer
 from fitcore.recording import read as read_recording
 from fitcore.runner import trainer_for
@@ -98,7 +99,8 @@ def main(argv: list[str]) -> int:
 
         return serve.main(argv[1:])
     args = build_parser().parse_args(argv)
-    try:
+    try:  # before the data is read: an output named as the input would empty it
+        check_outputs({"data": args.data}, {"record": args.record, "trace": args.trace})
         cfg = config_from_args(args)
         if args.record:
             check_recordable(cfg, args.record)
@@ -131,6 +133,7 @@ def replay_main(argv: list[str]) -> int:
         _check_print_every(args.print_every)
         if args.record:
             raise ConfigError("record", args.record, Text("cli.replay.no_record"))
+        check_outputs({"recording": args.recording}, {"trace": args.trace})
         recording = read_recording(args.recording)
     except ConfigError as exc:
         print(error_line("fitcore", flag_error(exc)), file=sys.stderr)
@@ -164,14 +167,17 @@ def play(cfg, trainer, args, torchrun, source: dict | None = None, label: str = 
     verbose = lead and not (args.quiet or args.json)
     seen: dict = {}
     listeners = []
+    trace_file = None  # the trace's file, made before the run so that a bad path is refused first
     try:
         if lead and getattr(args, "record", None):
             listeners.append(Recorder(args.record, extra={"data": source} if source else None))
         if lead and args.trace:
             tracer = TraceBuilder("replay: " + label if label else "fitcore run")
-            _writable("trace", args.trace)
+            trace_file = Pending(args.trace, "trace")
             listeners.append(tracer)
     except ConfigError as exc:
+        for listener in listeners:  # the recording's temporary file goes (the trace's was not made)
+            listener.close()
         print(error_line("fitcore", flag_error(exc)), file=sys.stderr)
         return 2
 
@@ -211,8 +217,15 @@ def play(cfg, trainer, args, torchrun, source: dict | None = None, label: str = 
         if verbose and label:
             say(t("cli.replaying", label=label))
         ended = trainer(cfg, on_event, control)
+    except BaseException:  # no run's end: no half recording or trace is left where a good file was
+        if trace_file is not None:
+            trace_file.discard()
+        raise
     finally:
         signal.signal(signal.SIGINT, previous)
+        for listener in listeners:
+            if isinstance(listener, Recorder):
+                listener.close()  # written whole at the run's end; otherwise discarded
     started = seen.get("started")
     if verbose and seen.get("latest") is not seen.get("printed"):  # stopped early: its last step still shows
         say("\n".join(lines(seen["latest"])))
@@ -240,20 +253,11 @@ def play(cfg, trainer, args, torchrun, source: dict | None = None, label: str = 
         if source:  # its least-squares answer is the reference
             summary[1:1] = data_lines(source, ended.weights, ended.bias)
         say("\n".join(summary))
-    if lead and args.trace:
-        tracer.write(args.trace)
+    if trace_file is not None:
+        tracer.write(trace_file)
     code = 0 if ended.status == Status.FINISHED else 130 if ended.status == Status.STOPPED else 1
     if "closed" in seen:
         code = PIPE_CLOSED
     if torchrun is not None:
         exit_rank(code)  # never returns: see its docstring
     return code
-
-
-def _writable(flag: str, path: str) -> None:
-    """Refuse, before the run, an output file that cannot be written."""
-    try:
-        with open(path, "w", encoding="utf-8"):
-            pass
-    except OSError as exc:
-        raise ConfigError(flag, path, Text("recording.writable", why=exc.strerror or exc)) from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import re
 import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator
@@ -35,6 +36,11 @@ ARGPARSE_WORDS = {
     "invalid %(type)s value: %(value)r": "cli.argparse.invalid",
     "invalid choice: %(value)r (choose from %(choices)s)": "cli.argparse.choice",
 }
+
+
+NEGATIVE_NUMBER = re.compile(
+    r"^-(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$|^-(?:inf|infinity|nan)$", re.IGNORECASE
+)
 
 
 @contextmanager
@@ -93,6 +99,9 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, prog: str, **kwargs):
         with argparse_words():
             super().__init__(prog=prog, **kwargs)
+        # a value that reads as a negative number is a value, not a flag: argparse's own pattern takes -3 and
+        # -0.5 but not -1e3 or -inf ("--bias -inf: expected one argument"), which validate then names
+        self._negative_number_matcher = NEGATIVE_NUMBER
         self.add_argument("--lang", type=lang_value, help=t("cli.help.lang"))
 
     def parse_args(self, args=None, namespace=None):  # noqa: D102 - argparse's, in the current language

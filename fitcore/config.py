@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
 from fitcore import strategies
-from fitcore.devices import parse_devices
+from fitcore.devices import parse_devices, run_gpus
 from fitcore.errors import ConfigError, Listed, Text
 
 __all__ = [  # ConfigError lives in fitcore.errors; `from fitcore.config import ConfigError` keeps working
@@ -40,6 +40,10 @@ MAX_VALUE = 1_000_000
 # every fit diverges long before this; from about 3.4e37 (Adam's first step is lr / 0.1) float32 cannot hold
 # the step and torch raises instead, so the run would fail rather than diverge
 MAX_LR = 1e30
+# The most work one run may ask for, on the command line too: steps, and rows through the model (epochs x
+# data size). About 10 minutes of steps at a CPU's few thousand a second.
+MAX_TOTAL_STEPS = 1_000_000
+MAX_TOTAL_ROWS = 1_000_000_000
 # the most rows a tensor can have (torch's sizes are int64); beyond it the memory estimate in MiB would not
 # even fit in a float
 MAX_ROWS = 2**63 - 1
@@ -229,9 +233,10 @@ def _parse_text(field: str, raw: Any) -> str:
 
 def _parse_names(field: str, raw: Any) -> tuple[str, ...]:
     parts = raw.split(",") if isinstance(raw, str) else list(raw) if isinstance(raw, (list, tuple)) else None
-    if parts is None:
+    names = None if parts is None else tuple(str(p).strip() for p in parts)
+    if names is None or (parts and not all(names)):  # "" and "a,,b" name no column where a name stands
         raise ConfigError(field, raw, Text("config.names"))
-    return tuple(str(p).strip() for p in parts if str(p).strip())
+    return names
 
 
 _PARSERS = {
@@ -334,7 +339,11 @@ def check_options(strategy: str, values: Mapping[str, Any]) -> None:
 
 
 def validate(
-    cfg: FitConfig, limits: Limits = Limits(), available: int | None = None, gpus: Any = None
+    cfg: FitConfig,
+    limits: Limits = Limits(),
+    available: int | None = None,
+    gpus: Any = None,
+    recorded: bool = False,
 ) -> FitConfig:
     """Check every field of `cfg` against `limits`; return it, or raise ConfigError.
 
@@ -346,15 +355,19 @@ def validate(
         limits: bounds (a server sets tighter ones than the command line).
         available: bytes of memory available; read from the machine when None.
         gpus: the CUDA GPUs to check `devices` against; discovered when None.
+        recorded: a recording's config, checked as a run on the machine that recorded it: its file is not
+            read (the recording holds what it decided), its GPUs are taken as there, its memory not asked.
     """
+    if recorded:
+        gpus, available = run_gpus(cfg.devices, []), 2**62
     # 0. your own data: read the file (bounded by fitcore.csvdata's limits) and fill in what it decides
-    if cfg.data:
+    if cfg.data and not recorded:
         from fitcore import csvdata  # reads pandas: only runs on a file pay for it
 
         cfg = csvdata.resolve(cfg)
         if limits.max_data_size is not None and cfg.data_size > limits.max_data_size:
             raise ConfigError("data", cfg.data, Text("config.data_rows", most=limits.max_data_size))
-    elif cfg.target or cfg.features:
+    elif not cfg.data and (cfg.target or cfg.features):
         raise ConfigError("target" if cfg.target else "features", cfg.target or ",".join(cfg.features),
                           Text("config.needs_data"))  # fmt: skip
 
@@ -403,7 +416,9 @@ def validate(
     plan = parse_devices(cfg.devices, gpus)
     if len(plan.labels) > cfg.data_size:
         raise ConfigError("devices", cfg.devices, Text("config.devices_rows", rows=cfg.data_size))
-    if strategies.strategy(cfg.strategy).processes:
+    if not strategies.strategy(cfg.strategy).processes:  # unused here, but never a count that is not one
+        _check_int("workers", cfg.workers, 1, MAX_WORKERS)
+    else:
         _check_int("workers", cfg.workers, 1, min(MAX_WORKERS, cfg.data_size), "config.why.workers")
         if plan.kind == "cuda" and cfg.workers != len(plan.device_ids):
             raise ConfigError(
@@ -427,4 +442,13 @@ def validate(
                 budget=f"{budget / 2**20:.0f}",
             ),
         )
+
+    # 5. the work in all: a run that would take days is refused, not started (a server bounds it tighter)
+    if cfg.total_steps > MAX_TOTAL_STEPS or cfg.epochs * cfg.data_size > MAX_TOTAL_ROWS:
+        raise ConfigError(
+            "epochs",
+            cfg.epochs,
+            Text("config.work", steps=MAX_TOTAL_STEPS, rows=MAX_TOTAL_ROWS, has_steps=cfg.total_steps,
+                 has_rows=cfg.epochs * cfg.data_size),
+        )  # fmt: skip
     return cfg

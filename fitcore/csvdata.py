@@ -81,15 +81,15 @@ def _refuse(path: str, allowed: Text) -> ConfigError:
 def _read_bytes(path: str) -> bytes:
     try:
         size = os.path.getsize(path)
+        if size > MAX_BYTES:
+            raise _refuse(path, Text("csv.too_big", most=MAX_BYTES, size=size))
+        with open(path, "rb") as f:  # a folder, a file without read permission: refused here, in one line
+            raw = f.read(size + 1)  # not read(MAX_BYTES + 1), which allocates 64 MiB for any file
+            if len(raw) > size:  # it grew after the size was read: enough more to know whether it is too big
+                raw += f.read(MAX_BYTES + 1 - len(raw))
+            return raw
     except OSError as exc:
         raise _refuse(path, Text("csv.readable", why=exc.strerror or exc)) from None
-    if size > MAX_BYTES:
-        raise _refuse(path, Text("csv.too_big", most=MAX_BYTES, size=size))
-    with open(path, "rb") as f:
-        raw = f.read(size + 1)  # not read(MAX_BYTES + 1), which allocates 64 MiB for any file
-        if len(raw) > size:  # it grew after the size was read: enough more to know whether it is too big
-            raw += f.read(MAX_BYTES + 1 - len(raw))
-        return raw
 
 
 def _text(path: str, raw: bytes) -> str:
@@ -143,6 +143,12 @@ def _header(path: str, text: str) -> list[str]:
     return names
 
 
+# The largest cell taken: sums of squares over a million rows stay within float32 (3.4e38), where 1e300
+# gave W = [nan, nan] and a "finished" run. A word the C parser reads as a number (True, False) is none.
+MAX_CELL = 1e15
+_BOOLEAN = re.compile(rb"(?i)\b(?:true|false)\b")
+
+
 def _cells(path: str, raw: bytes, text: str, names: list[str], used: list[str]) -> np.ndarray:
     """The data rows of the `used` columns as float64, (N, len(used)) in `used`'s order; refuse the first
     cell of them that is not a finite number.
@@ -163,7 +169,9 @@ def _cells(path: str, raw: bytes, text: str, names: list[str], used: list[str]) 
         cells = frame[used].to_numpy(dtype=np.float64)
     except (pd.errors.ParserError, ValueError, TypeError):
         cells = None
-    if cells is None or not np.isfinite(cells).all():
+    # not a finite number of at most MAX_CELL, or maybe a True/False the C parser took as 1/0: read the
+    # cells again as text to name the first bad one (a "true" in the header or an unused column is none)
+    if cells is None or not (np.abs(cells) <= MAX_CELL).all() or _BOOLEAN.search(raw):
         try:
             frame = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False, **options)
         except (pd.errors.ParserError, ValueError) as exc:
@@ -172,6 +180,8 @@ def _cells(path: str, raw: bytes, text: str, names: list[str], used: list[str]) 
                 path, Text("csv.ragged", detail=detail)
             ) from None
         _first_bad_cell(path, text, frame, [n for n in names if n in used])
+        if cells is None:
+            raise _refuse(path, Text("csv.numbers"))  # the C parser refused what the text read accepts
     if len(cells) > MAX_ROWS:
         raise _refuse(path, Text("csv.too_many_rows", most=MAX_ROWS))
     if len(cells) == 0:
@@ -226,24 +236,30 @@ def _refuse_line(path: str, line: int, found: int, columns: int) -> None:
 
 
 def _first_bad_cell(path: str, text: str, frame: Any, names: list[str]) -> None:
-    """Raise the refusal of the first cell of `frame` (read as text) that is not a finite number."""
+    """Raise the refusal of the first cell of `frame` (read as text) that is not a finite number of at most
+    MAX_CELL; return where there is none."""
     import pandas as pd
 
     if len(frame) > MAX_ROWS:
         raise _refuse(path, Text("csv.too_many_rows", most=MAX_ROWS))
     for name in names:
         column = frame[name].str.strip()
-        bad = ~np.isfinite(pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64))
+        numbers = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)  # True, "": NaN
+        bad = ~(np.abs(numbers) <= MAX_CELL)
         if bad.any():
             i = int(np.argmax(bad))
             cell = column.iloc[i]
             what = Text("csv.empty_cell") if cell == "" else repr(cell)
-            kind = Text("csv.not_finite") if _is_number(cell) else Text("csv.not_a_number")
+            if not _is_number(cell):
+                kind = Text("csv.not_a_number")
+            elif np.isfinite(numbers[i]):
+                kind = Text("csv.too_large", most="1e15")
+            else:
+                kind = Text("csv.not_finite")
             line = _line_numbers(text, i + 1)[i]
             raise _refuse(
                 path, Text("csv.bad_cell", line=line, name=repr(name), what=what, kind=kind)
             )
-    raise _refuse(path, Text("csv.numbers"))  # the C parser refused what the text read accepts
 
 
 def _line_numbers(text: str, rows: int) -> np.ndarray:

@@ -90,6 +90,18 @@ def cuda_gpus() -> list[GPU]:
     return gpus
 
 
+_GPU_INDEX = re.compile(r"cuda:([0-9]{1,4}(?:,[0-9]{1,4})*)")
+
+
+def run_gpus(spec: str, here: list[GPU]) -> list[GPU]:
+    """The GPUs to read a run's device spec against: this machine's, and a stand-in for each GPU the spec
+    names that this machine lacks. A run shown (a replay recorded on an H200, say) ran where its devices
+    were; the page describes it on a laptop without checking it against the laptop."""
+    known = {g.index for g in here}
+    named = {int(i) for m in _GPU_INDEX.finditer(str(spec).lower()) for i in m[1].split(",")}
+    return list(here) + [GPU(i, "recorded GPU", 0) for i in sorted(named - known)]
+
+
 def virtual_label(i: int, host: str = "") -> str:
     """virtual:i's label; `host` ("cuda:0") names the GPU its replica runs on, "" the CPU."""
     return f"virtual:{i} (emulated on {host})" if host else f"virtual:{i} ({EMULATED})"

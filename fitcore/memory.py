@@ -26,8 +26,13 @@ def held_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
     return sum(seen.values())
 
 
-def held(params: Sequence[torch.Tensor], optimizer: torch.optim.Optimizer) -> dict[str, int]:
-    """{"parameters", "gradients", "optimizer_state"} in bytes, for the tensors one process holds."""
+def held(params: Iterable[torch.Tensor], optimizer: torch.optim.Optimizer) -> dict[str, int]:
+    """{"parameters", "gradients", "optimizer_state"} in bytes, for the tensors one process holds.
+
+    `params` is read three times: a generator (`model.parameters()`) is taken into a list first, or the
+    optimizer state's count would use it up and parameters and gradients read 0 B.
+    """
+    params = list(params)
     state = [v for p in params for v in optimizer.state.get(p, {}).values()]
     return {
         "parameters": held_bytes(params),

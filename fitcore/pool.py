@@ -80,6 +80,9 @@ class PoolSettings:
         )
 
 
+RESET_KEPT = 256  # runs remembered as reset, every owner together
+
+
 class RunPool:
     """Hands out runs to owners (browser sessions) and trains at most `max_active` of them at once.
 
@@ -106,6 +109,9 @@ class RunPool:
         self._latest: dict[str, str] = {}  # owner -> its latest run's id: a reloaded page finds it again
         self._numbers: dict[str, int] = {}  # run_id -> 1, 2, ...: each owner numbers its own runs
         self._counts: dict[str, int] = {}  # owner -> runs it has submitted
+        # (owner, run_id) of runs their owner reset lately: a page's poll that was on its way as Reset was
+        # pressed is told the run is reset (not "gone", which says the server dropped it)
+        self._reset: deque[tuple[str, str]] = deque(maxlen=RESET_KEPT)
         self._queue: deque[Run] = deque()
         self._active: set[str] = set()
         # every run until its thread has ended, kept or not: a run reset or reaped a moment ago may still be
@@ -233,6 +239,12 @@ class RunPool:
         self.stop(owner, run_id, Text("run.message.reset"))
         with self._lock:
             self._drop(run_id)
+            self._reset.append((owner, run_id))
+
+    def was_reset(self, owner: str, run_id: str) -> bool:
+        """Did `owner` reset this run lately? (Another owner's run is never one of its own.)"""
+        with self._lock:
+            return (owner, run_id) in self._reset
 
     # -- the server's view ------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:

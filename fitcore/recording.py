@@ -25,14 +25,16 @@ import json
 import math
 import os
 import platform
+import stat
 import time
 from string import Formatter
-from typing import IO, Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
-from fitcore.config import FitConfig
+from fitcore.config import FitConfig, validate
 from fitcore.errors import ConfigError, Listed, Text
 from fitcore.events import Detail, Event, Replica, RunEnded, RunStarted, Status, Step
 from fitcore.i18n import LANGUAGES, catalog, t, using
+from fitcore.outfiles import Pending
 from fitcore.phases import PhaseSpec, StepPhases
 
 FORMAT = "fitcore-recording"
@@ -40,6 +42,7 @@ VERSION = 2  # what a recording is written as
 READABLE = (1, 2)  # the versions read: 1 held the run's message as English text, 2 as a key and its fields
 MESSAGE_DEPTH = 4  # the most a recorded message nests (finished -> where -> processes -> its count)
 MAX_BYTES = 256 * 2**20  # the largest recording a replay reads (256 MiB)
+MAX_DEVICES = 64  # the most devices or ranks a recorded run names (8 hosts of 8 ranks)
 MAX_STEPS = 100_000  # the most steps a run may record: about 150 MB at 8 devices
 
 
@@ -240,10 +243,13 @@ def _step(d: dict) -> Step:
 def _started(d: dict) -> RunStarted:
     if not isinstance(d["config"], dict):
         raise ValueError("a config object")
-    cfg = FitConfig.from_mapping(d["config"])
+    cfg = validate(FitConfig.from_mapping(d["config"]), recorded=True)
+    devices = _list(d["devices"], _str)
+    if not 1 <= len(devices) <= MAX_DEVICES:
+        raise ValueError(f"1 to {MAX_DEVICES} devices, found {len(devices)}")
     return RunStarted(
         cfg,
-        _list(d["devices"], _str),
+        devices,
         bool(d["emulated"]),
         bool(d["data_parallel"]),
         _str(d["header"]),
@@ -314,12 +320,8 @@ class Recorder:
     def __init__(self, path: str, clock: Callable[[], float] = time.time, extra: dict | None = None):
         self.path = str(path)
         self.complete = False  # True once the run's end is written: the file is a whole recording
-        try:
-            self._file: IO[str] | None = open(self.path, "w", encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(
-                "record", self.path, Text("recording.writable", why=exc.strerror or exc)
-            ) from None
+        # written beside `path` and renamed over it at the run's end: a run that dies leaves no half file
+        self._pending: Pending | None = Pending(self.path, "record")
         when = _dt.datetime.fromtimestamp(clock(), _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         header = {
             "format": FORMAT,
@@ -331,20 +333,23 @@ class Recorder:
         self._write(header)
 
     def _write(self, data: dict) -> None:
-        self._file.write(json.dumps(data, separators=(",", ":")) + "\n")
+        self._pending.file.write(json.dumps(data, separators=(",", ":")) + "\n")
 
     def __call__(self, event: Event) -> None:
-        if self._file is None:
+        if self._pending is None:
             return
         self._write(event_dict(event))
         if isinstance(event, RunEnded):
-            self.close()
+            self._pending.commit()
+            self._pending = None
             self.complete = True
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        """Stop writing; a recording without its run's end is not kept (the file at `path` stays as it
+        was)."""
+        if self._pending is not None:
+            self._pending.discard()
+            self._pending = None
 
 
 def check_recordable(cfg: FitConfig, path: str) -> None:
@@ -393,8 +398,10 @@ def _json(path: str, number: int, line: str) -> Any:
     100,000 "[" would exhaust the parser's recursion: a recording nests a few levels)."""
     try:
         return json.loads(line)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         problem = Text("recording.not_json", msg=exc.msg, column=exc.colno)
+    except ValueError:  # an integer of more than 4,300 digits (Python's int conversion limit)
+        problem = Text("recording.huge_number")
     except RecursionError:
         problem = Text("recording.nested")
     raise RecordingError(path, problem, number)
@@ -407,7 +414,8 @@ def _header(path: str, line: str) -> dict[str, Any]:
         header = None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise RecordingError(path, Text("recording.no_header", expected=f'{{"format": "{FORMAT}", ...}}'), 1)
-    if header.get("version") not in READABLE:
+    version = header.get("version")
+    if type(version) is not int or version not in READABLE:  # true and 1.0 equal 1 but are no version
         raise RecordingError(path, Text("recording.version", version=repr(header.get("version"))), 1)
     return header
 
@@ -430,7 +438,10 @@ def read(path: str) -> Recording:
     """Read and check a recording; raise RecordingError naming the line and the problem. Never writes."""
     path = str(path)
     try:
-        size = os.path.getsize(path)
+        info = os.stat(path)
+        if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):  # /dev/zero, a pipe: no end
+            raise RecordingError(path, Text("recording.not_regular"))
+        size = info.st_size
         with open(path, "rb") as f:
             raw = f.read(MAX_BYTES + 1)
     except OSError as exc:

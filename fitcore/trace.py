@@ -16,6 +16,7 @@ import json
 from typing import Any, Callable
 
 from fitcore.events import Event, RunStarted, Step
+from fitcore.outfiles import Pending
 
 MAX_STEPS = 100_000  # the most steps a trace holds (as fitcore.recording.MAX_STEPS); later ones are left out
 PID = 1
@@ -110,9 +111,15 @@ class TraceBuilder:
             )
         return {"traceEvents": meta + self.events, "displayTimeUnit": "ms"}
 
-    def write(self, path: str) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.trace(), f, separators=(",", ":"))
+    def write(self, path: str | Pending) -> None:
+        """Write the trace whole to `path` (or a Pending made before the run): never half a file there."""
+        pending = path if isinstance(path, Pending) else Pending(path, "trace")
+        try:
+            json.dump(self.trace(), pending.file, separators=(",", ":"))
+        except BaseException:
+            pending.discard()
+            raise
+        pending.commit()
 
 
 def trace_of(events, name: str = "fitcore run") -> dict[str, Any]:

@@ -480,29 +480,32 @@ def _counts(raw: str) -> tuple[int, ...]:
     return counts
 
 
+def _scaled(flag: str, raw: str, unit: str, scale: float) -> float:
+    """A flag's value in its unit (GB, say) times `scale`: at least one byte, FLOP or byte a second, or
+    ConfigError naming the flag and the value as given (1e-300 GB is 1e-291 bytes, which no table takes)."""
+    allowed = Text("cli.whatif.allowed.positive", unit=unit, least=f"{1 / scale:g}")
+    value = _number(flag, raw, allowed) * scale
+    if not 1 <= value < math.inf:
+        raise ConfigError(flag, raw, allowed)
+    return value
+
+
 def projection(args: argparse.Namespace, measured: Measured) -> dict:
     """The JSON object of the command line's flags, from a measured step."""
     if args.link not in LINKS:
         raise ConfigError("--link", args.link, Listed(LINKS))
     base = LINKS[args.link]
-    positive = {unit: Text("cli.whatif.allowed.positive", unit=unit) for unit in ("GB/s", "GB", "TFLOP/s")}
     bandwidth = base.bandwidth
     if args.bandwidth is not None:
-        bandwidth = _number("--bandwidth", args.bandwidth, positive["GB/s"]) * 1e9
-        if bandwidth <= 0:
-            raise ConfigError("--bandwidth", args.bandwidth, positive["GB/s"])
+        bandwidth = _scaled("--bandwidth", args.bandwidth, "GB/s", 1e9)
     latency = base.latency
     if args.latency is not None:
         latency = _number("--latency", args.latency, Text("cli.whatif.allowed.microseconds")) * 1e-6
         if latency < 0:
             raise ConfigError("--latency", args.latency, Text("cli.whatif.allowed.microseconds"))
     link = Link(link_name(args.link), bandwidth, latency, base.source)
-    memory = _number("--memory-gb", args.memory_gb, positive["GB"]) * 1e9
-    flops = _number("--tflops", args.tflops, positive["TFLOP/s"]) * 1e12
-    if memory <= 0:
-        raise ConfigError("--memory-gb", args.memory_gb, positive["GB"])
-    if flops <= 0:
-        raise ConfigError("--tflops", args.tflops, positive["TFLOP/s"])
+    memory = _scaled("--memory-gb", args.memory_gb, "GB", 1e9)
+    flops = _scaled("--tflops", args.tflops, "TFLOP/s", 1e12)
     params = None
     if args.params is not None:
         params = _number("--params", args.params, Text("cli.whatif.allowed.params"))

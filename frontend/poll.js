@@ -137,6 +137,11 @@ async function pollOnce(state) {
   try {
     const response = await fetch(url, { credentials: "same-origin", cache: "no-store",
                                         signal: controller.signal });
+    if (response.status === 204) {
+      // this page pressed Reset while the poll was on its way: the rerun it asked for brings the new view
+      stopPolling(state);
+      return;
+    }
     if (response.status === 404) {
       onGone(state);
       return;

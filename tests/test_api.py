@@ -154,3 +154,19 @@ def test_bye_frees_only_the_owners_run(real):
     assert (got.status, got.body) == (204, b"")
     # a page that reads the run again keeps it (a reload): the live route still answers
     assert call(app, "GET", api.LIVE_PATH, query, owner_cookie(ALICE)).status == 200
+
+
+def test_a_poll_of_a_run_its_owner_reset_is_answered_204_and_anyone_elses_404():
+    """Reset on a replay: the poll already on its way asks for the run just forgotten. Its owner is told it
+    was reset (204, no console error, no "the server dropped it"); another browser learns nothing (404)."""
+    pool, run_id = finished_pool()
+    try:
+        app = server(pool)
+        query = f"run={run_id}&since=0".encode()
+        pool.forget(ALICE, run_id)
+        got = call(app, "GET", api.LIVE_PATH, query, owner_cookie(ALICE))
+        assert (got.status, got.body) == (204, b"")
+        assert call(app, "GET", api.LIVE_PATH, query, owner_cookie(BOB)).status == 404
+        assert call(app, "GET", api.LIVE_PATH, b"run=run-99&since=0", owner_cookie(ALICE)).status == 404
+    finally:
+        pool.shutdown()

@@ -25,6 +25,7 @@ from fitcore.config import FitConfig
 from fitcore.data import make_data
 from fitcore.pool import RunNotFound, close_server_pool
 from fitcore.view import controls
+from fitcore.view.common import WORD_JOINER
 from tests.helpers import wait_for
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -588,12 +589,21 @@ def test_a_value_written_as_markdown_shows_as_written_not_as_a_link(page):
     value = "[click me](http://example.com) **bold** <b>x</b>"
     at = page({"devices": value})
     (error,) = at.error
-    assert shown(error).startswith(
+    assert shown(error).replace(WORD_JOINER, "").startswith(
         f"The link had a bad value, so the default is used. Devices: got {value!r}"
     )
     for special in "[]*<>":  # each Markdown character of the value reaches the page escaped
         assert "\\" + special in error.value
     assert "](" not in error.value.replace("\\]", "")  # no link left to render
+    # nor an autolink, which GitHub's Markdown makes after parsing whatever the escapes (seen in Chromium)
+    assert "://" not in error.value
+
+
+@pytest.mark.parametrize("value", ["www.example.org", "me@example.com", "http://example.com/x"])
+def test_a_bare_address_in_a_value_is_no_link(page, value):
+    (error,) = page({"seed": value}).error
+    assert error.value.replace(WORD_JOINER, "").endswith(f"Seed: got '{value}'; allowed: an integer")
+    assert not re.search(r"://|www\.|\w@", error.value)  # each mark broken by the invisible joiner
 
 
 def test_bad_values_in_the_link_show_errors_not_a_traceback(page):
@@ -815,3 +825,24 @@ def test_fsdps_switch_comes_from_the_link_under_fsdp_and_is_refused_elsewhere(pa
         "allowed: its default: it applies only to the FSDP strategy"
     ]
     assert not other.exception and control_values(other)["reshard_after_forward"] is True
+
+
+@pytest.mark.parametrize(
+    "query, field",
+    [({"preset": "x" * 10_000}, "Preset"), ({"script": "nope"}, "Script"), ({"room": "ZZZZ"}, "room")],
+)
+def test_a_bad_preset_script_or_room_in_the_link_is_one_error_and_leaves_the_address_bar(page, query, field):
+    at = page(query)
+    (error,) = [e.value for e in at.error]
+    assert field.lower() in error.lower()
+    assert len(error) < 400  # a 10,000-character value is cut, not shown whole
+    assert not set(query) & set(at.query_params)
+
+
+def test_a_preset_named_in_the_link_sets_the_controls_and_the_links_values_apply_over_it(page):
+    at = page({"preset": "uneven"})
+    assert not at.error and at.selectbox(key="preset").value == "Uneven split"
+    assert at.session_state["virtual_devices"] == 3 and at.number_input(key="epochs").value == 200
+    at = page({"preset": "uneven", "epochs": "7"})  # no longer the preset's settings: "Custom"
+    assert not at.error and at.selectbox(key="preset").value == "Custom"
+    assert at.session_state["virtual_devices"] == 3 and at.number_input(key="epochs").value == 7

@@ -211,3 +211,25 @@ def test_a_replaced_upload_lets_its_table_go(page, tmp_path):
     second = at.session_state["csv_path"]
     assert second != first and second in csvdata.cached_paths()
     assert first not in csvdata.cached_paths()  # let go at once, not after two more reads
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in (ROOT / "examples").glob("*.fitrec")))
+def test_every_shipped_recording_replays_and_reloads_on_a_machine_without_gpus(page, monkeypatch, example):
+    """A replay's settings are the recording machine's (cuda:0 on an H200): a page on this CPU-only machine
+    shows them, reloaded too, and its own controls keep what this machine has."""
+    from dashboard import state
+
+    monkeypatch.setattr(state, "browser_owner", lambda: "teacher")  # the reload is the same browser
+    at = page()
+    at.selectbox(key="replay_choice").set_value(example)
+    at.selectbox(key="pace").set_value("1")
+    at.button(key="replay").click().run()
+    assert not at.exception and errors(at) == []
+    recorded = recording.read(str(ROOT / "examples" / example)).config
+    assert snapshot(at).config == recorded
+    again = page()  # the reload: the same owner finds its replay
+    assert not again.exception and errors(again) == []
+    assert snapshot(again).config == recorded
+    assert again.session_state["device_mode"] == "virtual"  # no GPU here: the controls stay this machine's
+    again.button(key="stop").click().run()
+    assert not again.exception

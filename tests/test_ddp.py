@@ -299,6 +299,14 @@ def test_two_ranks_match_one_process_and_each_other():
         assert [r["indices"] for r in shards[key]["ranks"]] == expected
         assert shards[key]["ranks"][1]["padded"] == [expected[0][0]]  # the order's first row, again
     assert details["ddp"]["backend"] == "gloo" and details["ddp"]["world_size"] == 2
+    # what each rank measured it holds: the whole model (W 2 floats, b 1), its gradients, and Adam's two
+    # moments of each plus a 4-byte step count per parameter (a generator read twice once gave 0 B)
+    d, itemsize = cfg.n_features, 4
+    whole = (d + 1) * itemsize
+    assert details["memory"] == [
+        {"rank": r, "parameters": whole, "gradients": whole, "optimizer_state": 2 * whole + 2 * 4}
+        for r in range(2)
+    ]
     assert_all_gone(details)
 
 

@@ -163,3 +163,41 @@ def test_a_recording_is_read_only_when_its_start_steps_and_end_agree(total, kept
     finally:
         os.unlink(path)
     assert agree and sum(e.__class__.__name__ == "Step" for e in rec.events) == kept
+
+
+# a config field changed to any JSON value, huge integers and invalid settings among them: the recording is
+# read only with a config that validates as a run on the recording's machine, else refused with its line
+CONFIG_VALUE = st.one_of(
+    JSON_VALUE,
+    st.integers(10**4000, 10**4400),  # past Python's 4,300-digit int conversion limit once written
+    st.sampled_from(["bogus", "virtual:999", "cuda:7", "virtual:4@cuda:0", [1.0] * 600, -1, 0, 10**30]),
+)
+
+
+@FUZZ
+@given(key=st.sampled_from(sorted(json.loads(EXAMPLE[1])["config"])), value=CONFIG_VALUE)
+def test_a_recording_with_any_config_value_is_read_or_refused_with_its_line(key, value):
+    import sys
+
+    from fitcore.config import FitConfig, validate
+
+    lines = list(EXAMPLE)
+    started = json.loads(lines[1])
+    started["config"][key] = value
+    default = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)  # so that the huge integer can be written, as a hostile file would
+    try:
+        lines[1] = json.dumps(started)
+    finally:
+        sys.set_int_max_str_digits(default)
+    handle, path = tempfile.mkstemp(suffix=".fitrec")
+    with os.fdopen(handle, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    try:
+        rec = recording.read(path)
+    except RecordingError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("recording: got ") and len(str(exc)) <= 400
+        return
+    finally:
+        os.unlink(path)
+    assert validate(rec.config, recorded=True) == rec.config and isinstance(rec.config, FitConfig)

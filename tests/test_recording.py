@@ -253,7 +253,8 @@ BAD = [
         "too-many-steps",
         lambda ls: [ls[0], ls[1].replace('"epochs":10,', '"epochs":1000000000000000,')
                     .replace('"total_steps":10,', '"total_steps":1000000000000000,')] + ls[2:],
-        "line 2: a run of at most 100000 steps, found 1000000000000000",
+        "line 2: a bad started event (epochs: got 1000000000000000; allowed: at most 1000000 steps and "
+        "1000000000 rows through the model in all",  # no run could have been this long
     ),  # fmt: skip
     (
         "end-counts-other-steps",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -21,9 +22,19 @@ def device_text(label: str) -> str:
 
 
 def escape_markdown(text: str) -> str:
-    """Text shown through a Markdown element exactly as written (no emphasis, links or code from it)."""
+    """Text shown through a Markdown element exactly as written (no emphasis, links or code from it).
+
+    GitHub's Markdown (Streamlit's) also links bare `http://...`, `www.` and `name@host` after parsing, so
+    an escape does not stop it: an invisible word joiner (U+2060) inside each mark does, and a link given
+    as a value shows as text, not as a link inside the error box.
+    """
     special = "\\`*_[]<>#|~$"
-    return "".join("\\" + c if c in special else c for c in text)
+    escaped = "".join("\\" + c if c in special else c for c in text)
+    return _AUTOLINK.sub(lambda m: m[0][:-1] + WORD_JOINER + m[0][-1], escaped)
+
+
+WORD_JOINER = "\u2060"
+_AUTOLINK = re.compile(r"(?i)://|www\.|\w@")  # the character before each mark's last one gets the joiner
 
 
 def parameter_names(n_features: int) -> list[str]:

@@ -25,7 +25,7 @@ from fitcore.config import (
     integer_range,
     validate,
 )
-from fitcore.devices import GPU, MAX_VIRTUAL, parse_devices
+from fitcore.devices import GPU, MAX_VIRTUAL, parse_devices, run_gpus
 from fitcore.errors import Text
 from fitcore.i18n import LANGUAGES, language, t
 
@@ -177,6 +177,22 @@ def script_from_query(params: Mapping[str, Any]) -> tuple[tuple[Preset, ...], li
     return tuple(by_key[k] for k in keys), []
 
 
+def preset_from_query(params: Mapping[str, Any]) -> tuple[Preset | None, list[ConfigError]]:
+    """The preset a link's `preset=` names by its key (`?preset=ddp`), or None, and the error for a bad one.
+    The link's own values, where it gives any, apply over the preset's."""
+    if "preset" not in params:
+        return None, []
+    try:
+        raw = _one("preset", params["preset"])
+    except ConfigError as exc:
+        return None, [exc]
+    by_key = {p.key: p for p in PRESETS}
+    found = by_key.get(str(raw).strip().lower())
+    if found is None:
+        return None, [ConfigError("preset", raw, t("view.allowed.preset", presets=", ".join(by_key)))]
+    return found, []
+
+
 def used_fields(strategy: Any) -> tuple[str, ...]:
     """The controlled fields a run of this strategy uses: `workers` only matters with one process each, and
     a strategy's options (its `options`) only under it."""
@@ -308,6 +324,24 @@ def workers_value(widgets: Mapping[str, Any]) -> int:
     if strategies.strategy(widgets["strategy"]).processes and widgets["device_mode"] == "cuda":
         return len(widgets["gpus"])
     return int(widgets["workers"])
+
+
+def values_here(values: Mapping[str, Any], gpus: list[GPU]) -> dict[str, Any]:
+    """A run's values that this machine's controls can hold. A replay recorded on GPUs this machine lacks
+    keeps its devices out of the controls (the page still shows the run on the recording's devices): the
+    controls stay this machine's, with the recording's count of emulated replicas or CPU ranks."""
+    try:
+        parse_devices(values["devices"], gpus)
+        return dict(values)
+    except ConfigError:
+        pass
+    here = {k: v for k, v in values.items() if k != "devices"}
+    plan = parse_devices(values["devices"], run_gpus(values["devices"], gpus))
+    if plan.kind == "virtual":  # virtual:K@cuda:i: the same K replicas, emulated on this CPU
+        here["devices"] = f"virtual:{len(plan.labels)}"
+    elif strategies.strategy(values["strategy"]).processes:  # one rank per recorded GPU: as many CPU ranks
+        here["devices"] = "cpu"
+    return here
 
 
 def widget_values(values: Mapping[str, Any], gpus: list[GPU] | None = None) -> dict[str, Any]:

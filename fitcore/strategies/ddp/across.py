@@ -24,6 +24,7 @@ from fitcore.data import least_squares, make_data
 from fitcore.devices import parse_devices
 from fitcore.errors import ConfigError
 from fitcore.events import Detail, Step
+from fitcore.outfiles import being_written
 from fitcore.recording import read
 from fitcore.shards import Layout, epoch_shards
 from fitcore.strategies.ddp.hosts import PORT, Hosts, python_env
@@ -131,10 +132,13 @@ def _kill_when(hosts: Hosts, record: str, steps: int, deadline: float, started=(
     """Wait (bounded) until rank 0's recording holds `steps` steps, then kill the last host; a host whose
     torchrun has already ended (a run that failed to start) ends the wait at once."""
     while time.monotonic() < deadline and all(p.poll() is None for p in started):
-        try:
-            text = Path(record).read_text()
-        except OSError:
-            text = ""
+        text = ""
+        for path in being_written(record):  # the run's file in progress, renamed to `record` at its end
+            try:
+                text = Path(path).read_text()
+                break
+            except OSError:  # renamed meanwhile: the next name is the whole file
+                continue
         if text.count('{"event":"step"') >= steps:  # the file is written as events come, in 8 kB blocks
             break
         time.sleep(0.05)
