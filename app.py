@@ -70,7 +70,8 @@ def main() -> None:
         st.stop()
     st.html(PAGE_CSS)  # only a <style>: Streamlit adds it to the page without drawing anything
     gpus = state.get_gpus()
-    state.init_session(gpus)
+    if state.init_session(gpus):  # a new session: the link's room, once
+        classroom.join_link_room()
     st.session_state.pool = pool  # tests reach the server's pool through the session
     state.keep_widget_defaults(gpus)
     state.pin_classroom(gpus)

@@ -1,7 +1,7 @@
 """The classroom (fitcore.view.controls.Classroom, fitcore.view.quiz): a teacher's link that hides or locks
 controls, the presenter's bigger picture, and a question before a paused step's picture.
 
-The link is read once, when the session starts (dashboard.state.init_classroom).
+The link is read once, when the session starts (dashboard.state.init_classroom, then join_link_room).
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from dashboard.state import control_values, get_pool
+from dashboard.state import control_values, drop_bad_params, get_pool
 from fitcore import i18n, rooms
+from fitcore.config import ConfigError
 from fitcore.events import Status
 from fitcore.pool import RunNotFound
 from fitcore.runner import Snapshot
@@ -104,6 +105,17 @@ def open_room() -> None:
         ss.url_errors.append(i18n.t("classroom.room.full", most=rooms.MAX_ROOMS))
         return
     ss.ask = True
+
+
+def join_link_room() -> None:
+    """A new session's room, from the link: joined where it is open; a room always asks, so a link that
+    says not to is refused, not overrun. Then the link's bad naming values leave the address bar."""
+    ss = st.session_state
+    join_room(st.query_params.get("room"))
+    if ss.room and "ask" in st.query_params and not ss.ask_refused and not ss.classroom.ask:
+        refused = ConfigError("ask", st.query_params.get("ask"), i18n.t("classroom.link.room_asks"))
+        ss.url_errors.append(controls.error_text(refused))
+    drop_bad_params()
 
 
 def join_room(code: str | None) -> None:

@@ -38,12 +38,12 @@ def lab_ui(cfg: FitConfig | None) -> None:
 
 
 def compare_ui(cfg: FitConfig) -> None:
-    from fitcore import compare
+    from fitcore import compare, equivalence
 
     st.caption(t("lab.compare.caption"))
     cols = st.columns(5)
     reduction = cols[0].selectbox(
-        t("lab.reduction"), compare.LOSS_REDUCTIONS, key="cmp_reduction", help=t("lab.reduction.help"),
+        t("lab.reduction"), equivalence.LOSS_REDUCTIONS, key="cmp_reduction", help=t("lab.reduction.help"),
         format_func=lambda r: t(f"lab.reduction.{r}"),
     )  # fmt: skip
     drop_last = cols[1].checkbox("drop_last", key="cmp_drop_last", help=t("lab.drop_last.help"))
@@ -55,7 +55,7 @@ def compare_ui(cfg: FitConfig) -> None:
     traps = traps_ui()
     if st.button(t("lab.compare"), key="cmp_run"):
         try:
-            toggles = compare.Toggles(reduction, drop_last, not no_set_epoch, per_rank, scale_lr)
+            toggles = equivalence.Toggles(reduction, drop_last, not no_set_epoch, per_rank, scale_lr)
             with st.spinner(t("lab.running")):
                 result = compare.run(cfg, toggles, max_steps=COMPARE_MAX_STEPS, traps=traps())
             st.session_state.cmp_result = result

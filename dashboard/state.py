@@ -9,7 +9,7 @@ import uuid
 import streamlit as st
 
 from fitcore import api, i18n, live
-from fitcore.config import ConfigError, FitConfig
+from fitcore.config import FitConfig
 from fitcore.devices import cuda_gpus
 from fitcore.errors import Text
 from fitcore.events import Status
@@ -59,10 +59,13 @@ def page_language() -> str:
     return ss.lang
 
 
-def init_session(gpus: dict) -> None:
+def init_session(gpus: dict) -> bool:
+    """A new session's state, from the run this browser has and the link; False where it has it already.
+    The link's room is joined next, by dashboard.classroom.join_link_room (it draws; this module only
+    starts a session)."""
     ss = st.session_state
     if "owner" in ss:
-        return
+        return False
     ss.owner = browser_owner()
     ss.run_id = get_pool().latest_run(ss.owner)  # a reloaded page shows its run again
     ss.snap = None  # the last snapshot read: kept when the run ends or the pool drops it
@@ -98,7 +101,7 @@ def init_session(gpus: dict) -> None:
     ss.url_errors = [controls.error_text(e) for e in errors]
     init_script(gpus)
     init_classroom()
-    drop_bad_params()
+    return True
 
 
 # The link's parameters that name something (a room, a script, a preset) rather than a control's value: a
@@ -154,13 +157,7 @@ def init_classroom() -> None:
     ss.pinned = {name: values[name] for name in room.pinned if name in values}
     ss.pinned_pace = ss.pace if room.locked("pace") else None
     ss.presenter, ss.ask = room.presenter, room.ask
-    from dashboard.classroom import join_room  # the classroom module draws; this one only starts a session
-
-    join_room(st.query_params.get("room"))
-    ask_read = "ask" in st.query_params and not any(e.field == "ask" for e in errors)
-    if ss.room and ask_read and not room.ask:  # a room asks: a link that says not to is refused, not overrun
-        refused = ConfigError("ask", st.query_params.get("ask"), i18n.t("classroom.link.room_asks"))
-        ss.url_errors.append(controls.error_text(refused))
+    ss.ask_refused = "ask" in st.query_params and any(e.field == "ask" for e in errors)
 
 
 def pin_classroom(gpus: dict) -> None:

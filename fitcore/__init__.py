@@ -1,13 +1,30 @@
-"""fitcore: fit y = X·W + b with nn.DataParallel (or its CPU emulation) and show how each batch is split."""
+"""fitcore: fit y = X·W + b on several devices (DataParallel, DDP, FSDP) and show how each step is split.
 
-from fitcore.config import ConfigError, FitConfig, Limits, validate
-from fitcore.devices import DevicePlan, cuda_gpus, parse_devices
-from fitcore.events import Replica, RunEnded, RunStarted, Status, Step
-from fitcore.parallel import chunk_sizes
-from fitcore.runner import Run, Snapshot
+This module is the top floor: before anything else it registers the strategies (the built-in packages in
+`BUILTIN`, the default first, then any an installed package declares under the `fitcore.strategies` entry
+point), so that every module below finds them in fitcore.strategies, which imports none of them.
+"""
+
+from importlib.metadata import entry_points
+
+from fitcore import strategies
+from fitcore.strategies import dataparallel, ddp, fsdp
+
+BUILTIN = (dataparallel, ddp, fsdp)  # the registry's list: one line per strategy, the default first
+for _package in BUILTIN:
+    strategies.register(_package.STRATEGY)
+for _point in entry_points(group="fitcore.strategies"):  # an outside package's strategy: name = module:attr
+    strategies.register(_point.load())
+
+# the library's API, imported once the registry is filled
+from fitcore.config import ConfigError, FitConfig, Limits, validate  # noqa: E402
+from fitcore.devices import DevicePlan, cuda_gpus, parse_devices  # noqa: E402
+from fitcore.events import Replica, RunEnded, RunStarted, Status, Step  # noqa: E402
+from fitcore.parallel import chunk_sizes  # noqa: E402
+from fitcore.runner import Run, Snapshot  # noqa: E402
 
 # each strategy's training function is its package's (fitcore.strategies); fitcore.train holds what they share
-from fitcore.train import Control
+from fitcore.train import Control  # noqa: E402
 
 __all__ = [
     "ConfigError",

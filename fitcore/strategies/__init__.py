@@ -1,15 +1,18 @@
-"""The training strategies, one package each: what every part of fitcore asks about a strategy.
+"""The training strategies' registry: every part of fitcore asks it about a strategy, and it knows none.
 
 A strategy is one package, `fitcore/strategies/<name>/`, one drawer file, `frontend/draw_<name>.js`, and one
-line in `_PACKAGES` below. The package's `__init__.py` holds its `STRATEGY`, a `Strategy` whose fields are
+line in fitcore/__init__.py's `BUILTIN` list, the top floor, which registers the packages here before any
+other module of fitcore is imported (an installed package adds one through the `fitcore.strategies` entry
+point, or calls `register`). The package's `__init__.py` holds its `STRATEGY`, a `Strategy` whose fields are
 callables; the package owns its trainer, its view (`view.py`), its console lines, the bytes of its step, its
 explanation, its catalog keys (`locale.json`, read by fitcore.i18n) and its hooks for `check`, `compare`,
 `whatif` and the classroom quiz. Nothing outside the package spells its name: the rest of fitcore asks the
 registry (`strategy(name)`, `of(cfg)`, `STRATEGIES`), and tests/test_strategy_names.py fails on a name
 written anywhere else.
 
-The registry sits below fitcore.config, which checks `strategy` and counts steps with it, so a package's
-`__init__.py` imports nothing that imports fitcore.config: its hooks import their modules when called.
+This module imports no strategy, so that fitcore.config, which checks `strategy` and counts steps through
+it, stays below every package: the packages import the floor, the floor asks the registry, and only the top
+floor imports the packages.
 """
 
 from __future__ import annotations
@@ -92,14 +95,35 @@ class Strategy:
         return self.view().planned_step
 
 
-from fitcore.strategies import dataparallel, ddp, fsdp  # noqa: E402 - the packages use Strategy, above
+# The registry, filled by register() (fitcore/__init__.py registers the built-in packages first of all): the
+# table keeps its identity, the tuples below are made again at each registration
+STRATEGIES: dict[str, Strategy] = {}
+NAMES: tuple[str, ...] = ()
+DEFAULT = ""  # the first registered: one process, the page's and the config's default
+OPTIONS: tuple[str, ...] = ()  # every strategy's own config fields
 
-_PACKAGES = (dataparallel, ddp, fsdp)  # the registry: one line per strategy, the default first
 
-STRATEGIES: dict[str, Strategy] = {p.STRATEGY.name: p.STRATEGY for p in _PACKAGES}
-NAMES = tuple(STRATEGIES)
-DEFAULT = NAMES[0]
-OPTIONS = tuple(f for s in STRATEGIES.values() for f in s.options)  # every strategy's own config fields
+def register(entry: Strategy) -> Strategy:
+    """Add a strategy (the built-in packages' and an installed package's `STRATEGY`); a name already taken
+    is refused, so that no package silently replaces another."""
+    global NAMES, DEFAULT, OPTIONS
+    if entry.name in STRATEGIES and STRATEGIES[entry.name] is not entry:
+        raise ValueError(f"a strategy called {entry.name!r} is registered already")
+    STRATEGIES[entry.name] = entry
+    NAMES = tuple(STRATEGIES)
+    DEFAULT = NAMES[0]
+    OPTIONS = tuple(f for s in STRATEGIES.values() for f in s.options)
+    return entry
+
+
+def unregister(name: str) -> None:
+    """Take a strategy out again (a test's own, once the test is done); the first one stays."""
+    global NAMES, OPTIONS
+    if name == DEFAULT:
+        raise ValueError("the default strategy stays registered")
+    STRATEGIES.pop(name, None)
+    NAMES = tuple(STRATEGIES)
+    OPTIONS = tuple(f for s in STRATEGIES.values() for f in s.options)
 
 
 def owners(option: str) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from fitcore.errors import ConfigError, Text
-from fitcore.strategies.ddp import NAME as DDP
+from fitcore.strategies.ddp.name import NAME as DDP
 
 MAX_ACCUMULATE = 64
 
@@ -126,19 +126,3 @@ def _asked(cfg, plan, toggles, traps: Traps) -> list[dict] | None:
     from fitcore.traps import uneven
 
     return uneven.results(cfg, plan, toggles, join=traps.join)
-
-
-def result(strategy: str, k: int, per_step: list[float], causes: list[str], **extra) -> dict:
-    """One row in compare's shape, its figures from per_step."""
-    from fitcore.compare import first_divergent
-
-    row = {
-        "strategy": strategy,
-        "devices": k,
-        "max_abs_diff": max(per_step, default=0.0),
-        "first_divergent_step": first_divergent(per_step),
-        "final_abs_diff": per_step[-1] if per_step else 0.0,  # where the difference ends
-        "causes": causes,
-        "per_step": per_step,
-    }
-    return row | extra

@@ -12,14 +12,13 @@ accumulates in this process, on its one copy of the parameters.
 
 from __future__ import annotations
 
-from fitcore.compare import Trainer, finite, loss_of, max_diff, schedule
 from fitcore.data import make_data
+from fitcore.equivalence import Trainer, finite, loss_of, max_diff, result, schedule
 from fitcore.errors import ConfigError, Text
 from fitcore.i18n import t
 from fitcore.parallel import wrap
-from fitcore.strategies.dataparallel import NAME as DP
-from fitcore.strategies.ddp import NAME as DDP
-from fitcore.traps import result
+from fitcore.strategies.dataparallel.name import NAME as DP
+from fitcore.strategies.ddp.name import NAME as DDP
 from fitcore.traps.gloo import ENGINE, RankJob, per_step_calls, run_ranks
 
 TIMEOUT_S = 30.0  # no rank waits for another here: a generous bound on one collective

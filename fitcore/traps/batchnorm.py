@@ -25,14 +25,13 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from fitcore.compare import Trainer, finite, loss_of, max_diff, schedule
 from fitcore.data import make_data
+from fitcore.equivalence import Trainer, finite, loss_of, max_diff, result, schedule
 from fitcore.errors import ConfigError, Text
 from fitcore.i18n import t
 from fitcore.parallel import EmulatedDataParallel, wrap
-from fitcore.strategies.dataparallel import NAME as DP
-from fitcore.strategies.ddp import NAME as DDP
-from fitcore.traps import result
+from fitcore.strategies.dataparallel.name import NAME as DP
+from fitcore.strategies.ddp.name import NAME as DDP
 
 
 class BatchNormModel(nn.Module):
@@ -240,9 +239,9 @@ def check_sync_batchnorm(gpus: int) -> dict:
 
     import torch.multiprocessing as mp
 
-    from fitcore.compare import Toggles
     from fitcore.config import FitConfig, validate
     from fitcore.devices import parse_devices
+    from fitcore.equivalence import Toggles
     from fitcore.strategies.ddp.launcher import _loopback_store
 
     rows = gpus * math.ceil(200 / gpus)  # no padding: SyncBatchNorm's statistics are over the real rows

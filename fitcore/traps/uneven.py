@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import torch
 
-from fitcore.compare import Trainer, finite, max_diff, schedule
 from fitcore.data import make_data
+from fitcore.equivalence import Trainer, finite, max_diff, result, schedule
 from fitcore.errors import ConfigError, Text
 from fitcore.i18n import t
-from fitcore.strategies.ddp import NAME as DDP
-from fitcore.traps import result
+from fitcore.strategies.ddp.name import NAME as DDP
 from fitcore.traps.gloo import ENGINE, RankJob, per_step_calls, run_ranks
 
 TIMEOUT_S = 5.0  # the process group's timeout: a rank left waiting fails after this, never hangs

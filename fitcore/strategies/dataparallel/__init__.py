@@ -14,8 +14,7 @@ from __future__ import annotations
 import math
 
 from fitcore.strategies import Strategy
-
-NAME = "dataparallel"
+from fitcore.strategies.dataparallel.name import NAME
 
 
 def _steps_per_epoch(cfg) -> int:

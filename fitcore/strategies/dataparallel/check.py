@@ -32,7 +32,7 @@ from fitcore.config import validate
 from fitcore.devices import GPU, parse_devices
 from fitcore.i18n import t
 from fitcore.phases import dataparallel_bytes
-from fitcore.strategies.dataparallel import NAME
+from fitcore.strategies.dataparallel.name import NAME
 
 
 def check_dataparallel(spec: str, gpus: tuple[GPU, ...] = (), reference: bool = True) -> Verified:

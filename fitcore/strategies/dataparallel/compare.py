@@ -3,12 +3,12 @@ on 2+ GPUs, the CPU emulation on virtual:K), fed the very same batches as the re
 
 from __future__ import annotations
 
-from fitcore.compare import StepRows, Toggles, Trainer, finite, max_diff
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
+from fitcore.equivalence import StepRows, Toggles, Trainer, finite, max_diff
 from fitcore.i18n import t
 from fitcore.parallel import wrap
-from fitcore.strategies.dataparallel import NAME
+from fitcore.strategies.dataparallel.name import NAME
 
 
 class Comparer(Trainer):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fitcore.strategies.dataparallel import NAME
+from fitcore.strategies.dataparallel.name import NAME
 from fitcore.whatif import WIRE_BYTES, Projection
 
 

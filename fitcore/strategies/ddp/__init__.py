@@ -34,8 +34,7 @@ import importlib
 from typing import Any
 
 from fitcore.strategies import Strategy
-
-NAME = "ddp"
+from fitcore.strategies.ddp.name import NAME
 
 _EXPORTS = {  # name -> the module that holds it
     **dict.fromkeys(("final_lines", "group_line", "shard_lines"), "fitcore.console"),

@@ -31,7 +31,7 @@ from fitcore.config import FitConfig, validate
 from fitcore.devices import GPU
 from fitcore.events import Detail
 from fitcore.i18n import t
-from fitcore.strategies.ddp import NAME
+from fitcore.strategies.ddp.name import NAME
 
 
 def check_ddp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:

@@ -12,22 +12,21 @@ from dataclasses import replace
 
 import torch
 
-from fitcore.compare import (
+from fitcore.compare import _worst, train_all
+from fitcore.config import FitConfig
+from fitcore.devices import DevicePlan
+from fitcore.equivalence import (
     TOL,
     StepRows,
     Toggles,
     Trainer,
-    _worst,
     finite,
     first_divergent,
     loss_of,
     max_diff,
-    train_all,
 )
-from fitcore.config import FitConfig
-from fitcore.devices import DevicePlan
 from fitcore.i18n import count, t
-from fitcore.strategies.ddp import NAME
+from fitcore.strategies.ddp.name import NAME
 
 
 class Comparer(Trainer):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fitcore.i18n import t
-from fitcore.strategies.ddp import NAME
+from fitcore.strategies.ddp.name import NAME
 from fitcore.whatif import Projection, _ring
 
 PROJECTIONS = (

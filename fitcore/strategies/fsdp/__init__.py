@@ -32,8 +32,8 @@ import importlib
 from typing import Any
 
 from fitcore.strategies import Strategy
+from fitcore.strategies.fsdp.name import NAME
 
-NAME = "fsdp"
 OPTION = "reshard_after_forward"  # the config field only this strategy reads
 
 _EXPORTS = {  # name -> the module that holds it

@@ -11,8 +11,8 @@ from fitcore.devices import GPU
 from fitcore.events import Detail
 from fitcore.i18n import t
 from fitcore.strategies.ddp.check import check_ranks
-from fitcore.strategies.fsdp import NAME
 from fitcore.strategies.fsdp.layout import shard_numel, shard_rows
+from fitcore.strategies.fsdp.name import NAME
 
 # three weights, so that two ranks hold unequal parts (w1, w2 and b; w3) and three ranks one weight each
 CHECK_FSDP = replace(CHECK_CONFIG, weights=(5.2, 9.6, -1.0))

@@ -11,7 +11,7 @@ tests/test_compare.py checks this simulation against the real fully_shard run on
 from __future__ import annotations
 
 from fitcore.strategies.ddp import compare as ddp_compare
-from fitcore.strategies.fsdp import NAME
+from fitcore.strategies.fsdp.name import NAME
 
 
 class Comparer(ddp_compare.Comparer):

@@ -17,8 +17,8 @@ from fitcore.devices import DevicePlan
 from fitcore.events import Detail, Event, RunEnded
 from fitcore.memory import fsdp_memory
 from fitcore.strategies.ddp.launcher import Engine, memory_details, train_ddp
-from fitcore.strategies.fsdp import NAME
 from fitcore.strategies.fsdp.layout import ranks_fsdp_specs, shards_value
+from fitcore.strategies.fsdp.name import NAME
 from fitcore.strategies.fsdp.rank import final_params, joined_params, rank_loop, shard_params
 from fitcore.strategies.fsdp.view import layout_lines
 from fitcore.train import Control

@@ -14,10 +14,10 @@ from fitcore.events import RunStarted, Step
 from fitcore.i18n import count, t
 from fitcore.runner import Snapshot
 from fitcore.shards import padded_part
-from fitcore.strategies.ddp import NAME as DDP
 from fitcore.strategies.ddp import view as ddp_view
-from fitcore.strategies.fsdp import NAME
+from fitcore.strategies.ddp.name import NAME as DDP
 from fitcore.strategies.fsdp.layout import planned_memory, shard_rows, shards_value
+from fitcore.strategies.fsdp.name import NAME
 from fitcore.text import format_bytes
 from fitcore.view.common import Section, fitted_names
 

@@ -15,8 +15,8 @@ from fitcore.config import FitConfig, validate
 from fitcore.errors import ConfigError, Text
 from fitcore.events import Step
 from fitcore.i18n import t
-from fitcore.strategies.fsdp import NAME
 from fitcore.strategies.fsdp.layout import ALL_GATHER, REDUCE_SCATTER
+from fitcore.strategies.fsdp.name import NAME
 
 PROJECTIONS: tuple = ()  # its rows are the ZeRO stages' of fitcore.whatif, ZeRO-3 above all
 ROW = "zero3"  # the projected row it calibrates
