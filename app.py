@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import classroom, data, lab, panels, run, sidebar, state
-from fitcore import api, i18n, serve
+from fitcore import api, i18n, serve, strategies
 from fitcore.config import ConfigError, FitConfig
 from fitcore.i18n import t
 from fitcore.runner import Snapshot
@@ -103,7 +103,7 @@ def main() -> None:
     snap = st.session_state.snap
     strategy = panels.shown_config(snap, values)["strategy"]
     with st.container(key="page_title"):
-        st.header(t(f"page.title.{strategy}"), anchor=False)
+        st.header(t(strategies.strategy(strategy).words["title"]), anchor=False)
     run.messages_ui(values, config_error)
     run.run_controls_ui(gpus, can_start=cfg is not None)
     snap = st.session_state.snap  # the buttons may have started, stopped or reset a run

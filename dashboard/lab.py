@@ -70,7 +70,7 @@ def compare_ui(cfg: FitConfig) -> None:
     st.dataframe(
         pd.DataFrame(
             {
-                t("lab.col.strategy"): [t(f"lab.strategy.{r['strategy']}") for r in rows],
+                t("lab.col.strategy"): [_name(r["strategy"]) for r in rows],
                 t("lab.col.devices"): [r["devices"] for r in rows],
                 t("lab.col.max_diff"): [f"{r['max_abs_diff']:.3g}" for r in rows],
                 t("lab.col.first_step"): [str(r["first_divergent_step"] or "-") for r in rows],
@@ -84,13 +84,13 @@ def compare_ui(cfg: FitConfig) -> None:
     )
     for r in rows:
         for cause in r["causes"]:
-            st.markdown(t("lab.cause", strategy=t(f"lab.strategy.{r['strategy']}"), cause=cause))
+            st.markdown(t("lab.cause", strategy=_name(r["strategy"]), cause=cause))
     floor = 1e-12  # a log axis has no 0: identical parameters are drawn at the floor
     data = [
         {
             "type": "scatter",
             "mode": "lines",
-            "name": t(f"lab.strategy.{r['strategy']}"),
+            "name": _name(r["strategy"]),
             "y": [max(v, floor) for v in r["per_step"]],
         }
         for r in rows
@@ -191,3 +191,8 @@ def _gb(value: float | None) -> float | None:
 
 def _ms(value: float | None) -> float | None:
     return None if value is None else value * 1e3
+
+
+def _name(strategy: str) -> str:
+    """A strategy's name in the lab's table, chart and causes: its own word for it."""
+    return t(strategies.strategy(strategy).words["lab"])

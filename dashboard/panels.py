@@ -230,5 +230,5 @@ def explain_ui(strategy: str) -> None:
     """Every strategy's explanation; a chosen strategy other than the default opens its own (the default's
     is the page's title and first screen)."""
     for s in strategies.STRATEGIES.values():
-        with st.expander(t(f"page.explain.{s.name}"), expanded=s.name == strategy != strategies.DEFAULT):
+        with st.expander(t(s.words["explain"]), expanded=s.name == strategy != strategies.DEFAULT):
             st.markdown(s.markdown())

@@ -20,7 +20,6 @@ __all__ = [  # ConfigError lives in fitcore.errors; `from fitcore.config import 
     "MAX_VALUE",
     "MAX_WORKERS",
     "OPTIMIZERS",
-    "STRATEGIES",
     "ConfigError",
     "FitConfig",
     "Limits",
@@ -32,7 +31,6 @@ __all__ = [  # ConfigError lives in fitcore.errors; `from fitcore.config import 
 
 MAX_FEATURES = 16
 OPTIMIZERS = ("adam", "sgd")
-STRATEGIES = strategies.NAMES  # "dataparallel", "ddp": fitcore.strategies describes each
 MAX_WORKERS = 8
 # |W|, |b| and the noise: larger values overflow float32's squared error (about 3.4e38) and would end
 # the run as "diverged", blaming the learning rate for what the data did
@@ -410,8 +408,8 @@ def validate(
     _check_int("seed", cfg.seed, 0, 2**63 - 1)
 
     # 3. where it runs
-    if cfg.strategy not in STRATEGIES:
-        raise ConfigError("strategy", cfg.strategy, Listed(STRATEGIES))
+    if cfg.strategy not in strategies.STRATEGIES:  # as registered now: an installed package's too
+        raise ConfigError("strategy", cfg.strategy, Listed(strategies.NAMES))
     check_options(cfg.strategy, {f: getattr(cfg, f) for f in strategies.OPTIONS})
     plan = parse_devices(cfg.devices, gpus)
     if len(plan.labels) > cfg.data_size:

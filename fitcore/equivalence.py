@@ -12,6 +12,7 @@ from typing import Any, Iterator, Mapping, NamedTuple, Protocol
 import torch
 import torch.nn.functional as F
 
+from fitcore import strategies
 from fitcore.config import FitConfig, _parse_bool
 from fitcore.errors import ConfigError, Listed, Text
 from fitcore.parallel import EmulatedDataParallel
@@ -151,9 +152,14 @@ class Comparer(Protocol):
 
 
 def finite(value: float, who: str, step: int, lr: float) -> None:
+    """Refuse a loss that is no longer finite: `who` ("reference" or a strategy's name) diverged."""
     if not math.isfinite(value):
-        why = Text("cli.compare.diverged", who=Text(f"cli.compare.who.{who}"), step=step, value=value)
+        key = strategies.STRATEGIES[who].words["who"] if who in strategies.STRATEGIES else REFERENCE_WHO
+        why = Text("cli.compare.diverged", who=Text(key), step=step, value=value)
         raise ConfigError("lr", lr, why)
+
+
+REFERENCE_WHO = "cli.compare.who.reference"
 
 
 def first_divergent(per_step: list[float], tol: float = TOL) -> int | None:

@@ -1,8 +1,8 @@
 """The words people read, in English and Chinese: one keyed catalog that Python and the browser both read.
 
 Every text of the page, the command line and the live view is a key in a JSON file of `fitcore/locales/`
-(one file per area: `page.json`, `cli.json`, `live.json`, ...) or in a strategy's own `locale.json`
-(`fitcore/strategies/<name>/locale.json`), each key holding its English and its Chinese:
+(one file per area: `page.json`, `cli.json`, `live.json`, ...) or in a registered strategy's own catalog
+(its `locale`, a `locale.json` beside its package), each key holding its English and its Chinese:
 
     {"run.start": {"en": "Start training", "zh": "开始训练"}}
 
@@ -22,20 +22,25 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from fitcore import strategies
+
 LANGUAGES = {"en": "English", "zh": "中文"}  # code -> the language's own name, for the language control
 DEFAULT = "en"
 LOCALES = Path(__file__).parent / "locales"
-STRATEGY_LOCALES = Path(__file__).parent / "strategies"  # each strategy package's locale.json
 
 _current: ContextVar[str] = ContextVar("fitcore_language", default=DEFAULT)
 
 
-@cache
 def catalog() -> dict[str, dict[str, str]]:
-    """Every key of every file in `fitcore/locales/` and of every strategy's `locale.json`, merged; a key in
-    two files is a mistake and raises."""
+    """Every key of every file in `fitcore/locales/` and of every registered strategy's catalog, merged; a
+    key in two files is a mistake and raises. Read again only when a strategy is registered."""
+    return _catalog(tuple(s.locale for s in strategies.STRATEGIES.values()))
+
+
+@cache
+def _catalog(strategy_locales: tuple[str, ...]) -> dict[str, dict[str, str]]:
     merged: dict[str, dict[str, str]] = {}
-    for path in [*sorted(LOCALES.glob("*.json")), *sorted(STRATEGY_LOCALES.glob("*/locale.json"))]:
+    for path in [*sorted(LOCALES.glob("*.json")), *map(Path, strategy_locales)]:
         for key, entry in json.loads(path.read_text(encoding="utf-8")).items():
             if key in merged:
                 raise ValueError(f"{path.name}: key {key!r} is defined twice in fitcore's catalogs")

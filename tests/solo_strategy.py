@@ -12,6 +12,7 @@ and whatif without a line changed outside tests/.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from fitcore import check
 from fitcore.devices import parse_devices
@@ -28,10 +29,11 @@ def _steps_per_epoch(cfg) -> int:
 
 
 def _train(cfg, on_event=lambda event: None, control=None, plan=None, **kwargs):
-    # one device splits nothing: the DataParallel loop on `cpu` is exactly one device's training
+    # one device splits nothing, whatever devices the page's controls hold: the DataParallel loop on `cpu`
+    # is exactly one device's training
     from fitcore.strategies.dataparallel.train import train
 
-    return train(cfg, on_event, control, plan=plan or parse_devices("cpu"), **kwargs)
+    return train(cfg, on_event, control, plan=parse_devices("cpu"), **kwargs)
 
 
 def _step_lines(step) -> list[str]:
@@ -61,7 +63,7 @@ def _check_rows(machine) -> list:
 
 
 class _Comparer(Trainer):
-    """Its column of the lab: one device on the reference's own batches, as far from it as arithmetic allows."""
+    """Its column of the lab: one device on the reference's own batches, as near to it as arithmetic is."""
 
     def __init__(self, cfg, data, device, plan, toggles):
         super().__init__(cfg, data, device)
@@ -95,5 +97,7 @@ STRATEGY = Strategy(
     engine_word=lambda plan: "one device",
     projections=lambda: PROJECTIONS,
     questions=lambda step, cfg, labels, extra=None: [],
+    words={"title": "solo.title", "explain": "solo.explain", "lab": "solo.lab", "who": "solo.who"},
+    locale=str(Path(__file__).with_name("solo_locale.json")),
     phases=lambda: ("forward", "loss", "backward", "step"),
 )

@@ -278,8 +278,8 @@ def test_every_key_the_page_names_is_in_the_catalog():
     from fitcore import strategies
     from fitcore.events import Status
 
-    built = [f"view.status.{s}" for s in Status] + [f"page.title.{s}" for s in strategies.NAMES]
-    built += [f"page.explain.{s}" for s in strategies.NAMES] + [f"explain.{s}" for s in strategies.NAMES]
+    built = [f"view.status.{s}" for s in Status] + [f"explain.{s}" for s in strategies.NAMES]
+    built += [s.words[role] for s in strategies.STRATEGIES.values() for role in strategies.WORDS]
     built += [f"view.field.{f}" for f in controls.LABELLED_FIELDS]
     built += [f"view.preset.{p.key}.{part}" for p in controls.PRESETS for part in ("name", "lesson")]
     assert [k for k in built if k not in catalog] == []

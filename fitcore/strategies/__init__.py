@@ -56,6 +56,7 @@ class Strategy:
         torchrun(cfg, on_event, control) -> RunEnded   (optional) one rank of a torchrun launch; without it,
                                                      the command line refuses the strategy under torchrun
     `options` names the FitConfig fields only this strategy reads: another strategy refuses them set.
+    `words` gives each of WORDS a key of its catalog, and `locale` that catalog's file.
     """
 
     name: str  # the value of FitConfig.strategy
@@ -75,6 +76,10 @@ class Strategy:
     engine: Callable[[Any], str]
     engine_word: Callable[[Any], str]
     questions: Callable[..., list]
+    # its words, by role, as keys of its catalog: "title" (the page's heading over its run), "explain" (its
+    # explanation's title), "lab" (its name in the lab's table), "who" (its name in a message)
+    words: Mapping[str, str]
+    locale: str  # the path of its catalog, a locale.json beside its package (fitcore.i18n merges it)
     projections: Callable[[], tuple] = tuple
     presets: Callable[[Any], tuple] = lambda tutorial: ()
     detail_lines: Mapping[str, Callable[[dict], list[str]]] = field(default_factory=dict)
@@ -95,6 +100,9 @@ class Strategy:
         return self.view().planned_step
 
 
+WORDS = ("title", "explain", "lab", "who")  # the roles of a strategy's words that the rest of fitcore shows
+
+
 # The registry, filled by register() (fitcore/__init__.py registers the built-in packages first of all): the
 # table keeps its identity, the tuples below are made again at each registration
 STRATEGIES: dict[str, Strategy] = {}
@@ -109,6 +117,9 @@ def register(entry: Strategy) -> Strategy:
     global NAMES, DEFAULT, OPTIONS
     if entry.name in STRATEGIES and STRATEGIES[entry.name] is not entry:
         raise ValueError(f"a strategy called {entry.name!r} is registered already")
+    missing = [role for role in WORDS if role not in entry.words]
+    if missing:
+        raise ValueError(f"strategy {entry.name!r} gives no words for {', '.join(missing)}")
     STRATEGIES[entry.name] = entry
     NAMES = tuple(STRATEGIES)
     DEFAULT = NAMES[0]

@@ -17,7 +17,6 @@ from fitcore.config import (
     MAX_FEATURES,
     MAX_WORKERS,
     OPTIMIZERS,
-    STRATEGIES,
     ConfigError,
     FitConfig,
     Limits,
@@ -430,8 +429,8 @@ def _check_url_value(name: str, raw: Any, value: Any, gpus: Any) -> Any:
             raise ConfigError(name, raw, t("view.allowed.finite_numbers"))
     if name == "optimizer" and value not in OPTIMIZERS:
         raise ConfigError(name, raw, t("view.or").join(OPTIMIZERS))
-    if name == "strategy" and value not in STRATEGIES:
-        raise ConfigError(name, raw, t("view.or").join(STRATEGIES))
+    if name == "strategy" and value not in strategies.STRATEGIES:
+        raise ConfigError(name, raw, t("view.or").join(strategies.NAMES))
     if name == "devices":
         plan = parse_devices(value, gpus)
         if list(plan.device_ids) != sorted(plan.device_ids) and plan.kind == "cuda":

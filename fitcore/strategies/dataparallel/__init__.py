@@ -12,6 +12,7 @@ Its hooks below import their modules when called (see fitcore.strategies).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from fitcore.strategies import Strategy
 from fitcore.strategies.dataparallel.name import NAME
@@ -116,5 +117,8 @@ STRATEGY = Strategy(
     engine_word=_engine_word,
     projections=_projections,
     questions=_questions,
+    words={"title": f"page.title.{NAME}", "explain": f"page.explain.{NAME}", "lab": f"lab.strategy.{NAME}",
+           "who": f"cli.compare.who.{NAME}"},  # fmt: skip
+    locale=str(Path(__file__).with_name("locale.json")),
     phases=_phases,
 )

@@ -31,6 +31,7 @@ registry imports this package below fitcore.config).
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
 from fitcore.strategies import Strategy
@@ -197,6 +198,9 @@ STRATEGY = Strategy(
     engine_word=_engine_word,
     projections=_projections,
     questions=_questions,
+    words={"title": f"page.title.{NAME}", "explain": f"page.explain.{NAME}", "lab": f"lab.strategy.{NAME}",
+           "who": f"cli.compare.who.{NAME}"},  # fmt: skip
+    locale=str(Path(__file__).with_name("locale.json")),
     presets=_presets,
     detail_lines={NAME: _group_lines},  # Detail(NAME): the process group, one line
     preload=(f"{__name__}.launcher", f"{__name__}.rank"),

@@ -29,6 +29,7 @@ The names below are imported when first used (the registry imports this package 
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
 from fitcore.strategies import Strategy
@@ -203,6 +204,9 @@ STRATEGY = Strategy(
     engine_word=_engine_word,
     projections=_projections,
     questions=_questions,
+    words={"title": f"page.title.{NAME}", "explain": f"page.explain.{NAME}", "lab": f"lab.strategy.{NAME}",
+           "who": f"cli.compare.who.{NAME}"},  # fmt: skip
+    locale=str(Path(__file__).with_name("locale.json")),
     presets=_presets,
     detail_lines={NAME: _group_lines},  # Detail(NAME): who holds which rows, and each rank's memory
     preload=(f"{__name__}.train", f"{__name__}.rank"),

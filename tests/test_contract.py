@@ -1,0 +1,143 @@
+"""The strategy contract, held to every registered strategy, and proved by one that lives in tests/ only.
+
+tests/solo_strategy.py's `solo` is registered through the public registration (what an installed package's
+`fitcore.strategies` entry point does) and runs through the command line, the page, a recording, `check`,
+`compare` and `whatif` without a line changed outside tests/: the standing proof that a strategy is one
+package, its drawer and one registration.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fitcore import check, cli, compare, i18n, live, recording, strategies, whatif
+from fitcore.config import FitConfig, validate
+from fitcore.data import least_squares, make_data
+from fitcore.devices import parse_devices
+from fitcore.events import RunEnded, RunStarted, Step
+from fitcore.pool import RunPool
+from fitcore.whatif import Projection
+from tests import solo_strategy, test_app
+from tests.helpers import wait_for
+
+page = test_app.page  # fresh sessions of the page, every run stopped afterwards
+VIEW = ("planned_step", "sections", "parallelism", "console_frame", "CONSOLE_HINT")
+SOLO = dict(strategy="solo", devices="cpu", epochs=300, data_size=64, batch_size=64, lr=0.5)
+
+
+@pytest.fixture
+def solo():
+    strategies.register(solo_strategy.STRATEGY)
+    try:
+        yield solo_strategy.STRATEGY
+    finally:
+        strategies.unregister(solo_strategy.NAME)
+
+
+def config_of(entry) -> FitConfig:
+    """A small valid run of the strategy: ranks on the CPU where it has them."""
+    return validate(FitConfig(strategy=entry.name, devices="cpu" if entry.processes else "virtual:2",
+                              data_size=12, batch_size=4, epochs=2))  # fmt: skip
+
+
+def lstsq_gap(cfg: FitConfig, weights, bias) -> float:
+    w, b = least_squares(*make_data(cfg))
+    return max(abs(x - y) for x, y in zip((*weights, bias), (*w, b)))
+
+
+@pytest.mark.parametrize("name", [*strategies.NAMES, solo_strategy.NAME])
+def test_every_registered_strategy_keeps_the_contract(solo, name):
+    entry = strategies.strategy(name)
+    assert entry.name == name and strategies.of(FitConfig(strategy=name)) is entry
+    for role in strategies.WORDS:  # its words are its catalog's keys, in both languages
+        entry_words = i18n.catalog()[entry.words[role]]
+        assert entry_words["en"] and entry_words["zh"]
+    cfg = config_of(entry)
+    assert isinstance(entry.steps_per_epoch(cfg), int)
+    assert cfg.total_steps == cfg.epochs * cfg.batches_per_epoch == cfg.epochs * entry.steps_per_epoch(cfg)
+    assert all(hasattr(entry.view_module, part) for part in VIEW)
+    step, labels = entry.planned_step(cfg)
+    assert isinstance(step, Step) and len(labels) >= 1
+    assert entry.phases() and all(isinstance(p, str) for p in entry.phases())
+    assert all(isinstance(p, Projection) for p in entry.projections())  # FSDP: the ZeRO-3 row stands for it
+    assert isinstance(entry.bytes_of_step(cfg.batch_size, len(labels), cfg.n_features, 4, cfg), int)
+    plan = parse_devices(cfg.devices)
+    assert entry.markdown() and entry.engine(plan) and entry.engine_word(plan)
+
+
+def test_a_name_already_taken_or_a_word_missing_is_refused(solo):
+    twin = {**vars(solo_strategy.STRATEGY), "label": "x"}
+    with pytest.raises(ValueError, match="registered already"):
+        strategies.register(solo_strategy.STRATEGY.__class__(**twin))
+    wordless = {**vars(solo_strategy.STRATEGY), "name": "mute", "words": {"title": "solo.title"}}
+    with pytest.raises(ValueError, match="no words for explain, lab, who"):
+        strategies.register(solo_strategy.STRATEGY.__class__(**wordless))
+    assert "mute" not in strategies.NAMES
+
+
+def test_solo_runs_from_the_command_line_to_least_squares(solo, capsys):
+    code = cli.main(["--strategy", "solo", "--devices", "cpu", "--epochs", "300", "--data-size", "64",
+                     "--batch-size", "64", "--lr", "0.5", "--json"])  # fmt: skip
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0 and result["status"] == "finished" and result["config"]["strategy"] == "solo"
+    cfg = validate(FitConfig(**SOLO))
+    assert result["steps"] == cfg.total_steps == 300
+    assert lstsq_gap(cfg, result["weights"], result["bias"]) < 1e-3
+
+
+def test_solo_records_and_replays_its_run(solo, tmp_path, capsys):
+    path = tmp_path / "solo.fitrec"
+    argv = ["--strategy", "solo", "--devices", "cpu", "--epochs", "5", "--data-size", "64"]
+    argv += ["--batch-size", "16"]
+    assert cli.main([*argv, "--record", str(path), "--json"]) == 0
+    live_json = json.loads(capsys.readouterr().out)
+    rec = recording.read(str(path))
+    assert rec.config.strategy == "solo" and isinstance(rec.events[0], RunStarted)
+    assert sum(isinstance(e, Step) for e in rec.events) == 20 and isinstance(rec.ended, RunEnded)
+    assert cli.main(["replay", str(path), "--json"]) == 0
+    replayed = json.loads(capsys.readouterr().out)
+    assert (replayed["weights"], replayed["bias"]) == (
+        live_json["weights"], live_json["bias"],
+    )  # fmt: skip
+
+
+def test_solo_in_the_live_payload_and_on_the_page(solo, page):
+    pool = RunPool()
+    try:
+        snap = pool.submit("owner", validate(FitConfig(**SOLO)))
+        wait_for(lambda: not pool.snapshot("owner", snap.run_id).active, what="the solo run to end")
+        body = live.payload(pool.snapshot("owner", snap.run_id), 0, 1)
+        assert body["run"]["status"] == "finished" and body["picture"]["drawer"] == "dataparallel"
+        assert len(body["loss"]) == 300
+    finally:
+        pool.shutdown()
+    at = page({"strategy": "solo", "epochs": "300", "data_size": "64", "batch_size": "64", "lr": "0.5"})
+    assert not at.error and at.header[0].value == "One device: the whole batch, the whole model"
+    assert at.radio(key="strategy").value == "solo" and "One device" in at.radio(key="strategy").options
+    at.selectbox(key="pace").set_value("max")
+    at.button(key="start").click().run()
+    at = test_app.wait_until_ended(at)
+    assert not at.exception and not at.error
+    pool, owner = at.session_state["pool"], at.session_state["owner"]
+    ended = pool.snapshot(owner, at.session_state["run_id"])
+    assert ended.status == "finished" and ended.config.strategy == "solo"
+    assert lstsq_gap(ended.config, ended.weights, ended.bias) < 1e-3
+
+
+def test_solo_has_its_check_row_compare_column_and_whatif_row(solo):
+    rows = [r for r in check.plan_rows(check.safe_probe()) if r.name == "solo on cpu"]
+    (result,) = [check.run_row(r) for r in rows]
+    assert result.status == check.PASSED and result.figures["diff"] < 1e-3
+
+    cfg = validate(FitConfig(strategy="solo", devices="virtual:2", data_size=12, batch_size=4, epochs=3))
+    column = {r["strategy"]: r for r in compare.run(cfg)["results"]}
+    assert set(strategies.NAMES) <= set(column)  # every registered strategy has its column, solo among them
+    assert column["solo"]["max_abs_diff"] == 0.0  # one device on the reference's own batches: exactly it
+    assert len(column["solo"]["per_step"]) == len(column["ddp"]["per_step"])
+
+    measured = whatif.Measured(1e-3, 100.0, 16, 2, 3, "here")
+    (row,) = [r for r in whatif.table(measured, devices=(8,)) if r["strategy"] == "solo"]
+    assert row["name"] == "One device" and row["comm_bytes_per_device"] == 0.0
+    assert row["memory_per_device_bytes"] == whatif.memory_per_device("solo", 3, 8)
