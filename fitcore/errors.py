@@ -84,6 +84,10 @@ class ConfigError(ValueError):
     def __str__(self) -> str:
         return self.named(self.field)
 
+    def as_typed(self, value: Any) -> "ConfigError":
+        """The same refusal quoting `value`, the text as the user typed it (a switch's "false", not False)."""
+        return ConfigError(self.field, value, self._allowed)
+
     def named(self, name: str) -> str:
         """The message with the field called `name`: the page's label ("Batch size"), the CLI's flag."""
         return t("config.error", name=name, value=_shown(self.value), allowed=self.allowed)

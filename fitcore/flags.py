@@ -11,7 +11,7 @@ from dataclasses import fields
 
 from fitcore import strategies
 from fitcore.config import ConfigError, FitConfig, validate
-from fitcore.errors import Text
+from fitcore.errors import Listed, Text
 from fitcore.i18n import t
 from fitcore.strategies.ddp.torchrun import config_for_torchrun, torchrun_env
 
@@ -37,8 +37,10 @@ def add_training_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-shuffle", action="store_true", help=t("cli.help.no_shuffle"))
     p.add_argument("--seed", help=t("cli.help.seed", default=d.seed))
     p.add_argument("--devices", help=t("cli.help.devices", default=d.devices))
-    p.add_argument("--strategy", help=t("cli.help.strategy", default=d.strategy))
-    p.add_argument("--workers", help=t("cli.help.workers", default=d.workers))
+    ranked = [s.name for s in strategies.STRATEGIES.values() if s.processes]
+    names = Listed(strategies.NAMES)
+    p.add_argument("--strategy", help=t("cli.help.strategy", names=names, default=d.strategy))
+    p.add_argument("--workers", help=t("cli.help.workers", names=Listed(ranked), default=d.workers))
     for option in strategies.OPTIONS:  # a strategy's own switches (FSDP's reshard_after_forward)
         flag, default = "--" + option.replace("_", "-"), getattr(d, option)
         p.add_argument(flag, help=t(f"cli.help.{option}", default=default))
@@ -62,7 +64,12 @@ def config_from_args(args: argparse.Namespace) -> FitConfig:
         raise ConfigError("strategy", cfg.strategy, Text("config.torchrun_strategies", names=names))
     if env is not None:  # one rank of a torchrun launch: the world size comes from torchrun
         return config_for_torchrun(cfg, env, workers_given="workers" in raw)
-    return validate(cfg)
+    try:
+        return validate(cfg)
+    except ConfigError as exc:
+        if exc.field in strategies.OPTIONS and exc.field in raw:  # a switch: quoted as typed, not as Python's
+            raise exc.as_typed(raw[exc.field]) from None
+        raise
 
 
 def flag_error(exc: ConfigError) -> str:

@@ -190,6 +190,8 @@ def test_a_column_named_true_is_no_boolean_cell(capsys, tmp_path):
         (["--workers", "0"], "--workers: got 0; allowed: an integer from 1 to 8"),
         (["--workers", "-1"], "--workers: got -1; allowed: an integer from 1 to 8"),
         (["--bias", "-inf"], "--bias: got -inf; allowed: a finite number"),
+        (["--strategy", "ddp", "--reshard-after-forward", "false"],  # as typed, not Python's False
+         "--reshard-after-forward: got 'false'; allowed: its default: it applies only to the FSDP strategy"),
         (["--epochs", "9" * 26],
          f"--epochs: got {'9' * 26}; allowed: at most 1000000 steps and 1000000000 rows through the model in "
          f"all (epochs × data size); this run has {'9' * 26} steps and {int('9' * 26) * 200} rows"),

@@ -1,0 +1,84 @@
+"""The READMEs say what the code does: the command line's flag table is the parser's flags, the strategies it
+names are the registered ones, the lesson script lists its presets, and recordings have the version written.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from fitcore import recording, strategies
+from fitcore.cli import build_parser
+from fitcore.view import controls
+
+ROOT = Path(__file__).resolve().parents[1]
+READMES = ["README.md", "README.zh-CN.md"]
+
+
+def flag_rows(text: str) -> list[str]:
+    """The rows of the main command's flag table: the first table whose rows start with a flag."""
+    rows = [line for line in text.splitlines() if line.startswith("| `--")]
+    table, previous = [], None
+    for line in text.splitlines():  # the first run of consecutive flag rows
+        if line.startswith("| `--"):
+            table.append(line)
+        elif table:
+            break
+        previous = line
+    assert previous is not None and rows
+    return table
+
+
+def parser_flags() -> list[set[str]]:
+    """Each of the main command's flags, by its spellings (--standardize / --no-standardize are one)."""
+    return [{s for s in a.option_strings if s.startswith("--")} for a in build_parser()._actions
+            if "--help" not in a.option_strings]  # fmt: skip
+
+
+@pytest.mark.parametrize("readme", READMES)
+def test_the_flag_table_is_the_parsers_flags(readme):
+    rows = flag_rows((ROOT / readme).read_text(encoding="utf-8"))
+    named = {flag for row in rows for flag in re.findall(r"(--[a-z][a-z-]*)", row.split("|")[1])}
+    assert [sorted(flag) for flag in parser_flags() if not flag & named] == []  # each flag has its row
+    assert named - set().union(*parser_flags()) == set()  # and no row names a flag the parser lacks
+
+
+@pytest.mark.parametrize("readme", READMES)
+def test_the_flag_table_names_every_strategy_and_every_ranked_one(readme):
+    rows = flag_rows((ROOT / readme).read_text(encoding="utf-8"))
+    (strategy,) = [r for r in rows if r.startswith("| `--strategy")]
+    (workers,) = [r for r in rows if r.startswith("| `--workers")]
+    assert set(re.findall(r"`(\w+)`", strategy.split("|")[2])) == set(strategies.NAMES)
+    ranked = {s.name for s in strategies.STRATEGIES.values() if s.processes}
+    named = set(re.findall(r"`(?:--strategy )?(\w+)`", workers.split("|")[2]))
+    assert named == ranked
+
+
+def test_the_help_names_every_strategy(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    line = text.split("--strategy STRATEGY ")[-1][:80]  # its help, after the usage lines
+    assert all(name in line for name in strategies.NAMES), line
+
+
+@pytest.mark.parametrize("readme, lang", [("README.md", "en"), ("README.zh-CN.md", "zh")])
+def test_the_lesson_script_lists_its_presets(readme, lang):
+    from fitcore import i18n
+
+    text = (ROOT / readme).read_text(encoding="utf-8")
+    (line,) = [i for i, row in enumerate(text.splitlines()) if "`script=lesson`" in row][:1]
+    bullet = " ".join(" ".join(text.splitlines()[line : line + 3]).split())
+    keys = controls.SCRIPTS["lesson"]
+    assert f"{len(keys)} " in bullet
+    with i18n.using(lang):
+        titles = [next(p for p in controls.PRESETS if p.key == k).title for k in keys]
+    found = [bullet.find(title) for title in titles]
+    assert -1 not in found and found == sorted(found)  # every preset, in the order the script plays them
+
+
+@pytest.mark.parametrize("readme, says", [("README.md", "version\n{v},"), ("README.zh-CN.md", "版本 {v}、")])
+def test_the_recording_version_is_the_one_written(readme, says):
+    assert says.format(v=recording.VERSION) in (ROOT / readme).read_text(encoding="utf-8")
