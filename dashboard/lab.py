@@ -72,6 +72,7 @@ def compare_ui(cfg: FitConfig) -> None:
             {
                 t("lab.col.strategy"): [_name(r["strategy"]) for r in rows],
                 t("lab.col.devices"): [r["devices"] for r in rows],
+                t("lab.col.result"): [t(f"cli.compare.status.{r['status']}") for r in rows],
                 t("lab.col.max_diff"): [f"{r['max_abs_diff']:.3g}" for r in rows],
                 t("lab.col.first_step"): [str(r["first_divergent_step"] or "-") for r in rows],
                 t("lab.col.final_diff"): [f"{r['final_abs_diff']:.3g}" for r in rows],

@@ -32,15 +32,18 @@ from fitcore.config import FitConfig
 from fitcore.data import make_data
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.equivalence import (
+    FAILED,
     TOL,
     Comparer,
     StepRows,
     Toggles,
     Trainer,
     finite,
-    first_divergent,
     rank_batch,
     schedule,
+)
+from fitcore.equivalence import (
+    result as row_of,
 )
 from fitcore.errors import ConfigError, Text
 from fitcore.flags import add_training_flags, config_from_args, flag_error
@@ -170,21 +173,13 @@ def run(
     shared = _shared_causes(cfg, plan, toggles, trained)
     causes = {name: s.compare_causes(cfg, plan, toggles, trained) + shared[name]
               for name, s in strategies.STRATEGIES.items()}  # fmt: skip
-    results = []
-    for name in strategies.NAMES:
-        per_step = trained.per_step[name]
-        results.append(
-            {
-                "strategy": name,
-                "devices": k,
-                "max_abs_diff": max(per_step, default=0.0),
-                "first_divergent_step": first_divergent(per_step),
-                "final_abs_diff": per_step[-1] if per_step else 0.0,  # where the difference ends
-                "causes": causes[name],
-                "per_step": per_step,
-            }
-        )
+    results = [row_of(name, k, trained.per_step[name], causes[name]) for name in strategies.NAMES]
     results = apply_traps(cfg, plan, toggles, traps, results)
+    # one truth: the final parameters of the rows shown, a real run's where a trap ran one (and the
+    # reference it was measured against), and no strategy that has no row
+    finals = {name: trained.finals[name] for name in ("reference", *(r["strategy"] for r in results))}
+    for r in results:
+        finals.update(r.pop("final_parameters", {}))
     config = {
         **cfg.to_dict(),
         **asdict(toggles),
@@ -193,8 +188,8 @@ def run(
         "steps": len(trained.steps),
         "rows_per_rank_step": rank_batch(cfg, k, toggles),
         "tolerance": TOL,
-        "engines": engines(plan),
-        "final_parameters": trained.finals,
+        "engines": {name: text for name, text in engines(plan).items() if name in finals},
+        "final_parameters": finals,
         "seconds": time.perf_counter() - t0,
     }
     return {"config": config, "results": results}
@@ -204,20 +199,25 @@ def table_lines(result: dict, plan: DevicePlan | None = None) -> list[str]:
     """The result for a terminal: a row per strategy, its causes beneath it (plan: the run's devices)."""
     cfg = result["config"]
     plan = plan or parse_devices(cfg["devices"])
-    head = (t("cli.compare.col.strategy"), t("cli.compare.col.devices"), t("cli.compare.col.diff"),
-            t("cli.compare.col.first", tol=format(TOL, "g")), t("cli.compare.col.engine"))  # fmt: skip
+    head = (t("cli.compare.col.strategy"), t("cli.compare.col.devices"), t("cli.compare.col.result"),
+            t("cli.compare.col.diff"), t("cli.compare.col.first", tol=format(TOL, "g")),
+            t("cli.compare.col.engine"))  # fmt: skip
     lines = [
         t("cli.compare.title", steps=cfg["steps"], k=cfg["k"]),
         t("cli.compare.rows"),
         "",
-        f"{pad(head[0], 14)}{pad(head[1], 8, True)}{pad(head[2], 13, True)}  {pad(head[3], 20)}{head[4]}",
+        f"{pad(head[0], 14)}{pad(head[1], 8, True)}  {pad(head[2], 9)}{pad(head[3], 13, True)}  "
+        f"{pad(head[4], 20)}{head[5]}",
     ]
     for r in result["results"]:
         first = "-" if r["first_divergent_step"] is None else str(r["first_divergent_step"])
         engine = strategies.strategy(r["strategy"]).engine_word(plan)
         if "seconds" in r:  # a real run of fitcore.traps: its engine and its own time
             engine = t("traps.word.real", engine=r["engine"], seconds=f"{r['seconds']:.1f}")
-        lines.append(f"{r['strategy']:<14}{r['devices']:>8}{r['max_abs_diff']:>13.3g}  {first:<20}{engine}")
+        status = pad(t(f"cli.compare.status.{r['status']}"), 9)
+        lines.append(
+            f"{r['strategy']:<14}{r['devices']:>8}  {status}{r['max_abs_diff']:>13.3g}  {first:<20}{engine}"
+        )
         lines += [f"    - {c}" for c in r["causes"]]
     names = {"reference": t("cli.compare.name.reference")}  # the strategies keep their code names
     engines = cfg["engines"] | {r["strategy"]: r["engine"] for r in result["results"] if "engine" in r}
@@ -267,4 +267,4 @@ def main(argv: list[str]) -> int:
         print(error_line("fitcore compare", _flag(exc)), file=sys.stderr)
         return 2
     print(json.dumps(result) if args.json else "\n".join(table_lines(result, plan)), flush=True)
-    return 0
+    return 1 if any(r["status"] == FAILED for r in result["results"]) else 0  # a failed run is no pass

@@ -177,5 +177,9 @@ def result(strategy: str, k: int, per_step: list[float], causes: list[str], **ex
         "final_abs_diff": per_step[-1] if per_step else 0.0,  # where the difference ends
         "causes": causes,
         "per_step": per_step,
+        "status": FINISHED,  # a real run of fitcore.traps may end "failed", its reason beside it
     }
     return row | extra
+
+
+FINISHED, FAILED = "finished", "failed"

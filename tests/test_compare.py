@@ -8,9 +8,10 @@ import math
 import pytest
 
 from fitcore.cli import main
-from fitcore.compare import TOL, Toggles, first_divergent, run, schedule, train_all
+from fitcore.compare import run, train_all
 from fitcore.config import FitConfig, validate
 from fitcore.devices import parse_devices
+from fitcore.equivalence import TOL, Toggles, first_divergent, schedule
 
 # small and quick: 20 epochs of 4 batches, SGD so that a constant scale of the gradient shows
 SMALL = FitConfig(data_size=24, batch_size=6, epochs=20, optimizer="sgd", lr=0.05, devices="virtual:2")
@@ -171,8 +172,9 @@ def test_json_shape_from_the_command_line(capsys):
             "final_abs_diff",
             "causes",
             "per_step",
+            "status",
         }
-        assert r["final_abs_diff"] == r["per_step"][-1]
+        assert r["final_abs_diff"] == r["per_step"][-1] and r["status"] == "finished"
         if r["strategy"] == "ddp":  # DDP's one all-reduce a step: (W, b) as float32, 3 * 4 bytes
             shape |= {"allreduce_calls", "allreduce_bytes", "allreduce_measured"}
             assert (r["allreduce_calls"], r["allreduce_bytes"], r["allreduce_measured"]) == (1, 12, False)

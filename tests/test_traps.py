@@ -146,18 +146,27 @@ def test_accumulation_without_dividing_the_loss_differs_on_both_with_sgd():
 
 @pytest.mark.slow
 def test_uneven_without_join_fails_within_its_bound_and_names_the_waiting_rank(capsys):
-    assert (
-        main(["compare", "--data-size", "24", "--batch-size", "8", "--epochs", "1", "--uneven", "--json"])
-        == 0
-    )
-    (row,) = json.loads(capsys.readouterr().out)["results"]
+    argv = ["compare", "--data-size", "24", "--batch-size", "8", "--epochs", "1", "--uneven"]
+    assert main([*argv, "--json"]) == 1  # a failed run fails the command
+    result = json.loads(capsys.readouterr().out)
+    (row,) = result["results"]
+    assert sorted(result["config"]["final_parameters"]) == sorted(result["config"]["engines"]) == [
+        "ddp", "reference",
+    ]  # the rows shown, and no strategy without one (FSDP's engine was described under no FSDP row)
     assert row["status"] == "failed" and row["engine"] == "torch DDP on gloo"
     assert row["steps_per_rank"] == [2, 3]
     assert [(w["rank"], w["step"]) for w in row["waiting"]] == [(1, 3)]
     assert row["seconds"] < row["bound_s"]
     assert row["waiting"][0]["waited_s"] < 5.0 + 2.0  # the group's timeout, or the closed connection sooner
     assert "rank(s) 1 left waiting in the all-reduce of step 3" in row["reason"]
+    waited_ms = round(row["waiting"][0]["waited_s"] * 1000)
+    assert f"it ended after {waited_ms} ms (the group's timeout is 5 s)" in row["reason"]
     assert len(row["per_step"]) == 2 and max(row["per_step"]) <= TOL  # both ranks there: exact
+    assert main(argv) == 1
+    lines = capsys.readouterr().out.splitlines()
+    (ddp,) = [line for line in lines if line.startswith("ddp ")]
+    assert ddp.split()[:3] == ["ddp", "2", "failed"]  # in the table, not only in the bullet below it
+    assert lines[3].split()[:3] == ["strategy", "devices", "result"]
 
 
 @pytest.mark.slow
@@ -168,6 +177,11 @@ def test_uneven_with_join_finishes_and_its_shadow_all_reduce_changes_the_last_st
     assert row["shadow_allreduces"] == {0: 1, 1: 0}  # rank 0 shadowed step 3's one all-reduce
     assert row["first_divergent_step"] == 3 and len(row["per_step"]) == 3
     assert row["seconds"] < row["bound_s"]
+    # one truth: the final parameters reported are the real run's and its reference's, whose difference is
+    # the row's final difference (they were one process's simulation of an even run, 0.0064 apart)
+    finals = res["config"]["final_parameters"]
+    gap = max(abs(a - b) for a, b in zip(finals["ddp"], finals["reference"]))
+    assert gap == pytest.approx(row["final_abs_diff"], rel=1e-6) and gap > TOL
 
 
 def test_the_tab_asks_the_batchnorm_question_and_draws_every_result():
@@ -187,6 +201,7 @@ def test_the_tab_asks_the_batchnorm_question_and_draws_every_result():
         assert list(rows["strategy"]) == ["dataparallel", "ddp"]
         assert float(rows["max |diff|"][0]) > 1e-3 and float(rows["max |diff|"][1]) <= TOL
         assert "SyncBatchNorm" in rows["engine"][1] and list(rows["real run"]) == ["-", "-"]
+        assert list(rows["result"]) == ["finished", "finished"]
         causes = [m.value for m in page.markdown if m.value.startswith("- **")]
         assert any("device-0 replica" in c for c in causes)
         chart = page.get("plotly_chart")[0].proto.spec

@@ -39,7 +39,7 @@ class Strategy:
         view() -> module                             planned_step, sections, parallelism, console_frame,
                                                      CONSOLE_HINT (see fitcore.strategies.dataparallel.view)
         check_rows(machine) -> list[check.Row]       its rows of `fitcore check`
-        comparer(cfg, data, device, plan, toggles) -> compare.Comparer    its column of `fitcore compare`
+        comparer(cfg, data, device, plan, toggles) -> equivalence.Comparer    its column of `fitcore compare`
         compare_causes(cfg, plan, toggles, trained) -> list[str]   why it differs, each cause measured
         engine(plan) -> str, engine_word(plan) -> str   what ran it in compare, in a sentence and a word
         projections: tuple[whatif.Projection, ...]   its rows of `fitcore whatif`'s projection

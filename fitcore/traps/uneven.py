@@ -77,6 +77,8 @@ def results(cfg, plan, toggles, join: bool) -> list[dict]:
         reason="", steps_per_rank=counts, waiting=waiting, shadow_allreduces=shadow, allreduce_measured=True,
         allreduce_calls=calls, allreduce_bytes=nbytes,
     )  # fmt: skip
+    if params:  # what the run and its reference ended with: compare's final_parameters of this question
+        row["final_parameters"] = {"reference": references[len(params) - 1].tolist(), DDP: list(params[-1])}
     row["causes"] = [_why(row, counts, run, reports, join)]
     row["reason"] = row["causes"][0]
     return [row]
@@ -105,6 +107,6 @@ def _why(row: dict, counts: list[int], run, reports, join: bool) -> str:
         return t("traps.run.failed", reason=w["reason"])
     return t(
         "traps.uneven.waiting", ranks=", ".join(str(x["rank"]) for x in left), step=w["step"],
-        gone=", ".join(str(r) for r in done) or "-", done=short, waited=f"{w['waited_s']:.1f}",
+        gone=", ".join(str(r) for r in done) or "-", done=short, waited=f"{w['waited_s'] * 1000:.0f}",
         reason=w["reason"], timeout=f"{TIMEOUT_S:g}",
     )  # fmt: skip
