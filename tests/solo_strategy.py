@@ -87,7 +87,7 @@ STRATEGY = Strategy(
     steps_per_epoch=_steps_per_epoch,
     train=_train,
     step_lines=_step_lines,
-    markdown=lambda: "**One device.** Nothing is split: the whole batch, the whole model, one device.",
+    markdown=lambda cfg=None: "**One device.** Nothing is split: the whole batch and the model, one device.",
     bytes_of_step=lambda rows, k, d, itemsize, cfg=None: 0,
     view=_view,
     check_rows=_check_rows,

@@ -70,3 +70,38 @@ def test_the_console_lines_say_who_holds_what_and_its_bytes():
         "\trank 0 holds W[0:2] + b; parameters 12 B, gradients 12 B, optimizer state 32 B",
         "\trank 1 holds W[2:3]; parameters 12 B, gradients 12 B, optimizer state 16 B",
     ]
+
+
+@pytest.mark.parametrize(
+    "d, k, says",
+    [
+        (3, 2, "with 3 weights on 2 ranks, rank 0 holds `w1, w2` and `b`, rank 1 holds `w3`."),
+        (3, 3, "with 3 weights on 3 ranks, rank 0 holds `w1` and `b`, rank 1 holds `w2`, rank 2 holds `w3`."),
+        (2, 3, "with 2 weights on 3 ranks, rank 0 holds `w1` and `b`, rank 1 holds `w2`, rank 2 holds "
+               "nothing."),
+    ],
+)
+def test_the_explanation_describes_the_shown_runs_shards(d, k, says):
+    from fitcore import strategies
+
+    cfg = FitConfig(weights=tuple(range(1, d + 1)), strategy="fsdp", workers=k, devices="cpu")
+    text = " ".join(strategies.strategy("fsdp").markdown(cfg).split())
+    assert says in text
+
+
+def test_fsdps_rank_panels_say_what_fsdp_does_not_what_ddp_does():
+    from tests.view_helpers import ddp_step, snapshot
+
+    three = dict(weights=(5.2, 9.6, -1.0), strategy="fsdp", workers=2, devices="cpu")
+    cfg = validate(FitConfig(**three, data_size=11, batch_size=4))
+    snap = snapshot(config=cfg, latest=ddp_step(losses=(1.0, 3.0)), devices=("rank 0", "rank 1"))
+    _, shards, ranks = fsdp.sections(snap, cfg)
+    (caption,) = ranks.notes
+    assert caption.startswith("Step 7: each rank runs forward on its own rows with the whole W it all-gathe")
+    assert "reduce-scatters" in caption and "DDP" not in caption
+    assert "DDP" not in " ".join(shards.notes)
+    from fitcore.strategies.ddp import view as ddp_view
+
+    ddp_cfg = validate(FitConfig(strategy="ddp", workers=2, devices="cpu", data_size=11, batch_size=4))
+    ddp_snap = snapshot(config=ddp_cfg, latest=ddp_step(losses=(1.0, 3.0)))
+    assert "DDP all-reduces the gradients" in ddp_view.sections(ddp_snap, ddp_cfg)[1].notes[0]

@@ -34,7 +34,8 @@ class Strategy:
         train(cfg, on_event, control=None, plan=None) -> RunEnded     emits fitcore.events, nothing else
         step_lines(step) -> list[str]                its console lines for one Step
         detail_lines: {Detail.key: (value) -> list[str]}   console lines of its own Detail events
-        markdown() -> str                            its explanation for the page, in the current language
+        markdown(cfg=None) -> str                    its explanation for the page, in the current language,
+                                                     its examples on cfg's sizes (the run shown) where given
         bytes_of_step(rows, k, d, itemsize, cfg) -> int   one step's bytes on k devices (cfg: its options)
         view() -> module                             planned_step, sections, parallelism, console_frame,
                                                      CONSOLE_HINT (see fitcore.strategies.dataparallel.view)

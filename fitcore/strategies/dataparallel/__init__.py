@@ -34,7 +34,7 @@ def _step_lines(step) -> list[str]:
     return step_lines(step)
 
 
-def _markdown() -> str:
+def _markdown(cfg=None) -> str:
     from fitcore.i18n import t
 
     return t("explain.dataparallel")

@@ -94,7 +94,7 @@ def _group_lines(value: dict) -> list[str]:
     return [group_line(value)]
 
 
-def _markdown() -> str:
+def _markdown(cfg=None) -> str:
     from fitcore.i18n import t
 
     return t("explain.ddp")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from fitcore.config import FitConfig
@@ -269,7 +270,16 @@ def _shards_source(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any) -> t
     return t("view.shards.planned", rule=shards_title(value, "first")), value, "first"
 
 
-def _shards_section(title: str, value: dict, which: str) -> Section:
+@dataclass(frozen=True)
+class RankWords:
+    """The catalog keys of the rank panels' sentences: DDP's, or another strategy's with ranks (FSDP's),
+    which shows the same panels and says what its own ranks do."""
+
+    caption: str = "view.ranks.caption"  # a step's sentence under each rank's shapes
+    pale: str = "view.shards.pale"  # what the padding cells are
+
+
+def _shards_section(title: str, value: dict, which: str, words: RankWords = RankWords()) -> Section:
     """A strip per rank over the dataset's rows: a cell where the rank got the row, pale for padding."""
     n = value["data_size"]
     figure, notes = None, []
@@ -278,18 +288,18 @@ def _shards_section(title: str, value: dict, which: str) -> Section:
     else:
         figure = shard_grid(shard_table(value, which), n)
     if value["padding"]:
-        notes.append(t("view.shards.pale"))
+        notes.append(t(words.pale))
     return Section("shards", heading=title, figure=figure, notes=tuple(notes))
 
 
 def _ranks_section(
-    snap: Snapshot | None, cfg: FitConfig | None, value: dict, which: str, gpus: Any
+    snap: Snapshot | None, cfg: FitConfig | None, value: dict, which: str, gpus: Any, words: RankWords
 ) -> Section:
     """Each rank's dataset rows this epoch, and each rank's shapes in the latest step (or the planned one)."""
     if snap is not None and snap.latest is not None:
         step = snap.latest
         rows = rank_table(step)
-        caption = t("view.ranks.caption", step=step.step, loss=f"{step.loss:.6g}")
+        caption = t(words.caption, step=step.step, loss=f"{step.loss:.6g}")
     else:
         rows = planned_rank_table(snap.config if snap is not None else cfg, gpus)
         caption = t("view.ranks.planned")
@@ -302,14 +312,16 @@ def _ranks_section(
     )
 
 
-def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> list[Section]:
+def sections(
+    snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None, words: RankWords = RankWords()
+) -> list[Section]:
     """DDP's split: which dataset rows each rank got from the sampler this epoch (padding marked), then
-    each rank's rows and shapes."""
+    each rank's rows and shapes; `words` are the sentences of the strategy shown."""
     source = _shards_source(snap, cfg, gpus)
     if source is None:
         return []
     title, value, which = source
-    return [_shards_section(title, value, which), _ranks_section(snap, cfg, value, which, gpus)]
+    return [_shards_section(title, value, which, words), _ranks_section(snap, cfg, value, which, gpus, words)]
 
 
 def ranks_words(cfg: FitConfig, started: RunStarted) -> str:

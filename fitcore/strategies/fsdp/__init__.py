@@ -96,10 +96,11 @@ def _group_lines(value: dict) -> list[str]:
     return layout_lines(value)
 
 
-def _markdown() -> str:
+def _markdown(cfg=None) -> str:
     from fitcore.i18n import t
+    from fitcore.strategies.fsdp.view import layout_example
 
-    return t("explain.fsdp")
+    return t("explain.fsdp", example=layout_example(cfg))
 
 
 def _bytes_of_step(rows: int, k: int, d: int, itemsize: int, cfg=None) -> int:

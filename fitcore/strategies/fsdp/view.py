@@ -106,7 +106,11 @@ def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> 
     else:
         labels = planned_step(config, gpus)[1]
     own = _holdings_section(config, labels, snap.extra if snap is not None else None)
-    return [own, *ddp_view.sections(snap, cfg, gpus)]
+    return [own, *ddp_view.sections(snap, cfg, gpus, FSDP_WORDS)]
+
+
+# FSDP's ranks take DDP's rows; what they do with them is FSDP's own
+FSDP_WORDS = ddp_view.RankWords(caption="fsdp.ranks.caption", pale="fsdp.shards.pale")
 
 
 def parallelism(cfg: FitConfig, started: RunStarted) -> str:
@@ -142,6 +146,21 @@ def console_frame(snap: Snapshot) -> tuple[list[str], list[str]]:
         head += layout_lines(snap.extra[NAME])
     tail = final_lines(snap.extra["final"]) if "final" in snap.extra and not snap.active else []
     return head, tail
+
+
+def layout_example(cfg: FitConfig | None) -> str:
+    """The explanation's example, on cfg's weights and ranks (3 weights on 2 ranks without one): "with 3
+    weights on 3 ranks, rank 0 holds w1 and b, rank 1 holds w2, rank 2 holds w3"."""
+    cfg = cfg if cfg is not None else FitConfig(weights=(1.0, 1.0, 1.0), workers=2)
+    holds = ""
+    for rank, names in enumerate(shard_names(cfg, cfg.workers)):
+        if len(names) > 1:  # "`w1, w2` and `b`": code names in one span, as the console writes W[0:2]
+            said = t("explain.fsdp.both", first=f"`{', '.join(names[:-1])}`", last=f"`{names[-1]}`")
+        else:
+            said = f"`{names[0]}`" if names else t("fsdp.none")
+        holds += t("explain.fsdp.rank.next" if rank else "explain.fsdp.rank", rank=rank, names=said)
+    weights, ranks = count("fsdp.count.weight", cfg.n_features), count("cli.count.rank", cfg.workers)
+    return t("explain.fsdp.example", weights=weights, ranks=ranks, holds=holds)
 
 
 def planned_value(cfg: FitConfig, labels) -> dict:
