@@ -1,6 +1,9 @@
 // Building blocks of the live view's DOM and SVG: elements, text fitted to a width, the palette.
 
-export const COLOURS = ["#1f6feb", "#d9480f", "#2f9e44", "#ae3ec9", "#e8590c", "#0c8599", "#c2255c", "#5c940d"];
+// One colour per device (and per chart line), told apart by a colour-blind student too: under a simulation of
+// protanopia, deuteranopia and tritanopia (Machado et al. 2009) every two stay at least 20 CIELAB units apart,
+// and each is 3:1 against white, as a stroke must be (tests/test_palette.py). Blue first: device 0.
+export const COLOURS = ["#1f6feb", "#cc79a7", "#882255", "#117733", "#999933", "#000000", "#ee6677", "#332288"];
 export const FONT = '"Source Sans", "Source Sans Pro", "Liberation Sans", "Helvetica Neue", Arial, sans-serif';
 const SVG_NS = "http://www.w3.org/2000/svg";
 
