@@ -169,11 +169,11 @@ def whatif_ui(cfg: FitConfig) -> None:
             {
                 t("lab.col.strategy"): [whatif.page_title(r["strategy"]) for r in rows],
                 t("lab.col.devices"): [r["devices"] for r in rows],
-                t("lab.col.memory"): [r["memory_per_device_bytes"] / 1e9 for r in rows],
-                t("lab.col.fits"): [r["fits"] for r in rows],
-                t("lab.col.sent"): [_gb(r["comm_bytes_per_device"]) for r in rows],
-                t("lab.col.step"): [_ms(r["step_seconds"]) for r in rows],
-                t("lab.col.share"): [r["comm_share"] for r in rows],
+                t("lab.col.memory"): [whatif.memory_text(r["memory_per_device_bytes"]) for r in rows],
+                t("lab.col.fits"): [t("lab.fits.yes" if r["fits"] else "lab.fits.no") for r in rows],
+                t("lab.col.sent"): [whatif.human(r["comm_bytes_per_device"], "B") for r in rows],
+                t("lab.col.step"): [whatif.seconds_text(r["step_seconds"]) for r in rows],
+                t("lab.col.share"): [whatif.share_text(r["comm_share"]) for r in rows],
                 t("lab.col.note"): [r["note"] for r in rows],
             }
         ),
@@ -184,14 +184,6 @@ def whatif_ui(cfg: FitConfig) -> None:
     if calibration:
         st.caption(t("cli.whatif.calibration.head", name=whatif.page_title(calibration["strategy"])))
         st.caption(calibration["note"])
-
-
-def _gb(value: float | None) -> float | None:
-    return None if value is None else value / 1e9
-
-
-def _ms(value: float | None) -> float | None:
-    return None if value is None else value * 1e3
 
 
 def _name(strategy: str) -> str:

@@ -391,19 +391,36 @@ def to_dict(measured: Measured, rows: list[dict], link: Link, device_memory: flo
 # `python -m fitcore whatif`
 
 
-def _human(n: float | None, unit: str) -> str:
+def human(n: float | None, unit: str) -> str:
+    """A figure in its unit with a prefix and 3 significant digits ("2.37 GB"); "-" for none."""
     if n is None:
         return "-"
-    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+    for scale, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(n) >= scale:
             return f"{n / scale:.3g} {prefix}{unit}"
     return f"{n:.3g} {unit}"
 
 
-def _seconds(t: float | None) -> str:
+def seconds_text(t: float | None) -> str:
+    """A time in µs, ms, s, min, h or days, 3 significant digits ("2.37 ms", "39.5 min"); "-" for none."""
     if t is None:
         return "-"
-    return f"{t * 1e6:.3g} µs" if t < 1e-3 else f"{t * 1e3:.3g} ms" if t < 1 else f"{t:.3g} s"
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0), ("ms", 1e-3)):
+        if t >= size:
+            return f"{t / size:.3g} {unit}"
+    return f"{t * 1e6:.3g} µs"
+
+
+def memory_text(n: float) -> str:
+    """A device's bytes; less than one byte a device (ZeRO-3's 3 parameters on 1,024 ranks) is no figure
+    to print but a fact to say: the model has fewer numbers than there are ranks."""
+    return t("cli.whatif.sub_byte") if 0 < n < 1 else human(n, "B")
+
+
+def share_text(share: float | None) -> str:
+    """The communication's share of a step, in percent ("72 %"); "-" for none."""
+    return "-" if share is None else f"{share * 100:.3g} %"
+
 
 
 def calibrations(cfg: FitConfig) -> list[dict]:
@@ -421,19 +438,19 @@ def table_lines(result: dict) -> list[str]:
     columns = ("strategy", "memory", "sent", "comm", "compute", "step", "note")
     head = [t(f"cli.whatif.col.{c}") for c in columns]
     lines = [
-        t("cli.whatif.measured", seconds=_seconds(m["compute_seconds"]), where=m["where"], params=m["params"],
-          rows=f"{m['rows_per_device']:g}"),
-        t("cli.whatif.link", name=a["link"]["name"], bandwidth=_human(a["link"]["bandwidth"], "B/s"),
-          latency=_seconds(a["link"]["latency"]), memory=_human(a["device_memory_bytes"], "B")),
+        t("cli.whatif.measured", seconds=seconds_text(m["compute_seconds"]), where=m["where"],
+          params=m["params"], rows=f"{m['rows_per_device']:g}"),
+        t("cli.whatif.link", name=a["link"]["name"], bandwidth=human(a["link"]["bandwidth"], "B/s"),
+          latency=seconds_text(a["link"]["latency"]), memory=human(a["device_memory_bytes"], "B")),
         t("cli.whatif.every", projected=t("cli.whatif.projected")),
         "",
         pad(head[0], 24) + pad("K", 6, True) + "".join(pad(h, 11, True) for h in head[1:6]) + "  " + head[6],
     ]  # fmt: skip
     for r in result["rows"]:
         lines.append(
-            f"{r['name']:<24}{r['devices']:>6}{_human(r['memory_per_device_bytes'], 'B'):>11}"
-            f"{_human(r['comm_bytes_per_device'], 'B'):>11}{_seconds(r['comm_seconds']):>11}"
-            f"{_seconds(r['compute_seconds']):>11}{_seconds(r['step_seconds']):>11}  {r['note']}"
+            f"{r['name']:<24}{r['devices']:>6}{memory_text(r['memory_per_device_bytes']):>11}"
+            f"{human(r['comm_bytes_per_device'], 'B'):>11}{seconds_text(r['comm_seconds']):>11}"
+            f"{seconds_text(r['compute_seconds']):>11}{seconds_text(r['step_seconds']):>11}  {r['note']}"
         )
     for c in result.get("calibration", []):
         lines += ["", t("cli.whatif.calibration.head", name=_projection(c["strategy"]).title), c["note"]]

@@ -251,8 +251,8 @@ def test_help_in_chinese(capsys, command):
 def test_main_help_names_every_flag_in_chinese(capsys):
     _, out, _ = run(capsys, "--lang", "zh", "--help")
     text = "\n".join(out)
-    expected = ["批大小，即每批的行数（默认 200）", "学习率（默认 0.5）", "--strategy ddp 或 fsdp 的进程数（rank 数，默认 2）",
-                "配合 --data：要预测的列"]  # fmt: skip
+    expected = ["批大小，即每批的行数（默认 200）", "学习率（默认 0.5）",
+                "--strategy ddp 或 fsdp 的进程数（rank 数，默认 2）", "配合 --data：要预测的列"]  # fmt: skip
     for words in expected:
         assert words in text
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -65,12 +66,20 @@ def test_whatif_measures_then_projects_with_the_label(at):
     assert not at.exception
     assert any(c.value == "projected, not measured" for c in at.caption)
     assert at.metric[0].label == "Measured here: compute per step"
-    rows = table(at, "memory / device (GB)")
+    rows = table(at, "memory / device")
     assert len(rows) == 25  # 5 strategies x 2, 8, 64, 256, 1024 devices
     zero3 = rows[(rows["strategy"] == "ZeRO-3 / FSDP") & (rows["devices"] == 8)]
-    assert float(zero3["memory / device (GB)"].iloc[0]) == pytest.approx(14.0)  # 16 B x 7e9 / 8
+    assert zero3["memory / device"].iloc[0] == "14 GB"  # 16 B x 7e9 / 8
     ddp = rows[(rows["strategy"] == "DDP (ring all-reduce)") & (rows["devices"] == 8)]
-    assert not bool(ddp["fits"].iloc[0])  # 112 GB on an 80 GB device
+    assert ddp["fits"].iloc[0] == "no"  # 112 GB on an 80 GB device
+    assert ddp["memory / device"].iloc[0] == "112 GB"
+    # human units with 3 significant digits, a dash and its reason where a row has no figure, never None
+    cells = [str(v) for column in rows.columns for v in rows[column]]
+    assert "None" not in cells and "nan" not in cells
+    assert all(re.fullmatch(r"-|[0-9.]+ (µs|ms|s|min|h|d)", v) for v in rows["step"])
+    assert all(re.fullmatch(r"-|[0-9.]+ [kMGTPE]?B", v) for v in rows["sent / device"])
+    dp64 = rows[(rows["strategy"] == rows["strategy"].iloc[0]) & (rows["devices"] == 64)]
+    assert dp64["step"].iloc[0] == "-" and "one machine" in dp64["note"].iloc[0]
 
 
 @pytest.mark.slow  # spawns FSDP's ranks

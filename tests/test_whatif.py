@@ -197,3 +197,18 @@ def test_calibrate_puts_the_real_fsdp_bytes_beside_the_zero3_formula(capsys):
     assert main(text_argv) == 0
     text = capsys.readouterr().out
     assert "Calibration of ZeRO-3 / FSDP (measured, not projected):" in text and "sent 48 B per rank" in text
+
+
+def test_every_figure_reads_in_human_units_and_a_device_never_holds_part_of_a_byte():
+    from fitcore import whatif
+
+    # the page showed "2368150.2485 ms"
+    assert whatif.seconds_text(2368.1502485) == "39.5 min" and whatif.seconds_text(3e5) == "3.47 d"
+    assert whatif.seconds_text(0.0023681) == "2.37 ms" and whatif.seconds_text(4.2e-7) == "0.42 µs"
+    assert whatif.human(1.12e17, "B") == "112 PB" and whatif.human(None, "B") == "-"
+    assert whatif.share_text(0.7234) == "72.3 %" and whatif.share_text(None) == "-"
+    # ZeRO-3 with the run's own 3 parameters on 1,024 ranks: 0.0469 B a device is no figure to print
+    rows = {(r["strategy"], r["devices"]): r for r in table(STEP, params=3, link="infiniband400")}
+    zero3 = rows["zero3", 1024]["memory_per_device_bytes"]
+    assert 0 < zero3 < 1 and whatif.memory_text(zero3) == "< 1 B: fewer numbers than ranks"
+    assert whatif.memory_text(14e9) == "14 GB"
