@@ -233,7 +233,12 @@ function drawDeviceBox(ctx, box, mark) {
     label(g, x, top + 64, fitText(tr("live.box.no_rows"), inner, 15), { size: 15, fill: "#495057" });
     return;
   }
-  const range = !isNum(d.start) || !d.rows ? "" : d.rows === 1 ? ` (${d.start})` : ` (${d.start}–${d.stop - 1})`;
+  // the batch positions of its real rows (a padded rank's repeated rows have a chip of their own), named as
+  // positions: the ids beside them are dataset rows
+  const real = d.rows - (isNum(d.padded) ? d.padded : 0);
+  const range = !isNum(d.start) || real < 1 ? ""
+    : " " + (real === 1 ? tr("live.box.position", { first: d.start })
+      : tr("live.box.positions", { first: d.start, last: d.start + real - 1 }));
   const count = trCount("live.count.rows", d.rows);
   // a narrow box drops the row range rather than cut it
   const rows = textWidth(`${count}${range}`, 15) <= inner ? `${count}${range}` : count;
