@@ -41,6 +41,15 @@ def held(params: Iterable[torch.Tensor], optimizer: torch.optim.Optimizer) -> di
     }
 
 
+def whole_model(cfg, itemsize: int = 4) -> dict[str, int]:
+    """The bytes a device or rank that holds the whole model holds, before a run measures them: W (d) and
+    b (1), their gradients, and Adam's two moments of each with a 4-byte step count per parameter tensor
+    (SGD without momentum holds no state)."""
+    numbers = (cfg.n_features + 1) * itemsize
+    state = 2 * numbers + 2 * 4 if cfg.optimizer == "adam" else 0
+    return {"parameters": numbers, "gradients": numbers, "optimizer_state": state}
+
+
 def fsdp_memory(rank: int, params: Sequence[torch.Tensor], optimizer) -> dict:
     """One FSDP rank's row of per_rank_memory: its shards, its gradients' shards, its shards' Adam state."""
     return {"rank": rank, **held(params, optimizer)}

@@ -401,14 +401,14 @@ def human(n: float | None, unit: str) -> str:
     return f"{n:.3g} {unit}"
 
 
-def seconds_text(t: float | None) -> str:
+def seconds_text(seconds: float | None) -> str:
     """A time in µs, ms, s, min, h or days, 3 significant digits ("2.37 ms", "39.5 min"); "-" for none."""
-    if t is None:
+    if seconds is None:
         return "-"
-    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0), ("ms", 1e-3)):
-        if t >= size:
-            return f"{t / size:.3g} {unit}"
-    return f"{t * 1e6:.3g} µs"
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0)):
+        if seconds >= size:
+            return t(f"cli.whatif.unit.{unit}", n=f"{seconds / size:.3g}")
+    return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.3g} µs"
 
 
 def memory_text(n: float) -> str:

@@ -168,7 +168,7 @@ def test_page_loads_idle_with_the_tutorial(page):
     assert planned_picture["bytes"] == {"dataparallel": 1624, "ddp": 24, "fsdp": 48}  # tests/test_phases.py
     assert not at.button(key="start").disabled
     assert at.button(key="stop").disabled and at.button(key="pause").disabled
-    planned = table(at, "Device")  # before any run: the split the first batch will get
+    planned = table(at, "Batch rows")  # before any run: the split the first batch will get
     assert list(planned["Rows"]) == [100, 100, 200]
     assert list(planned["Input shape"]) == ["[100, 2]", "[100, 2]", "[200, 2]"]
     assert at.session_state["run_id"] is None
@@ -243,7 +243,7 @@ def test_start_trains_and_shows_the_split_and_the_results(page):
     line = status_text(at)
     assert line.startswith("Finished · epoch 200 / 200 · step 200 / 200 · ")
     assert live_view(at)["payload"]["run"]["kind"] == "success"
-    split = table(at, "Device")
+    split = table(at, "Batch rows")
     assert list(split["Device"]) == [
         "virtual:0 (emulated on CPU)",
         "virtual:1 (emulated on CPU)",

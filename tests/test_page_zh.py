@@ -43,6 +43,8 @@ CODE_NAMES = {
     "Outside",
     # devices and backends, as the device specs spell them (virtual:0, cuda:1, cpu)
     "cuda", "CUDA", "cpu", "CPU", "GPU", "virtual", "gloo", "nccl", "spawn", "µs", "ms", "GB", "B",
+    # bytes' units, written the same in Chinese (fitcore.whatif.human: kB to EB)
+    "kB", "MB", "TB", "PB", "EB",
     # the optimizers, the model's symbols, file formats
     "Adam", "SGD", "X", "W", "b", "y", "w", "K", "N", "CSV", "JSON", "e",
     # the scaling literature the what-if tab cites (names of methods, papers, products, a file)

@@ -61,7 +61,29 @@ def test_every_strategys_view_module_exposes_the_same_names(name):
 
 def test_dataparallels_panel_is_the_planned_split_before_a_run():
     cfg = FitConfig(devices="virtual:3")
-    (section,) = dataparallel.sections(None, cfg)
+    section, memory = dataparallel.sections(None, cfg)  # the split, then what each device holds
+    assert memory.name == "memory"
     assert section.title == "Shapes inside and outside the model"
     assert section.tables == (dataparallel.planned_split(cfg),)
     assert [r["Rows"] for r in section.tables[0]] == [67, 67, 66, 200]
+
+
+def test_what_each_device_holds_is_measured_and_says_why_device_0_fills_up():
+    """DataParallel on virtual:3, trained to its end: device 0 holds W, b (3 numbers, 12 B), their
+    gradients and all of Adam's state (two moments, 24 B, and two 4-byte step counts); each other device a
+    copy of W, b and their gradients; device 0 also gathers the 200 outputs and the loss (800 + 4 B)."""
+    from fitcore.strategies.dataparallel import view as dp_view
+    from tests.view_helpers import run_to_end
+
+    snap = run_to_end(FitConfig(devices="virtual:3", epochs=2, data_size=200, batch_size=200))
+    (memory,) = [s for s in dp_view.sections(snap, snap.config) if s.name == "memory"]
+    (rows,) = memory.tables
+    assert [(r["Parameters"], r["Gradients"], r["Optimizer state"], r["Gathered outputs and loss"])
+            for r in rows] == [("12 B", "12 B", "32 B", "804 B"), ("12 B", "12 B", "0 B", "-"),
+                               ("12 B", "12 B", "0 B", "-")]  # fmt: skip
+    assert [m["parameters"] for m in snap.extra["memory"]] == [12, 12, 12]  # the same figures, measured
+    assert memory.notes[0].startswith("Bytes each device or rank held at the run's end, measured")
+    assert memory.notes[1].startswith("Why device 0 fills up") and "[200, 1]" in memory.notes[1]
+    # before a run: the formula's, said so
+    (planned,) = [s for s in dp_view.sections(None, snap.config) if s.name == "memory"]
+    assert planned.tables[0] == rows and planned.notes[0].startswith("Bytes each device or rank will hold")

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from fitcore.config import FitConfig
+from fitcore.config import FitConfig, validate
 from fitcore.strategies.ddp import view as ddp
 from fitcore.view import controls, results
 from tests.view_helpers import ddp_snapshot, ddp_step
@@ -167,7 +167,8 @@ def test_shard_grid_of_many_rows_keeps_the_axis_instead_of_numbers():
 
 def test_ddps_panels_before_a_run_plan_the_first_epochs_shards():
     cfg = controls.preset("Uneven shards").config
-    shards, ranks = ddp.sections(None, cfg)
+    shards, ranks, memory = ddp.sections(None, cfg)
+    assert memory.name == "memory"
     value = ddp.planned_shards(cfg)
     assert shards.heading == "The shards each rank will get. " + ddp.shards_title(value, "first")
     assert shards.figure == ddp.shard_grid(ddp.shard_table(value, "first"), 10)
@@ -179,6 +180,23 @@ def test_ddps_panels_before_a_run_plan_the_first_epochs_shards():
 def test_ddps_shard_grid_gives_way_to_the_table_above_its_row_limit():
     n = ddp.MAX_SHARD_PICTURE_ROWS + 2
     cfg = FitConfig(strategy="ddp", workers=2, devices="cpu", data_size=n, batch_size=n)
-    shards, _ = ddp.sections(None, cfg)
+    shards, _, _ = ddp.sections(None, cfg)
     assert shards.figure is None
     assert shards.notes == (f"{n} rows are too many to draw one by one; the table below counts them.",)
+
+
+def test_what_each_ddp_rank_holds_is_the_whole_model_measured_or_by_the_formula():
+    from fitcore.strategies.ddp import view as ddp_view
+    from tests.view_helpers import snapshot
+
+    cfg = validate(FitConfig(weights=(1.0, 2.0, 3.0), strategy="ddp", workers=2, devices="cpu"))
+    planned = ddp_view.sections(None, cfg)[-1]
+    assert planned.name == "memory" and planned.title == "What each rank holds"
+    # W (3) and b: 16 B, its gradients, Adam's two moments (32 B) and two 4-byte step counts
+    assert [(r["Parameters"], r["Optimizer state"]) for r in planned.tables[0]] == [("16 B", "40 B")] * 2
+    measured = [{"rank": r, "parameters": 16, "gradients": 16, "optimizer_state": 40} for r in range(2)]
+    snap = snapshot(config=cfg, devices=("rank 0 · cpu · gloo", "rank 1 · cpu · gloo"),
+                    extra={"memory": measured})  # fmt: skip
+    held = ddp_view.sections(snap, cfg)[-1]
+    assert held.tables[0] == planned.tables[0] and held.notes[0].startswith("Bytes each device or rank held")
+    assert "DDP replicates, it does not shard" in held.notes[1]

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 from fitcore.devices import label_parts
 from fitcore.i18n import t
+from fitcore.text import format_bytes
 
 
 def shape_text(shape: Sequence[int]) -> str:
@@ -56,6 +57,26 @@ def data_words(cfg: Any) -> str:
         return ""
     name = cfg.data.replace("\\", "/").rsplit("/", 1)[-1]
     return t("live.run.data", file=name, target=cfg.target, features=", ".join(cfg.features))
+
+
+def memory_rows(
+    labels: Sequence[str], memory: Sequence[dict], extra: dict[int, dict[str, str]] | None = None
+) -> list[dict[str, Any]]:
+    """One row per device or rank: the bytes of its parameters, gradients and optimizer state, and the
+    columns `extra` adds to some rows (DataParallel's device 0: what it gathers; "-" in the others)."""
+    rows = [
+        {
+            t("view.col.rank"): i,
+            t("view.col.device"): device_text(label),
+            t("view.memory.parameters"): format_bytes(held["parameters"]),
+            t("view.memory.gradients"): format_bytes(held["gradients"]),
+            t("view.memory.optimizer_state"): format_bytes(held["optimizer_state"]),
+            **(extra or {}).get(i, {}),
+        }
+        for i, (label, held) in enumerate(zip(labels, memory))
+    ]
+    keys = list(dict.fromkeys(key for row in rows for key in row))
+    return [{key: row.get(key, "-") for key in keys} for row in rows]
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,11 @@ from fitcore.config import FitConfig
 from fitcore.devices import parse_devices
 from fitcore.events import Replica, RunStarted, Step
 from fitcore.i18n import t
+from fitcore.memory import whole_model
 from fitcore.parallel import chunk_sizes
 from fitcore.runner import Snapshot
-from fitcore.view.common import Section, device_text, shape_text
+from fitcore.text import format_bytes
+from fitcore.view.common import Section, device_text, memory_rows, shape_text
 
 CONSOLE_HINT = "view.console_hint.dataparallel"  # the catalog's words for what the console will show
 
@@ -64,14 +66,42 @@ def planned_split(cfg: FitConfig, gpus: Any = None) -> list[dict[str, Any]]:
 
 
 def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> list[Section]:
-    """The shapes of the run's latest step, or before a step the first one as it will be split."""
+    """The shapes of the run's latest step (or before a step the first one as it will be split), and what
+    each device holds."""
     if snap is not None and snap.latest is not None:
-        rows = split_table(snap.latest)
+        step, labels = snap.latest, tuple(r.device for r in snap.latest.replicas)
     elif snap is not None or cfg is not None:
-        rows = planned_split(snap.config if snap is not None else cfg, gpus)
+        step, labels = planned_step(snap.config if snap is not None else cfg, gpus)
     else:
         return []
-    return [Section("shapes", title=t("view.shapes.title"), tables=(rows,))]
+    shapes = Section("shapes", title=t("view.shapes.title"), tables=(split_table(step),))
+    return [shapes, memory_section(snap.config if snap is not None else cfg, step, labels, snap)]
+
+
+def memory_section(cfg: FitConfig, step: Step, labels, snap: Snapshot | None) -> Section:
+    """What each device holds, measured from its tensors once a run has ended (the formula's before):
+    device 0 holds the model, its gradients and all of the optimizer state, and during a step also every
+    replica's outputs, gathered, and the loss; each other device a copy of W, b and their gradients. The
+    question users ask most about DataParallel: why device 0 fills up."""
+    measured = (snap.extra.get("memory") if snap is not None else None) or None
+    k = len(labels)
+    memory = measured if measured and len(measured) == k else dataparallel_planned(cfg, k)
+    outputs, itemsize = step.output_shape, 4  # the gathered outputs (batch, 1), float32
+    gathered = {0: {t("view.memory.gathered"): format_bytes(math.prod(outputs) * itemsize + itemsize)}}
+    note = t("view.memory.measured" if measured else "view.memory.planned")
+    return Section(
+        "memory",
+        title=t("view.memory.title.devices"),
+        tables=(memory_rows(labels, memory, gathered if k > 1 else None),),
+        text_columns=(t("view.col.rank"),),
+        notes=(note, t("view.memory.device0", outputs=shape_text(outputs))) if k > 1 else (note,),
+    )
+
+
+def dataparallel_planned(cfg: FitConfig, k: int) -> list[dict]:
+    """The formula's bytes on k devices: device 0 the whole model's, each other a copy without state."""
+    whole = whole_model(cfg)
+    return [{"rank": 0, **whole}] + [{"rank": r, **whole, "optimizer_state": 0} for r in range(1, k)]
 
 
 def parallelism(cfg: FitConfig, started: RunStarted) -> str:

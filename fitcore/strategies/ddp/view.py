@@ -16,11 +16,12 @@ from fitcore.console import final_lines, group_line
 from fitcore.devices import parse_devices
 from fitcore.events import Replica, RunStarted, Step
 from fitcore.i18n import count, t
+from fitcore.memory import whole_model
 from fitcore.runner import Snapshot
 from fitcore.shards import Layout, first_epoch_value
 from fitcore.strategies.ddp.rank import rank_labels
 from fitcore.text import plural
-from fitcore.view.common import Section, shape_text
+from fitcore.view.common import Section, memory_rows, shape_text
 
 CONSOLE_HINT = "view.console_hint.ddp"  # the catalog's words for what the console will show
 PREVIEW_INDICES = 12  # dataset indices listed per rank in the shard table; the counts stay exact
@@ -312,16 +313,33 @@ def _ranks_section(
     )
 
 
-def sections(
+def rank_sections(
     snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None, words: RankWords = RankWords()
 ) -> list[Section]:
-    """DDP's split: which dataset rows each rank got from the sampler this epoch (padding marked), then
-    each rank's rows and shapes; `words` are the sentences of the strategy shown."""
+    """The split of a strategy with ranks: which dataset rows each rank got from the sampler this epoch
+    (padding marked), then each rank's rows and shapes; `words` are the sentences of the strategy shown."""
     source = _shards_source(snap, cfg, gpus)
     if source is None:
         return []
     title, value, which = source
     return [_shards_section(title, value, which, words), _ranks_section(snap, cfg, value, which, gpus, words)]
+
+
+def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> list[Section]:
+    """DDP's split (rank_sections), then what each rank holds: the whole model, on every rank."""
+    split = rank_sections(snap, cfg, gpus)
+    config = snap.config if snap is not None else cfg
+    if not split or config is None:
+        return split
+    labels = tuple(snap.devices) if snap is not None and snap.devices else rank_labels(
+        config, parse_devices(config.devices, gpus))
+    measured = snap.extra.get("memory") if snap is not None else None
+    memory = measured if measured and len(measured) == len(labels) else [
+        {"rank": r, **whole_model(config)} for r in range(len(labels))]
+    note = t("view.memory.measured" if measured else "view.memory.planned")
+    holds = Section("memory", title=t("view.memory.title.ranks"), tables=(memory_rows(labels, memory),),
+                    text_columns=(t("view.col.rank"),), notes=(note, t("view.memory.ddp")))  # fmt: skip
+    return [*split, holds]
 
 
 def ranks_words(cfg: FitConfig, started: RunStarted) -> str:

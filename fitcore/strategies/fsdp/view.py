@@ -106,7 +106,7 @@ def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> 
     else:
         labels = planned_step(config, gpus)[1]
     own = _holdings_section(config, labels, snap.extra if snap is not None else None)
-    return [own, *ddp_view.sections(snap, cfg, gpus, FSDP_WORDS)]
+    return [own, *ddp_view.rank_sections(snap, cfg, gpus, FSDP_WORDS)]
 
 
 # FSDP's ranks take DDP's rows; what they do with them is FSDP's own
