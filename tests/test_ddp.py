@@ -483,3 +483,25 @@ def test_a_rank_that_raises_fails_the_run_with_its_message():
     assert isinstance(events[-1], RunEnded) and ended.status == "failed"
     assert str(ended.message).startswith("rank 0 failed: ") and ended.steps == 0
     assert multiprocessing.active_children() == []
+
+
+def test_a_paused_steps_tables_show_that_steps_epoch_not_epoch_1():
+    """DDP, 3 ranks, paused at step 20 (epoch 20): the run has reported epoch 1's shards only, yet the
+    panel's rows are epoch 20's, DistributedSampler's own, and its title names epoch 20."""
+    from fitcore.strategies.ddp import view as ddp_view
+    from tests.view_helpers import snapshot
+
+    cfg = validate(FitConfig(strategy="ddp", workers=3, devices="cpu", data_size=200, batch_size=200))
+    labels = tuple(f"rank {r} · cpu · gloo" for r in range(3))
+    layout = Layout(200, 3, 200)
+    first = epoch_value(layout, labels, 1, epoch_shards(200, 3, True, 0, 1))
+    extra = {"shards": shards_value(cfg, layout, labels, first, first)}
+    paused = Step(20, 20, 1, 0.5, (201, 2), (201, 1), (), (1.0, 2.0), 3.0, 1.0)
+    snap = snapshot(config=cfg, latest=paused, devices=labels, extra=extra, status="paused")
+    shards, ranks, _ = ddp_view.sections(snap, cfg)
+    (rows, _) = ranks.tables
+    twentieth = epoch_shards(200, 3, True, 0, 20)
+    assert [r["Dataset rows"] for r in rows] == [67, 67, 67]
+    assert [r["Rows, in the rank's order"].split(",")[0] for r in rows] == [str(s[0]) for s in twentieth]
+    assert twentieth[0][:3] != epoch_shards(200, 3, True, 0, 1)[0][:3]  # epoch 1's rows would differ
+    assert shards.heading.startswith("Each rank's shard of the dataset. Epoch 20: DistributedSampler")

@@ -18,7 +18,7 @@ from fitcore.events import Replica, RunStarted, Step
 from fitcore.i18n import count, t
 from fitcore.memory import whole_model
 from fitcore.runner import Snapshot
-from fitcore.shards import Layout, first_epoch_value
+from fitcore.shards import Layout, epoch_shards, epoch_value, first_epoch_value
 from fitcore.strategies.ddp.rank import rank_labels
 from fitcore.text import plural
 from fitcore.view.common import Section, memory_rows, shape_text
@@ -260,15 +260,30 @@ def planned_rank_table(cfg: FitConfig, gpus: Any = None) -> list[dict[str, Any]]
 
 
 def _shards_source(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any) -> tuple[str, dict, str] | None:
-    """(title, Detail('shards') value, which epoch): the run's latest shards, or epoch 1's before them."""
+    """(title, Detail('shards') value, which epoch): the shards of the epoch of the step the picture
+    shows, or epoch 1's before a run. The run reports its first and last epoch's; any other is
+    DistributedSampler's own, drawn again for that epoch (a seeded permutation): a paused step's table is
+    its own step's."""
     if snap is not None and snap.extra.get("shards"):
         value = snap.extra["shards"]
+        shown = snap.latest.epoch if snap.latest is not None else value["latest"]["epoch"]
+        if shown != value["latest"]["epoch"]:
+            value = {**value, "latest": shards_of_epoch(snap.config, tuple(snap.devices), value, shown)}
         return t("view.shards.actual", rule=shards_title(value, "latest")), value, "latest"
     config = snap.config if snap is not None else cfg
     if config is None:
         return None
     value = planned_shards(config, gpus)
     return t("view.shards.planned", rule=shards_title(value, "first")), value, "first"
+
+
+def shards_of_epoch(cfg: FitConfig, labels: tuple[str, ...], value: dict, epoch: int) -> dict:
+    """One epoch's shards as the run's Detail('shards') gives its first and last: DistributedSampler's."""
+    k = value["world_size"]
+    layout = Layout(value["data_size"], k, cfg.batch_size)
+    labels = labels if len(labels) == k else tuple(r["device"] for r in value["latest"]["ranks"])
+    shards = epoch_shards(value["data_size"], k, value["shuffle"], value["seed"], epoch)
+    return epoch_value(layout, labels, epoch, shards)
 
 
 @dataclass(frozen=True)
