@@ -83,10 +83,16 @@ def test_any_text_in_any_encoding_is_a_table_or_one_refusal(text, encoding):
 # Recordings.
 
 
-def _read_recording(lines: list[str]) -> None:
+def _recording_file(lines: list[str]) -> str:
+    """A temporary .fitrec file holding `lines`; the caller removes it."""
     handle, path = tempfile.mkstemp(suffix=".fitrec")
     with os.fdopen(handle, "w", encoding="utf-8", errors="surrogatepass") as f:
         f.write("\n".join(lines) + "\n")
+    return path
+
+
+def _read_recording(lines: list[str]) -> None:
+    path = _recording_file(lines)
     try:
         before = Path(path).read_bytes()
         try:
@@ -151,9 +157,7 @@ def test_a_recording_is_read_only_when_its_start_steps_and_end_agree(total, kept
     ended["status"] = status
     lines = [lines[0], json.dumps(started), *lines[2 : 2 + kept], json.dumps(ended)]
     agree = total == 20 and ended["steps"] == kept and (status != "finished" or kept == 20)
-    handle, path = tempfile.mkstemp(suffix=".fitrec")
-    with os.fdopen(handle, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
+    path = _recording_file(lines)
     try:
         rec = recording.read(path)
     except RecordingError as exc:
@@ -190,9 +194,7 @@ def test_a_recording_with_any_config_value_is_read_or_refused_with_its_line(key,
         lines[1] = json.dumps(started)
     finally:
         sys.set_int_max_str_digits(default)
-    handle, path = tempfile.mkstemp(suffix=".fitrec")
-    with os.fdopen(handle, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
+    path = _recording_file(lines)
     try:
         rec = recording.read(path)
     except RecordingError as exc:
