@@ -8,13 +8,14 @@ import os
 import re
 import signal
 import sys
+from pathlib import Path
 
-from fitcore import strategies
+from fitcore import paths, strategies
 from fitcore.cliparse import Parser, command, error_line
 from fitcore.config import ConfigError, FitConfig, integer_range
 from fitcore.console import data_lines, final_lines, shard_lines, summary_lines
 from fitcore.csvdata import data_result
-from fitcore.errors import Text
+from fitcore.errors import Listed, Text
 from fitcore.events import Detail, RunStarted, Status, Step
 from fitcore.flags import add_training_flags, config_from_args, flag_error
 from fitcore.i18n import t
@@ -94,6 +95,8 @@ def main(argv: list[str]) -> int:
         return {"compare": compare, "whatif": whatif}[argv[0]].main(argv[1:])
     if argv[:1] == ["replay"]:
         return replay_main(argv[1:])
+    if argv[:1] == ["examples"]:
+        return examples_main(argv[1:])
     if argv[:1] == ["serve"]:
         from fitcore import serve
 
@@ -125,7 +128,8 @@ def _check_print_every(every: int) -> None:
 def replay_main(argv: list[str]) -> int:
     """`python -m fitcore replay run.fitrec`: the recorded run's lines, JSON, trace, as the live run gave."""
     p = Parser(prog="python -m fitcore replay", description=t("cli.replay.description"))
-    p.add_argument("recording", help=t("cli.help.recording"))
+    p.add_argument("recording", nargs="?", help=t("cli.help.recording"))
+    p.add_argument("--example", help=t("cli.help.example"))
     p.add_argument("--print-every", type=_count, default=1, help=t("cli.help.replay_print_every"))
     add_output_flags(p)
     args = p.parse_args(argv)
@@ -133,13 +137,52 @@ def replay_main(argv: list[str]) -> int:
         _check_print_every(args.print_every)
         if args.record:
             raise ConfigError("record", args.record, Text("cli.replay.no_record"))
-        check_outputs({"recording": args.recording}, {"trace": args.trace})
-        recording = read_recording(args.recording)
+        path = recording_asked(args.recording, args.example)
+        check_outputs({"recording": path}, {"trace": args.trace})
+        recording = read_recording(path)
     except ConfigError as exc:
         print(error_line("fitcore", flag_error(exc)), file=sys.stderr)
         return 2
     source = recording.header.get("data")
     return play(recording.config, replayer(recording), args, None, source, recording.label)
+
+
+def example_recordings() -> dict[str, Path]:
+    """The recordings fitcore ships (a checkout's examples/, or the installed package's), by name."""
+    return {p.stem: p for p in sorted(paths.EXAMPLES.glob("*.fitrec"))} if paths.EXAMPLES.is_dir() else {}
+
+
+def recording_asked(path: str | None, example: str | None) -> str:
+    """The recording a replay reads: the file named, or a shipped example by its name (one of them)."""
+    shipped = example_recordings()
+    if path and example:
+        raise ConfigError("--example", example, Text("cli.replay.one_of"))
+    if example is not None:
+        if example.removesuffix(".fitrec") not in shipped:
+            raise ConfigError("--example", example, Listed(shipped) if shipped else Text("cli.examples.none"))
+        return str(shipped[example.removesuffix(".fitrec")])
+    if not path:
+        raise ConfigError("recording", "", Text("cli.replay.one_of"))
+    return path
+
+
+@command
+def examples_main(argv: list[str]) -> int:
+    """`python -m fitcore examples`: the recordings fitcore ships, each with where and what it recorded."""
+    p = Parser(prog="python -m fitcore examples", description=t("cli.examples.description"))
+    p.parse_args(argv)
+    shipped = example_recordings()
+    if not shipped:
+        print(t("cli.examples.none"))
+        return 0
+    width = max(len(name) for name in shipped)
+    for name, path in shipped.items():
+        rec = read_recording(str(path))
+        cfg, steps = rec.config, sum(isinstance(e, Step) for e in rec.events)
+        what = t("cli.examples.line", steps=steps, strategy=strategies.of(cfg).label, devices=cfg.devices)
+        print(f"{name:<{width}}  {rec.short_label} · {what}")
+    print(t("cli.examples.replay", name=next(iter(shipped))))
+    return 0
 
 
 def data_source(cfg: FitConfig) -> dict:

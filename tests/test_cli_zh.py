@@ -38,7 +38,8 @@ CODE_NAMES = {
     "LANG", "W_lstsq", "W_1dev", "W_1proc", "W_cpu", "ZeRO-1", "ZeRO-2", "ZeRO-3", "FSDP", "ring",
     "all-reduce", "NVLink", "H100", "SXM", "nvlink", "pcie", "ethernet100", "ethernet400", "infiniband400",
     "measured-veth", "measured-tbf100",
-    "TFLOP/s", "FLOP/s", "fitcore", "python", "-m", "check", "compare", "whatif", "replay", "reference",
+    "TFLOP/s", "FLOP/s", "fitcore", "python", "-m", "check", "compare", "whatif", "replay", "examples",
+    "reference",
     "x86_64", "Linux", "JSON", "lines", "Chrome", "trace", "ui.perfetto.dev", "docs/scaling.md", "sampler",
     "drop_last", "padding", "lr", "epoch", "sha256", "torch.multiprocessing", "torchrun", "WORLD_SIZE",
     "nan", "inf", "d", "N", "A", "e", "localhost", "y", "X", "sampler.set_epoch", "recording", "Adam",
@@ -115,7 +116,9 @@ def test_lang_from_the_environment_and_the_flag_wins(capsys, monkeypatch):
     assert i18n.current() == "en"  # main() leaves the caller's language as it was
 
 
-@pytest.mark.parametrize("command", [[], ["check"], ["compare"], ["whatif"], ["replay", "x.fitrec"]])
+@pytest.mark.parametrize(
+    "command", [[], ["check"], ["compare"], ["whatif"], ["replay", "x.fitrec"], ["examples"]]
+)
 def test_a_bad_lang_exits_2_with_one_line_naming_it(capsys, command):
     code, out, err = run(capsys, *command, "--lang", "fr")
     assert code == 2 and out == [] and len(err) == 1

@@ -284,3 +284,19 @@ def test_a_protocol_error_is_one_line_in_the_servers_log_and_other_errors_keep_t
     other = record(ValueError("a bug"))
     assert keep.filter(other) and other.exc_info is not None and other.getMessage().startswith("Exception")
 
+
+
+def test_the_shipped_recordings_are_listed_and_replayed_by_name(capsys):
+    code, out, _ = run(capsys, ["examples"])
+    names = [line.split()[0] for line in out.splitlines()[:-1]]
+    assert code == 0 and names == sorted(p.stem for p in (ROOT / "examples").glob("*.fitrec"))
+    (h200,) = [line for line in out.splitlines() if line.startswith("h200-cuda0 ")]
+    assert " ".join(h200.split()) == "h200-cuda0 recorded on 1 x NVIDIA H200 on 2026-12-04 · 40 steps, " \
+                                     "DataParallel on cuda:0"  # fmt: skip
+    code, out, _ = run(capsys, ["replay", "--example", "h200-cuda0", "--json"])
+    assert code == 0 and json.loads(out)["steps"] == 40
+    code, _, err = run(capsys, ["replay", "--example", "nope"])
+    assert one_line(err).startswith("fitcore: error: --example: got 'nope'; allowed: dataparallel-virtual3")
+    assert code == 2
+    code, _, err = run(capsys, ["replay", str(DDP), "--example", "h200-cuda0"])
+    assert code == 2 and "a recording file or --example NAME, one of the two" in one_line(err)

@@ -3,6 +3,7 @@ dependencies and its `fitcore` command; installed into a venv, it serves its own
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -101,3 +102,19 @@ def test_installed_serve_runs_the_installed_page(fitcore_venv, tmp_path):
     finally:
         os.killpg(server.pid, 15)
         server.wait(10)
+
+
+@pytest.mark.slow  # the installed wheel's venv (built once per session)
+def test_the_installed_package_lists_and_replays_its_shipped_recordings(fitcore_venv, tmp_path):
+    """After pip install, the recordings are reachable by name: `fitcore examples`, `replay --example`."""
+    command = str(fitcore_venv.parent / "fitcore")
+    listed = subprocess.run([command, "examples"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                            env=clean_env())  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    names = [line.split()[0] for line in listed.stdout.splitlines()[:-1]]
+    assert names == sorted(p.stem for p in (ROOT / "examples").glob("*.fitrec"))
+    replayed = subprocess.run([command, "replay", "--example", "h200-cuda0", "--json"], capture_output=True,
+                              text=True, timeout=120, cwd=tmp_path, env=clean_env())  # fmt: skip
+    assert replayed.returncode == 0, replayed.stderr
+    result = json.loads(replayed.stdout)
+    assert result["status"] == "finished" and result["config"]["devices"] == "cuda:0"
