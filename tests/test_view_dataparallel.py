@@ -79,8 +79,8 @@ def test_what_each_device_holds_is_measured_and_says_why_device_0_fills_up():
     (memory,) = [s for s in dp_view.sections(snap, snap.config) if s.name == "memory"]
     (rows,) = memory.tables
     assert [(r["Parameters"], r["Gradients"], r["Optimizer state"], r["Gathered outputs and loss"])
-            for r in rows] == [("12 B", "12 B", "32 B", "804 B"), ("12 B", "12 B", "0 B", "-"),
-                               ("12 B", "12 B", "0 B", "-")]  # fmt: skip
+            for r in rows] == [("12 B", "12 B", "32 B", "804 B"), ("12 B", "12 B", "0 B", "none"),
+                               ("12 B", "12 B", "0 B", "none")]  # fmt: skip
     assert [m["parameters"] for m in snap.extra["memory"]] == [12, 12, 12]  # the same figures, measured
     assert memory.notes[0].startswith("Bytes each device or rank held at the run's end, measured")
     assert memory.notes[1].startswith("Why device 0 fills up") and "[200, 1]" in memory.notes[1]

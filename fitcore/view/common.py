@@ -63,7 +63,8 @@ def memory_rows(
     labels: Sequence[str], memory: Sequence[dict], extra: dict[int, dict[str, str]] | None = None
 ) -> list[dict[str, Any]]:
     """One row per device or rank: the bytes of its parameters, gradients and optimizer state, and the
-    columns `extra` adds to some rows (DataParallel's device 0: what it gathers; "-" in the others)."""
+    columns `extra` adds to some rows (DataParallel's device 0: what it gathers; "none" in the others: a
+    table's cells are Markdown, where a lone "-" draws a bullet)."""
     rows = [
         {
             t("view.col.rank"): i,
@@ -76,7 +77,7 @@ def memory_rows(
         for i, (label, held) in enumerate(zip(labels, memory))
     ]
     keys = list(dict.fromkeys(key for row in rows for key in row))
-    return [{key: row.get(key, "-") for key in keys} for row in rows]
+    return [{key: row.get(key, t("view.none")) for key in keys} for row in rows]
 
 
 @dataclass(frozen=True)
