@@ -41,13 +41,21 @@ def held(params: Iterable[torch.Tensor], optimizer: torch.optim.Optimizer) -> di
     }
 
 
+def optimizer_state(cfg, numbers: int, itemsize: int = 4) -> int:
+    """The bytes of optimizer state kept for `numbers` parameter numbers, by the formula: Adam's two moments
+    of each and a 4-byte step count per parameter tensor (W and b); SGD without momentum keeps none."""
+    return 2 * numbers * itemsize + 2 * 4 if cfg.optimizer == "adam" else 0
+
+
 def whole_model(cfg, itemsize: int = 4) -> dict[str, int]:
     """The bytes a device or rank that holds the whole model holds, before a run measures them: W (d) and
-    b (1), their gradients, and Adam's two moments of each with a 4-byte step count per parameter tensor
-    (SGD without momentum holds no state)."""
-    numbers = (cfg.n_features + 1) * itemsize
-    state = 2 * numbers + 2 * 4 if cfg.optimizer == "adam" else 0
-    return {"parameters": numbers, "gradients": numbers, "optimizer_state": state}
+    b (1), their gradients, and their optimizer state."""
+    numbers = cfg.n_features + 1
+    return {
+        "parameters": numbers * itemsize,
+        "gradients": numbers * itemsize,
+        "optimizer_state": optimizer_state(cfg, numbers, itemsize),
+    }
 
 
 def fsdp_memory(rank: int, params: Sequence[torch.Tensor], optimizer) -> dict:
@@ -55,16 +63,24 @@ def fsdp_memory(rank: int, params: Sequence[torch.Tensor], optimizer) -> dict:
     return {"rank": rank, **held(params, optimizer)}
 
 
+def ddp_rows(whole: dict[str, int], k: int) -> list[dict]:
+    """per_rank_memory of DDP from what one rank holds (measured, or whole_model's): every rank the same."""
+    return [{"rank": r, **whole} for r in range(k)]
+
+
+def dataparallel_rows(whole: dict[str, int], k: int) -> list[dict]:
+    """per_rank_memory of DataParallel on k devices from what device 0 holds (measured, or whole_model's):
+    device 0 the model, its gradients and all of the optimizer state; each other device, during a step, a
+    replica's copy of the parameters and of their gradients (summed back onto device 0), and no state."""
+    replica = {**whole, "optimizer_state": 0}
+    return [{"rank": 0, **whole}] + [{"rank": r, **replica} for r in range(1, k)]
+
+
 def ddp_memory(params: Sequence[torch.Tensor], optimizer, k: int) -> list[dict]:
     """per_rank_memory of DDP from one rank's tensors: every one of the k ranks holds the same."""
-    row = held(params, optimizer)
-    return [{"rank": r, **row} for r in range(k)]
+    return ddp_rows(held(params, optimizer), k)
 
 
 def dataparallel_memory(params: Sequence[torch.Tensor], optimizer, k: int) -> list[dict]:
-    """per_rank_memory of DataParallel on k devices: device 0 holds the model, its gradients and all of the
-    optimizer state; each other device, during a step, a replica's copy of the parameters and of their
-    gradients (summed back onto device 0), and no optimizer state."""
-    row = held(params, optimizer)
-    replica = {"parameters": row["parameters"], "gradients": row["gradients"], "optimizer_state": 0}
-    return [{"rank": 0, **row}] + [{"rank": r, **replica} for r in range(1, k)]
+    """per_rank_memory of DataParallel from device 0's tensors (dataparallel_rows)."""
+    return dataparallel_rows(held(params, optimizer), k)

@@ -13,7 +13,7 @@ from fitcore.config import FitConfig
 from fitcore.devices import parse_devices
 from fitcore.events import Replica, RunStarted, Step
 from fitcore.i18n import t
-from fitcore.memory import whole_model
+from fitcore.memory import dataparallel_rows, whole_model
 from fitcore.parallel import chunk_sizes
 from fitcore.runner import Snapshot
 from fitcore.text import format_bytes
@@ -85,7 +85,7 @@ def memory_section(cfg: FitConfig, step: Step, labels, snap: Snapshot | None) ->
     question users ask most about DataParallel: why device 0 fills up."""
     measured = (snap.extra.get("memory") if snap is not None else None) or None
     k = len(labels)
-    memory = measured if measured and len(measured) == k else dataparallel_planned(cfg, k)
+    memory = measured if measured and len(measured) == k else dataparallel_rows(whole_model(cfg), k)
     outputs, itemsize = step.output_shape, 4  # the gathered outputs (batch, 1), float32
     gathered = {0: {t("view.memory.gathered"): format_bytes(math.prod(outputs) * itemsize + itemsize)}}
     note = t("view.memory.measured" if measured else "view.memory.planned")
@@ -96,12 +96,6 @@ def memory_section(cfg: FitConfig, step: Step, labels, snap: Snapshot | None) ->
         text_columns=(t("view.col.rank"),),
         notes=(note, t("view.memory.device0", outputs=shape_text(outputs))) if k > 1 else (note,),
     )
-
-
-def dataparallel_planned(cfg: FitConfig, k: int) -> list[dict]:
-    """The formula's bytes on k devices: device 0 the whole model's, each other a copy without state."""
-    whole = whole_model(cfg)
-    return [{"rank": 0, **whole}] + [{"rank": r, **whole, "optimizer_state": 0} for r in range(1, k)]
 
 
 def parallelism(cfg: FitConfig, started: RunStarted) -> str:

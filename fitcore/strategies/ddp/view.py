@@ -16,7 +16,7 @@ from fitcore.console import final_lines, group_line
 from fitcore.devices import parse_devices
 from fitcore.events import Replica, RunStarted, Step
 from fitcore.i18n import count, t
-from fitcore.memory import whole_model
+from fitcore.memory import ddp_rows, whole_model
 from fitcore.runner import Snapshot
 from fitcore.shards import Layout, epoch_shards, epoch_value, first_epoch_value
 from fitcore.strategies.ddp.rank import rank_labels
@@ -346,11 +346,13 @@ def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> 
     config = snap.config if snap is not None else cfg
     if not split or config is None:
         return split
-    labels = tuple(snap.devices) if snap is not None and snap.devices else rank_labels(
-        config, parse_devices(config.devices, gpus))
+    if snap is not None and snap.devices:
+        labels = tuple(snap.devices)
+    else:
+        labels = rank_labels(config, parse_devices(config.devices, gpus))
     measured = snap.extra.get("memory") if snap is not None else None
-    memory = measured if measured and len(measured) == len(labels) else [
-        {"rank": r, **whole_model(config)} for r in range(len(labels))]
+    planned = ddp_rows(whole_model(config), len(labels))
+    memory = measured if measured and len(measured) == len(labels) else planned
     note = t("view.memory.measured" if measured else "view.memory.planned")
     holds = Section("memory", title=t("view.memory.title.ranks"), tables=(memory_rows(labels, memory),),
                     text_columns=(t("view.col.rank"),), notes=(note, t("view.memory.ddp")))  # fmt: skip

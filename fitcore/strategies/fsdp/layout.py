@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from fitcore.memory import optimizer_state
 from fitcore.phases import (
     BACKWARD,
     BACKWARD_END,
@@ -80,8 +81,8 @@ def planned_memory(cfg, rank: int, k: int, itemsize: int = 4) -> dict:
     padded = shard_numel(cfg.n_features, k) * itemsize
     w, b = shard_rows(cfg.n_features, k)[rank], shard_rows(1, k)[rank]
     real = (w[1] - w[0]) + (b[1] - b[0])
-    state = 2 * real * itemsize + 2 * 4 if cfg.optimizer == "adam" else 0
-    return {"rank": rank, "parameters": padded, "gradients": padded, "optimizer_state": state}
+    return {"rank": rank, "parameters": padded, "gradients": padded,
+            "optimizer_state": optimizer_state(cfg, real, itemsize)}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------
