@@ -101,8 +101,7 @@ def main() -> None:
     # one projector screen: a compact header, the buttons, then the live view; what is read comes below.
     # The words follow the run shown (a replay's strategy, not the sidebar's)
     snap = st.session_state.snap
-    shown = panels.shown_config(snap, values)
-    strategy = shown["strategy"]
+    strategy = panels.shown_config(snap, values)["strategy"]
     with st.container(key="page_title"):
         st.header(t(strategies.strategy(strategy).words["title"]), anchor=False)
     run.messages_ui(values, config_error)
@@ -111,7 +110,7 @@ def main() -> None:
     classroom.quiz_ui(snap)
     panels.live_view_ui(snap, cfg, gpus, values)
     below_ui(snap, cfg, gpus, values)
-    panels.explain_ui(shown)
+    panels.explain_ui(strategy, snap, cfg, values)
 
 
 # Streamlit runs this file as __main__ for every page. `streamlit run app.py` first imports it as `app` to

@@ -12,7 +12,7 @@ import streamlit as st
 from dashboard.classroom import classroom_data
 from dashboard.state import QUEUED_POLL_MS
 from fitcore import api, i18n, live, strategies
-from fitcore.config import MAX_FEATURES, MAX_WORKERS, FitConfig
+from fitcore.config import FitConfig
 from fitcore.devices import run_gpus
 from fitcore.i18n import t
 from fitcore.runner import Snapshot
@@ -226,17 +226,11 @@ def downloads_ui(snap: Snapshot | None) -> None:
     )
 
 
-def explain_ui(shown: dict) -> None:
-    """Every strategy's explanation, its examples on the shown run's sizes (its weights, its ranks); the
-    shown strategy's opens where it is not the default (the default's is the page's title and first
-    screen)."""
-    strategy = shown["strategy"]
-    # the examples take the shown sizes where they are a run's (a control may hold a value refused above)
-    weights, workers = tuple(shown["weights"]), int(shown["workers"])
-    cfg = FitConfig(
-        weights=weights if 1 <= len(weights) <= MAX_FEATURES else FitConfig.weights,
-        workers=workers if 1 <= workers <= MAX_WORKERS else FitConfig.workers,
-    )
+def explain_ui(strategy: str, snap: Snapshot | None, cfg: FitConfig | None, values: dict) -> None:
+    """Every strategy's explanation, its examples on the shown run's sizes (its weights, its ranks: the
+    run's, else the controls' where they are valid, else the defaults); the shown strategy's opens where it
+    is not the default (the default's is the page's title and first screen)."""
+    shown = snap.config if snap is not None and not superseded(snap, values) else cfg
     for s in strategies.STRATEGIES.values():
         with st.expander(t(s.words["explain"]), expanded=s.name == strategy != strategies.DEFAULT):
-            st.markdown(s.markdown(cfg))
+            st.markdown(s.markdown(shown))
