@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import errno
 import os
-import tempfile
+import secrets
 from typing import IO, Mapping
 
 from fitcore.errors import ConfigError, Text
-
-# the mode a plain open() would give a new file (mkstemp makes it 0600)
-_UMASK = os.umask(0)
-os.umask(_UMASK)
 
 
 def same_file(a: str, b: str) -> bool:
@@ -62,6 +58,17 @@ def being_written(path: str) -> list[str]:
     return found + ([str(path)] if os.path.exists(path) else [])
 
 
+def _new_file(folder: str, name: str) -> tuple[int, str]:
+    """A new file `.{name}.<random>.part` in `folder`, created exclusively with the mode a plain open()
+    gives (0666 less the umask; mkstemp's would be 0600, and reading the umask means setting it)."""
+    while True:
+        temp = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.part")
+        try:
+            return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), temp
+        except FileExistsError:
+            continue
+
+
 class Pending:
     """An output being written: a temporary file beside `path`, renamed over it by commit().
 
@@ -75,10 +82,9 @@ class Pending:
             raise ConfigError(flag, self.path, Text("recording.writable", why=os.strerror(errno.EISDIR)))
         folder, name = os.path.split(os.path.abspath(self.path))
         try:
-            fd, self.temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)
+            fd, self.temp = _new_file(folder, name)
         except OSError as exc:
             raise ConfigError(flag, self.path, Text("recording.writable", why=exc.strerror or exc)) from None
-        os.chmod(self.temp, 0o666 & ~_UMASK)
         self.file: IO[str] | None = os.fdopen(fd, "w", encoding="utf-8")
 
     def commit(self) -> None:
