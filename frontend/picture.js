@@ -255,8 +255,8 @@ function drawDeviceBox(ctx, box, mark) {
   y += 18;
   if (mark.note) {
     label(g, x, y, fitText(mark.note, inner, 14, 600), { size: 14, weight: 600, fill: ctx.colour("loss") });
-  } else if (drawer.showsIds) {
-    const ids = (d.ids || []).map(String);
+  } else if (drawer.showsIds && (d.ids || []).length) {  // before a run no row has been drawn: no ids line
+    const ids = d.ids.map(String);
     const name = tr("live.box.ids");
     if (ctx.layout.idsApart) {  // a narrow box: the ids over two lines, so that it still shows more than one
       const head = ids.length > 1 && textWidth(`${name} ${ids[0]},`, 14) <= inner ? 1 : 0;
