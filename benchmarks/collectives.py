@@ -96,7 +96,7 @@ def worker(backend: str) -> None:
                 print(json.dumps({"op": op, "bytes": size, "seconds": seconds}), flush=True)
     dist.destroy_process_group()
     sys.stdout.flush()
-    os._exit(0)  # as fitcore's ranks end after gloo (fitcore.strategies.ddp.torchrun.exit_rank)
+    os._exit(0)  # as fitcore's ranks end after gloo (fitcore.engine.torchrun.exit_rank)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -113,7 +113,7 @@ def _points(outputs: list[str]) -> list[dict]:
 
 def on_hosts(rate: str) -> list[dict]:
     """The sweep between two namespace hosts, at tbf `rate` ('' for none)."""
-    from fitcore.strategies.ddp.hosts import Hosts, python_env
+    from fitcore.engine.hosts import Hosts, python_env
 
     _, env = python_env(None)
     with Hosts(2, rate) as hosts:
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     fits: dict[str, dict] = {}
     summary = {}
     if "hosts" in args.where:
-        from fitcore.strategies.ddp.hosts import available
+        from fitcore.engine.hosts import available
 
         reason = available()
         if reason:

@@ -22,8 +22,8 @@ import sys
 from dataclasses import replace
 
 from fitcore import strategies
-from fitcore.strategies.ddp import across
-from fitcore.strategies.ddp.hosts import HostsError, available
+from fitcore.engine import across
+from fitcore.engine.hosts import HostsError, available
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # SIGTERM ends the run as Ctrl-C does, through the finally blocks that remove the hosts
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    cfg = replace(across.config(args.nodes * args.procs_per_node), strategy=args.strategy, epochs=args.epochs)
+    cfg = replace(across.config(args.nodes * args.procs_per_node, args.strategy), epochs=args.epochs)
     try:
         outcome = across.run(
             cfg, args.nodes, args.procs_per_node, args.rate, args.python, args.timeout,

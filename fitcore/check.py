@@ -22,19 +22,19 @@ import shutil
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
 
 from fitcore import strategies
 from fitcore.cliparse import Parser, command
-from fitcore.config import FitConfig
+from fitcore.config import FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.devices import GPU, cuda_gpus, parse_devices
-from fitcore.events import Step
+from fitcore.engine.hosts import available as hosts_available
+from fitcore.events import Detail, Step
 from fitcore.i18n import t
-from fitcore.strategies.ddp.hosts import available as hosts_available
 from fitcore.text import pad, width
 
 # The tutorial's 200 rows in one batch of 200, with SGD at lr 0.3: full-batch gradient descent on standard
@@ -234,6 +234,46 @@ def _lstsq(cfg: FitConfig, learned: tuple[float, ...], figures: dict) -> str:
 
 # ---------------------------------------------------------------------------------------------------------
 # The rows.
+
+
+def check_ranks(
+    spec: str, workers: int, gpus: tuple[GPU, ...], base: FitConfig, strategy: str
+) -> tuple[Verified, list]:
+    """A strategy whose ranks each take their own rows (DistributedSampler's: DDP's, FSDP's), trained on
+    `base` on `workers` ranks: each rank's rows per step, identical parameters on every rank, and the
+    parameters against one process and least squares. (What it verified, the run's events), for the
+    strategy's own checks on top."""
+    rows = workers * math.ceil(base.data_size / workers)
+    base = replace(base, data_size=rows, batch_size=rows)
+    cfg = validate(replace(base, strategy=strategy, devices=spec, workers=workers), gpus=list(gpus))
+    events, ended = _train(cfg, gpus)
+    _require_finished(cfg, ended)
+    steps = _steps(events)
+    # 1. each rank's rows per step: ceil(N / K) rows of its shard, all of them in the one step per epoch
+    expected = (rows // workers,) * workers
+    for step in steps:
+        split = tuple(r.stop - r.start for r in step.replicas)
+        if split != expected:
+            raise CheckFailed(
+                t("cli.check.fail.rows", step=step.step, split=_sizes(split), expected=_sizes(expected))
+            )
+    finals = [e.value for e in events if isinstance(e, Detail) and e.key == "final"]
+    if not finals or not finals[0]["identical"]:
+        diff = finals[0]["max_abs_diff"] if finals else t("cli.check.fail.none_reported")
+        raise CheckFailed(t("cli.check.fail.ranks_differ", diff=diff))
+    parts = [
+        t("cli.check.rows_per_rank", split=_sizes(expected), rows=rows, workers=workers, steps=len(steps)),
+        t("cli.check.ranks_identical", workers=workers),
+    ]
+    figures: dict[str, Any] = {"split": list(expected), "steps": len(steps), "ranks_identical": True}
+    # 2. the parameters, against one process on the same rows and against least squares
+    learned = _params(ended)
+    tol = CUDA_TOL if spec.startswith("cuda") else SAME_DEVICE_TOL
+    diff = _max_diff(learned, _cpu_reference(base))
+    parts.append(_within("W_1proc", diff, tol))
+    figures.update(reference_diff=diff, reference_tol=tol)
+    parts.append(_lstsq(cfg, learned, figures))
+    return Verified("; ".join(parts), figures), events
 
 
 def plan_rows(machine: Machine) -> list[Row]:

@@ -13,17 +13,17 @@ from pathlib import Path
 from fitcore import paths, strategies
 from fitcore.cliparse import Parser, command, error_line
 from fitcore.config import ConfigError, FitConfig, integer_range
-from fitcore.console import data_lines, final_lines, shard_lines, summary_lines
+from fitcore.console import data_lines, final_lines, group_line, shard_lines, summary_lines
 from fitcore.csvdata import data_result
+from fitcore.engine.torchrun import exit_rank, torchrun_env
 from fitcore.errors import Listed, Text
 from fitcore.events import Detail, RunStarted, Status, Step
 from fitcore.flags import add_training_flags, config_from_args, flag_error
 from fitcore.i18n import t
 from fitcore.outfiles import Pending, check_outputs
-from fitcore.recording import Recorder, check_recordable, replayer
+from fitcore.recording import GROUP, Recorder, check_recordable, replayer
 from fitcore.recording import read as read_recording
 from fitcore.runner import trainer_for
-from fitcore.strategies.ddp.torchrun import exit_rank, torchrun_env
 from fitcore.trace import TraceBuilder
 from fitcore.train import Control
 from fitcore.view.results import result_dict
@@ -197,6 +197,7 @@ def detail_text(event: Detail) -> str:
     recording made in another language reads in this one."""
     lines = {
         **{key: f for s in strategies.STRATEGIES.values() for key, f in s.detail_lines.items()},
+        GROUP: lambda v: [group_line(v)],
         "shards": lambda v: shard_lines(v, "first"),
         "final": final_lines,
     }.get(event.key)

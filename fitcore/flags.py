@@ -11,9 +11,9 @@ from dataclasses import fields
 
 from fitcore import strategies
 from fitcore.config import ConfigError, FitConfig, validate
+from fitcore.engine.torchrun import config_for_torchrun, torchrun_env
 from fitcore.errors import Listed, Text
 from fitcore.i18n import t
-from fitcore.strategies.ddp.torchrun import config_for_torchrun, torchrun_env
 
 
 def add_training_flags(p: argparse.ArgumentParser) -> None:
@@ -59,7 +59,7 @@ def config_from_args(args: argparse.Namespace) -> FitConfig:
         raw["batch_size"] = min(FitConfig.batch_size, rows)
     cfg = FitConfig.from_mapping(raw)
     env = torchrun_env() if strategies.strategy(cfg.strategy).processes else None
-    if env is not None and strategies.strategy(cfg.strategy).torchrun is None:  # FSDP: not yet under torchrun
+    if env is not None and strategies.strategy(cfg.strategy).torchrun is None:  # an outside package's, say
         names = ", ".join(s.name for s in strategies.STRATEGIES.values() if s.torchrun is not None)
         raise ConfigError("strategy", cfg.strategy, Text("config.torchrun_strategies", names=names))
     if env is not None:  # one rank of a torchrun launch: the world size comes from torchrun

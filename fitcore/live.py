@@ -18,6 +18,7 @@ from fitcore.devices import label_parts
 from fitcore.events import Step
 from fitcore.i18n import t
 from fitcore.phases import step_bytes
+from fitcore.recording import GROUP
 from fitcore.runner import Snapshot
 from fitcore.view.common import data_words, fitted_names
 from fitcore.view.status import diverged_at, status_kind, status_line
@@ -83,8 +84,9 @@ def picture(snap: Snapshot) -> dict[str, Any] | None:
     if snap.latest is None:
         return None
     pic = _picture(snap.config, snap.latest, snap.devices, snap.emulated, snap.latest_time, snap.extra)
-    # the process group's detail names each rank's host (a strategy with processes reports one)
-    hosts = next((v["hosts"] for v in snap.extra.values() if isinstance(v, dict) and "hosts" in v), None)
+    # the process group's detail names each rank's host where torchrun launched them (fitcore.engine)
+    group = snap.extra.get(GROUP)
+    hosts = group.get("hosts") if isinstance(group, dict) else None
     return with_hosts(pic, hosts)
 
 

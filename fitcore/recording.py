@@ -3,7 +3,7 @@
 A recording is data only (JSON, never pickle): a header line, then one line per event in the order the run
 emitted them:
 
-    {"format": "fitcore-recording", "version": 2, "recorded": "2025-01-31T09:12:00Z", "machine": {...}}
+    {"format": "fitcore-recording", "version": 3, "recorded": "2025-01-31T09:12:00Z", "machine": {...}}
     {"event": "started", "config": {...}, "devices": [...], ...}       fitcore.events.RunStarted
     {"event": "detail", "key": "ddp", "value": {...}, "text": "..."}   Detail
     {"event": "step", "step": 1, ..., "replicas": [...], "phases": {"specs": [...], "times": [...]}}
@@ -38,8 +38,11 @@ from fitcore.outfiles import Pending
 from fitcore.phases import PhaseSpec, StepPhases
 
 FORMAT = "fitcore-recording"
-VERSION = 2  # what a recording is written as
-READABLE = (1, 2)  # the versions read: 1 held the run's message as English text, 2 as a key and its fields
+VERSION = 3  # what a recording is written as
+# the versions read: 1 held the run's message as English text, 2 as a key and its fields; before 3 the
+# process group's Detail was keyed by DDP's name whatever the strategy, since 3 GROUP
+READABLE = (1, 2, 3)
+GROUP = "group"  # Detail(GROUP): the process group of a ranked run (fitcore.engine)
 MESSAGE_DEPTH = 4  # the most a recorded message nests (finished -> where -> processes -> its count)
 MAX_BYTES = 256 * 2**20  # the largest recording a replay reads (256 MiB)
 MAX_DEVICES = 64  # the most devices or ranks a recorded run names (8 hosts of 8 ranks)
@@ -51,7 +54,7 @@ class RecordingError(ConfigError):
 
     def __init__(self, path: str, problem: Text, line: int | None = None, framed: bool = True):
         key = "recording.frame.line" if line is not None else "recording.frame"
-        versions = Listed(READABLE)  # "1 or 2"
+        versions = Listed(READABLE)  # "1 or 2 or 3"
         allowed = Text(key, format=FORMAT, version=versions, line=line, problem=problem)
         allowed = allowed if framed else problem
         super().__init__("recording", os.path.basename(str(path)), allowed)
@@ -298,8 +301,11 @@ def _ended(d: dict, version: int = VERSION) -> RunEnded:
     )
 
 
-def _detail(d: dict) -> Detail:
-    return Detail(_str(d["key"]), d["value"], _str(d.get("text", "")))
+def _detail(d: dict, version: int = VERSION) -> Detail:
+    key, value = _str(d["key"]), d["value"]
+    if version < 3 and isinstance(value, dict) and "master_addr" in value:  # the process group, keyed then
+        key = GROUP  # by the strategy that owned the launcher whatever the run's strategy
+    return Detail(key, value, _str(d.get("text", "")))
 
 
 _READERS = {"step": _step, "started": _started, "ended": _ended, "detail": _detail}
@@ -428,7 +434,9 @@ def _event(path: str, number: int, line: str, version: int = VERSION) -> Event:
             path, Text("recording.unknown_event", kind=repr(kind), known=", ".join(_READERS)), number
         )
     try:
-        return _ended(data, version) if kind == "ended" else _READERS[kind](data)
+        if kind in ("ended", "detail"):
+            return _READERS[kind](data, version)
+        return _READERS[kind](data)
     except (KeyError, TypeError, ValueError, ConfigError) as exc:
         what = Text("recording.missing", key=str(exc)) if isinstance(exc, KeyError) else exc
         raise RecordingError(path, Text("recording.bad_event", kind=kind, what=what), number) from None

@@ -144,8 +144,8 @@ def test_a_bad_recording_upload_is_one_error_line(page):
     at.file_uploader(key="replay_upload").set_value(upload).run()
     at.button(key="replay").click().run()
     assert errors(at) == [
-        "Recording: got 'run.fitrec'; allowed: a fitcore-recording file of version 1 or 2; line 1: not a "
-        'recording header (expected {"format": "fitcore-recording", ...})'
+        "Recording: got 'run.fitrec'; allowed: a fitcore-recording file of version 1 or 2 or 3; line 1: "
+        'not a recording header (expected {"format": "fitcore-recording", ...})'
     ]
     assert at.session_state["run_id"] is None and not at.exception
 

@@ -322,14 +322,31 @@ def test_a_reader_that_goes_away_ends_the_run_without_a_traceback():
     assert "Traceback" not in err and "BrokenPipeError" not in err and err == ""
 
 
-def test_fsdp_under_torchrun_is_refused_with_one_line_not_run_as_ddp(capsys, monkeypatch):
-    # one rank of a torchrun launch; the address is never dialled: the config is refused before any group
+def test_a_ranked_strategy_without_torchrun_is_refused_under_torchrun_with_one_line(capsys, monkeypatch):
+    """Every built-in ranked strategy runs under torchrun (fitcore.engine.torchrun); one an outside package
+    registers without a torchrun trainer is refused with one line, never run as another strategy."""
+    import dataclasses
+
+    from fitcore import strategies
+
     env = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    code, out, err = run_cli(capsys, "--strategy", "fsdp", "--devices", "cpu", "--epochs", "1")
+    ranked = [s for s in strategies.STRATEGIES.values() if s.processes]
+    assert ranked and all(s.torchrun is not None for s in ranked)
+    from tests import solo_strategy  # its catalog: a second copy of a package's own would clash
+
+    solo = solo_strategy.STRATEGY
+    spawned = dataclasses.replace(ranked[0], name="spawned_only", torchrun=None, options=(), words=solo.words,
+                                  locale=solo.locale)  # fmt: skip
+    strategies.register(spawned)
+    try:
+        code, out, err = run_cli(capsys, "--strategy", "spawned_only", "--devices", "cpu", "--epochs", "1")
+    finally:
+        strategies.unregister("spawned_only")
+    names = ", ".join(s.name for s in ranked)
     assert (code, out) == (2, [])
     assert err == [
-        "fitcore: error: --strategy: got 'fsdp'; allowed: under torchrun: ddp (this strategy runs on its own "
-        "spawned ranks, not yet under torchrun)"
+        f"fitcore: error: --strategy: got 'spawned_only'; allowed: under torchrun: {names} (this strategy "
+        "runs on its own spawned ranks, not yet under torchrun)"
     ]

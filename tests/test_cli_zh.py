@@ -17,11 +17,11 @@ from fitcore.check import Row, Verified
 from fitcore.cli import main
 from fitcore.config import FitConfig, validate
 from fitcore.console import final_lines, group_line, rank_step_lines, shard_lines
+from fitcore.engine.rank import final_value, group_value
 from fitcore.errors import ConfigError
 from fitcore.events import Step
 from fitcore.recording import read as read_recording
 from fitcore.shards import Layout, first_epoch_value
-from fitcore.strategies.ddp.rank import final_value, group_value
 
 ROOT = Path(__file__).resolve().parents[1]
 HAN = re.compile(r"[\u4e00-\u9fff]")

@@ -234,7 +234,7 @@ def test_toggles_from_a_form():
 @pytest.mark.slow  # spawns ranks
 def test_simulated_ddp_is_torchs_ddp_on_gloo():
     """The lab's DDP arithmetic in one process against fitcore.strategies.ddp's train_ddp on 2 gloo ranks."""
-    from fitcore.strategies.ddp import train_ddp
+    from fitcore.strategies.ddp.train import train_ddp
 
     # 11 rows on 2 ranks: the padding is in play, so the simulation's duplicates are checked too
     cfg = validate(FitConfig(data_size=11, batch_size=4, epochs=4, strategy="ddp", workers=2, devices="cpu"))
@@ -261,7 +261,7 @@ def test_simulated_fsdp_is_torchs_fully_shard_on_gloo():
     """The lab's FSDP column against the real fully_shard run on 2 gloo ranks, step by step: even shards and
     a mean loss meet one device to 1e-5, uneven ones (padding) carry DDP's difference, measured."""
     from fitcore.events import Step
-    from fitcore.strategies.fsdp import train_fsdp
+    from fitcore.strategies.fsdp.train import train_fsdp
 
     for rows, differs in ((12, False), (11, True)):
         cfg = validate(FitConfig(weights=(5.2, 9.6, -1.0), data_size=rows, batch_size=4, epochs=4,

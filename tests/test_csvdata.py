@@ -358,7 +358,7 @@ def test_config_fields_round_trip():
 @pytest.mark.slow
 def test_ddp_ranks_read_the_same_rows_of_the_file(tmp_path):
     from fitcore.events import Detail
-    from fitcore.strategies.ddp import train_ddp
+    from fitcore.strategies.ddp.train import train_ddp
 
     path = tmp_path / "exact.csv"
     X = exact_csv(path, rows=61)  # odd: DistributedSampler pads rank 1's shard with a repeated row

@@ -27,21 +27,14 @@ from fitcore import cli, strategies, warmstart
 from fitcore.config import MAX_WORKERS, ConfigError, FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.devices import GPU
+from fitcore.engine.torchrun import TorchrunEnv, config_for_torchrun, torchrun_env
 from fitcore.events import Detail, RunEnded, RunStarted, Step
 from fitcore.parallel import LinearModel, init_parameters
 from fitcore.runner import Run
-from fitcore.strategies.ddp import (
-    Layout,
-    TorchrunEnv,
-    config_for_torchrun,
-    epoch_shards,
-    epoch_value,
-    shards_value,
-    torchrun_env,
-    train_ddp,
-)
-from fitcore.strategies.ddp.view import row_owners, shard_table
+from fitcore.shards import Layout, epoch_shards, epoch_value, shards_value
+from fitcore.strategies.ddp.train import train_ddp
 from fitcore.train import make_optimizer
+from fitcore.view.ranks import row_owners, shard_table
 from tests.helpers import PauseWatch, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,14 +97,14 @@ def children_of(pid: int) -> list[str]:
 
 def assert_all_gone(details: dict) -> None:
     """No rank process left (not even a zombie), no child of ours, and the store's port free again."""
-    for pid in details["ddp"]["pids"]:
+    for pid in details["group"]["pids"]:
         assert not Path(f"/proc/{pid}").exists(), f"rank process {pid} is still there"
     assert multiprocessing.active_children() == []
     # the ranks are the forkserver's children (fitcore.warmstart), which waits for the next run with none
     server = warmstart.server_pid()
     assert server is not None and Path(f"/proc/{server}").exists()
     assert children_of(server) == []
-    port = details["ddp"]["master_port"]
+    port = details["group"]["master_port"]
     assert not listening(port)
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -298,7 +291,7 @@ def test_two_ranks_match_one_process_and_each_other():
         expected = epoch_shards(11, 2, True, cfg.seed, epoch)
         assert [r["indices"] for r in shards[key]["ranks"]] == expected
         assert shards[key]["ranks"][1]["padded"] == [expected[0][0]]  # the order's first row, again
-    assert details["ddp"]["backend"] == "gloo" and details["ddp"]["world_size"] == 2
+    assert details["group"]["backend"] == "gloo" and details["group"]["world_size"] == 2
     # what each rank measured it holds: the whole model (W 2 floats, b 1), its gradients, and Adam's two
     # moments of each plus a 4-byte step count per parameter (a generator read twice once gave 0 B)
     d, itemsize = cfg.n_features, 4
@@ -317,7 +310,7 @@ def test_pause_resume_and_stop_through_run(no_leftover_threads):
     try:
         wait_for(lambda: run.snapshot().step >= 2, timeout=90, interval=0.02)
         # each rank a process of its own, forked from the warm server
-        pids = run.snapshot().extra["ddp"]["pids"]
+        pids = run.snapshot().extra["group"]["pids"]
         assert len(set(pids)) == 2 and os.getpid() not in pids
         assert [stat_of(pid)[1] for pid in pids] == [warmstart.server_pid()] * 2
         watch = PauseWatch(run.control)
@@ -347,7 +340,7 @@ def test_a_killed_rank_fails_the_run_without_hanging(no_leftover_threads):
     run = Run(validate(replace(SMALL, epochs=10_000)), pace=25).start()
     try:
         wait_for(lambda: run.snapshot().step >= 1, timeout=90, interval=0.02)
-        victim = run.snapshot().extra["ddp"]["pids"][1]
+        victim = run.snapshot().extra["group"]["pids"][1]
         os.kill(victim, signal.SIGKILL)
         assert run.wait(30), "the run did not notice its dead rank"
     finally:
@@ -368,7 +361,7 @@ from fitcore.runner import Run
 run = Run(validate(FitConfig(strategy="ddp", devices="cpu", workers=2, epochs=10_000)), pace=25).start()
 while run.snapshot().step < 1:
     time.sleep(0.02)
-ranks = run.snapshot().extra["ddp"]["pids"]
+ranks = run.snapshot().extra["group"]["pids"]
 print(json.dumps({"server": warmstart.server_pid(), "ranks": ranks}), flush=True)
 time.sleep(120)
 """
@@ -459,7 +452,7 @@ def test_torchrun_single_machine_matches_one_process():
     assert final["identical"] and len(final["ranks"]) == 2
     shards = result["details"]["shards"]
     assert [r["indices"] for r in shards["first"]["ranks"]] == epoch_shards(11, 2, True, 0, 1)
-    assert result["details"]["ddp"]["launcher"] == "launched by torchrun"
+    assert result["details"]["group"]["launcher"] == "launched by torchrun"
     assert result["first_step"]["replicas"][1]["rows"] == {"first": 2, "last": 3, "rows": 2}
 
 

@@ -19,6 +19,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from fitcore.config import FitConfig, validate
+from fitcore.engine.rank import ranks_phases, table_ids
 from fitcore.events import Replica, Step
 from fitcore.phases import (
     ALLREDUCE,
@@ -31,14 +32,9 @@ from fitcore.phases import (
     allreduce_bytes,
     load_bytes,
 )
-from fitcore.strategies.ddp import Layout, epoch_shards, train_ddp
-from fitcore.strategies.ddp.rank import (
-    _AllreduceTimes,
-    _timed_allreduce,
-    ranks_phases,
-    ranks_specs,
-    table_ids,
-)
+from fitcore.shards import Layout, epoch_shards
+from fitcore.strategies.ddp.rank import _AllreduceTimes, _timed_allreduce, ranks_specs
+from fitcore.strategies.ddp.train import train_ddp
 from tests.test_ddp import reference
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,11 +108,14 @@ def test_torchrun_steps_carry_every_ranks_phases_and_ids(tmp_path):
     script.write_text(
         "import json, sys\n"
         "from fitcore.config import FitConfig, validate\n"
-        "from fitcore.strategies.ddp import exit_rank, train_torchrun\n"
+        "import fitcore\n"
+        "from fitcore import strategies\n"
+        "from fitcore.engine.torchrun import exit_rank\n"
         "from fitcore.events import Step\n"
         "cfg = validate(FitConfig(devices='cpu', strategy='ddp', epochs=3, workers=2))\n"
         "steps = []\n"
-        "ended = train_torchrun(cfg, lambda e: steps.append(e) if isinstance(e, Step) else None)\n"
+        "keep = lambda e: steps.append(e) if isinstance(e, Step) else None\n"
+        "ended = strategies.of(cfg).torchrun(cfg, keep)\n"
         "if steps:\n"
         "    print(json.dumps({'status': str(ended.status), 'weights': list(ended.weights),\n"
         "        'bias': ended.bias, 'steps': [[s.step, s.epoch, s.batch, s.loss,\n"

@@ -20,18 +20,20 @@ from fitcore.events import Detail, RunEnded, RunStarted, Step
 from fitcore.memory import dataparallel_memory, ddp_memory, held, held_bytes
 from fitcore.parallel import LinearModel, init_parameters
 from fitcore.phases import allreduce_bytes
-from fitcore.strategies.ddp import train_ddp
-from fitcore.strategies.fsdp import (
+from fitcore.strategies.ddp.train import train_ddp
+from fitcore.strategies.fsdp.layout import (
     ALL_GATHER,
     REDUCE_SCATTER,
-    ColumnLinear,
+    all_gather_bytes,
     fsdp_specs,
     fsdp_step_bytes,
+    planned_memory,
+    reduce_scatter_bytes,
     shard_numel,
     shard_rows,
-    train_fsdp,
 )
-from fitcore.strategies.fsdp.layout import all_gather_bytes, planned_memory, reduce_scatter_bytes
+from fitcore.strategies.fsdp.rank import ColumnLinear
+from fitcore.strategies.fsdp.train import train_fsdp
 from fitcore.train import make_optimizer
 from tests.test_ddp import reference
 

@@ -38,7 +38,7 @@ def modules() -> list[str]:
 def test_the_layout_table_names_every_module():
     named = layout_paths()
     assert [m for m in modules() if m not in named] == []
-    assert "fitcore/strategies/ddp/view.py" in named and "fitcore/strategies/ddp/check.py" in named
+    assert "fitcore/strategies/ddp/view.py" in named and "fitcore/engine/launcher.py" in named
 
 
 def test_compare_and_whatif_take_their_flags_from_below_not_from_the_cli():

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from fitcore.strategies.ddp import hosts
+from fitcore.engine import hosts
 
 pytestmark = pytest.mark.slow
 

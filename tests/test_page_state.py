@@ -388,7 +388,7 @@ def test_a_deeply_nested_recording_is_one_error_line(page, name):
         "nested-line-2": "line 2: JSON nested a few levels deep; this line nests too deep to read",
     }[name]
     assert not at.exception and [e.value for e in at.error] == [
-        f"Recording: got '{name}.fitrec'; allowed: a fitcore-recording file of version 1 or 2; {problem}"
+        f"Recording: got '{name}.fitrec'; allowed: a fitcore-recording file of version 1 or 2 or 3; {problem}"
     ]
     assert at.session_state["run_id"] is None
 

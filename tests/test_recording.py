@@ -44,7 +44,7 @@ def test_round_trip_gives_back_every_event_exactly(tmp_path):
     assert rec.header["recorded"] == "2023-11-14T22:13:20Z"
     assert rec.label.startswith("recorded on ") and rec.label.endswith(" on 2023-11-14")
     first = json.loads(path.read_text().splitlines()[0])
-    assert first["format"] == "fitcore-recording" and first["version"] == 2
+    assert first["format"] == "fitcore-recording" and first["version"] == 3
     assert set(first["machine"]) == {"python", "torch", "cuda", "gpus", "cpu", "os"}
     assert os.uname().nodename not in path.read_text()  # no host name
 
@@ -86,7 +86,7 @@ def test_a_version_1_recording_still_replays_its_message_as_written(tmp_path, ca
     path = tmp_path / "old.fitrec"
     record(path)
     lines = _lines(path)
-    lines[0] = lines[0].replace('"version":2,', '"version":1,')
+    lines[0] = lines[0].replace('"version":3,', '"version":1,')
     lines[-1] = _message(lines[-1], "finished 9 steps in 0.05 s")
     path.write_text("\n".join(lines) + "\n")
     rec = read(str(path))
@@ -212,7 +212,7 @@ BAD = [
     ("corrupted", lambda ls: ls[:3] + ['{"event": "step", ' + ls[3][30:]] + ls[4:], "line 4: not JSON"),
     (
         "unknown-version",
-        lambda ls: [ls[0].replace('"version":2', '"version":99')] + ls[1:],
+        lambda ls: [ls[0].replace('"version":3', '"version":99')] + ls[1:],
         "line 1: unknown version 99",
     ),
     ("not-a-recording", lambda ls: ['{"hello": 1}'] + ls[1:], "line 1: not a recording header"),
@@ -318,7 +318,7 @@ def test_a_bad_recording_is_one_line_naming_the_line(tmp_path, capsys, change, m
     with pytest.raises(RecordingError) as info:
         read(str(bad))
     assert str(info.value).startswith(
-        "recording: got 'bad.fitrec'; allowed: a fitcore-recording file of version 1 or 2; "
+        "recording: got 'bad.fitrec'; allowed: a fitcore-recording file of version 1 or 2 or 3; "
     )
     assert message in str(info.value)
     code, out, err = run_cli(capsys, "replay", str(bad))
@@ -379,7 +379,7 @@ def test_ddp_round_trip(tmp_path, capsys):
     steps = [e for e in rec.events if isinstance(e, Step)]
     assert len(steps) == 8 and all(len(s.replicas) == 2 and s.phases is not None for s in steps)
     assert {e.key for e in rec.events if not isinstance(e, (Step, RunStarted, RunEnded))} == {
-        "ddp",
+        "group",
         "shards",
         "final",
         "memory",

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
+from fitcore import console as ddp
 from fitcore.config import FitConfig
-from fitcore.strategies import ddp
 from fitcore.view import controls, status
 from fitcore.view.common import escape_markdown
 from tests.view_helpers import ddp_snapshot, ddp_step, run_to_end, snapshot
@@ -97,7 +97,7 @@ def test_console_text_of_a_ddp_run_prints_each_rank():
     finals = [("rank 0 · cpu · gloo", (5.2, 9.6), 3.4), ("rank 1 · cpu · gloo", (5.2, 9.6), 3.4)]
     steps = tuple(ddp_step([1.0, 3.0])._replace(step=s) for s in range(1, 6))
     snap = ddp_snapshot(finals, status="finished", header="DDP header", recent=steps)
-    snap = dataclasses.replace(snap, extra={**snap.extra, "ddp": group})
+    snap = dataclasses.replace(snap, extra={**snap.extra, "group": group})
     lines = status.console_text(snap, max_lines=12).splitlines()
     tail = ddp.final_lines(snap.extra["final"])
     assert lines[:2] == ["DDP header", ddp.group_line(group)]

@@ -1,4 +1,5 @@
-"""fitcore.strategies.ddp.view: each rank's shard (its table and its grid), its shapes, the planned step."""
+"""fitcore.view.ranks and fitcore.strategies.ddp.view: each rank's shard (its table and its grid), its shapes,
+the planned step."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import pytest
 import torch
 
 from fitcore.config import FitConfig, validate
-from fitcore.strategies.ddp import view as ddp
+from fitcore.strategies.ddp import view as ddp_own
 from fitcore.view import controls, results
+from fitcore.view import ranks as ddp
 from tests.view_helpers import ddp_snapshot, ddp_step
 
 
@@ -167,7 +169,7 @@ def test_shard_grid_of_many_rows_keeps_the_axis_instead_of_numbers():
 
 def test_ddps_panels_before_a_run_plan_the_first_epochs_shards():
     cfg = controls.preset("Uneven shards").config
-    shards, ranks, memory = ddp.sections(None, cfg)
+    shards, ranks, memory = ddp_own.sections(None, cfg)
     assert memory.name == "memory"
     value = ddp.planned_shards(cfg)
     assert shards.heading == "The shards each rank will get. " + ddp.shards_title(value, "first")
@@ -180,7 +182,7 @@ def test_ddps_panels_before_a_run_plan_the_first_epochs_shards():
 def test_ddps_shard_grid_gives_way_to_the_table_above_its_row_limit():
     n = ddp.MAX_SHARD_PICTURE_ROWS + 2
     cfg = FitConfig(strategy="ddp", workers=2, devices="cpu", data_size=n, batch_size=n)
-    shards, _, _ = ddp.sections(None, cfg)
+    shards, _, _ = ddp_own.sections(None, cfg)
     assert shards.figure is None
     assert shards.notes == (f"{n} rows are too many to draw one by one; the table below counts them.",)
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from fitcore.config import FitConfig, validate
+from fitcore.engine import rank as ddp
 from fitcore.events import Replica, Step
 from fitcore.runner import Run, Snapshot
-from fitcore.strategies import ddp
 from fitcore.strategies.dataparallel.train import train
 
 

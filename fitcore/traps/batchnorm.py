@@ -196,8 +196,8 @@ def _sync_rank(rank: int, world: int, port: int, cfg, steps, out) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
+    from fitcore.engine.launcher import HOST, _loopback_interface
     from fitcore.parallel import init_parameters
-    from fitcore.strategies.ddp.launcher import HOST, _loopback_interface
     from fitcore.train import make_optimizer
 
     lo = _loopback_interface()
@@ -241,8 +241,8 @@ def check_sync_batchnorm(gpus: int) -> dict:
 
     from fitcore.config import FitConfig, validate
     from fitcore.devices import parse_devices
+    from fitcore.engine.launcher import _loopback_store
     from fitcore.equivalence import Toggles
-    from fitcore.strategies.ddp.launcher import _loopback_store
 
     rows = gpus * math.ceil(200 / gpus)  # no padding: SyncBatchNorm's statistics are over the real rows
     cfg = validate(FitConfig(data_size=rows, batch_size=rows, epochs=10, optimizer="sgd", lr=0.1,

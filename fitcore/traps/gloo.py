@@ -29,8 +29,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from fitcore.config import FitConfig
 from fitcore.data import make_data
+from fitcore.engine.launcher import HOST, _loopback_interface, _loopback_store
 from fitcore.parallel import LinearModel, init_parameters
-from fitcore.strategies.ddp.launcher import HOST, _loopback_interface, _loopback_store
 from fitcore.train import make_optimizer
 
 ENGINE = "torch DDP on gloo"

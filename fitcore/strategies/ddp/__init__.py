@@ -30,37 +30,10 @@ registry imports this package below fitcore.config).
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
-from typing import Any
 
 from fitcore.strategies import Strategy
 from fitcore.strategies.ddp.name import NAME
-
-_EXPORTS = {  # name -> the module that holds it
-    **dict.fromkeys(("final_lines", "group_line", "shard_lines"), "fitcore.console"),
-    "train_ddp": "fitcore.strategies.ddp.launcher",
-    **dict.fromkeys(
-        ("final_value", "group_value", "placement", "rank_label", "rank_labels", "rank_step", "train_rank"),
-        "fitcore.strategies.ddp.rank",
-    ),
-    **dict.fromkeys(
-        ("Layout", "epoch_shards", "epoch_value", "first_epoch_value", "shards_value"), "fitcore.shards"
-    ),
-    **dict.fromkeys(
-        ("TorchrunEnv", "config_for_torchrun", "exit_rank", "torchrun_env", "train_torchrun"),
-        "fitcore.strategies.ddp.torchrun",
-    ),
-}
-__all__ = sorted([*_EXPORTS, "step_lines"])
-
-
-def __getattr__(name: str) -> Any:
-    if name == "step_lines":
-        return _step_lines
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(name)
 
 
 def _steps_per_epoch(cfg) -> int:
@@ -70,28 +43,23 @@ def _steps_per_epoch(cfg) -> int:
     return Layout(cfg.data_size, max(1, cfg.workers), cfg.batch_size).steps_per_epoch
 
 
-def _train(*args, **kwargs):
-    from fitcore.strategies.ddp.launcher import train_ddp
+def _train(cfg, on_event=lambda event: None, control=None, clock=None, plan=None):
+    from fitcore.strategies.ddp.train import train_ddp
 
-    return train_ddp(*args, **kwargs)
+    return train_ddp(cfg, on_event, control, plan=plan, **({} if clock is None else {"clock": clock}))
 
 
-def _torchrun(*args, **kwargs):
-    from fitcore.strategies.ddp.torchrun import train_torchrun
+def _torchrun(cfg, on_event=lambda event: None, control=None, plan=None):
+    from fitcore.engine.torchrun import train_torchrun
+    from fitcore.strategies.ddp.rank import ENGINE
 
-    return train_torchrun(*args, **kwargs)
+    return train_torchrun(cfg, on_event, control, plan=plan, engine=ENGINE)
 
 
 def _step_lines(step) -> list[str]:
     from fitcore.console import rank_step_lines
 
     return rank_step_lines(step)
-
-
-def _group_lines(value: dict) -> list[str]:
-    from fitcore.console import group_line
-
-    return [group_line(value)]
 
 
 def _markdown(cfg=None) -> str:
@@ -202,8 +170,7 @@ STRATEGY = Strategy(
            "who": f"cli.compare.who.{NAME}"},  # fmt: skip
     locale=str(Path(__file__).with_name("locale.json")),
     presets=_presets,
-    detail_lines={NAME: _group_lines},  # Detail(NAME): the process group, one line
-    preload=(f"{__name__}.launcher", f"{__name__}.rank"),
+    preload=(f"{__name__}.train", f"{__name__}.rank"),
     phases=_phases,
     picture=_picture,
     torchrun=_torchrun,

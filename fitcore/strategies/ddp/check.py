@@ -3,33 +3,21 @@ parameters against one process and against least squares, on gloo CPU ranks and 
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
-from typing import Any
 
 from fitcore.check import (
     CHECK_CONFIG,
     CUDA_TOL,
-    SAME_DEVICE_TOL,
     CheckFailed,
     Machine,
     Row,
     Verified,
     _cpu_reference,
-    _lstsq,
-    _max_diff,
-    _params,
-    _require_finished,
-    _sizes,
-    _steps,
-    _train,
-    _within,
+    check_ranks,
     rank_skips,
     row,
 )
-from fitcore.config import FitConfig, validate
 from fitcore.devices import GPU
-from fitcore.events import Detail
 from fitcore.i18n import t
 from fitcore.strategies.ddp.name import NAME
 
@@ -45,45 +33,7 @@ def check_ddp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
         workers: the ranks.
         gpus: the machine's GPUs, for parse_devices.
     """
-    return check_ranks(spec, workers, gpus)[0]
-
-
-def check_ranks(
-    spec: str, workers: int, gpus: tuple[GPU, ...] = (), base: FitConfig = CHECK_CONFIG, strategy: str = NAME
-) -> tuple[Verified, list]:
-    """check_ddp for any strategy with ranks that cuts DDP's rows (`strategy`, on `base`): (what it
-    verified, the run's events), for the strategy's own checks on top."""
-    rows = workers * math.ceil(base.data_size / workers)
-    base = replace(base, data_size=rows, batch_size=rows)
-    cfg = validate(replace(base, strategy=strategy, devices=spec, workers=workers), gpus=list(gpus))
-    events, ended = _train(cfg, gpus)
-    _require_finished(cfg, ended)
-    steps = _steps(events)
-    # 1. each rank's rows per step: ceil(N / K) rows of its shard, all of them in the one step per epoch
-    expected = (rows // workers,) * workers
-    for step in steps:
-        split = tuple(r.stop - r.start for r in step.replicas)
-        if split != expected:
-            raise CheckFailed(
-                t("cli.check.fail.rows", step=step.step, split=_sizes(split), expected=_sizes(expected))
-            )
-    finals = [e.value for e in events if isinstance(e, Detail) and e.key == "final"]
-    if not finals or not finals[0]["identical"]:
-        diff = finals[0]["max_abs_diff"] if finals else t("cli.check.fail.none_reported")
-        raise CheckFailed(t("cli.check.fail.ranks_differ", diff=diff))
-    parts = [
-        t("cli.check.rows_per_rank", split=_sizes(expected), rows=rows, workers=workers, steps=len(steps)),
-        t("cli.check.ranks_identical", workers=workers),
-    ]
-    figures: dict[str, Any] = {"split": list(expected), "steps": len(steps), "ranks_identical": True}
-    # 2. the parameters, against one process on the same rows and against least squares
-    learned = _params(ended)
-    tol = CUDA_TOL if spec.startswith("cuda") else SAME_DEVICE_TOL
-    diff = _max_diff(learned, _cpu_reference(base))
-    parts.append(_within("W_1proc", diff, tol))
-    figures.update(reference_diff=diff, reference_tol=tol)
-    parts.append(_lstsq(cfg, learned, figures))
-    return Verified("; ".join(parts), figures), events
+    return check_ranks(spec, workers, gpus, CHECK_CONFIG, NAME)[0]
 
 
 def check_sync_batchnorm(gpus: int) -> Verified:
@@ -102,10 +52,10 @@ def check_sync_batchnorm(gpus: int) -> Verified:
 
 def check_hosts(nodes: int = 2) -> Verified:
     """DDP on gloo across `nodes` network-namespace hosts of one rank each, under torchrun
-    (fitcore.strategies.ddp.across: the rows, identical ranks, one process, least squares)."""
-    from fitcore.strategies.ddp import across
+    (fitcore.engine.across: the rows, identical ranks, one process, least squares)."""
+    from fitcore.engine import across
 
-    cfg = across.config(nodes)
+    cfg = across.config(nodes, NAME)
     results = across.checks(cfg, across.run(cfg, nodes, 1), nodes, 1, _cpu_reference(replace(cfg, workers=2)))
     failed = [f"{name}: {text}" for name, ok, text in results if not ok]
     if failed:

@@ -1,7 +1,7 @@
 """The fsdp strategy: PyTorch's FSDP2 (`torch.distributed.fsdp.fully_shard`), one process per rank.
 
-`train_fsdp` starts K = cfg.workers ranks exactly as DDP's launcher does (its launcher module: the store on
-loopback, spawned ranks, the gate between steps), with FSDP's Engine:
+`train_fsdp` starts K = cfg.workers ranks on the engine's launcher (fitcore.engine: the store on loopback,
+spawned ranks, the gate between steps; or one rank of a torchrun launch), with FSDP's Engine:
 
   1. every rank builds the same data and initial parameters; W is laid out (d, 1), y = X @ W + b;
   2. fully_shard cuts W's rows and b over the ranks (torch.chunk's rule, padded: .layout), so no
@@ -23,50 +23,16 @@ The package, by responsibility:
   check.py    its rows of `fitcore check`; compare.py its column of `fitcore compare` (DDP's arithmetic
               with FSDP's reduce-scatter, checked against the real fully_shard run); whatif.py its rows
               of `fitcore whatif`, calibrated on a run's measured collectives; locale.json its words.
-The names below are imported when first used (the registry imports this package below fitcore.config).
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
-from typing import Any
 
 from fitcore.strategies import Strategy
 from fitcore.strategies.fsdp.name import NAME
 
 OPTION = "reshard_after_forward"  # the config field only this strategy reads
-
-_EXPORTS = {  # name -> the module that holds it
-    **dict.fromkeys(("engine", "fsdp_value", "train_fsdp"), "fitcore.strategies.fsdp.train"),
-    **dict.fromkeys(
-        (
-            "ALL_GATHER",
-            "FSDP_PHASES",
-            "REDUCE_SCATTER",
-            "fsdp_specs",
-            "fsdp_step_bytes",
-            "padded_rows",
-            "ranks_fsdp_specs",
-            "shard_numel",
-            "shard_rows",
-            "shards_value",
-        ),
-        "fitcore.strategies.fsdp.layout",
-    ),  # fmt: skip
-    **dict.fromkeys(
-        ("ColumnLinear", "final_params", "joined_params", "rank_loop", "shard_params", "train_fsdp_rank"),
-        "fitcore.strategies.fsdp.rank",
-    ),
-}
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(name)
-
 
 def _steps_per_epoch(cfg) -> int:
     from fitcore.shards import Layout
@@ -82,6 +48,13 @@ def _train(cfg, on_event=lambda event: None, control=None, clock=None, plan=None
     kwargs = {} if clock is None else {"clock": clock}
     return train_fsdp(cfg, on_event, control, plan=plan, reshard_after_forward=cfg.reshard_after_forward,
                       **kwargs)  # fmt: skip
+
+
+def _torchrun(cfg, on_event=lambda event: None, control=None, plan=None):
+    from fitcore.engine.torchrun import train_torchrun
+    from fitcore.strategies.fsdp.train import engine
+
+    return train_torchrun(cfg, on_event, control, plan=plan, engine=engine(cfg.reshard_after_forward))
 
 
 def _step_lines(step) -> list[str]:
@@ -215,4 +188,5 @@ STRATEGY = Strategy(
     picture=_picture,
     phases=_phases,
     calibrate=_calibrate,
+    torchrun=_torchrun,
 )

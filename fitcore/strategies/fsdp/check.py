@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fitcore.check import CHECK_CONFIG, CheckFailed, Machine, Row, Verified, rank_skips, row
+from fitcore.check import CHECK_CONFIG, CheckFailed, Machine, Row, Verified, check_ranks, rank_skips, row
 from fitcore.devices import GPU
 from fitcore.events import Detail
 from fitcore.i18n import t
-from fitcore.strategies.ddp.check import check_ranks
 from fitcore.strategies.fsdp.layout import shard_numel, shard_rows
 from fitcore.strategies.fsdp.name import NAME
 

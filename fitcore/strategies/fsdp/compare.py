@@ -10,16 +10,17 @@ tests/test_compare.py checks this simulation against the real fully_shard run on
 
 from __future__ import annotations
 
-from fitcore.strategies.ddp import compare as ddp_compare
+from fitcore.compare import RanksComparer, rank_causes
 from fitcore.strategies.fsdp.name import NAME
 
 
-class Comparer(ddp_compare.Comparer):
+class Comparer(RanksComparer):
     """The ranks' gradients averaged (the reduce-scatter) and every shard stepped: DDP's arithmetic."""
 
     name = NAME
 
 
 def causes(cfg, plan, toggles, trained) -> list[str]:
-    """The reasons FSDP differs from the reference, each measured: DDP's, since it cuts DDP's rows."""
-    return ddp_compare.causes(cfg, plan, toggles, trained, NAME, "FSDP")
+    """The reasons FSDP differs from the reference, each measured: those of ranks on DistributedSampler's
+    rows, as DDP's."""
+    return rank_causes(cfg, plan, toggles, trained, NAME, "FSDP")

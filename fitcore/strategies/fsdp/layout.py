@@ -136,10 +136,22 @@ def fsdp_specs(label: str, sent: Sequence[int]) -> tuple[PhaseSpec, ...]:
     return tuple(specs)
 
 
-def ranks_fsdp_specs(labels: Sequence[str], d: int, itemsize: int, reports) -> tuple[PhaseSpec, ...]:
-    """Every rank's specs from its StepReport's measured `sent` (the launcher's Engine.specs)."""
+def planned_sent(k: int, d: int, itemsize: int, reshard_after_forward: bool) -> tuple[int, ...]:
+    """One rank's bytes in each collective of a step, by the ring formulas: what a rank measures (tests)."""
+    shard = shard_numel(d, k) * itemsize
+    gathers = (all_gather_bytes(k, shard),) * (2 if reshard_after_forward else 1)
+    return (*gathers, reduce_scatter_bytes(k, shard))
+
+
+def ranks_fsdp_specs(
+    reshard_after_forward: bool, labels: Sequence[str], d: int, itemsize: int, reports
+) -> tuple[PhaseSpec, ...]:
+    """Every rank's specs from its StepReport's measured `sent` (the launcher's Engine.specs); with no
+    reports (torchrun's lead rank hears only the shared table), from the ring formulas (planned_sent)."""
+    k = len(labels)
+    sent = [r.sent for r in reports] or [planned_sent(k, d, itemsize, reshard_after_forward)] * k
     return tuple(
         spec._replace(start=spec.start + r * FSDP_SLOTS, stop=spec.stop + r * FSDP_SLOTS)
-        for r, (label, report) in enumerate(zip(labels, reports))
-        for spec in fsdp_specs(label, report.sent)
+        for r, label in enumerate(labels)
+        for spec in fsdp_specs(label, sent[r])
     )

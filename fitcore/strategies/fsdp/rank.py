@@ -27,6 +27,16 @@ from torch.utils.data import DistributedSampler, TensorDataset
 
 from fitcore.config import FitConfig
 from fitcore.data import make_data
+from fitcore.engine.rank import (
+    LOSS_COL,
+    MAX_IDS,
+    STOP_COL,
+    RankState,
+    gather_times,
+    previous_times,
+    rank_clock,
+    share_step,
+)
 from fitcore.events import Status
 from fitcore.memory import fsdp_memory
 from fitcore.parallel import LinearModel, ShapeRecorder, init_parameters
@@ -37,11 +47,8 @@ from fitcore.phases import (
     LOSS_END,
     OPTIMIZER_END,
     START,
-    CudaClock,
-    HostClock,
 )
 from fitcore.shards import Layout
-from fitcore.strategies.ddp.rank import MAX_IDS, RankState, share_step
 from fitcore.strategies.fsdp.layout import (
     AG_BACK_END,
     AG_BACK_START,
@@ -55,8 +62,6 @@ from fitcore.strategies.fsdp.layout import (
     reduce_scatter_bytes,
 )
 from fitcore.train import diverged_message, make_optimizer
-
-LOSS_COL, STOP_COL = 0, 5  # of the shared table (fitcore.strategies.ddp.rank.share_step)
 
 
 class ColumnLinear(nn.Module):
@@ -153,12 +158,6 @@ class FsdpRank(NamedTuple):
     collectives: Collectives
 
 
-def _clock(device: torch.device) -> HostClock | CudaClock:
-    if device.type == "cuda":
-        return CudaClock([device.index] * FSDP_SLOTS)
-    return HostClock(FSDP_SLOTS)
-
-
 def _mark_absent(seen: Collectives, reshard_after_forward: bool) -> None:
     """Give a collective that did not run this step (one rank: nothing to scatter) a zero-length phase."""
     absent = []
@@ -182,6 +181,7 @@ def train_fsdp_rank(
     want_stop: Callable[[], bool],
     report: Callable[..., None],
     ready: Callable[[], None] = lambda: None,
+    pass_times: bool = False,
     reshard_after_forward: bool = True,
 ) -> tuple[RankState, FsdpRank]:
     """Train this rank's shard in the process group already initialised (the ddp rank module's train_rank's
@@ -200,7 +200,7 @@ def train_fsdp_rank(
     model.device_label = label
     mesh = init_device_mesh(device.type, (world_size,))
     fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward)
-    clock = _clock(device)
+    clock = rank_clock(device, FSDP_SLOTS)
     mark = clock.mark
     seen = Collectives(mark, world_size)
     model.set_custom_all_gather(TimedAllGather(seen))
@@ -213,6 +213,7 @@ def train_fsdp_rank(
     )  # fmt: skip
     b = Layout(cfg.data_size, world_size, cfg.batch_size).per_rank_batch
     slots = tuple(range(FSDP_SLOTS))
+    times = (0.0,) * FSDP_SLOTS
     ready()
 
     # 2. each step: all-gather, forward on this rank's rows, share losses, backward (reduce-scatter), step
@@ -235,9 +236,11 @@ def train_fsdp_rank(
             (seen_shape,) = recorder.take()
             first = (batch - 1) * b
             ids = order[first : first + min(len(idx), MAX_IDS)]
-            table = share_step(value, seen_shape, ids, want_stop(), device, world_size)
+            more = times if pass_times else ()
+            table = share_step(value, seen_shape, ids, want_stop(), device, world_size, more)
             mean = table[:, LOSS_COL].mean().item()
             if table[:, STOP_COL].any() or not math.isfinite(mean):
+                state.last_times = previous_times(table, pass_times, state.steps)
                 model.reshard()  # ZeRO-2 still holds the gathered parameters here; a rank ends on its shard
                 state.status = Status.STOPPED if table[:, STOP_COL].any() else Status.DIVERGED
                 if state.status == Status.DIVERGED:
@@ -254,11 +257,13 @@ def train_fsdp_rank(
             times = tuple(t - times[START] for t in times)  # seconds from this rank's own START
             state.steps, state.loss = state.steps + 1, mean
             report(state.steps, epoch, batch, table, value, held, times, tuple(seen.sent))
+    if pass_times and state.steps:  # the last step's times have no next step to travel with
+        state.last_times = gather_times(times, device, world_size)
     return state, held
 
 
 # ---------------------------------------------------------------------------------------------------------
-# What an FSDP rank reports (fitcore.strategies.ddp.launcher.Engine's rank side) and how the parent reads it.
+# What an FSDP rank reports (fitcore.engine.launcher.Engine's rank side) and how the parent reads it.
 
 
 def _local_values(param) -> list[float]:
@@ -292,6 +297,13 @@ def final_params(held: FsdpRank) -> tuple[tuple[tuple[float, ...], float], dict]
         "collectives": held.collectives.buffers,
     }
     return (weights, bias), extra
+
+
+def full_params(held: FsdpRank) -> tuple[tuple[float, ...], float]:
+    """The step's W and b on every rank (full_tensor: an all-gather each rank makes), for torchrun's lead
+    rank, which hears no other rank's shard."""
+    model = held.model
+    return tuple(model.weight.full_tensor().detach().view(-1).tolist()), model.bias.full_tensor().item()
 
 
 def rank_loop(reshard_after_forward: bool) -> Callable:

@@ -1,5 +1,5 @@
-"""`train_fsdp`: DDP's launcher (the store on loopback, spawned ranks, the gate between steps) with FSDP's
-Engine: what each rank runs (fully_shard, fitcore.strategies.fsdp.rank) and what the parent emits of it.
+"""`train_fsdp`: the engine's launcher (the store on loopback, spawned ranks, the gate between steps) with
+FSDP's Engine: what each rank runs (fully_shard, fitcore.strategies.fsdp.rank) and what the parent emits.
 
 Besides the launcher's events, FSDP's run emits Detail('fsdp') twice: after step 1, with each rank's rows of
 W and b and the bytes it holds (parameters, gradients and Adam state exist from the first optimizer step on),
@@ -14,12 +14,12 @@ from typing import Callable
 
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
+from fitcore.engine.launcher import Engine, launch, memory_details
 from fitcore.events import Detail, Event, RunEnded
 from fitcore.memory import fsdp_memory
-from fitcore.strategies.ddp.launcher import Engine, memory_details, train_ddp
-from fitcore.strategies.fsdp.layout import ranks_fsdp_specs, shards_value
+from fitcore.strategies.fsdp.layout import FSDP_SLOTS, ranks_fsdp_specs, shards_value
 from fitcore.strategies.fsdp.name import NAME
-from fitcore.strategies.fsdp.rank import final_params, joined_params, rank_loop, shard_params
+from fitcore.strategies.fsdp.rank import final_params, full_params, joined_params, rank_loop, shard_params
 from fitcore.strategies.fsdp.view import layout_lines
 from fitcore.train import Control
 
@@ -63,11 +63,13 @@ def engine(reshard_after_forward: bool = True) -> Engine:
         step_params=shard_params,
         final=final_params,
         weights=joined_params,
-        specs=ranks_fsdp_specs,
+        specs=partial(ranks_fsdp_specs, reshard_after_forward),
+        slots=FSDP_SLOTS,
         details=partial(_details, reshard_after_forward),
         step_extra=first_step_extra,
         step_details=partial(_first_step_details, reshard_after_forward),
         words=NAME,
+        joined=full_params,
     )
 
 
@@ -79,12 +81,12 @@ def train_fsdp(
     plan: DevicePlan | None = None,
     reshard_after_forward: bool = True,
 ) -> RunEnded:
-    """Fit y = X @ W + b with fully_shard on cfg.workers spawned ranks; emit train_ddp's events.
+    """Fit y = X @ W + b with fully_shard on cfg.workers spawned ranks; emit the engine's events.
 
-    The same events as the ddp package's train_ddp (Step's weights and bias are the ranks' shards joined),
+    The engine's events (fitcore.engine.launcher.launch; Step's weights and bias are the shards joined),
     Detail('fsdp') and Detail('memory') after step 1 and again before Detail('final'): each rank's rows of W
     and b, its measured collective buffers and `per_rank_memory`. reshard_after_forward: True frees the
     gathered parameters after forward (ZeRO-3, two all-gathers a step), False keeps them until backward ends
     (ZeRO-2, one).
     """
-    return train_ddp(cfg, on_event, control, clock, plan, engine(reshard_after_forward))
+    return launch(cfg, on_event, control, clock, plan, engine(reshard_after_forward))

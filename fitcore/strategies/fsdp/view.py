@@ -12,17 +12,17 @@ from fitcore.config import FitConfig
 from fitcore.console import final_lines, group_line
 from fitcore.events import RunStarted, Step
 from fitcore.i18n import count, t
+from fitcore.recording import GROUP
 from fitcore.runner import Snapshot
 from fitcore.shards import padded_part
-from fitcore.strategies.ddp import view as ddp_view
-from fitcore.strategies.ddp.name import NAME as DDP
 from fitcore.strategies.fsdp.layout import planned_memory, shard_rows, shards_value
 from fitcore.strategies.fsdp.name import NAME
 from fitcore.text import format_bytes
+from fitcore.view import ranks as rank_view
 from fitcore.view.common import Section, fitted_names
 
 CONSOLE_HINT = "view.console_hint.fsdp"
-planned_step = ddp_view.planned_step  # the same rows per rank: DistributedSampler's shards
+planned_step = rank_view.planned_step  # the same rows per rank: DistributedSampler's shards
 
 
 def zero_stage(cfg: FitConfig) -> int:
@@ -106,16 +106,16 @@ def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> 
     else:
         labels = planned_step(config, gpus)[1]
     own = _holdings_section(config, labels, snap.extra if snap is not None else None)
-    return [own, *ddp_view.rank_sections(snap, cfg, gpus, FSDP_WORDS)]
+    return [own, *rank_view.rank_sections(snap, cfg, gpus, FSDP_WORDS)]
 
 
 # FSDP's ranks take DDP's rows; what they do with them is FSDP's own
-FSDP_WORDS = ddp_view.RankWords(caption="fsdp.ranks.caption", pale="fsdp.shards.pale")
+FSDP_WORDS = rank_view.RankWords(caption="fsdp.ranks.caption", pale="fsdp.shards.pale")
 
 
 def parallelism(cfg: FitConfig, started: RunStarted) -> str:
     """ "FSDP (ZeRO-3), 2 ranks, gloo": gloo on the CPU, nccl with one GPU per rank."""
-    return f"FSDP (ZeRO-{zero_stage(cfg)}), {ddp_view.ranks_words(cfg, started)}"
+    return f"FSDP (ZeRO-{zero_stage(cfg)}), {rank_view.ranks_words(cfg, started)}"
 
 
 def layout_lines(value: dict) -> list[str]:
@@ -141,7 +141,7 @@ def layout_lines(value: dict) -> list[str]:
 
 def console_frame(snap: Snapshot) -> tuple[list[str], list[str]]:
     """The process group and the shards' layout first; every rank's final parameters once the run ends."""
-    head = [group_line(snap.extra[DDP])] if DDP in snap.extra else []
+    head = [group_line(snap.extra[GROUP])] if GROUP in snap.extra else []
     if NAME in snap.extra:
         head += layout_lines(snap.extra[NAME])
     tail = final_lines(snap.extra["final"]) if "final" in snap.extra and not snap.active else []

@@ -1,4 +1,4 @@
-"""A DDP run across hosts on one machine (its hosts module), under torchrun, and what it must show.
+"""A ranked run (DDP, FSDP, TP) across hosts on one machine (its hosts module), under torchrun: its checks.
 
 `run(...)` starts `torchrun --nnodes N --nproc-per-node P --rdzv-backend c10d -m fitcore ...` on every host,
 gloo bound to that host's eth0, rank 0 recording every step; `checks(...)` verifies the recording: the world
@@ -22,14 +22,14 @@ from fitcore import strategies
 from fitcore.config import FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.devices import parse_devices
+from fitcore.engine.hosts import PORT, Hosts, python_env
 from fitcore.errors import ConfigError
 from fitcore.events import Detail, Step
 from fitcore.outfiles import being_written
-from fitcore.recording import read
+from fitcore.recording import GROUP, read
 from fitcore.shards import Layout, epoch_shards
-from fitcore.strategies.ddp.hosts import PORT, Hosts, python_env
 
-CONFIG = FitConfig(epochs=40, optimizer="sgd", lr=0.3, strategy="ddp", devices="cpu")  # fitcore check's
+CONFIG = FitConfig(epochs=40, optimizer="sgd", lr=0.3, devices="cpu")  # fitcore check's
 RUN_TIMEOUT = 300  # seconds for the whole run: about 13 s here with 4 ranks on 2 cores
 SAME_TOL, LSTSQ_TOL = 1e-5, 1e-4  # as fitcore check: one process on the same rows; least squares
 LOST_MARGIN = 30  # seconds beyond the collective timeout for torchrun to end the other ranks
@@ -173,10 +173,11 @@ def _json(texts: list[str]) -> dict | None:
     return None
 
 
-def config(ranks: int) -> FitConfig:
-    """fitcore check's DDP config, its rows a multiple of the ranks: no padding, one step per epoch."""
+def config(ranks: int, strategy: str) -> FitConfig:
+    """fitcore check's config for a ranked `strategy`, its rows a multiple of the ranks: no padding, one
+    step per epoch."""
     rows = ranks * math.ceil(CONFIG.data_size / ranks)
-    return validate(replace(CONFIG, data_size=rows, batch_size=rows, workers=ranks))
+    return validate(replace(CONFIG, data_size=rows, batch_size=rows, workers=ranks, strategy=strategy))
 
 
 def checks(cfg: FitConfig, outcome: Outcome, nodes: int, procs: int, reference) -> list[Check]:
@@ -188,7 +189,7 @@ def checks(cfg: FitConfig, outcome: Outcome, nodes: int, procs: int, reference) 
     if not ok:
         return out
     events = outcome.recording.events
-    group = next(e.value for e in events if isinstance(e, Detail) and e.key == "ddp")
+    group = next(e.value for e in events if isinstance(e, Detail) and e.key == GROUP)
     hosts = group.get("hosts", [])
     per_host = {h: hosts.count(h) for h in hosts}
     spread = ", ".join(f"{h} {n}" for h, n in per_host.items())
@@ -252,7 +253,7 @@ def _lost_line(outcome: Outcome) -> str:
     """One line naming the lost host and its ranks (from rank 0's recording) and how rank 0 ended."""
     if not outcome.lost_host or outcome.recording is None or outcome.result is None:
         return ""
-    group = next(e.value for e in outcome.recording.events if isinstance(e, Detail) and e.key == "ddp")
+    group = next(e.value for e in outcome.recording.events if isinstance(e, Detail) and e.key == GROUP)
     address, name = outcome.lost_host
     ranks = [r for r, host in enumerate(group.get("hosts", [])) if host == name]
     first = (outcome.result.get("message") or "").splitlines()[:1]

@@ -182,6 +182,6 @@ def python_env(python: str | None) -> tuple[str, dict]:
     if python:
         env.pop("PYTHONPATH", None)
         return python, env
-    tree = str(Path(__file__).resolve().parents[3])  # the folder that holds the fitcore package
+    tree = str(Path(__file__).resolve().parents[2])  # the folder that holds the fitcore package
     env["PYTHONPATH"] = os.pathsep.join(p for p in (tree, env.get("PYTHONPATH", "")) if p)
     return sys.executable, env

@@ -1,7 +1,8 @@
-"""One rank of a run that torchrun launched (`torchrun ... -m fitcore --strategy ddp`), on 1+ machines.
+"""One rank of a run that torchrun launched (`torchrun ... -m fitcore --strategy ...`), on 1+ machines.
 
 torchrun sets each rank's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT; the rank joins the process group
-from them and runs the same loop as the spawned ranks (fitcore.strategies.ddp.rank); rank 0 emits the events.
+from them and runs its strategy's loop, the one the spawned ranks run (its Engine's `train`); rank 0 emits
+the events.
 """
 
 from __future__ import annotations
@@ -21,27 +22,26 @@ from fitcore.config import MAX_WORKERS, FitConfig, validate
 from fitcore.console import final_lines, group_line, shard_lines
 from fitcore.data import least_squares, make_data
 from fitcore.devices import DevicePlan, parse_devices
-from fitcore.errors import ConfigError, Text
-from fitcore.events import Detail, Event, RunEnded, Status, run_started
-from fitcore.i18n import count, t
-from fitcore.shards import Layout, first_epoch_value
-from fitcore.strategies.ddp.rank import (
+from fitcore.engine.launcher import Engine
+from fitcore.engine.rank import (
     COLLECTIVE_TIMEOUT,
     IDS_COLS,
-    PREV_TIMES_COLS,
+    TIMES_FROM,
     RankParams,
     RankState,
     final_value,
     group_backend,
     group_value,
     rank_label,
-    rank_params,
     rank_step,
     ranks_phases,
-    ranks_specs,
     table_ids,
-    train_rank,
 )
+from fitcore.errors import ConfigError, Text
+from fitcore.events import Detail, Event, RunEnded, Status, run_started
+from fitcore.i18n import count, t
+from fitcore.recording import GROUP
+from fitcore.shards import Layout, first_epoch_value
 from fitcore.train import Control, describe_failure, finished_message
 
 
@@ -120,7 +120,7 @@ class _OneBehind:
         self._held = args
 
     def release(self, times) -> None:
-        """Emit the held step with every rank's times of it ((K, DDP_SLOTS)); None: without phases."""
+        """Emit the held step with every rank's times of it ((K, slots)); None: without phases."""
         if self._held is not None:
             phases = ranks_phases(self.specs, times.tolist()) if times is not None else None
             self._emit(rank_step(*self._held, phases))
@@ -158,14 +158,18 @@ def train_torchrun(
     clock: Callable[[], float] = time.perf_counter,
     plan: DevicePlan | None = None,
     env: TorchrunEnv | None = None,
+    engine: Engine | None = None,
 ) -> RunEnded:
     """Be one rank of a run torchrun launched: init_process_group from the environment and train.
 
     Rank 0 emits the events (with every rank's shapes, losses, row ids and phase times, which the ranks
     share each step; a Step is emitted when the next step brings every rank's times of it); the other
     ranks emit nothing. Every rank returns its RunEnded. cfg.workers must be the world size
-    (config_for_torchrun).
+    (config_for_torchrun). `engine` is the strategy's, as the spawned ranks run it; its `joined` gives the
+    lead rank each step's parameters (every rank calls it: it may be a collective).
     """
+    if engine is None:
+        raise RuntimeError("train_torchrun needs the strategy's Engine")
     control = control or Control()
     env = env or torchrun_env()
     if env is None:
@@ -194,16 +198,17 @@ def train_torchrun(
         if lead:
             X, y = make_data(cfg)
             lstsq = least_squares(X, y)
-            behind.specs = ranks_specs(labels, cfg.n_features, X.element_size())
+            behind.specs = engine.specs(labels, cfg.n_features, X.element_size(), ())
             del X, y
-            header = t("cli.ddp.header.torchrun", ranks=count("cli.count.rank", k), backend=backend)
+            ranks = count("cli.count.rank", k)
+            header = t(f"cli.{engine.words}.header.torchrun", ranks=ranks, backend=backend)
             emit(run_started(cfg, labels, header, layout.steps_per_epoch, lstsq))
             group = group_value(
                 layout, backend, (env.master_addr, env.master_port), "launched by torchrun",
                 [e.device for e in everyone], labels,
                 {"hosts": [e.host for e in everyone], "pids": [e.pid for e in everyone]},
             )  # fmt: skip
-            emit(Detail("ddp", group, group_line(group)))
+            emit(Detail(GROUP, group, group_line(group)))
             shards = first_epoch_value(cfg, labels)
             emit(Detail("shards", shards, "\n".join(shard_lines(shards, "first"))))
 
@@ -211,26 +216,27 @@ def train_torchrun(
             nonlocal t0
             t0 = clock()
 
-        def report(step, epoch, batch, table, value, model, times):
+        def report(step, epoch, batch, table, value, model, times, sent=()):
+            w, b = engine.joined(model)  # on every rank: the ranks may hold parts of the parameters
             if not lead:
                 return
-            behind.release(table[:, PREV_TIMES_COLS])  # the step before this one, with every rank's times
+            behind.release(table[:, TIMES_FROM:])  # the step before this one, with every rank's times
             shapes = [((n, d), (n_out, d_out)) for n, d, n_out, d_out in table[:, 1:5].long().tolist()]
             ids = [table_ids(row) for row in table[:, IDS_COLS].tolist()]
-            w, b = rank_params(model)
             behind.hold(
                 step, epoch, batch, labels, shapes, table[:, 0].tolist(), w, b, clock() - t0, ids
             )  # fmt: skip
 
-        state, raw = train_rank(
+        state, raw = engine.train(
             cfg, env.rank, k, torch.device(device), labels[env.rank], lambda step: True,
             lambda: not control.wait(), report, ready, pass_times=True,
         )  # fmt: skip
         behind.release(state.last_times)
-        # 2. every rank's parameters, to show that they are identical
-        weights, bias = rank_params(raw)
+        # 2. every rank's parameters (to show that they are identical, or which part each holds)
+        (mine_w, mine_b), _ = engine.final(raw)
+        weights, bias = engine.joined(raw)
         finals: list[RankParams] = [None] * k
-        dist.all_gather_object(finals, RankParams(labels[env.rank], weights, bias))
+        dist.all_gather_object(finals, RankParams(labels[env.rank], mine_w, mine_b))
         if lead:
             value = final_value(finals)
             emit(Detail("final", value, "\n".join(final_lines(value))))

@@ -1,7 +1,9 @@
-"""The spawned ranks of `train_ddp`: the parent's TCP store on loopback, K processes, the gate between steps.
+"""The spawned ranks of every ranked strategy: the parent's TCP store on loopback, K processes, the gate.
 
-The parent serves the store, starts K ranks with torch.multiprocessing (spawn), allows each step as Control
-permits (pause, pace, time limit), and turns the ranks' reports, typed messages on one queue, into events.
+`launch(cfg, ..., engine)` serves the store, starts K ranks with torch.multiprocessing (spawn, forked from
+fitcore.warmstart's server), allows each step as Control permits (pause, pace, time limit), and turns the
+ranks' reports, typed messages on one queue, into events. What the ranks run and how their reports read is
+the strategy's `Engine` (DDP's, FSDP's and TP's are in their packages); nothing here knows one of them.
 """
 
 from __future__ import annotations
@@ -25,12 +27,7 @@ from fitcore.config import FitConfig
 from fitcore.console import final_lines, group_line, shard_lines
 from fitcore.data import least_squares, make_data
 from fitcore.devices import DevicePlan, parse_devices
-from fitcore.errors import Text
-from fitcore.events import Detail, Event, RunEnded, Status, run_started
-from fitcore.i18n import DEFAULT, count, current, set_language, t
-from fitcore.memory import held
-from fitcore.shards import Layout, epoch_shards, epoch_value, shards_value
-from fitcore.strategies.ddp.rank import (
+from fitcore.engine.rank import (
     COLLECTIVE_TIMEOUT,
     IDS_COLS,
     RankParams,
@@ -38,13 +35,15 @@ from fitcore.strategies.ddp.rank import (
     group_value,
     placement,
     rank_label,
-    rank_params,
     rank_step,
     ranks_phases,
-    ranks_specs,
     table_ids,
-    train_rank,
 )
+from fitcore.errors import Text
+from fitcore.events import Detail, Event, RunEnded, Status, run_started
+from fitcore.i18n import count, current, set_language, t
+from fitcore.recording import GROUP
+from fitcore.shards import Layout, epoch_shards, epoch_value, shards_value
 from fitcore.train import Control, describe_failure, finished_message
 
 HOST = "127.0.0.1"  # spawned ranks talk over loopback only
@@ -103,27 +102,12 @@ class Failed(NamedTuple):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# What the ranks run and how the parent reads them: DDP's by default, FSDP's in fitcore.strategies.fsdp.
-
-
-def lead_params(rank: int, raw) -> tuple[tuple[float, ...] | None, float | None]:
-    """What a DDP rank reports after each step: rank 0 its parameters (they are every rank's), others none."""
-    return rank_params(raw) if rank == 0 else (None, None)
-
-
-def final_params(raw) -> tuple[tuple[tuple[float, ...], float], dict]:
-    """A DDP rank's parameters after its loop, and what it holds: every parameter, gradient and Adam state."""
-    return rank_params(raw), {"memory": {"rank": dist.get_rank(), **held(raw.parameters(), raw.optimizer)}}
+# What the ranks run and how the parent reads them: each strategy's Engine.
 
 
 def lead_weights(reports) -> tuple[tuple[float, ...], float]:
-    """The step's parameters from the reports in rank order: rank 0's."""
+    """The step's parameters from the reports in rank order: rank 0's (where every rank holds them all)."""
     return tuple(reports[0].weights), reports[0].bias
-
-
-def ddp_specs_of(labels, d: int, itemsize: int, reports) -> tuple:
-    """Every rank's phase specs: DDP's depend on the labels alone."""
-    return ranks_specs(labels, d, itemsize)
 
 
 def memory_details(cfg, labels, finals) -> list[Detail]:
@@ -142,23 +126,27 @@ def no_step_details(cfg, labels, reports) -> list[Detail]:
 
 @dataclass(frozen=True)
 class Engine:
-    """One spawned strategy: the rank's loop and its reports (pickled to each rank), and the parent's reading.
+    """What one strategy's ranks run and how the launchers read their reports (pickled to each rank).
 
     Every field is a module-level function (or a functools.partial of one), so that spawn can pickle it.
+    `train` is the rank's loop, with the signature of fitcore.strategies.ddp.rank.train_rank: it takes the
+    step gate, the stop wish and `report`, shares the table of fitcore.engine.rank.share_step each step, and
+    returns (RankState, what the rank holds); with pass_times it also passes its `slots` times on.
     """
 
-    train: Callable = train_rank  # train_rank's signature: the rank's loop, returns (RankState, its model)
-    step_params: Callable = lead_params  # (rank, model) -> (weights, bias) its StepReport carries
-    final: Callable = final_params  # model -> ((weights, bias), extra): after the loop, in the process group
+    train: Callable  # the rank's loop, returns (RankState, its model)
+    step_params: Callable  # (rank, model) -> (weights, bias) its StepReport carries
+    final: Callable  # model -> ((weights, bias), extra): after the loop, in the process group
+    specs: Callable  # (labels, d, itemsize, [StepReport]) -> every rank's phase specs
+    slots: int  # the time slots of one rank's step (its phases' marks)
+    words: str  # its catalog's words: cli.<words>.header.cpu / .gpu / .torchrun, cli.run.where.<words>
     weights: Callable = lead_weights  # [StepReport in rank order] -> the step's (weights, bias)
-    specs: Callable = ddp_specs_of  # (labels, d, itemsize, [StepReport]) -> every rank's phase specs
     details: Callable = memory_details  # (cfg, labels, [Final in rank order]) -> Details before 'final'
     step_extra: Callable = no_step_extra  # (rank, model, step) -> what its StepReport carries as `extra`
     step_details: Callable = no_step_details  # (cfg, labels, [StepReport]) -> Details after the step's event
-    words: str = "ddp"  # its catalog's words: cli.<words>.header.cpu / .gpu, cli.run.where.<words>
-
-
-DDP_ENGINE = Engine()
+    # under torchrun, where the lead rank hears no other's report: (model) -> the step's (weights, bias), run
+    # on every rank after each step (a collective where the ranks hold parts, FSDP's and TP's)
+    joined: Callable | None = None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -203,7 +191,7 @@ def _loopback_interface() -> str | None:
 
 
 def _worker(
-    rank, cfg, world_size, backend, devices, port, out, gate, parent_pid, lang=DEFAULT, engine=DDP_ENGINE
+    rank, cfg, world_size, backend, devices, port, out, gate, parent_pid, lang, engine
 ) -> None:
     """One spawned rank: join the process group through the parent's store, train, report, leave."""
     set_language(lang)  # the words a rank makes (its Details' lines) in the parent's language
@@ -297,7 +285,7 @@ class _RankFailed(Exception):
 class _Launch:
     """The parent's side of a spawned run: the store, the ranks, the gate and the events."""
 
-    def __init__(self, cfg, on_event, control, clock, t0, engine: Engine = DDP_ENGINE):
+    def __init__(self, cfg, on_event, control, clock, t0, engine: Engine):
         self.cfg, self.on_event, self.control, self.clock, self.t0 = cfg, on_event, control, clock, t0
         self.engine = engine
         self.itemsize = 0
@@ -362,7 +350,7 @@ class _Launch:
         self._update_shards(1)
 
         # 4. steps: the granter thread allows them as Control permits; this thread turns reports into events
-        self.granter = threading.Thread(target=self._grant, name="fitcore-ddp-gate", daemon=True)
+        self.granter = threading.Thread(target=self._grant, name="fitcore-gate", daemon=True)
         self.granter.start()
         return self._collect()
 
@@ -371,7 +359,7 @@ class _Launch:
             self.layout, backend, (HOST, self.port), "spawned with torch.multiprocessing", devices,
             self.labels, {"pids": list(self.pids)}, startup_seconds=startup,
         )  # fmt: skip
-        self.on_event(Detail("ddp", value, group_line(value)))
+        self.on_event(Detail(GROUP, value, group_line(value)))
 
     def _update_shards(self, epoch: int, force: bool = False) -> None:
         """Detail('shards'): the first epoch once, the latest at most every SHARDS_EVERY seconds."""
@@ -581,21 +569,20 @@ class _Launch:
         self.store = None  # the store's server closes its socket, freeing the port
 
 
-def train_ddp(
+def launch(
     cfg: FitConfig,
-    on_event: Callable[[Event], None] = lambda event: None,
-    control: Control | None = None,
-    clock: Callable[[], float] = time.perf_counter,
-    plan: DevicePlan | None = None,
-    engine: Engine = DDP_ENGINE,
+    on_event: Callable[[Event], None],
+    control: Control | None,
+    clock: Callable[[], float],
+    plan: DevicePlan | None,
+    engine: Engine,
 ) -> RunEnded:
-    """Fit y = X·W + b with DistributedDataParallel on cfg.workers spawned ranks; emit train()'s events.
+    """Fit y = X·W + b on cfg.workers spawned ranks that run `engine`; emit train()'s events.
 
-    Emits RunStarted, Detail('ddp') (the process group), Detail('shards') (each rank's dataset rows, for
+    Emits RunStarted, Detail('group') (the process group), Detail('shards') (each rank's dataset rows, for
     the first and the latest epoch), one Step per global step (a Replica per rank, the mean of the ranks'
-    losses, rank 0's parameters), Detail('final') (every rank's parameters) and RunEnded, which is also
-    returned. The config must already be validated. `engine` is what the ranks run (the fsdp package passes
-    FSDP's); its Details come before Detail('final').
+    losses, the step's parameters as the engine joins them), the engine's own Details, Detail('final')
+    (every rank's parameters) and RunEnded, which is also returned. The config must already be validated.
 
     .. warning::
         Starting the ranks takes seconds: each spawned process imports torch. Control is honoured between
