@@ -422,6 +422,7 @@ def validate(
             raise ConfigError(
                 "workers", cfg.workers, Text("config.workers_gpus", n=len(plan.device_ids), spec=plan.spec)
             )
+    strategies.strategy(cfg.strategy).rules(cfg, plan)  # its own rules (TP: a rank per feature at most)
 
     # 4. memory, estimated before any tensor exists
     need = estimate_bytes(cfg.data_size, d, cfg.batch_size)

@@ -45,7 +45,8 @@ ACTIVE = (Status.QUEUED, Status.RUNNING, Status.PAUSED)
 
 
 class Replica(NamedTuple):
-    """One replica's (or DDP rank's) share of a step: rows [start, stop) of the batch, and its shapes."""
+    """One replica's (or rank's) share of a step: rows [start, stop) of the batch, its shapes, and its columns
+    [lo, hi) of X where it holds only some (tensor parallelism: every rank the whole batch, its features)."""
 
     device: str  # its label as shown: "virtual:0 (emulated on CPU)", "cuda:1", "rank 1 · cpu · gloo"
     start: int  # first row of the batch this replica got
@@ -55,6 +56,7 @@ class Replica(NamedTuple):
     loss: float | None = None  # the replica's own MSE where it computes one (a DDP rank); DataParallel's
     # replicas only run forward, and the loss is computed once, on the gathered output
     ids: tuple[int, ...] = ()  # the dataset row ids of its first rows (at most 8): where its rows came from
+    columns: tuple[int, int] | None = None  # its features [lo, hi) of X; None: all of them
 
     @property
     def rows(self) -> int:

@@ -129,7 +129,8 @@ def event_dict(event: Event) -> dict[str, Any]:
             "input_shape": list(event.input_shape),
             "output_shape": list(event.output_shape),
             "replicas": [
-                [r.device, r.start, r.stop, list(r.input_shape), list(r.output_shape), r.loss, list(r.ids)]
+                [r.device, r.start, r.stop, list(r.input_shape), list(r.output_shape), r.loss, list(r.ids),
+                 None if r.columns is None else list(r.columns)]
                 for r in event.replicas
             ],
             "weights": list(event.weights),
@@ -199,8 +200,18 @@ def _opt(item: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda v: None if v is None else item(v)
 
 
+def _columns(v: Any) -> tuple[int, int] | None:
+    if v is None:
+        return None
+    lo, hi = _list(v, _int) if len(v) == 2 else ((),) * 2
+    return lo, hi
+
+
 def _replica(v: Any) -> Replica:
-    device, start, stop, ins, outs, loss, ids = _list(v, lambda x: x) if len(v) == 7 else ((),) * 7
+    fields = _list(v, lambda x: x)
+    if len(fields) == 7:  # before version 3: no columns (every replica held all of them)
+        fields = (*fields, None)
+    device, start, stop, ins, outs, loss, ids, cols = fields if len(fields) == 8 else ((),) * 8
     return Replica(
         _str(device),
         _int(start),
@@ -209,6 +220,7 @@ def _replica(v: Any) -> Replica:
         _list(outs, _int),
         _opt(_num)(loss),
         _list(ids, _int),
+        _columns(cols),
     )
 
 

@@ -68,6 +68,10 @@ class Projection:
     latency_per_device: int  # messages in a row per step, per device but one
     one_machine: bool = False  # one process: it reaches only one machine's devices
     page_title: Callable[[], str] | None = None  # its name on the page, in its language (None: title)
+    # the share of a step's compute one device does: all of its rows' (1), or 1/K of them (TP's features)
+    compute_share: Callable[[int], float] = lambda k: 1.0
+    # what wire's batch_bytes carries: the rows (False), or one activation per row (TP's outputs)
+    activations: bool = False
 
 
 def _ring(params: float, k: int, batch_bytes: float = 0.0) -> float:
@@ -281,9 +285,12 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured) 
         row["note"] = t("cli.whatif.note.one_machine", n=DEVICES_PER_MACHINE)
         return {**row, "comm_bytes_per_device": None, "comm_seconds": None, "compute_seconds": None,
                 "step_seconds": None, "comm_share": None}  # fmt: skip
+    projection = _projection(s)
+    if projection.activations:  # the batch's outputs, one number a row, not its rows
+        batch_bytes = batch_bytes / measured.row_bytes * WIRE_BYTES
     wire = comm_bytes_per_device(s, params, k, batch_bytes)
     comm = comm_seconds(s, params, k, link, batch_bytes)
-    compute = compute_seconds(measured, params, rows, flops)
+    compute = compute_seconds(measured, params, rows, flops) * projection.compute_share(k)
     if not row["fits"]:
         need, have = f"{memory / 1e9:.3g}", f"{device_memory / 1e9:.3g}"
         row["note"] = t("cli.whatif.note.memory", need=need, have=have)

@@ -251,7 +251,7 @@ def sharded_picture(run: FakeRun, step: int) -> dict:
     gathers = 2 if sc.zero == 3 else 1  # ZeRO-3 gathers again for backward
     sent = (layout.all_gather_bytes(k, shard),) * gathers + (layout.reduce_scatter_bytes(k, shard),)
     reports = [Sent(sent)] * k
-    specs = layout.ranks_fsdp_specs(labels, d, ITEMSIZE, reports)
+    specs = layout.ranks_fsdp_specs(sc.zero == 3, labels, d, ITEMSIZE, reports)
     times = [t for r in range(k) for t in sharded_times(r, sc.zero)]
     phases = StepPhases(tuple(specs), tuple(times))
     event = Step(step, step, 1, math.nan if loss is None else loss, first.input_shape, first.output_shape,

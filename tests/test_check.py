@@ -16,6 +16,7 @@ import fitcore.check as check
 import fitcore.strategies.dataparallel.check as dp_check
 import fitcore.strategies.ddp.check as ddp_check
 import fitcore.strategies.fsdp.check as fsdp_check
+from fitcore import strategies
 from fitcore.check import CheckFailed, Machine, Row, Verified, plan_rows, probe, run_row
 from fitcore.cli import main as cli_main
 from fitcore.devices import GPU
@@ -124,26 +125,43 @@ def test_a_machine_that_cannot_be_read_fails_the_environment_row_only(monkeypatc
 # Planning from the GPUs the machine reports (nothing below runs a CUDA row).
 
 BASE_NAMES = ["environment", *CPU_ROWS, "dataparallel cuda:0", "dataparallel virtual:3@cuda:0"]
-
-
-def test_without_gpus_the_cuda_rows_are_skipped_with_their_reasons():
-    rows = plan_rows(NO_GPU)
-    assert names(rows) == BASE_NAMES + [
-        "dataparallel cuda (2 GPUs, nn.DataParallel)",
+# each strategy's rows after those, by strategy: the table lists them in the registry's order
+STRATEGY_ROWS = {
+    "dataparallel": ["dataparallel cuda (2 GPUs, nn.DataParallel)"],
+    "ddp": [
         "ddp gloo 2 ranks (CPU)",
         "ddp nccl 2 ranks (1 per GPU)",
         "syncbatchnorm nccl 2 ranks (1 per GPU)",
         "ddp across 2 hosts (network namespaces)",
-        "fsdp gloo 2 ranks (CPU)",
-        "fsdp nccl 2 ranks (1 per GPU)",
-    ]
+    ],
+    "fsdp": ["fsdp gloo 2 ranks (CPU)", "fsdp nccl 2 ranks (1 per GPU)"],
+}
+# the nccl rows, skipped for one reason on a machine: each strategy's own
+NCCL_ROWS = {
+    "dataparallel": [],
+    "ddp": ["ddp nccl 2 ranks (1 per GPU)", "syncbatchnorm nccl 2 ranks (1 per GPU)"],
+    "fsdp": ["fsdp nccl 2 ranks (1 per GPU)"],
+}
+
+
+def strategy_rows() -> list[str]:
+    """Every registered strategy's rows, in the registry's order (a strategy with no entry here fails)."""
+    assert set(STRATEGY_ROWS) == set(strategies.NAMES) == set(NCCL_ROWS)
+    return [row for name in strategies.NAMES for row in STRATEGY_ROWS[name]]
+
+
+def nccl_skips(reason: str) -> dict[str, str]:
+    return {row: reason for name in strategies.NAMES for row in NCCL_ROWS[name]}
+
+
+def test_without_gpus_the_cuda_rows_are_skipped_with_their_reasons():
+    rows = plan_rows(NO_GPU)
+    assert names(rows) == BASE_NAMES + strategy_rows()
     assert skips(rows) == {
         "dataparallel cuda:0": "no CUDA GPU",
         "dataparallel virtual:3@cuda:0": "no CUDA GPU",
         "dataparallel cuda (2 GPUs, nn.DataParallel)": "needs 2 GPUs",
-        "ddp nccl 2 ranks (1 per GPU)": "nccl not available",
-        "syncbatchnorm nccl 2 ranks (1 per GPU)": "nccl not available",
-        "fsdp nccl 2 ranks (1 per GPU)": "nccl not available",
+        **nccl_skips("nccl not available"),
     }
     assert run_row(rows[-1]).result == "skipped: nccl not available"
 
@@ -165,29 +183,15 @@ def test_one_gpu_plans_the_single_gpu_rows():
     assert names(rows)[:7] == BASE_NAMES
     assert skips(rows) == {
         "dataparallel cuda (2 GPUs, nn.DataParallel)": "needs 2 GPUs",
-        "ddp nccl 2 ranks (1 per GPU)": "needs 2 GPUs",
-        "syncbatchnorm nccl 2 ranks (1 per GPU)": "needs 2 GPUs",
-        "fsdp nccl 2 ranks (1 per GPU)": "needs 2 GPUs",
+        **nccl_skips("needs 2 GPUs"),
     }
 
 
 def test_two_gpus_plan_every_row():
     rows = plan_rows(TWO_GPUS)
-    assert names(rows)[7:] == [
-        "dataparallel cuda (2 GPUs, nn.DataParallel)",
-        "ddp gloo 2 ranks (CPU)",
-        "ddp nccl 2 ranks (1 per GPU)",
-        "syncbatchnorm nccl 2 ranks (1 per GPU)",
-        "ddp across 2 hosts (network namespaces)",
-        "fsdp gloo 2 ranks (CPU)",
-        "fsdp nccl 2 ranks (1 per GPU)",
-    ]
+    assert names(rows)[7:] == strategy_rows()
     assert skips(rows) == {}
-    assert skips(plan_rows(replace(TWO_GPUS, nccl=False))) == {
-        "ddp nccl 2 ranks (1 per GPU)": "nccl not available",
-        "syncbatchnorm nccl 2 ranks (1 per GPU)": "nccl not available",
-        "fsdp nccl 2 ranks (1 per GPU)": "nccl not available",
-    }
+    assert skips(plan_rows(replace(TWO_GPUS, nccl=False))) == nccl_skips("nccl not available")
 
 
 def test_cuda_rows_call_the_cpu_rows_comparisons_with_a_cuda_spec(monkeypatch):

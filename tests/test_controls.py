@@ -12,13 +12,28 @@ from fitcore.config import ConfigError, FitConfig, validate
 from fitcore.data import make_data
 from fitcore.devices import GPU
 from fitcore.parallel import chunk_sizes
+from fitcore.strategies import STRATEGIES
 from fitcore.view import controls, status
 from tests.view_helpers import run_to_end, trained_steps
+
+# each strategy's presets by key, in the registry's order (a strategy with no entry here fails)
+STRATEGY_PRESETS = {
+    "dataparallel": [], "ddp": ["ddp", "uneven_shards"], "fsdp": ["fsdp", "fsdp_zero2"],
+}  # fmt: skip
+PAGE_PRESETS = ["tutorial", "uneven", "few_rows", "high_lr", "noisy"]  # DataParallel's, the page's own
+
+
+def strategy_presets() -> list[str]:
+    from fitcore import strategies
+
+    assert set(STRATEGY_PRESETS) == set(strategies.NAMES)
+    return [key for name in strategies.NAMES for key in STRATEGY_PRESETS[name]]
 
 
 def test_every_preset_is_valid_and_named_once():
     names = [p.name for p in controls.PRESETS]
-    assert len(set(names)) == len(names) == 9
+    assert [p.key for p in controls.PRESETS] == PAGE_PRESETS + strategy_presets()
+    assert len(set(names)) == len(names) == len(PAGE_PRESETS + strategy_presets())
     for p in controls.PRESETS:
         validate(p.config)
         assert controls.preset(p.name) is p
@@ -132,9 +147,9 @@ def test_query_text():
         (
             {"devices": "cpu"},
             "devices: got 'cpu'; allowed: virtual:K (K from 1 to 8) or cuda:i,j,..., "
-            "or cpu with strategy ddp or fsdp",
+            "or cpu with strategy " + " or ".join(s.name for s in STRATEGIES.values() if s.processes),
         ),
-        ({"strategy": "ddp2"}, "strategy: got 'ddp2'; allowed: dataparallel or ddp or fsdp"),
+        ({"strategy": "ddp2"}, "strategy: got 'ddp2'; allowed: " + " or ".join(STRATEGIES)),
         ({"workers": "two"}, "workers: got 'two'; allowed: an integer"),
         (
             {"pace": "7"},
@@ -214,7 +229,7 @@ def test_lesson_pace_holds_each_phase_its_seconds():
 
 def test_a_lesson_script_from_the_link():
     keys = [p.key for p in controls.script_from_query({"script": "lesson"})[0]]
-    assert keys == ["tutorial", "uneven", "few_rows", "ddp", "uneven_shards", "fsdp", "fsdp_zero2"]
+    assert keys == ["tutorial", "uneven", "few_rows", *strategy_presets()]
     mine = controls.script_from_query({"script": "ddp, tutorial"})[0]
     assert [p.key for p in mine] == ["ddp", "tutorial"]
     presets, errors = controls.script_from_query({"script": ["x", "ddp"]})  # a repeated one is refused

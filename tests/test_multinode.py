@@ -1,4 +1,4 @@
-"""DDP across two hosts on this machine (network namespaces, torchrun on each), and a host that dies.
+"""DDP, FSDP and TP across two hosts on this machine (namespaces, torchrun on each), and a host that dies.
 
 Each test runs `python -m benchmarks.multinode` as a user would, and then checks that none of the namespaces
 it made is left, nor any process in them. Where namespaces cannot be made (no root, no iproute2), the tests
@@ -50,6 +50,22 @@ def test_ddp_across_two_hosts_from_the_installed_wheel(fitcore_venv):
     assert figures["ranks"] == "4 ranks on 2 hosts: node0 2, node1 2"
     assert figures["rows"] == "rows per rank 50/50/50/50 = DistributedSampler's shards on all 40 steps"
     assert result["passed"] and result["exit_codes"] == [0, 0]
+    assert left_behind(pid) == []
+
+
+@pytest.mark.parametrize(
+    "strategy, rows",
+    [
+        ("fsdp", "rows per rank 100/100 = DistributedSampler's shards on all 40 steps"),
+    ],
+)
+def test_every_ranked_strategy_runs_across_two_hosts_under_torchrun(strategy, rows):
+    """The engine's torchrun launcher carries FSDP and TP as it carries DDP: one rank on each host."""
+    code, lines, result, pid = multinode("--nodes", "2", "--procs-per-node", "1", "--strategy", strategy)
+    assert code == 0, "\n".join(lines)
+    figures = {c["name"]: c["figures"] for c in result["checks"]}
+    assert all(c["passed"] for c in result["checks"]) and len(result["checks"]) == 6
+    assert figures["ranks"] == "2 ranks on 2 hosts: node0 1, node1 1" and figures["rows"] == rows
     assert left_behind(pid) == []
 
 

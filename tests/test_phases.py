@@ -83,7 +83,8 @@ def test_the_tutorial_step_200_rows_on_2_devices_float32():
 def test_step_bytes_table(rows, k, d, itemsize, dataparallel, ddp):
     # FSDP: every rank sends (k - 1) padded shards of ceil(d / k) + ceil(1 / k) numbers in each collective
     fsdp = k * 3 * (k - 1) * (math.ceil(d / k) + 1) * itemsize
-    assert step_bytes(rows, k, d, itemsize) == {"dataparallel": dataparallel, "ddp": ddp, "fsdp": fsdp}
+    expected = {"dataparallel": dataparallel, "ddp": ddp, "fsdp": fsdp}
+    assert step_bytes(rows, k, d, itemsize) == expected
 
 
 def test_per_device_formulas():

@@ -26,6 +26,7 @@ from fitcore.engine.hosts import PORT, Hosts, python_env
 from fitcore.errors import ConfigError
 from fitcore.events import Detail, Step
 from fitcore.outfiles import being_written
+from fitcore.phases import chunk_sizes
 from fitcore.recording import GROUP, read
 from fitcore.shards import Layout, epoch_shards
 
@@ -209,7 +210,11 @@ def checks(cfg: FitConfig, outcome: Outcome, nodes: int, procs: int, reference) 
 
 
 def _rows_check(cfg: FitConfig, steps: list[Step], ranks: int) -> Check:
-    """Every step's rows on every rank: as many as DistributedSampler's shard gives, and its first ids."""
+    """Every step's rows on every rank: as many as DistributedSampler's shard gives, and its first ids; or,
+    for ranks that split the columns (TP), every row of the batch on every rank, each its torch.chunk
+    columns."""
+    if strategies.of(cfg).covers == "columns":
+        return _columns_check(cfg, steps, ranks)
     layout = Layout(cfg.data_size, ranks, cfg.batch_size)
     bad = [] if len(steps) == cfg.epochs * layout.steps_per_epoch else [f"{len(steps)} steps"]
     shards: dict[int, list[list[int]]] = {}
@@ -224,6 +229,19 @@ def _rows_check(cfg: FitConfig, steps: list[Step], ranks: int) -> Check:
                 bad.append(f"step {step.step} rank {r}")
     sizes = "/".join(str(layout.local_rows(1)) for _ in range(ranks))
     text = f"rows per rank {sizes} = DistributedSampler's shards on all {len(steps)} steps"
+    return ("rows", not bad and len(steps) > 0, text if not bad else "differs: " + ", ".join(bad[:4]))
+
+
+def _columns_check(cfg: FitConfig, steps: list[Step], ranks: int) -> Check:
+    sizes = list(chunk_sizes(cfg.n_features, ranks))
+    bad = [] if len(steps) == cfg.total_steps else [f"{len(steps)} steps"]
+    for step in steps:
+        widths = [r.columns[1] - r.columns[0] if r.columns else None for r in step.replicas]
+        whole = all(r.rows == step.input_shape[0] and r.ids == step.replicas[0].ids for r in step.replicas)
+        if widths != sizes or not whole:
+            bad.append(f"step {step.step}")
+    split = "/".join(map(str, sizes))
+    text = f"every rank every row, columns {split} = torch.chunk on all {len(steps)} steps"
     return ("rows", not bad and len(steps) > 0, text if not bad else "differs: " + ", ".join(bad[:4]))
 
 

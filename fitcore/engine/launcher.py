@@ -147,6 +147,8 @@ class Engine:
     # under torchrun, where the lead rank hears no other's report: (model) -> the step's (weights, bias), run
     # on every rank after each step (a collective where the ranks hold parts, FSDP's and TP's)
     joined: Callable | None = None
+    layout: Callable = Layout.of  # cfg -> Layout: the steps and each rank's rows (TP's: the whole batch)
+    covers: str = "rows"  # what a rank's Replica covers: its own "rows" (DDP, FSDP) or "columns" (TP)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -289,7 +291,7 @@ class _Launch:
         self.cfg, self.on_event, self.control, self.clock, self.t0 = cfg, on_event, control, clock, t0
         self.engine = engine
         self.itemsize = 0
-        self.layout = Layout.of(cfg)
+        self.layout = engine.layout(cfg)
         self.k = cfg.workers
         self.store = self.procs = self.queue = self.gate = self.granter = None
         self.port: int | None = None
@@ -364,6 +366,8 @@ class _Launch:
     def _update_shards(self, epoch: int, force: bool = False) -> None:
         """Detail('shards'): the first epoch once, the latest at most every SHARDS_EVERY seconds."""
         now = self.clock()
+        if self.engine.covers != "rows":  # every rank takes the whole batch: there are no row shards
+            return
         if epoch == self._shards_epoch or (
             not force and self._shards_first and now - self._shards_at < SHARDS_EVERY
         ):
@@ -451,7 +455,7 @@ class _Launch:
             first.step, first.epoch, first.batch, self.labels,
             [(m.input_shape, m.output_shape) for m in msgs], [m.loss for m in msgs],
             weights, bias, self.clock() - self.t0, [m.ids for m in msgs],
-            ranks_phases(specs, [m.times for m in msgs]),
+            ranks_phases(specs, [m.times for m in msgs]), self.engine.covers,
         )  # fmt: skip
         self.steps, self.loss = event.step, event.loss
         self.weights, self.bias = event.weights, event.bias

@@ -149,9 +149,11 @@ def rank_step(
     elapsed: float,
     ids: Sequence[tuple[int, ...]] = (),
     phases: StepPhases | None = None,
+    covers: str = "rows",
 ) -> Step:
-    """One step of K ranks as a Step: a Replica per rank (its rows numbered on from the rank before it),
-    the mean of the ranks' losses, and rank 0's parameters.
+    """One step of K ranks as a Step: a Replica per rank, the mean of the ranks' losses, and the step's
+    parameters. covers "rows": each rank its own rows, numbered on from the rank before it (DDP, FSDP);
+    "columns": every rank the whole batch and its own features, numbered on from the rank before it (TP).
 
     Args:
         shapes: each rank's (input shape, output shape), (b, d) and (b, 1).
@@ -161,14 +163,21 @@ def rank_step(
     """
     replicas, start = [], 0
     for r, (label, (input_shape, output_shape), loss) in enumerate(zip(labels, shapes, losses)):
-        rows = input_shape[0]
+        rows, cols = input_shape
         rank_ids = tuple(ids[r]) if ids else ()
-        replicas.append(
-            Replica(label, start, start + rows, tuple(input_shape), tuple(output_shape), loss, rank_ids)
-        )
-        start += rows
-    d, out = shapes[0][0][1], shapes[0][1][1]
+        if covers == "columns":  # the whole batch, features [start, start + cols)
+            share = (0, rows, tuple(input_shape), tuple(output_shape), loss, rank_ids, (start, start + cols))
+            start += cols
+        else:
+            share = (start, start + rows, tuple(input_shape), tuple(output_shape), loss, rank_ids)
+            start += rows
+        replicas.append(Replica(label, *share))
     mean = sum(losses) / len(losses)
+    if covers == "columns":  # the whole batch on every rank, each its columns: X is (B, d)
+        rows, out = shapes[0][0][0], shapes[0][1][1]
+        return Step(step, epoch, batch, mean, (rows, start), (rows, out), tuple(replicas), weights, bias,
+                    elapsed, phases)  # fmt: skip
+    d, out = shapes[0][0][1], shapes[0][1][1]
     # every rank's rows together; no tensor of this shape exists (nothing is gathered)
     return Step(
         step, epoch, batch, mean, (start, d), (start, out), tuple(replicas), weights, bias, elapsed, phases
@@ -207,7 +216,7 @@ def group_value(
     """
     return {
         "backend": backend,
-        "world_size": layout.world_size,
+        "world_size": len(labels),
         "master_addr": master[0],
         "master_port": master[1],
         "launcher": launcher,

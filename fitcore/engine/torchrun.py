@@ -41,7 +41,7 @@ from fitcore.errors import ConfigError, Text
 from fitcore.events import Detail, Event, RunEnded, Status, run_started
 from fitcore.i18n import count, t
 from fitcore.recording import GROUP
-from fitcore.shards import Layout, first_epoch_value
+from fitcore.shards import first_epoch_value
 from fitcore.train import Control, describe_failure, finished_message
 
 
@@ -110,22 +110,41 @@ class _OneBehind:
     holding a step back costs nothing, where another collective after each step would cost its round trip.
     """
 
-    def __init__(self, emit: Callable[[Event], None]):
-        self._emit = emit
+    def __init__(self, emit: Callable[[Event], None], engine: Engine):
+        self._emit, self._engine = emit, engine
         self._held: tuple | None = None  # rank_step's arguments, all but the phases
-        self.specs: tuple = ()  # every rank's phase specs (ranks_specs), set by the lead
+        self._specs: dict = {}  # the ranks' shapes -> every rank's phase specs (the Engine's), once each
+        self.sizes: tuple = ()  # (labels, d, itemsize), set by the lead
         self.emitted = 0  # the steps emitted: what a run that fails mid-step reports it took
 
     def hold(self, *args) -> None:
         self._held = args
 
+    def _specs_of(self, shapes) -> tuple:
+        """The step's specs from the ranks' shapes, as the shared table gives them (the lead hears no
+        other rank's report: a strategy whose bytes depend on more plans them, FSDP's by its formulas)."""
+        key = tuple(shapes)
+        if key not in self._specs:
+            reports = [Shapes(tuple(i), tuple(o)) for i, o in shapes]
+            self._specs[key] = self._engine.specs(*self.sizes, reports)
+        return self._specs[key]
+
     def release(self, times) -> None:
         """Emit the held step with every rank's times of it ((K, slots)); None: without phases."""
         if self._held is not None:
-            phases = ranks_phases(self.specs, times.tolist()) if times is not None else None
-            self._emit(rank_step(*self._held, phases))
+            shapes = self._held[4]
+            phases = ranks_phases(self._specs_of(shapes), times.tolist()) if times is not None else None
+            self._emit(rank_step(*self._held, phases, self._engine.covers))
             self._held = None
             self.emitted += 1
+
+
+class Shapes(NamedTuple):
+    """A rank's shapes in a step, standing for its report where the lead rank has only the shared table."""
+
+    input_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+    sent: tuple[int, ...] = ()
 
 
 def collective_timeout() -> timedelta:
@@ -178,12 +197,12 @@ def train_torchrun(
     lead = env.rank == 0
     emit = on_event if lead else (lambda event: None)
     t0 = clock()  # reset once the model and optimizer exist: time the training, as train() does
-    k, layout = env.world_size, Layout(cfg.data_size, env.world_size, cfg.batch_size)
+    k, layout = env.world_size, engine.layout(replace(cfg, workers=env.world_size))
     backend = group_backend(plan)
     device = f"cuda:{plan.device_ids[env.local_rank]}" if backend == "nccl" else "cpu"
     state, raw = RankState(status=Status.FAILED), None
     weights, bias = (), float("nan")
-    behind = _OneBehind(emit)
+    behind = _OneBehind(emit, engine)
     try:
         if backend == "nccl":
             torch.cuda.set_device(torch.device(device))
@@ -198,7 +217,7 @@ def train_torchrun(
         if lead:
             X, y = make_data(cfg)
             lstsq = least_squares(X, y)
-            behind.specs = engine.specs(labels, cfg.n_features, X.element_size(), ())
+            behind.sizes = (labels, cfg.n_features, X.element_size())
             del X, y
             ranks = count("cli.count.rank", k)
             header = t(f"cli.{engine.words}.header.torchrun", ranks=ranks, backend=backend)
@@ -209,8 +228,9 @@ def train_torchrun(
                 {"hosts": [e.host for e in everyone], "pids": [e.pid for e in everyone]},
             )  # fmt: skip
             emit(Detail(GROUP, group, group_line(group)))
-            shards = first_epoch_value(cfg, labels)
-            emit(Detail("shards", shards, "\n".join(shard_lines(shards, "first"))))
+            if engine.covers == "rows":  # each rank its own rows: who got which
+                shards = first_epoch_value(cfg, labels)
+                emit(Detail("shards", shards, "\n".join(shard_lines(shards, "first"))))
 
         def ready():
             nonlocal t0

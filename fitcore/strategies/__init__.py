@@ -19,10 +19,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from fitcore.config import FitConfig
+
+
+@runtime_checkable
+class StrategyView(Protocol):
+    """What a strategy's view module (its `view()` hook) gives the page: a declared part of the contract,
+    checked by tests/test_contract.py for every registered strategy."""
+
+    CONSOLE_HINT: str  # the catalog key of what the console will show before a run
+
+    def planned_step(self, cfg: FitConfig, gpus: Any = None) -> tuple[Any, tuple[str, ...]]: ...
+
+    def sections(self, snap: Any, cfg: FitConfig | None, gpus: Any = None) -> list: ...
+
+    def parallelism(self, cfg: FitConfig, started: Any) -> str: ...
+
+    def console_frame(self, snap: Any) -> tuple[list[str], list[str]]: ...
 
 
 @dataclass(frozen=True)
@@ -56,6 +72,9 @@ class Strategy:
                                                      --calibrate`)
         torchrun(cfg, on_event, control) -> RunEnded   (optional) one rank of a torchrun launch; without it,
                                                      the command line refuses the strategy under torchrun
+        rules(cfg, plan) -> None                     its own rules of a config, each a ConfigError with one
+                                                     line (TP: at most one rank per feature); run by
+                                                     fitcore.config.validate after the common ones
     `options` names the FitConfig fields only this strategy reads: another strategy refuses them set.
     `words` gives each of WORDS a key of its catalog, and `locale` that catalog's file.
     """
@@ -70,7 +89,7 @@ class Strategy:
     step_lines: Callable[[Any], list[str]]
     markdown: Callable[[], str]
     bytes_of_step: Callable[..., int]
-    view: Callable[[], ModuleType]
+    view: Callable[[], ModuleType]  # its view module, a StrategyView
     check_rows: Callable[[Any], list]
     comparer: Callable[..., Any]
     compare_causes: Callable[..., list[str]]
@@ -90,6 +109,8 @@ class Strategy:
     options: tuple[str, ...] = ()  # FitConfig fields only this strategy reads (their defaults elsewhere)
     calibrate: Callable[..., dict] | None = None  # (cfg, k) -> whatif's calibration point, a real run's bytes
     torchrun: Callable[..., Any] | None = None  # its trainer for one rank of a torchrun launch, if it has one
+    rules: Callable[..., None] = lambda cfg, plan: None  # its own config rules: raise ConfigError
+    covers: str = "rows"  # what a device's Replica covers: its own "rows" of the batch, or "columns" of X
 
     @property
     def view_module(self) -> ModuleType:

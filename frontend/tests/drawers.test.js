@@ -1,9 +1,10 @@
 // node --test frontend/tests/: the step picture's drawers, one module per strategy, found by key.
 //
-// FITCORE_PHASES (set by tests/test_frontend_units.py from fitcore.strategies and fitcore/phases.py)
-// is {drawer key: [phase names]}; without it, the phases as this file knows them.
+// FITCORE_PHASES (set by tests/test_frontend_units.py from fitcore.strategies' registry) is {drawer key:
+// [phase names]}; without it, this file asks the registry itself, through the checkout's Python.
 import assert from "node:assert/strict";
-import { readdirSync, readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
@@ -26,11 +27,14 @@ const CATALOG = Object.assign(
 const ENGLISH = Object.fromEntries(Object.entries(CATALOG).map(([key, entry]) => [key, entry.en]));
 
 const FRONTEND = fileURLToPath(new URL("..", import.meta.url));
-const PHASES = JSON.parse(process.env.FITCORE_PHASES || JSON.stringify({
-  dataparallel: ["scatter", "replicate", "parallel_apply", "gather", "loss", "backward", "reduce", "optimizer"],
-  ddp: ["load", "forward", "loss", "backward", "allreduce", "optimizer"],
-  fsdp: ["load", "all_gather", "forward", "loss", "backward", "reduce_scatter", "optimizer"],
-}));
+function registryPhases() {
+  const root = fileURLToPath(new URL("../..", import.meta.url));
+  const venv = `${root}.venv/bin/python`;
+  const code = "import json, fitcore; from fitcore import strategies; "
+    + "print(json.dumps({s.drawer: list(s.phases()) for s in strategies.STRATEGIES.values()}))";
+  return execFileSync(existsSync(venv) ? venv : "python3", ["-c", code], { cwd: root, encoding: "utf8" });
+}
+const PHASES = JSON.parse(process.env.FITCORE_PHASES || registryPhases());
 
 test("every strategy's drawer key has a drawer, and each drawer is filed under its own key", () => {
   assert.deepEqual(Object.keys(DRAWERS).sort(), Object.keys(PHASES).sort());

@@ -1,8 +1,8 @@
 """The ddp strategy: torch's DistributedDataParallel, one process per rank, each with its own data shard.
 
-`train_ddp` starts K = cfg.workers ranks with torch.multiprocessing (spawn) on 127.0.0.1 and emits the same
-events as DataParallel's train; `train_torchrun` is one rank of a run that torchrun launched (one machine or
-several). Both run the same loop, `train_rank`:
+`train_ddp` starts K = cfg.workers ranks on the engine's launcher (fitcore.engine: spawned on 127.0.0.1) and
+emits the same events as DataParallel's train; under torchrun (one machine or several) each process is one
+rank of the engine's torchrun launcher. Both run the same loop, `train_rank`:
 
   1. every rank builds the same data and the same initial parameters from the seed;
   2. a DistributedSampler(num_replicas=K, rank, shuffle, seed, drop_last=False) gives each rank its shard of
@@ -17,15 +17,14 @@ Because every rank has the same number of rows at every step, the averaged gradi
 mean loss over the global batch: DDP matches single-process training on the concatenated rows.
 
 The package, by responsibility:
-  rank.py      one rank's loop, shared by both launchers, and what the ranks report (Step, group, finals);
-  launcher.py  `train_ddp`: the TCP store on loopback, the spawned ranks, the gate between steps;
-  torchrun.py  `train_torchrun`: one rank of a torchrun launch, and the checks of torchrun's environment;
-  view.py      the page's shard tables and shard grid, its parallelism line and console frame;
+  rank.py      one rank's loop (DistributedDataParallel, its all-reduce timed by a comm hook) and its Engine;
+  train.py     `train_ddp`: the engine's launcher with DDP's Engine;
+  view.py      what each rank holds (the whole model), its parallelism line and console frame;
   check.py     its rows of `fitcore check`; compare.py DDP simulated in one process for `fitcore compare`;
-  whatif.py    its row of `fitcore whatif`; locale.json its words (explanation, headers, presets, ...).
-How an epoch is cut into shards is fitcore.shards, which every strategy with ranks shares; the console lines
-of ranks, shards and finals are fitcore.console's. The names below are imported when first used (the
-registry imports this package below fitcore.config).
+  whatif.py    its row of `fitcore whatif`; locale.json its words (explanation, headers, presets, ...);
+  name.py      its name alone (what its modules and the traps import).
+How an epoch is cut into shards is fitcore.shards, and the panels of the ranks' shards fitcore.view.ranks,
+which DDP and FSDP share; the console lines of ranks, shards and finals are fitcore.console's.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ The package, by responsibility:
   view.py     the page's shard and memory tables, its planned step, parallelism line and console frame;
   check.py    its rows of `fitcore check`; compare.py its column of `fitcore compare` (DDP's arithmetic
               with FSDP's reduce-scatter, checked against the real fully_shard run); whatif.py its rows
-              of `fitcore whatif`, calibrated on a run's measured collectives; locale.json its words.
+              of `fitcore whatif`, calibrated on a run's measured collectives; locale.json its words;
+  name.py     its name alone (what its modules and the traps import).
 """
 
 from __future__ import annotations

@@ -149,7 +149,9 @@ def ranks_fsdp_specs(
     """Every rank's specs from its StepReport's measured `sent` (the launcher's Engine.specs); with no
     reports (torchrun's lead rank hears only the shared table), from the ring formulas (planned_sent)."""
     k = len(labels)
-    sent = [r.sent for r in reports] or [planned_sent(k, d, itemsize, reshard_after_forward)] * k
+    sent = [r.sent for r in reports]
+    if not sent or not all(sent):
+        sent = [planned_sent(k, d, itemsize, reshard_after_forward)] * k
     return tuple(
         spec._replace(start=spec.start + r * FSDP_SLOTS, stop=spec.stop + r * FSDP_SLOTS)
         for r, label in enumerate(labels)
