@@ -136,7 +136,6 @@ def _picture(
         })  # fmt: skip
     # the strategy's own part: DDP's padding rows, FSDP's shards and each rank's memory
     own = strategies.of(cfg).picture(cfg, step, devices, extra or {})
-    busy = [r.rows for r in step.replicas]
     return own | {
         "strategy": cfg.strategy,
         "drawer": strategies.of(cfg).drawer,  # which of frontend/'s drawers draws this picture
@@ -162,7 +161,8 @@ def _picture(
             }
             for p in (step.phases.phases() if step.phases else ())
         ],
-        "bytes": step_bytes(sum(busy), len(labels), cfg.n_features, ITEMSIZE, cfg),
+        # the step's batch, every device's rows together (a strategy that splits columns: the batch itself)
+        "bytes": step_bytes(step.input_shape[0], len(labels), cfg.n_features, ITEMSIZE, cfg),
         "strategy_labels": {s.name: s.short for s in strategies.STRATEGIES.values()},
     }
 
