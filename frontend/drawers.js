@@ -5,11 +5,13 @@
 import dataparallel from "./draw_dataparallel.js";
 import ddp from "./draw_ddp.js";
 import fsdp from "./draw_fsdp.js";
+import tp from "./draw_tp.js";
 
 export const DRAWERS = {
   [dataparallel.key]: dataparallel,
   [ddp.key]: ddp,
   [fsdp.key]: fsdp,
+  [tp.key]: tp,
 };
 
 // A key this page has no drawer for still gets its boxes, rows and phases' names, without arrows.

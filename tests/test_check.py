@@ -16,6 +16,7 @@ import fitcore.check as check
 import fitcore.strategies.dataparallel.check as dp_check
 import fitcore.strategies.ddp.check as ddp_check
 import fitcore.strategies.fsdp.check as fsdp_check
+import fitcore.strategies.tp.check as tp_check
 from fitcore import strategies
 from fitcore.check import CheckFailed, Machine, Row, Verified, plan_rows, probe, run_row
 from fitcore.cli import main as cli_main
@@ -135,12 +136,14 @@ STRATEGY_ROWS = {
         "ddp across 2 hosts (network namespaces)",
     ],
     "fsdp": ["fsdp gloo 2 ranks (CPU)", "fsdp nccl 2 ranks (1 per GPU)"],
+    "tp": ["tp gloo 2 ranks (CPU)", "tp nccl 2 ranks (1 per GPU)"],
 }
 # the nccl rows, skipped for one reason on a machine: each strategy's own
 NCCL_ROWS = {
     "dataparallel": [],
     "ddp": ["ddp nccl 2 ranks (1 per GPU)", "syncbatchnorm nccl 2 ranks (1 per GPU)"],
     "fsdp": ["fsdp nccl 2 ranks (1 per GPU)"],
+    "tp": ["tp nccl 2 ranks (1 per GPU)"],
 }
 
 
@@ -204,6 +207,7 @@ def test_cuda_rows_call_the_cpu_rows_comparisons_with_a_cuda_spec(monkeypatch):
     monkeypatch.setattr(
         fsdp_check, "check_fsdp", lambda spec, k, gpus=(): calls.append(("fsdp", spec, k, gpus))
     )
+    monkeypatch.setattr(tp_check, "check_tp", lambda spec, k, gpus=(): calls.append(("tp", spec, k, gpus)))
     for row in plan_rows(TWO_GPUS)[5:]:
         if row.name.startswith("ddp across"):
             continue  # the hosts row, which makes namespaces, is not faked
@@ -218,6 +222,8 @@ def test_cuda_rows_call_the_cpu_rows_comparisons_with_a_cuda_spec(monkeypatch):
         ("syncbn", 2),
         ("fsdp", "cpu", 2, ()),
         ("fsdp", "cuda", 2, gpus),
+        ("tp", "cpu", 2, ()),
+        ("tp", "cuda", 2, gpus),
     ]
 
 

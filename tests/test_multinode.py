@@ -57,6 +57,7 @@ def test_ddp_across_two_hosts_from_the_installed_wheel(fitcore_venv):
     "strategy, rows",
     [
         ("fsdp", "rows per rank 100/100 = DistributedSampler's shards on all 40 steps"),
+        ("tp", "every rank every row, columns 1/1 = torch.chunk on all 40 steps"),
     ],
 )
 def test_every_ranked_strategy_runs_across_two_hosts_under_torchrun(strategy, rows):

@@ -61,8 +61,11 @@ def test_the_tutorial_step_200_rows_on_2_devices_float32():
     # DDP: each of the 2 ranks sends 2*(2-1)/2 * 3*4 = 12 bytes: 24 in all.
     # FSDP (ZeRO-3): shards of ceil(2/2) + ceil(1/2) = 2 numbers; each rank sends 1 shard in each of its two
     # all-gathers and its reduce-scatter: 3 * 8 = 24 bytes, 48 in all.
-    assert step_bytes(200, 2, 2, 4) == {"dataparallel": 1624, "ddp": 24, "fsdp": 48}
-    assert step_bytes(200, 2, 2, 8) == {"dataparallel": 3248, "ddp": 48, "fsdp": 96}  # float64 doubles all
+    # TP: each rank all-reduces its partial output (200, 1), 800 bytes: 2*(2-1)/2 * 800 = 800, 1600 in all;
+    # it grows with the rows, where DDP's does not.
+    assert step_bytes(200, 2, 2, 4) == {"dataparallel": 1624, "ddp": 24, "fsdp": 48, "tp": 1600}
+    assert step_bytes(200, 2, 2, 8) == {"dataparallel": 3248, "ddp": 48, "fsdp": 96, "tp": 3200}  # float64
+    assert step_bytes(400, 2, 2, 4)["tp"] == 2 * 1600 and step_bytes(400, 2, 2, 4)["ddp"] == 24
 
 
 @pytest.mark.parametrize(
@@ -83,7 +86,9 @@ def test_the_tutorial_step_200_rows_on_2_devices_float32():
 def test_step_bytes_table(rows, k, d, itemsize, dataparallel, ddp):
     # FSDP: every rank sends (k - 1) padded shards of ceil(d / k) + ceil(1 / k) numbers in each collective
     fsdp = k * 3 * (k - 1) * (math.ceil(d / k) + 1) * itemsize
-    expected = {"dataparallel": dataparallel, "ddp": ddp, "fsdp": fsdp}
+    # TP: every rank all-reduces the (rows, 1) partial output: 2(k-1)/k of rows * itemsize, rounded
+    tp = k * round(2 * (k - 1) * rows * itemsize / k)
+    expected = {"dataparallel": dataparallel, "ddp": ddp, "fsdp": fsdp, "tp": tp}
     assert step_bytes(rows, k, d, itemsize) == expected
 
 

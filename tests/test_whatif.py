@@ -79,8 +79,23 @@ def test_alpha_beta_by_hand():
     # ZeRO-3 on 4: 9 latency steps, 3 x 3/4 x 1e9 x 2 = 4.5e9 bytes
     assert comm_seconds("zero3", 1e9, 4, link) == pytest.approx(9e-5 + 4.5, rel=1e-12)
     # each projection's messages in a row on 8 devices, by name: a strategy with no entry here fails
-    steps = {"dataparallel": 28, "ddp": 14, "zero1": 14, "zero2": 14, "zero3": 21}
+    steps = {"dataparallel": 28, "ddp": 14, "zero1": 14, "zero2": 14, "zero3": 21, "tp": 14}
     assert {s: latency_steps(s, 8) for s in whatif.STRATEGIES} == steps
+
+
+def test_tp_divides_compute_by_k_and_its_traffic_grows_with_the_batch_not_the_model():
+    link = Link("test", bandwidth=1e9, latency=0.0, source="")
+    rows = table(STEP, devices=(2, 4), link=link)
+    tp = {r["devices"]: r for r in rows if r["strategy"] == "tp"}
+    ddp = {r["devices"]: r for r in rows if r["strategy"] == "ddp"}
+    for k in (2, 4):
+        assert tp[k]["compute_seconds"] == pytest.approx(ddp[k]["compute_seconds"] / k, rel=1e-12)
+        # one activation a row of the global batch (k x the run's rows), 2 bytes on the wire, 2(k-1)/k of it
+        batch = k * STEP.rows_per_device
+        assert tp[k]["comm_bytes_per_device"] == pytest.approx(2 * (k - 1) / k * batch * whatif.WIRE_BYTES)
+    doubled = table(STEP, devices=(2,), link=link, rows_per_device=2 * STEP.rows_per_device)
+    wire = {r["strategy"]: r["comm_bytes_per_device"] for r in doubled}
+    assert wire["tp"] == 2 * tp[2]["comm_bytes_per_device"] and wire["ddp"] == ddp[2]["comm_bytes_per_device"]
 
 
 def test_compute_adds_six_flops_a_parameter_and_row():

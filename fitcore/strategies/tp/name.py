@@ -1,0 +1,3 @@
+"""The tp strategy's name alone: what its modules import, and the value of FitConfig.strategy."""
+
+NAME = "tp"

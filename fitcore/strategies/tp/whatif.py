@@ -1,0 +1,25 @@
+"""The tp row of `fitcore whatif`: each device holds 1/K of the model and does 1/K of the compute; its traffic
+is one all-reduce of the batch's activations, which grows with the batch and not with the model."""
+
+from __future__ import annotations
+
+from fitcore.strategies.tp.name import NAME
+from fitcore.whatif import Projection
+
+
+def _activations(params: float, k: int, batch_bytes: float = 0.0) -> float:
+    # a ring all-reduce of the batch's outputs (batch_bytes: one activation a row, Projection.activations)
+    return 2 * (k - 1) / k * batch_bytes
+
+
+PROJECTIONS = (
+    Projection(
+        NAME,
+        "TP (all-reduce of activations)",
+        lambda p, g, o, k: (p + g + o) / k,
+        _activations,
+        2,
+        compute_share=lambda k: 1 / k,
+        activations=True,
+    ),
+)

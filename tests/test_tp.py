@@ -1,0 +1,170 @@
+"""Tensor parallelism (fitcore.strategies.tp): X split by columns on PyTorch's own RowwiseParallel.
+
+Each rank holds torch.chunk's rows of W (the features), takes every row of the batch and only its columns,
+and one all-reduce of the partial outputs a step: the same batches and parameters as one device, and bytes
+that grow with the batch where DDP's do not.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from fitcore import strategies
+from fitcore.config import ConfigError, FitConfig, validate
+from fitcore.data import least_squares, make_data
+from fitcore.devices import parse_devices
+from fitcore.events import Detail, Step
+from fitcore.memory import optimizer_state
+from fitcore.recording import Recorder, read
+from fitcore.strategies.tp.layout import (
+    allreduce_bytes,
+    columns,
+    planned_memory,
+    ranks_allowed,
+    tp_step_bytes,
+)
+from tests.test_cli import run_cli
+
+CFG = FitConfig(
+    weights=(5.2, 9.6, -1.0), bias=3.4, data_size=100, batch_size=30, epochs=20, lr=0.5, devices="cpu",
+    strategy="tp", workers=2,
+)  # fmt: skip
+
+
+def _train(cfg):
+    events = []
+    ended = strategies.of(cfg).train(cfg, events.append)
+    return events, ended
+
+
+@pytest.fixture(scope="module")
+def run():
+    """CFG on 2 ranks (3 features: rank 0 w1, w2; rank 1 w3), and the same config on one device."""
+    cfg = validate(CFG)
+    events, ended = _train(cfg)
+    one = validate(FitConfig(**{**CFG.__dict__, "strategy": strategies.DEFAULT, "workers": 1}))
+    one_events = []
+    one_ended = strategies.of(one).train(one, one_events.append, plan=parse_devices("cpu"))
+    return cfg, events, ended, one_events, one_ended
+
+
+@pytest.mark.parametrize("d,k", [(3, 2), (4, 2), (4, 4), (5, 3), (16, 8), (1, 1)])
+def test_columns_are_torch_chunk(d, k):
+    assert [hi - lo for lo, hi in columns(d, k)] == [c.shape[0] for c in torch.arange(d).chunk(k)]
+    assert columns(d, k)[0][0] == 0 and columns(d, k)[-1][1] == d
+
+
+def test_ranks_allowed_give_every_rank_some_features():
+    assert ranks_allowed(3, 8) == [1, 2, 3]
+    assert ranks_allowed(4, 8) == [1, 2, 4]  # 3 ranks: torch.chunk gives 2 and 2, the third none
+    assert ranks_allowed(16, 8) == [1, 2, 3, 4, 6, 8]  # 5 ranks: chunks of 4, four of them
+    for k in ranks_allowed(7, 8):
+        assert len(torch.arange(7).chunk(k)) == k
+
+
+def test_more_ranks_than_features_is_refused_with_one_line(capsys):
+    with pytest.raises(ConfigError) as refused:
+        validate(FitConfig(strategy="tp", devices="cpu", workers=3))  # 2 features
+    assert refused.value.field == "workers"
+    code, out, err = run_cli(
+        capsys, "--strategy", "tp", "--devices", "cpu", "--workers", "3", "--epochs", "1"
+    )
+    assert (code, out) == (2, [])
+    assert err == [
+        "fitcore: error: --workers: got 3; allowed: a number of ranks that torch.chunk gives some of the 2 "
+        "features each: 1 or 2"
+    ]
+
+
+def test_bytes_grow_with_the_batch_and_not_the_model():
+    # each rank all-reduces its (B, 1) partial output, B*4 bytes: 2(K-1)/K of it
+    assert allreduce_bytes(2, 200, 4) == 800 and tp_step_bytes(200, 2, 4) == 1600
+    assert tp_step_bytes(400, 2, 4) == 2 * tp_step_bytes(200, 2, 4)
+    ddp = strategies.strategy("ddp")
+    assert ddp.bytes_of_step(400, 2, 3, 4) == ddp.bytes_of_step(200, 2, 3, 4)
+    assert strategies.strategy("tp").bytes_of_step(200, 2, 3, 4) == tp_step_bytes(200, 2, 4)
+
+
+@pytest.mark.slow
+def test_tp_learns_what_one_device_learns_on_the_same_batches(run):
+    cfg, events, ended, one_events, one_ended = run
+    steps = [e for e in events if isinstance(e, Step)]
+    one = [e for e in one_events if isinstance(e, Step)]
+    assert ended.status == "finished" and len(steps) == len(one) == cfg.total_steps == 20 * 4
+    assert [s.loss for s in steps] == pytest.approx([s.loss for s in one], rel=1e-5, abs=1e-6)
+    assert ended.weights == pytest.approx(one_ended.weights, abs=1e-5)
+    assert ended.bias == pytest.approx(one_ended.bias, abs=1e-5)
+    # the same dataset rows in each step as one device: every rank the whole batch
+    for s, o in zip(steps, one):
+        assert all(r.ids == o.replicas[0].ids for r in s.replicas)
+
+
+@pytest.mark.slow
+def test_each_rank_covers_every_row_and_its_columns_and_holds_its_rows_of_w(run):
+    cfg, events, ended, _, _ = run
+    steps = [e for e in events if isinstance(e, Step)]
+    sizes = [30, 30, 30, 10]  # the epoch's batches: 100 rows, 30 a batch
+    for s in steps:
+        b = sizes[s.batch - 1]
+        assert s.input_shape == (b, 3) and s.output_shape == (b, 1)
+        assert [(r.start, r.stop, r.columns, r.input_shape) for r in s.replicas] == [
+            (0, b, (0, 2), (b, 2)), (0, b, (2, 3), (b, 1)),
+        ]  # fmt: skip
+        # the all-reduce's bytes, from each rank's buffer: 2(K-1)/K of its (b, 1) output, b*4 bytes
+        sent = [p.bytes for p in s.phases.phases() if p.name == "allreduce"]
+        assert sent == [allreduce_bytes(2, b, 4)] * 2
+        assert [p.name for p in s.phases.phases()][:6] == list(strategies.strategy("tp").phases())
+    value = [e.value for e in events if isinstance(e, Detail) and e.key == "tp"][-1]
+    shards = [r["shard"] for r in value["ranks"]]
+    assert [len(s["weights"]) for s in shards] == [2, 1]  # torch.chunk's rows of W, and no more
+    assert shards[0]["weights"] + shards[1]["weights"] == pytest.approx(list(ended.weights), abs=0)
+    for r, memory in enumerate(value["per_rank_memory"]):
+        numbers = (2, 1)[r] + 1  # its rows of W and b
+        # DTensor keeps rank 1's one row of W in a buffer of ceil(3 / 2) = 2, padded; gradients and Adam's
+        # moments are its own size
+        assert memory == planned_memory(cfg, r, 2)
+        assert memory == {"rank": r, "parameters": 4 * (2 + 1), "gradients": 4 * numbers,
+                          "optimizer_state": optimizer_state(cfg, numbers)}  # fmt: skip
+    final = [e.value for e in events if isinstance(e, Detail) and e.key == "final"][-1]
+    assert final["identical"]  # every rank gathers the same whole W
+
+
+@pytest.mark.slow
+def test_the_all_reduce_bytes_double_when_the_batch_doubles_and_ddps_do_not():
+    def first_step_bytes(strategy: str, batch: int) -> int:
+        cfg = validate(FitConfig(strategy=strategy, devices="cpu", workers=2, data_size=400, batch_size=batch,
+                                 epochs=1))  # fmt: skip
+        events, _ = _train(cfg)
+        step = next(e for e in events if isinstance(e, Step))
+        return sum(p.bytes for p in step.phases.phases() if p.name == "allreduce")
+
+    assert first_step_bytes("tp", 200) == 2 * first_step_bytes("tp", 100) == 2 * 800
+    assert first_step_bytes("ddp", 200) == first_step_bytes("ddp", 100)
+
+
+@pytest.mark.slow
+def test_the_command_line_reaches_least_squares_and_each_rank_holds_only_its_rows(capsys, tmp_path):
+    record = str(tmp_path / "tp.fitrec")
+    args = ["--strategy", "tp", "--devices", "cpu", "--workers", "2", "--weights", "5.2", "9.6", "-1", "2.5"]
+    code, out, _ = run_cli(capsys, *args, "--json", "--record", record)
+    assert code == 0
+    result = json.loads(out[-1])
+    cfg = validate(FitConfig(weights=(5.2, 9.6, -1.0, 2.5), strategy="tp", devices="cpu", workers=2))
+    w, b = least_squares(*make_data(cfg))
+    assert result["status"] == "finished"
+    assert result["weights"] == pytest.approx(list(w), abs=1e-3) and result["bias"] == pytest.approx(
+        b, abs=1e-3
+    )
+    ranks = result["details"]["tp"]["ranks"]
+    assert [r["columns"] for r in ranks] == [[0, 2], [2, 4]]
+    assert [len(r["shard"]["weights"]) for r in ranks] == [2, 2]
+    # the recording gives back every step with its columns, and replays to the same result
+    rec = read(record)
+    steps = [e for e in rec.events if isinstance(e, Step)]
+    assert len(steps) == cfg.total_steps and steps[0].replicas[1].columns == (2, 4)
+    code, replayed, _ = run_cli(capsys, "replay", record, "--json")
+    assert code == 0 and json.loads(replayed[-1]) == result
+    assert Recorder  # the recording module wrote it (fitcore.recording)
