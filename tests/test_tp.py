@@ -168,3 +168,24 @@ def test_the_command_line_reaches_least_squares_and_each_rank_holds_only_its_row
     code, replayed, _ = run_cli(capsys, "replay", record, "--json")
     assert code == 0 and json.loads(replayed[-1]) == result
     assert Recorder  # the recording module wrote it (fitcore.recording)
+
+
+@pytest.mark.slow  # spawns ranks
+def test_the_labs_tp_column_is_torchs_rowwise_parallel_on_gloo():
+    """The lab's TP arithmetic in one process against the real RowwiseParallel run on 2 gloo ranks: with one
+    batch an epoch both step on every row, so they meet to 1e-5; and the lab's column meets one device."""
+    from fitcore.compare import run as lab
+    from fitcore.compare import train_all
+    from fitcore.equivalence import TOL, Toggles
+
+    cfg = validate(FitConfig(weights=(5.2, 9.6, -1.0), data_size=12, batch_size=12, epochs=6, strategy="tp",
+                             workers=2, devices="cpu"))  # fmt: skip
+    _, ended = _train(cfg)
+    assert ended.status == "finished", ended.message
+    trained = train_all(cfg, parse_devices("virtual:2"), Toggles(), ("tp",))
+    assert len(trained.steps) == ended.steps == 6
+    assert max(abs(a - b) for a, b in zip(trained.finals["tp"], [*ended.weights, ended.bias])) <= 1e-5
+    result = lab(validate(FitConfig(weights=(5.2, 9.6, -1.0), data_size=12, batch_size=4, epochs=4,
+                                    devices="virtual:2")))  # fmt: skip
+    tp = next(r for r in result["results"] if r["strategy"] == "tp")
+    assert tp["max_abs_diff"] <= TOL and tp["first_divergent_step"] is None and tp["causes"] == []
