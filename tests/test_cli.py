@@ -150,6 +150,19 @@ def test_json_for_the_default_run(capsys):
                 ({"first": 0, "last": 99, "rows": 100}, {"first": 100, "last": 199, "rows": 100})
             )
         ],
+        # each phase's bytes, as the picture lists them: 100 rows of 2 features scattered to device 1 (800),
+        # W and b replicated (12), its 100 outputs gathered (400), their gradients sent back (400), its
+        # gradients reduced (12)
+        "step_bytes": {
+            "scatter": 800,
+            "replicate": 12,
+            "parallel_apply": 0,
+            "gather": 400,
+            "loss": 0,
+            "backward": 400,
+            "reduce": 12,
+            "optimizer": 0,
+        },
     }
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fitcore import check, i18n
+from fitcore import check, i18n, strategies
 from fitcore.check import Row, Verified
 from fitcore.cli import main
 from fitcore.config import FitConfig, validate
@@ -45,8 +45,9 @@ CODE_NAMES = {
     "nan", "inf", "d", "N", "A", "e", "localhost", "y", "X", "sampler.set_epoch", "recording", "Adam",
     "BatchNorm", "BatchNorm1d", "SyncBatchNorm", "syncbatchnorm", "running_mean", "no_sync", "Join",
     "torch.distributed.algorithms.Join", "comm", "hook", "r", "fsdp", "fully_shard", "reduce-scatter",
-    "all-gather", "reshard_after_forward",
+    "all-gather", "reshard_after_forward", "TP", "RowwiseParallel",
 }  # fmt: skip
+CODE_NAMES |= set(strategies.NAMES)  # every registered strategy's name, as the flags take it
 WORD = re.compile(r"(?<![\w.:/-])-{0,2}[A-Za-z][\w.:/@+-]*")
 
 
@@ -151,7 +152,7 @@ def test_subcommand_errors_in_chinese(capsys):
     code, _, err = run(capsys, "replay", "--lang", "zh", str(ROOT / "no-such.fitrec"))
     assert code == 2 and len(err) == 1
     assert err[0].startswith("fitcore：错误：recording：给定的值为 'no-such.fitrec'")
-    assert "版本 1 或 2 的 fitcore-recording 文件；可读取的文件（" in err[0]
+    assert "版本 1 或 2 或 3 的 fitcore-recording 文件；可读取的文件（" in err[0]
 
 
 def test_a_config_error_renders_in_the_language_it_is_read_in():
@@ -255,7 +256,8 @@ def test_main_help_names_every_flag_in_chinese(capsys):
     _, out, _ = run(capsys, "--lang", "zh", "--help")
     text = "\n".join(out)
     expected = ["批大小，即每批的行数（默认 200）", "学习率（默认 0.5）",
-                "--strategy ddp 或 fsdp 的进程数（rank 数，默认 2）", "配合 --data：要预测的列"]  # fmt: skip
+                "--strategy " + " 或 ".join(s.name for s in strategies.STRATEGIES.values() if s.processes)
+                + " 的进程数（rank 数，默认 2）", "配合 --data：要预测的列"]  # fmt: skip
     for words in expected:
         assert words in text
 

@@ -158,6 +158,11 @@ def test_the_command_line_reaches_least_squares_and_each_rank_holds_only_its_row
     assert result["weights"] == pytest.approx(list(w), abs=1e-3) and result["bias"] == pytest.approx(
         b, abs=1e-3
     )
+    # each phase's bytes as the picture shows them: the all-reduce of the (200, 1) partial outputs alone
+    bytes_ = {"load": 0, "forward": 0, "allreduce": 2 * allreduce_bytes(2, 200, 4), "loss": 0, "backward": 0,
+              "optimizer": 0}  # fmt: skip
+    assert result["first_step"]["step_bytes"] == bytes_ and bytes_["allreduce"] == 1600
+    assert [r["columns"] for r in result["first_step"]["replicas"]] == [[0, 2], [2, 4]]
     ranks = result["details"]["tp"]["ranks"]
     assert [r["columns"] for r in ranks] == [[0, 2], [2, 4]]
     assert [len(r["shard"]["weights"]) for r in ranks] == [2, 2]

@@ -145,10 +145,21 @@ def step_dict(step: Step | None) -> dict[str, Any] | None:
                 "rows": row_range(r.start, r.stop),
                 "input_shape": list(r.input_shape),
                 "output_shape": list(r.output_shape),
+                **({} if r.columns is None else {"columns": list(r.columns)}),  # TP: its features [lo, hi)
             }
             for r in step.replicas
         ],
+        "step_bytes": step_bytes(step),
     }
+
+
+def step_bytes(step: Step) -> dict[str, int]:
+    """Each phase's bytes in the step, every device's together, in the step's order (the picture's list of
+    bytes); {} where the step has no phases (one device)."""
+    out: dict[str, int] = {}
+    for phase in step.phases.phases() if step.phases else ():
+        out[phase.name] = out.get(phase.name, 0) + phase.bytes
+    return out
 
 
 def result_dict(

@@ -15,7 +15,7 @@ def _activations(params: float, k: int, batch_bytes: float = 0.0) -> float:
 PROJECTIONS = (
     Projection(
         NAME,
-        "TP (all-reduce of activations)",
+        "TP (all-reduce)",
         lambda p, g, o, k: (p + g + o) / k,
         _activations,
         2,
