@@ -165,7 +165,8 @@ def test_page_loads_idle_with_the_tutorial(page):
     assert status_text(at) == "Ready · step 0 / 200 · press Start training"
     planned_picture = live_view(at)["payload"]["picture"]
     assert [d["rows"] for d in planned_picture["devices"]] == [100, 100]
-    assert planned_picture["bytes"] == {"dataparallel": 1624, "ddp": 24, "fsdp": 48}  # tests/test_phases.py
+    # tests/test_phases.py: TP's all-reduce of the (200, 1) partial outputs on 2 ranks, 2 x 800 bytes
+    assert planned_picture["bytes"] == {"dataparallel": 1624, "ddp": 24, "fsdp": 48, "tp": 1600}
     assert not at.button(key="start").disabled
     assert at.button(key="stop").disabled and at.button(key="pause").disabled
     planned = table(at, "Batch rows")  # before any run: the split the first batch will get
@@ -500,19 +501,22 @@ PRESET_VALUES = {
 
 def test_a_lesson_script_plays_its_presets_in_order_with_next(page):
     at = page({"script": "lesson"})
-    order = [
+    by_key = {p.key: p.name for p in controls.PRESETS}
+    order = [by_key[key] for key in controls.SCRIPTS["lesson"]]  # DataParallel's, then each strategy's
+    assert order[:7] == [
         "The tutorial", "Uneven split", "Fewer rows than devices", "DistributedDataParallel", "Uneven shards",
         "FSDP (ZeRO-3)", "FSDP, ZeRO-2",
     ]  # fmt: skip
     for i, name in enumerate(order):
         assert at.selectbox(key="preset").value == name
         assert control_values(at) == controls.config_values(controls.preset(name).config)
-        assert any(m.value == f"**Lesson {i + 1} / 7:** {controls.preset(name).title}" for m in at.markdown)
+        title = f"**Lesson {i + 1} / {len(order)}:** {controls.preset(name).title}"
+        assert any(m.value == title for m in at.markdown)
         assert at.button(key="script_next").disabled == (i == len(order) - 1)
         if i < len(order) - 1:
             at.button(key="script_next").click().run()
     at.button(key="script_back").click().run()
-    assert at.selectbox(key="preset").value == "FSDP (ZeRO-3)"
+    assert at.selectbox(key="preset").value == order[-2]
     bad = page({"script": "tutorial,nope"})
     assert [e.value for e in bad.error if "script" in e.value.lower()], [e.value for e in bad.error]
     assert bad.selectbox(key="preset").value == "The tutorial"  # the defaults kept
@@ -589,8 +593,10 @@ def test_a_value_written_as_markdown_shows_as_written_not_as_a_link(page):
     value = "[click me](http://example.com) **bold** <b>x</b>"
     at = page({"devices": value})
     (error,) = at.error
-    assert shown(error).replace(WORD_JOINER, "").startswith(
-        f"The link had a bad value, so the default is used. Devices: got {value!r}"
+    assert (
+        shown(error)
+        .replace(WORD_JOINER, "")
+        .startswith(f"The link had a bad value, so the default is used. Devices: got {value!r}")
     )
     for special in "[]*<>":  # each Markdown character of the value reaches the page escaped
         assert "\\" + special in error.value

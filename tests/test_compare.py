@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from fitcore import strategies
 from fitcore.cli import main
 from fitcore.compare import run, train_all
 from fitcore.config import FitConfig, validate
@@ -162,7 +163,9 @@ def test_json_shape_from_the_command_line(capsys):
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"config", "results"}
-    assert [r["strategy"] for r in out["results"]] == ["dataparallel", "ddp", "fsdp"]
+    assert [r["strategy"] for r in out["results"]] == list(
+        strategies.NAMES
+    )  # a column each, registry's order
     for r in out["results"]:
         shape = {
             "strategy",

@@ -221,4 +221,6 @@ def test_planned_payload_before_a_run_for_each_strategy():
     ddp = live.planned_payload(cfg)
     assert [d["rows"] for d in ddp["picture"]["devices"]] == [4, 4, 4]  # ceil(10 / 3) rows of each shard
     # FSDP: 3 ranks, shards of ceil(2/3) + ceil(1/3) = 2 numbers, 3 collectives of 2 * 8 bytes each per rank
-    assert ddp["picture"]["bytes"] == {"dataparallel": 176, "ddp": 48, "fsdp": 3 * 3 * 2 * 8}
+    # TP on the step's 12 rows (4 of each shard): each of 3 ranks all-reduces a (12, 1) partial output
+    tp = 3 * round(2 * 2 / 3 * 12 * 4)
+    assert ddp["picture"]["bytes"] == {"dataparallel": 176, "ddp": 48, "fsdp": 3 * 3 * 2 * 8, "tp": tp}
