@@ -73,12 +73,16 @@ def main() -> None:
     if state.init_session(gpus):  # a new session: the link's room, once
         classroom.join_link_room()
     st.session_state.pool = pool  # tests reach the server's pool through the session
+    if st.session_state.get("presenter"):
+        st.html(PRESENTER_CSS)
+    code = classroom.following()
+    if code is not None:  # a room's student: the teacher's run, followed; nothing of its own
+        classroom.follower_ui(code)
+        return
     state.keep_widget_defaults(gpus)
     state.pin_classroom(gpus)
     state.refresh_snapshot()
     sidebar.sidebar_ui(gpus)
-    if st.session_state.presenter:
-        st.html(PRESENTER_CSS)
 
     values = state.control_values()
     try:
@@ -107,8 +111,9 @@ def main() -> None:
     run.messages_ui(values, config_error)
     run.run_controls_ui(gpus, can_start=cfg is not None)
     snap = st.session_state.snap  # the buttons may have started, stopped or reset a run
-    classroom.quiz_ui(snap)
+    classroom.ask_room(snap)
     panels.live_view_ui(snap, cfg, gpus, values)
+    classroom.quiz_ui(snap)  # below the picture, which keeps its place on the first screen
     below_ui(snap, cfg, gpus, values)
     panels.explain_ui(strategy, snap, cfg, values)
 

@@ -7,13 +7,12 @@ The link is read once, when the session starts (dashboard.state.init_classroom, 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import time
 from urllib.parse import urlencode
 
 import streamlit as st
 
-from dashboard.state import control_values, drop_bad_params, get_pool
+from dashboard.state import apply_values, control_values, drop_bad_params, get_gpus, get_pool
 from fitcore import i18n, rooms
 from fitcore.config import ConfigError
 from fitcore.events import Status
@@ -23,7 +22,6 @@ from fitcore.view import controls, quiz
 from fitcore.view.common import escape_markdown
 
 STEP_WAIT_S = 3.0  # how long Step waits, in ask mode, for its step, so that the rerun asks about that step
-ROOM_POLL_S = 1.0  # how often a page in a room looks at it while a question waits (the counts, the reveal)
 
 
 class Obeying:
@@ -69,6 +67,9 @@ def classroom_ui() -> None:
     st.subheader(i18n.t("classroom.title"))
     st.toggle(i18n.t("classroom.presenter"), key="presenter", help=i18n.t("classroom.presenter.help"))
     st.toggle(i18n.t("classroom.ask"), key="ask", help=i18n.t("classroom.ask.help"))
+    if ss.get("room") and rooms.server_rooms().is_teacher(ss.room, ss.owner):
+        following_count_ui()
+        st.button(i18n.t("classroom.follow.close"), key="room_close", on_click=close_room)
     if not (ss.classroom.hide or ss.classroom.lock):  # a student's page does not offer to unlock
         teacher_link_ui()
 
@@ -134,11 +135,7 @@ def join_room(code: str | None) -> None:
     ss.url_errors.append(i18n.t("classroom.room.bad", value=code[:40]))
 
 
-def question_key(question: quiz.Question) -> str:
-    """The room's name for a question: its kind, its step and its choices, the same on every page of the
-    class (the teacher's link gives them all the same settings)."""
-    choices = "|".join(c.say("en") for c in question.choices)
-    return f"{question.kind}/{question.step}/{hashlib.sha256(choices.encode()).hexdigest()[:12]}"
+question_key = quiz.question_key
 
 
 def room_state(question: quiz.Question) -> rooms.RoomState | None:
@@ -211,6 +208,17 @@ def await_step() -> None:
         time.sleep(0.02)
 
 
+def ask_room(snap: Snapshot | None) -> None:
+    """The teacher's page asks its room the question of its paused step, before the picture is drawn: the
+    students' pages find it in their next poll, and the teacher's veil shows it with its counts and Reveal
+    (frontend/follow.js)."""
+    asked = current_question(snap)
+    ss = st.session_state
+    if asked is not None and ss.get("room") and rooms.server_rooms().is_teacher(ss.room, ss.owner):
+        question = asked[1]
+        rooms.server_rooms().ask(ss.room, ss.owner, question_key(question), len(question.choices))
+
+
 def quiz_ui(snap: Snapshot | None) -> None:
     """The question about the step the picture is about to show, its choices, then the answer and why."""
     asked = current_question(snap)
@@ -219,17 +227,10 @@ def quiz_ui(snap: Snapshot | None) -> None:
     question_id, question = asked
     ss = st.session_state
     if ss.get("room") and rooms.server_rooms().is_teacher(ss.room, ss.owner):
-        rooms.server_rooms().ask(ss.room, ss.owner, question_key(question), len(question.choices))
-        teacher_quiz_ui(question)
+        teacher_quiz_ui(question)  # the question itself is on the picture's veil (ask_room)
         return
     scores, owner = quiz_scores(), ss.owner
     chosen = scores.chosen(owner, question_id)
-    state = room_state(question)
-    if chosen is not None and state is not None and not state.revealed:
-        with st.container(border=True, key="quiz"):
-            st.markdown(f"**{i18n.t('classroom.quiz.title')}** · {escape_markdown(question.text.say())}")
-            wait_for_reveal(question)
-        return
     with st.container(border=True, key="quiz"):
         st.markdown(f"**{i18n.t('classroom.quiz.title')}** · {escape_markdown(question.text.say())}")
         if chosen is None:
@@ -249,52 +250,129 @@ def quiz_ui(snap: Snapshot | None) -> None:
 
 
 def teacher_quiz_ui(question: quiz.Question) -> None:
-    """The teacher's screen: the question, the class's answers as they come in, and Reveal."""
+    """The teacher's page below the picture, once revealed: the class's answers as they stood, and why."""
+    state = room_state(question)
+    if state is None or not state.revealed:
+        return
     with st.container(border=True, key="quiz"):
         st.markdown(f"**{i18n.t('classroom.room.title')}** · {escape_markdown(question.text.say())}")
-        room_counts_ui(question)
-
-
-@st.fragment(run_every=ROOM_POLL_S)
-def room_counts_ui(question: quiz.Question) -> None:
-    """Each choice's count, as a bar of the longest; Reveal shows the answer on every student's page."""
-    ss = st.session_state
-    state = room_state(question)
-    if state is None:
-        return
-    most = max(state.counts or (0,)) or 1
-    for i, choice in enumerate(question.choices):
-        n = state.counts[i] if state.counts else 0
-        mark = " ✓" if state.revealed and i == question.answer else ""
-        bar = "█" * round(20 * n / most) if n else ""
-        st.markdown(f"`{bar:<20}` **{n}** · {escape_markdown(choice.say())}{mark}")
-    st.caption(i18n.t("classroom.room.answered", n=state.answered))
-    if state.revealed:
+        most = max(state.counts or (0,)) or 1
+        for i, choice in enumerate(question.choices):
+            n = state.counts[i] if state.counts else 0
+            mark = " ✓" if i == question.answer else ""
+            bar = "█" * round(20 * n / most) if n else ""
+            st.markdown(f"`{bar:<20}` **{n}** · {escape_markdown(choice.say())}{mark}")
+        st.caption(i18n.t("classroom.room.answered", n=state.answered))
         st.success(escape_markdown(question.explanation.say()))
-    else:
-        reveal = i18n.t("classroom.room.reveal")
-        st.button(reveal, key="room_reveal", on_click=reveal_question, args=(question,), type="primary")
-    if state.revealed and ss.get("room_shown") != question_key(question):
-        ss.room_shown = question_key(question)
-        st.rerun(scope="app")  # the picture too, on this page
-
-
-@st.fragment(run_every=ROOM_POLL_S)
-def wait_for_reveal(question: quiz.Question) -> None:
-    """A student's page after answering: it waits for the teacher's reveal, then shows everything at once."""
-    state = room_state(question)
-    if state is None or state.revealed:
-        st.rerun(scope="app")
-    st.info(i18n.t("classroom.room.waiting"))
 
 
 def classroom_data(snap: Snapshot | None) -> dict:
-    """What the live view needs of the classroom: the presenter's bigger picture, and whether to show
-    the step or a veil until its question is answered."""
+    """What the live view needs of the classroom: the presenter's bigger picture, whether to show the step
+    or a veil until its question is answered (the veil says the question: on the projector, the class reads
+    it over the picture), and the teacher's room, where the page posts its picture's phase."""
+    ss = st.session_state
     asked = current_question(snap)
+    veil = i18n.t("classroom.quiz.veil")
+    if asked is not None:
+        question = asked[1]
+        choices = " · ".join(c.say() for c in question.choices)
+        veil = f"{question.text.say()}\n{choices}\n{veil}"
+    teaching = bool(ss.get("room")) and rooms.server_rooms().is_teacher(ss.room, ss.owner)
+    question = None
+    if teaching and asked is not None:  # the projector's veil: the question, the counts, Reveal
+        q = asked[1]
+        question = {"key": question_key(q), "text": q.text.say(), "choices": [c.say() for c in q.choices]}
     return {
-        "presenter": bool(st.session_state.presenter),
+        "presenter": bool(ss.presenter),
         "reveal": revealed(snap),
         "ask_step": asked[1].step if asked else None,
-        "veil": i18n.t("classroom.quiz.veil"),
+        "veil": veil,
+        "teach": ss.room if teaching else None,
+        "question": question,
     }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A student's page in a room: the teacher's run, followed live and read-only (fitcore.follow).
+
+
+def following() -> str | None:
+    """The room this page follows as a student (its code); None for a page of its own or the teacher's.
+    A room closed meanwhile leaves the page a page of its own."""
+    ss = st.session_state
+    code = ss.get("room")
+    if not code or rooms.server_rooms().is_teacher(code, ss.owner):
+        return None
+    try:
+        rooms.server_rooms().state(code, ss.owner)
+    except rooms.RoomNotFound:
+        ss.room = None
+        ss.url_errors.append(i18n.t("classroom.follow.closed"))
+        return None
+    return code
+
+
+def leave_room() -> None:
+    """A student leaves the room: a page of its own, with the teacher's settings, to try for itself."""
+    ss = st.session_state
+    code, ss.room = ss.room, None
+    try:
+        teacher, _ = rooms.server_rooms().follow(code, ss.owner)
+        run_id = get_pool().latest_run(teacher)
+        if run_id is not None:
+            config = get_pool().snapshot(teacher, run_id, keep=False).config
+            apply_values(controls.config_values(config), get_gpus())
+    except (rooms.RoomNotFound, RunNotFound):
+        pass  # closed, or no run yet: the page keeps the link's settings
+    if "room" in st.query_params:
+        del st.query_params["room"]
+
+
+def follower_data(code: str) -> dict:
+    """The live view of a student's page: no payload of its own, the room to follow (its first poll brings
+    the teacher's run whole)."""
+    from dashboard.panels import follower_live_data
+
+    return follower_live_data(code)
+
+
+def follower_ui(code: str) -> None:
+    """A student's page: the teacher's run, live; no run buttons, no settings; a button to leave."""
+    from dashboard import sidebar
+    from dashboard.panels import live_component
+    from dashboard.run import error_ui
+
+    for text in st.session_state.url_errors:  # the link's bad values, one line each
+        error_ui(i18n.t("page.link_error", error=text))
+    with st.sidebar:
+        sidebar.language_ui()
+        st.subheader(i18n.t("classroom.follow.title"))
+        st.caption(i18n.t("classroom.follow.help"))
+        st.button(i18n.t("classroom.follow.leave"), key="room_leave", on_click=leave_room, type="primary")
+    with st.container(key="page_title"):
+        st.header(i18n.t("classroom.follow.title"), anchor=False)
+    live_component()(data=follower_data(code), key="live", on_status_change=lambda: None)
+
+
+@st.fragment(run_every=2.0)
+def following_count_ui() -> None:
+    """The teacher's page: how many students follow its run, and the room's close button."""
+    ss = st.session_state
+    if not ss.get("room"):
+        return
+    try:
+        state = rooms.server_rooms().state(ss.room, ss.owner)
+    except rooms.RoomNotFound:
+        return
+    st.caption(i18n.t("classroom.follow.count", n=state.following))
+
+
+def close_room() -> None:
+    ss = st.session_state
+    try:
+        rooms.server_rooms().close(ss.room, ss.owner)
+    except rooms.RoomNotFound:
+        pass
+    ss.room = None
+    if "room" in st.query_params:
+        del st.query_params["room"]

@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from fitcore import i18n, live, paths
+from fitcore.follow import Followers
 from fitcore.pool import RunNotFound, RunPool, server_pool
 from fitcore.rooms import CODE_PATTERN, QUESTION_PATTERN, RoomNotFound, Rooms, server_rooms
 
@@ -40,6 +41,9 @@ MAX_SINCE = 10**12
 SINCE_PATTERN = re.compile(r"[0-9]{1,13}")
 LIVE_PATH, BYE_PATH = "/fitcore/live", "/fitcore/bye"
 ROOM_PATH, ANSWER_PATH = "/fitcore/room", "/fitcore/room/answer"  # a class's room (fitcore.rooms)
+WALK_PATH = "/fitcore/room/walk"  # the teacher's picture's phase, which the students' pictures follow
+REVEAL_PATH = "/fitcore/room/reveal"  # the teacher reveals the room's question, from the picture
+MAX_STEP = 10**9
 CHOICE_PATTERN = re.compile(r"[0-7]")
 STATIC_PATH = "/fitcore/static"  # + "/<file>": the live view's modules and styles, and plotly.js
 FRONTEND = paths.FRONTEND
@@ -81,9 +85,15 @@ def _request_args(request: Request) -> tuple[str, str | None, int] | JSONRespons
     return owner, run_id, int(since_text)
 
 
-def live_handler(get_pool: Callable[[], RunPool] = server_pool):
+def live_handler(
+    get_pool: Callable[[], RunPool] = server_pool,
+    get_rooms: Callable[[], Rooms] = server_rooms,
+    followers: Followers | None = None,
+):
     """GET /fitcore/live?run=<id>&since=<step>&lang=<en|zh>: the run's payload after step `since`
-    (fitcore.live), its words in `lang` (English without one)."""
+    (fitcore.live), its words in `lang` (English without one). With `room=<code>`: a student's page, the
+    room's teacher's run (fitcore.follow), read-only, whatever run id it names."""
+    followers = followers or Followers(get_pool, get_rooms)
 
     async def handle(request: Request) -> Response:
         args = _request_args(request)
@@ -93,6 +103,15 @@ def live_handler(get_pool: Callable[[], RunPool] = server_pool):
         lang = request.query_params.get("lang", i18n.DEFAULT)
         if lang not in i18n.LANGUAGES:
             return _error(400, "lang", lang, " or ".join(i18n.LANGUAGES))
+        if "room" in request.query_params:
+            code = request.query_params["room"]
+            if not CODE_PATTERN.fullmatch(code):
+                return _error(400, "room", code, "the room code in the teacher's link")
+            try:
+                body = followers.answer(code, owner, run_id, since, lang)
+            except RoomNotFound:
+                return _error(404, "room", code, _NO_ROOM)
+            return Response(body, media_type="application/json", headers={"Cache-Control": "no-store"})
         pool = get_pool()
         try:
             run_id = run_id or pool.latest_run(owner)
@@ -105,6 +124,9 @@ def live_handler(get_pool: Callable[[], RunPool] = server_pool):
             return _error(404, "run", run_id or "", "one of this browser's runs")
         with i18n.using(lang):  # the status line and the run's label in the page's language
             body = live.payload(snap, since, number)
+        teach = request.query_params.get("teach")
+        if teach is not None and CODE_PATTERN.fullmatch(teach):
+            body["teach"] = _teacher_part(get_rooms(), teach, owner)
         return Response(
             json.dumps(body, separators=(",", ":"), allow_nan=False),
             media_type="application/json",
@@ -188,6 +210,66 @@ def answer_handler(get_rooms: Callable[[], Rooms] = server_rooms):
             return _error(404, "room", code, _NO_ROOM)
         if not counted:
             return _error(409, "q", question, "the room's current question, answered once")
+        return Response(status_code=204)
+
+    return handle
+
+
+def _teacher_part(rooms: Rooms, code: str, owner: str) -> dict | None:
+    """What the teacher's picture shows of its room: the question asked, the counts per choice as they
+    come in, how many answered and how many pages follow. None for anyone but the room's teacher."""
+    try:
+        state = rooms.state(code, owner)
+    except RoomNotFound:
+        return None
+    if state.counts is None:
+        return None
+    return {"question": state.question, "counts": list(state.counts), "answered": state.answered,
+            "following": state.following, "revealed": state.revealed}  # fmt: skip
+
+
+def reveal_handler(get_rooms: Callable[[], Rooms] = server_rooms):
+    """POST /fitcore/room/reveal?room=<code>&q=<question>: the teacher reveals the question to the room
+    (204); anyone but the room's teacher: 404, and nothing changes."""
+
+    async def handle(request: Request) -> Response:
+        args = _room_args(request)
+        if isinstance(args, Response):
+            return args
+        owner, code = args
+        question = request.query_params.get("q", "")
+        if not QUESTION_PATTERN.fullmatch(question):
+            return _error(400, "q", question, "the room's question")
+        try:
+            get_rooms().reveal(code, owner, question)
+        except RoomNotFound:
+            return _error(404, "room", code, _NO_ROOM)
+        return Response(status_code=204)
+
+    return handle
+
+
+def walk_handler(get_rooms: Callable[[], Rooms] = server_rooms):
+    """POST /fitcore/room/walk?room=<code>&run=<id>&step=<n>&phase=<i>: the teacher's picture shows phase i
+    of step n of its run; the students' pictures follow (204). Anyone but the room's teacher: 404."""
+
+    async def handle(request: Request) -> Response:
+        args = _room_args(request)
+        if isinstance(args, Response):
+            return args
+        owner, code = args
+        query = request.query_params
+        run_id, step, phase = query.get("run", ""), query.get("step", ""), query.get("phase", "")
+        if not RUN_PATTERN.fullmatch(run_id):
+            return _error(400, "run", run_id, "a run id such as run-12")
+        if not SINCE_PATTERN.fullmatch(step) or int(step) > MAX_STEP:
+            return _error(400, "step", step, f"a step number from 0 to {MAX_STEP}")
+        if not re.fullmatch(r"[0-9]{1,2}", phase):
+            return _error(400, "phase", phase, "a phase index from 0 to 99")
+        try:
+            get_rooms().walk_to(code, owner, run_id, int(step), int(phase))
+        except RoomNotFound:
+            return _error(404, "room", code, _NO_ROOM)
         return Response(status_code=204)
 
     return handle
@@ -277,9 +359,11 @@ def routes(
     # async handlers run on the event loop itself: each takes a run's lock only to copy its state, for
     # microseconds, and a thread-pool hop would cost more than the answer
     return [
-        Route(LIVE_PATH, Only(("GET", "HEAD"), live_handler(get_pool))),
+        Route(LIVE_PATH, Only(("GET", "HEAD"), live_handler(get_pool, get_rooms))),
         Route(BYE_PATH, Only(("POST",), bye_handler(get_pool))),
         Route(ROOM_PATH, Only(("GET", "HEAD"), room_handler(get_rooms))),
         Route(ANSWER_PATH, Only(("POST",), answer_handler(get_rooms))),
+        Route(WALK_PATH, Only(("POST",), walk_handler(get_rooms))),
+        Route(REVEAL_PATH, Only(("POST",), reveal_handler(get_rooms))),
         Route(STATIC_PATH + "/{name}", Only(("GET", "HEAD"), static_handler(static_files(frontend)))),
     ]

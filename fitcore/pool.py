@@ -176,14 +176,15 @@ class RunPool:
         self._schedule()
         return self._read(run)  # not through _get: the reaper may already have dropped it
 
-    def snapshot(self, owner: str, run_id: str) -> Snapshot:
-        """The run's snapshot with its place in the queue; reading it keeps the run alive."""
-        return self._read(self._get(owner, run_id))
+    def snapshot(self, owner: str, run_id: str, keep: bool = True) -> Snapshot:
+        """The run's snapshot with its place in the queue; reading it keeps the run alive, unless `keep` is
+        False (a room's students following it: only its owner's own page keeps it)."""
+        return self._read(self._get(owner, run_id), keep)
 
-    def _read(self, run: Run) -> Snapshot:
+    def _read(self, run: Run, keep: bool = True) -> Snapshot:
         snap = run.snapshot()
         with self._lock:
-            if run.run_id in self._runs:  # a run reaped meanwhile stays dropped
+            if keep and run.run_id in self._runs:  # a run reaped meanwhile stays dropped
                 self._seen[run.run_id] = self.clock()
                 self._closed_at.pop(run.run_id, None)  # a page reads it again: the reload came back
             position = next((i for i, r in enumerate(self._queue, 1) if r is run), None)
@@ -192,6 +193,14 @@ class RunPool:
             message = Text("run.message.queued", ahead=ahead, most=self.settings.max_active)
             return dataclasses.replace(snap, queue_position=position, message=message)
         return snap
+
+    def stamp(self, owner: str, run_id: str) -> tuple:
+        """The run's Run.stamp() with its place in the queue: what a shared answer is keyed on. It does not
+        keep the run alive (its owner's own page does)."""
+        run = self._get(owner, run_id)
+        with self._lock:
+            position = next((i for i, r in enumerate(self._queue, 1) if r is run), None)
+        return (*run.stamp(), position)
 
     def latest_run(self, owner: str) -> str | None:
         """The id of the owner's latest run while the pool keeps it: a reloaded page shows it again."""

@@ -9,6 +9,10 @@ ROOM_TTL_S without its teacher, or when the server stops; at most MAX_ROOMS are 
 
 Only the room's teacher (its owner id, the browser's `fitcore_owner`) sees the counts, asks or reveals; a
 code that is not an open room's answers exactly like a malformed one: nothing, and it changes nothing.
+
+Students follow the teacher's run: a student's page reads it through the room (fitcore.follow), never by
+the teacher's owner id, which no page but the teacher's ever sees. The room keeps which phase of the step
+the teacher's picture shows (`walk`), and which pages followed it lately (a count for the teacher).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ MAX_ROOMS = 50  # rooms open at once on one server
 MAX_VOTERS = 200  # answers counted per question (a class, with room to spare)
 MAX_CHOICES = 8
 ROOM_TTL_S = 3 * 3600.0  # a room whose teacher has not read it for this long is closed
+MAX_FOLLOWERS = 500  # pages counted as following a room at once
+FOLLOWING_S = 5.0  # a page that read the room within this many seconds follows it
 
 
 class RoomNotFound(Exception):
@@ -43,8 +49,10 @@ class _Room:
     seen: float  # when the teacher last read it
     question: str = ""  # the current question's key; "" before the first
     counts: list[int] = field(default_factory=list)  # answers per choice
-    voters: set[str] = field(default_factory=set)  # the browsers that answered it (owner ids, no names)
+    voters: dict[str, int] = field(default_factory=dict)  # each browser's choice (owner ids, no names)
     revealed: bool = False
+    walk: tuple[str, int, int] | None = None  # the teacher's picture: (run id, step, phase index)
+    followers: dict[str, float] = field(default_factory=dict)  # owner id -> when it last read the room
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,9 @@ class RoomState:
     revealed: bool
     answered: int
     counts: tuple[int, ...] | None  # None for a student: the class's answers are the teacher's to show
+    mine: int | None = None  # the reader's own answer to the current question
+    following: int = 0  # pages that follow the room now (for its teacher; 0 for a student)
+    walk: tuple[str, int, int] | None = None  # the teacher's picture: (run id, step, phase index)
 
 
 class Rooms:
@@ -101,7 +112,7 @@ class Rooms:
             room = self._room(code, teacher)
             room.seen = self._clock()
             if room.question != question:
-                room.question, room.counts, room.voters, room.revealed = question, [0] * choices, set(), False
+                room.question, room.counts, room.voters, room.revealed = question, [0] * choices, {}, False
 
     def answer(self, code: str, voter: str, question: str, choice: int) -> bool:
         """Count voter's answer to the room's current question; False where it does not count (another
@@ -112,7 +123,7 @@ class Rooms:
                 return False
             if not 0 <= choice < len(room.counts) or len(room.voters) >= MAX_VOTERS:
                 return False
-            room.voters.add(voter)
+            room.voters[voter] = choice
             room.counts[choice] += 1
             return True
 
@@ -129,10 +140,39 @@ class Rooms:
             self._expire()
             room = self._room(code)
             teacher = reader == room.teacher
+            now = self._clock()
             if teacher:
-                room.seen = self._clock()
+                room.seen = now
             counts = tuple(room.counts) if teacher else None
-            return RoomState(room.question, room.revealed, len(room.voters), counts)
+            following = sum(now - t <= FOLLOWING_S for t in room.followers.values()) if teacher else 0
+            mine = room.voters.get(reader)
+            answered = len(room.voters)
+            return RoomState(room.question, room.revealed, answered, counts, mine, following, room.walk)
+
+    def follow(self, code: str, follower: str) -> tuple[str, RoomState]:
+        """A student's page reads the room: (its teacher's owner id, the room as the student sees it). The
+        owner id stays on the server: it finds the run the page follows, and is never sent to a page.
+        RoomNotFound for a bad code, and for the teacher's own page (it shows its run as its own)."""
+        with self._lock:
+            self._expire()
+            room = self._room(code)
+            if follower == room.teacher:
+                raise RoomNotFound(code)
+            now = self._clock()
+            if follower in room.followers or len(room.followers) < MAX_FOLLOWERS:
+                room.followers[follower] = now
+            if len(room.followers) >= MAX_FOLLOWERS:  # forget the pages that stopped reading
+                room.followers = {o: t for o, t in room.followers.items() if now - t <= FOLLOWING_S}
+            mine = room.voters.get(follower)
+            state = RoomState(room.question, room.revealed, len(room.voters), None, mine, 0, room.walk)
+            return room.teacher, state
+
+    def walk_to(self, code: str, teacher: str, run_id: str, step: int, phase: int) -> None:
+        """The teacher's picture shows this phase of this step: the students' pictures show it too."""
+        with self._lock:
+            room = self._room(code, teacher)
+            room.seen = self._clock()
+            room.walk = (run_id, step, phase)
 
     def is_teacher(self, code: str, owner: str) -> bool:
         with self._lock:

@@ -284,6 +284,16 @@ class Run:
             return Text("run.message.at_step", epoch=latest.epoch, step=latest.step)
         return self._message
 
+    def stamp(self) -> tuple:
+        """What changes whenever the run's snapshot does (its status, its latest step and when it came, its
+        pace), read in microseconds: a page's shared answer is made again only when this moves."""
+        with self._lock:
+            status = self._status
+            if status == Status.RUNNING and self.control.paused:
+                status = Status.PAUSED
+            return (status, self._latest.step if self._latest else 0, self._latest_time, self.control.pace,
+                    self._ended is not None, len(self._extra))  # fmt: skip
+
     def snapshot(self) -> Snapshot:
         """An immutable copy of the run's state, made under the lock; callers never hold the lock."""
         with self._lock:

@@ -16,6 +16,7 @@ import { currentLang, setTexts, tr } from "./words.js";
 import {
   clientNowSeconds, isActive, mergePayload, resetRun, startPollingIfActive, stopPolling,
 } from "./poll.js";
+import { postWalk, renderQuestion, renderTeacherQuestion, revealText } from "./follow.js";
 import { renderPicture } from "./step_view.js";
 import { newStepper, togglePlay, walkPhase } from "./stepper.js";
 import { renderTimeline } from "./timeline.js";
@@ -39,6 +40,7 @@ function createState(parentElement) {
   const state = {
     parentElement, disposed: false, setTriggerValue: null,
     endpoint: "/fitcore/live", byeEndpoint: null, pollMs: 400, queuedPollMs: 1000, overlay: [], smoothing: 0,
+    follow: null, teach: null, room: null, questionShown: null, walkPosted: null,
     plotlyUrl: PLOTLY_URL, dataVersion: 0, lang: "en",
     run: null, names: [], trueValues: [], lstsq: null, loss: [], params: [],
     picture: null,
@@ -55,6 +57,9 @@ function createState(parentElement) {
   state.showConnection = () => renderConnection(state);
   state.dom = buildDom(state);
   state.dom.veil = addVeil(state.dom.picture);
+  state.dom.answer = el("div", "fl-answer");  // a student's page, after the reveal: the answer, and theirs
+  state.dom.answer.hidden = true;
+  state.dom.picture.append(state.dom.answer);
   parentElement.appendChild(state.dom.root);
   state.resizeObserver = new ResizeObserver(() => onResize(state));
   state.resizeObserver.observe(state.dom.root);
@@ -89,7 +94,8 @@ function keepLiveRun(run) {
 // A closing (or reloading) page says so, and the server frees its run a few seconds later unless a page
 // reads it again: a reload does at once, a closed tab never will.
 function sayGoodbye(state) {
-  if (!state.byeEndpoint || !isActive(state) || !navigator.sendBeacon) return;
+  // a room's student never owned the run it shows: the teacher's page keeps it
+  if (state.follow || !state.byeEndpoint || !isActive(state) || !navigator.sendBeacon) return;
   navigator.sendBeacon(`${state.byeEndpoint}?run=${encodeURIComponent(state.run.id)}`);
 }
 
@@ -187,12 +193,15 @@ function acceptMountData(state, data) {
   state.smoothing = isNum(data.smoothing) ? data.smoothing : 0;
   state.overlay = Array.isArray(data.overlay) ? data.overlay : [];
   if (data.owner) keepOwner(data.owner);
+  acceptRoom(state, data);
   acceptClassroom(state, data);
   state.dataVersion += 1;  // the charts are drawn again from this data, not appended to
   state.dirty.charts = true;
   const payload = data.payload;
   if (!payload || !payload.run) {
     resetRun(state, null);
+    state.poll.gone = false;
+    if (state.follow) startPollingIfActive(state);  // a room's page waits for the teacher's run
     render(state);
     return;
   }
@@ -222,6 +231,7 @@ function render(state) {
   renderStatus(state);
   renderPicture(state);
   renderVeil(state);
+  postWalk(state, performance.now());
   if (state.dirty.timeline) renderTimeline(state);
   if (state.dirty.charts) renderCharts(state);
   state.dirty.timeline = false;
@@ -237,10 +247,14 @@ function renderStatus(state) {
                    diverged: tr("live.badge.diverged"), failed: tr("live.badge.failed") };
   dom.badge.textContent = badges[status] || "";
   dom.badge.hidden = !badges[status];
-  dom.statusText.textContent = run ? run.status_line || status : tr("live.status.no_run");
+  let line = run ? run.status_line || status : tr("live.status.no_run");
+  if (state.follow) {  // whose run this is: the teacher's, read-only (or none yet)
+    line = run ? tr("live.follow.line", { line }) : tr(state.poll.gone ? "live.follow.closed" : "live.follow.none");
+  }
+  dom.statusText.textContent = line;
   const fraction = run && run.total_steps ? Math.min(1, (run.step || 0) / run.total_steps) : 0;
   dom.progressFill.style.width = `${(fraction * 100).toFixed(2)}%`;
-  keepLiveRun(run);
+  if (!state.follow) keepLiveRun(run);  // the teacher's run is not this browser's
   renderConnection(state);
 }
 
@@ -266,11 +280,27 @@ function addVeil(picture) {
   return veil;
 }
 
+// A room (follow.js): a student's page follows the teacher's run (data.follow, the room's code) and has
+// no stepper of its own; the teacher's page (data.teach) posts where its picture stands.
+function acceptRoom(state, data) {
+  const follow = typeof data.follow === "string" && /^[A-Za-z0-9_-]{22}$/.test(data.follow) ? data.follow : null;
+  if (follow !== state.follow) {
+    state.follow = follow;
+    state.room = null;
+    state.questionShown = null;
+  }
+  state.teach = typeof data.teach === "string" && /^[A-Za-z0-9_-]{22}$/.test(data.teach) ? data.teach : null;
+  state.dom.root.classList.toggle("fl-follower", !!follow);
+  state.dom.answer.textContent = "";
+}
+
 function acceptClassroom(state, data) {
   state.dom.root.classList.toggle("fl-presenter", data.presenter === true);
   state.reveal = data.reveal !== false;
   state.askStep = isNum(data.ask_step) ? data.ask_step : null;
-  state.dom.veil.textContent = data.veil || "";
+  state.question = data.question && Array.isArray(data.question.choices) ? data.question : null;
+  state.questionShown = null;
+  if (!state.question) state.dom.veil.textContent = data.veil || "";
   state.dirty.picture = true;
 }
 
@@ -278,8 +308,19 @@ function acceptClassroom(state, data) {
 // (the script then reruns once, so that the page asks about that step).
 function renderVeil(state) {
   const pic = state.picture;
+  if (state.follow) {  // a student's page: veiled while the teacher's question waits for the reveal
+    const question = state.room && state.room.question;
+    const veiled = !!question && !question.revealed;
+    renderQuestion(state);
+    state.dom.root.classList.toggle("fl-veiled", veiled);
+    state.dom.veil.hidden = !veiled;
+    state.dom.answer.textContent = revealText(question);
+    state.dom.answer.hidden = !state.dom.answer.textContent;
+    return;
+  }
   const newer = state.askStep !== null && !!pic && pic.step > state.askStep;
   const veiled = state.reveal === false || newer;
+  if (state.teach && state.question && veiled) renderTeacherQuestion(state);
   state.dom.root.classList.toggle("fl-veiled", veiled);
   state.dom.veil.hidden = !veiled;
   if (newer && state.askedFor !== pic.step && state.setTriggerValue) {

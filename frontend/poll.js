@@ -4,6 +4,7 @@
 // While the run is active the page asks by itself, so a page costs the server one small JSON answer a
 // poll, not a script rerun; the status trigger reruns the script only when the run's status changes.
 
+import { FOLLOW_IDLE_MS, applyFollow, followUrl, teachQuery } from "./follow.js";
 import { isNum } from "./format.js";
 import { lastStepOf, mergeSeries } from "./series.js";
 import { applyStatusDefaults, newStepper, onNewStep } from "./stepper.js";
@@ -20,7 +21,9 @@ export function lastStep(state) {
   return lastStepOf(state.loss, state.params);
 }
 
+// A student's page in a room follows the teacher's run for as long as it is open (follow.js).
 export function isActive(state) {
+  if (state.follow) return !state.poll.gone;
   return !!(state.run && state.run.active) && !state.poll.gone;
 }
 
@@ -72,6 +75,7 @@ export function mergePayload(state, payload, { replace }) {
 
 // A queued run changes only its place in the queue; a paused one can still take a single Step.
 function pollInterval(state) {
+  if (state.follow) return state.run && state.run.active && state.run.status !== "paused" ? state.pollMs : FOLLOW_IDLE_MS;
   return state.run.status === "queued" ? state.queuedPollMs : state.pollMs;
 }
 
@@ -127,8 +131,9 @@ async function pollOnce(state) {
     schedulePoll(state, 50);
     return;
   }
-  const url = `${state.endpoint}?run=${encodeURIComponent(state.run.id)}&since=${lastStep(state)}`
-    + `&lang=${encodeURIComponent(state.lang || "en")}`;
+  const url = state.follow ? followUrl(state, lastStep(state))
+    : `${state.endpoint}?run=${encodeURIComponent(state.run.id)}&since=${lastStep(state)}`
+      + `&lang=${encodeURIComponent(state.lang || "en")}${teachQuery(state)}`;
   const controller = new AbortController();
   const timeout = setTimeout(() => controller.abort(), FETCH_TIMEOUT_MS);
   state.poll.inFlight = true;
@@ -143,12 +148,16 @@ async function pollOnce(state) {
       return;
     }
     if (response.status === 404) {
-      onGone(state);
+      onGone(state);  // a room's page: the room is closed; the rerun gives the student a page of its own
       return;
     }
     if (!response.ok) throw new Error(`HTTP ${response.status}`);
     const payload = await response.json();
     const receivedAt = performance.now();
+    if (state.follow) {
+      if (!state.disposed) applyFollowed(state, payload, sentAt, receivedAt);
+      return;
+    }
     if (state.disposed || !state.run || payload.run.id !== state.run.id) return;
     updateClock(state, payload.run.server_time, sentAt, receivedAt);
     state.poll.failures = 0;
@@ -192,12 +201,35 @@ export const GONE_RETRY_MS = 2000;
 
 function askRerun(state) {
   clearTimeout(state.poll.goneTimer);
-  if (!state.poll.gone || state.disposed || !state.setTriggerValue || !state.run) return;
+  if (!state.poll.gone || state.disposed || !state.setTriggerValue || (!state.run && !state.follow)) return;
   state.setTriggerValue("status", "gone");
   state.poll.goneTimer = setTimeout(() => askRerun(state), GONE_RETRY_MS);
 }
 
+// A student's page: the teacher's run as the room answers it, whichever run that is now.
+function applyFollowed(state, payload, sentAt, receivedAt) {
+  state.poll.failures = 0;
+  state.poll.lastAnswerAt = receivedAt;
+  if (!payload.run) {
+    if (state.run) {
+      resetRun(state, null);
+      state.poll.stopped = false;  // resetRun stopped the polls: a room's page goes on waiting
+    }
+  } else {
+    updateClock(state, payload.run.server_time, sentAt, receivedAt);
+    const fresh = !state.run || payload.run.id !== state.run.id;
+    if (fresh) {
+      resetRun(state, payload);
+      state.poll.stopped = false;
+    }
+    mergePayload(state, payload, { replace: fresh });
+  }
+  applyFollow(state, payload.follow);
+  state.redraw();
+}
+
 function applyLivePayload(state, payload) {
+  if (payload.teach !== undefined) state.teachRoom = payload.teach;  // the teacher's room: its counts
   const stepBefore = state.picture ? state.picture.step : null;
   const seriesBefore = lastStep(state);
   mergePayload(state, payload, { replace: false });

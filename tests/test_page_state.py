@@ -30,6 +30,7 @@ from fitcore import i18n, strategies
 from fitcore.events import Status
 from fitcore.view import controls
 from tests import test_app
+from tests.helpers import wait_for
 from tests.test_app import live_view
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,6 +107,14 @@ class PageMachine(RuleBasedStateMachine):
 
     def snap(self):
         return self.at.session_state["snap"]
+
+    def wait_until_ended(self):
+        """The run ended, then the page rerun as its browser would: in the page's language, whose labels
+        the choice widgets hold (tests/test_app.py's own rerun would send them in English)."""
+        pool, owner = test_app._pool(self.at)
+        run_id = self.at.session_state["run_id"]
+        wait_for(lambda: not pool.snapshot(owner, run_id).active, 30, interval=0.02, what="the run to end")
+        browser_run(self.at)
 
     def click(self, key: str) -> bool:
         """Press the button if the page offers it enabled (a browser cannot press a disabled one)."""
@@ -224,7 +233,7 @@ class PageMachine(RuleBasedStateMachine):
         browser_run(self.at)
         if self.enabled("stop"):  # Replay waits for the live run: stopped first, as a user would
             self.press("stop")
-            test_app.wait_until_ended(self.at)
+            self.wait_until_ended()
         assert self.press("replay"), self.at.error  # a file chosen, no live run: Replay is offered
         if name in ("example", "good"):
             snap = self.snap()

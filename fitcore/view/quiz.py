@@ -8,6 +8,7 @@ the answer and from each other. Nothing is random: a step always asks the same q
 
 from __future__ import annotations
 
+import hashlib
 import math
 import threading
 from collections import OrderedDict
@@ -200,6 +201,13 @@ def question_for(
     """The one question a step asks: each step in turn takes the next kind it can answer."""
     found = questions(step, cfg, labels, extra)
     return found[step.step % len(found)] if found else None
+
+
+def question_key(question: Question) -> str:
+    """A room's name for a question: its kind, its step and its choices, the same on every page of the class
+    (the teacher's page asks it; the students' pages, following the teacher's run, find it again)."""
+    choices = "|".join(c.say("en") for c in question.choices)
+    return f"{question.kind}/{question.step}/{hashlib.sha256(choices.encode()).hexdigest()[:12]}"
 
 
 # ---------------------------------------------------------------------------------------------------------
