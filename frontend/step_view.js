@@ -1,7 +1,7 @@
 // The step picture's section: its phase title, the stepper's pills and buttons, and the SVG drawn by the
 // picture's drawer; while a phase animates, one redraw per animation frame.
 
-import { clear, el } from "./dom.js";
+import { clear, el, textWidth } from "./dom.js";
 import { drawerFor } from "./drawers.js";
 import { formatNumber, isNum } from "./format.js";
 import { tr } from "./words.js";
@@ -32,10 +32,29 @@ export function renderPicture(state) {
   dom.play.classList.toggle("fl-on", state.stepper.playing);
   dom.prev.disabled = dom.next.disabled = !groups.length;
   renderPills(state, pic, groups, phase, drawer);
-  dom.phaseTitle.textContent = pic ? phaseTitle(pic, groups, phase, drawer) : tr("live.picture.title");
+  fitTitle(state, pic ? phaseTitle(pic, groups, phase, drawer) : tr("live.picture.title"));
   if (pic) drawStepPicture(dom.pictureSvg, pic, groups, phase, pictureWidth(state), drawer);
   if (state.dirty.timeline !== true && state.lastTimelinePhase !== phase.index) renderTimeline(state);
   if (phase.animating) scheduleFrame(state);
+}
+
+// The phase's caption on one line, so that the picture and the charts keep their place on the first screen:
+// a caption longer than the line is set smaller (down to TITLE_MIN_PX), and wraps only below that.
+const TITLE_MIN_PX = 16;
+
+function fitTitle(state, text) {
+  const title = state.dom.phaseTitle;
+  const width = title.clientWidth;
+  const key = `${text}/${width}/${state.dom.root.className}`;
+  if (key === state.titleKey) return;
+  state.titleKey = key;
+  title.style.fontSize = "";
+  title.textContent = text;
+  const base = parseFloat(getComputedStyle(title).fontSize) || 22;
+  const needed = textWidth(text, base, 700);
+  if (width > 0 && needed > width) {
+    title.style.fontSize = `${Math.max(TITLE_MIN_PX, Math.floor((base * width) / needed) - 0.5)}px`;
+  }
 }
 
 function scheduleFrame(state) {
