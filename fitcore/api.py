@@ -354,12 +354,13 @@ def routes(
     get_pool: Callable[[], RunPool] = server_pool,
     frontend: Path = FRONTEND,
     get_rooms: Callable[[], Rooms] = server_rooms,
+    followers: Followers | None = None,
 ) -> list[Route]:
     """The routes to mount beside the page (st.App(..., routes=routes()))."""
     # async handlers run on the event loop itself: each takes a run's lock only to copy its state, for
     # microseconds, and a thread-pool hop would cost more than the answer
     return [
-        Route(LIVE_PATH, Only(("GET", "HEAD"), live_handler(get_pool, get_rooms))),
+        Route(LIVE_PATH, Only(("GET", "HEAD"), live_handler(get_pool, get_rooms, followers))),
         Route(BYE_PATH, Only(("POST",), bye_handler(get_pool))),
         Route(ROOM_PATH, Only(("GET", "HEAD"), room_handler(get_rooms))),
         Route(ANSWER_PATH, Only(("POST",), answer_handler(get_rooms))),
