@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import classroom, data, lab, panels, run, sidebar, state
+from dashboard import classroom, data, follower, lab, panels, run, sidebar, state
 from fitcore import api, i18n, serve, strategies
 from fitcore.config import ConfigError, FitConfig
 from fitcore.i18n import t
@@ -27,15 +27,18 @@ PAGE_CSS = (
     "[data-testid='stHeader'] { background: transparent; pointer-events: none; }"
     "[data-testid='stHeader'] * { pointer-events: auto; }"
     "[data-testid='stElementContainer']:has(style[data-fitcore]) { display: none; }"
+    # a short screen (a 1280x720 projector) gives the heading's room to the live view's picture and charts:
+    # the status line, the picture's title and the tab's title still say what runs
+    "@media (max-height: 800px) {"
+    "[data-testid='stLayoutWrapper']:has(> .st-key-page_title), .st-key-page_title { display: none; }"
+    "}"
     "</style>"
 )
-# The presenter on a short projector screen (1280x720): the page's heading gives its room to the live view's
-# charts (the status line, the picture's title and the tab's title still say what runs), and the main column
-# its wide side margins, so that the charts are tall enough to read from the back row.
+# The presenter on a short projector screen (1280x720): the main column gives its wide side margins to the
+# live view, so that the charts are tall enough to read from the back row.
 PRESENTER_CSS = (
     "<style data-fitcore>"
     "@media (max-height: 800px) {"
-    "[data-testid='stLayoutWrapper']:has(> .st-key-page_title), .st-key-page_title { display: none; }"
     "[data-testid='stMainBlockContainer'] { padding-left: 2rem; padding-right: 2rem; }"
     "}"
     "</style>"
@@ -77,7 +80,7 @@ def main() -> None:
         st.html(PRESENTER_CSS)
     code = classroom.following()
     if code is not None:  # a room's student: the teacher's run, followed; nothing of its own
-        classroom.follower_ui(code)
+        follower.follower_ui(code)
         return
     state.keep_widget_defaults(gpus)
     state.pin_classroom(gpus)

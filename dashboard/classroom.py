@@ -328,32 +328,6 @@ def leave_room() -> None:
         del st.query_params["room"]
 
 
-def follower_data(code: str) -> dict:
-    """The live view of a student's page: no payload of its own, the room to follow (its first poll brings
-    the teacher's run whole)."""
-    from dashboard.panels import follower_live_data
-
-    return follower_live_data(code)
-
-
-def follower_ui(code: str) -> None:
-    """A student's page: the teacher's run, live; no run buttons, no settings; a button to leave."""
-    from dashboard import sidebar
-    from dashboard.panels import live_component
-    from dashboard.run import error_ui
-
-    for text in st.session_state.url_errors:  # the link's bad values, one line each
-        error_ui(i18n.t("page.link_error", error=text))
-    with st.sidebar:
-        sidebar.language_ui()
-        st.subheader(i18n.t("classroom.follow.title"))
-        st.caption(i18n.t("classroom.follow.help"))
-        st.button(i18n.t("classroom.follow.leave"), key="room_leave", on_click=leave_room, type="primary")
-    with st.container(key="page_title"):
-        st.header(i18n.t("classroom.follow.title"), anchor=False)
-    live_component()(data=follower_data(code), key="live", on_status_change=lambda: None)
-
-
 @st.fragment(run_every=2.0)
 def following_count_ui() -> None:
     """The teacher's page: how many students follow its run, and the room's close button."""

@@ -91,29 +91,6 @@ def live_data(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict, values: 
     }
 
 
-def follower_live_data(code: str) -> dict:
-    """The live view of a room's student: the room to follow, the page's language, no run of its own."""
-    ss = st.session_state
-    return {
-        "payload": None,
-        "owner": ss.owner,
-        "endpoint": api.LIVE_PATH,
-        "assets": api.STATIC_PATH,
-        "plotly": api.plotly_url(),
-        "poll_ms": int(ss.refresh_ms),
-        "queued_poll_ms": QUEUED_POLL_MS,
-        "smoothing": float(ss.smoothing),
-        "overlay": [],
-        "lang": i18n.current(),
-        "texts": i18n.browser_texts("live."),
-        "presenter": bool(ss.presenter),
-        "reveal": True,
-        "ask_step": None,
-        "veil": "",
-        "follow": code,
-    }
-
-
 def live_view_ui(
     snap: Snapshot | None, cfg: FitConfig | None, gpus: dict, values: dict | None = None
 ) -> None:

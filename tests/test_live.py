@@ -193,6 +193,8 @@ def test_routes_are_mounted_at_their_paths():
         ("/fitcore/bye", None, ("POST",)),
         ("/fitcore/room", None, ("GET", "HEAD")),
         ("/fitcore/room/answer", None, ("POST",)),
+        ("/fitcore/room/walk", None, ("POST",)),
+        ("/fitcore/room/reveal", None, ("POST",)),
         ("/fitcore/static/{name}", None, ("GET", "HEAD")),
     ]
 

@@ -37,6 +37,8 @@ CODE_NAMES = {
     # FSDP's API and its collectives, as torch names them
     "fully_shard", "torch.distributed.fsdp.fully_shard", "all-gather", "reduce-scatter", "all-reduce",
     "reshard_after_forward", "torch.chunk",
+    # tensor parallelism's API, as torch names it
+    "TP", "RowwiseParallel", "torch.distributed.tensor.parallel.RowwiseParallel",
     # torch's `reduction=` values, shown with a gloss; "epoch", the word Chinese course material keeps
     "mean", "sum", "epoch",
     # the tutorial's printed lines are named by their first words

@@ -152,7 +152,7 @@ def _picture(cfg, step, devices: list[dict], extra: dict) -> dict:
 
 STRATEGY = Strategy(
     name=NAME,
-    label="Tensor parallel",
+    label="TP (RowwiseParallel)",  # torch.distributed.tensor.parallel's names: code names in every language
     short="TP",
     processes=True,
     drawer=NAME,
