@@ -58,6 +58,8 @@ def test_every_registered_strategy_keeps_the_contract(solo, name):
     assert isinstance(entry.steps_per_epoch(cfg), int)
     assert cfg.total_steps == cfg.epochs * cfg.batches_per_epoch == cfg.epochs * entry.steps_per_epoch(cfg)
     assert all(hasattr(entry.view_module, part) for part in VIEW)
+    assert isinstance(entry.view_module, strategies.StrategyView)  # the declared part of the contract
+    assert entry.covers in ("rows", "columns") and entry.rules(cfg, parse_devices(cfg.devices)) is None
     step, labels = entry.planned_step(cfg)
     assert isinstance(step, Step) and len(labels) >= 1
     assert entry.phases() and all(isinstance(p, str) for p in entry.phases())

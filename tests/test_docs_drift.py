@@ -1,5 +1,6 @@
-"""The READMEs say what the code does: the command line's flag table is the parser's flags, the strategies it
-names are the registered ones, the lesson script lists its presets, and recordings have the version written.
+"""The documentation says what the code does: the command line's flag table is the parser's flags, the
+strategies it names are the registered ones, the lesson script lists its presets, and recordings have the
+version written (the site's pages, docs/, in English and Chinese).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from fitcore.cli import build_parser
 from fitcore.view import controls
 
 ROOT = Path(__file__).resolve().parents[1]
-READMES = ["README.md", "README.zh-CN.md"]
+READMES = ["docs/reference/cli.md", "docs/reference/cli.zh.md"]  # the flag tables
 
 
 def flag_rows(text: str) -> list[str]:
@@ -64,7 +65,7 @@ def test_the_help_names_every_strategy(capsys):
     assert all(name in line for name in strategies.NAMES), line
 
 
-@pytest.mark.parametrize("readme, lang", [("README.md", "en"), ("README.zh-CN.md", "zh")])
+@pytest.mark.parametrize("readme, lang", [("docs/guide/class.md", "en"), ("docs/guide/class.zh.md", "zh")])
 def test_the_lesson_script_lists_its_presets(readme, lang):
     from fitcore import i18n
 
@@ -79,6 +80,9 @@ def test_the_lesson_script_lists_its_presets(readme, lang):
     assert -1 not in found and found == sorted(found)  # every preset, in the order the script plays them
 
 
-@pytest.mark.parametrize("readme, says", [("README.md", "version\n{v},"), ("README.zh-CN.md", "版本 {v}、")])
+@pytest.mark.parametrize(
+    "readme, says",
+    [(f"docs/reference/recording{suffix}.md", '"version": {v},') for suffix in ("", ".zh")],
+)
 def test_the_recording_version_is_the_one_written(readme, says):
     assert says.format(v=recording.VERSION) in (ROOT / readme).read_text(encoding="utf-8")

@@ -1,4 +1,5 @@
-"""The README's layout table names every module, and the commands sit above their shared flags."""
+"""The architecture page's layout table (docs/architecture.md) names every module, and the commands sit above
+their shared flags."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def layout_paths() -> set[str]:
-    """Every path the README's layout table names: `a/b.py`, `c.py` in one cell means a/b.py and a/c.py."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """Every path the layout table names: `a/b.py`, `c.py` in one cell means a/b.py and a/c.py."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     table = text[text.index("## Layout") : text.index("Where a change goes")]
     named = set()
     for line in table.splitlines():
@@ -38,7 +39,7 @@ def modules() -> list[str]:
 
 
 def in_a_strategy(path: str) -> bool:
-    """A strategy's own file: a module of its package, or its drawer (the README names them by pattern)."""
+    """A strategy's own file: a module of its package, or its drawer (the architecture page names them by pattern)."""
     parts = path.split("/")
     in_package = parts[:2] == ["fitcore", "strategies"] and len(parts) > 3
     return in_package or (parts[0] == "frontend" and parts[-1].startswith("draw_"))
