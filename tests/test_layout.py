@@ -39,7 +39,7 @@ def modules() -> list[str]:
 
 
 def in_a_strategy(path: str) -> bool:
-    """A strategy's own file: a module of its package, or its drawer (the architecture page names them by pattern)."""
+    """A strategy's own file: a module of its package, or its drawer (named by pattern in the table)."""
     parts = path.split("/")
     in_package = parts[:2] == ["fitcore", "strategies"] and len(parts) > 3
     return in_package or (parts[0] == "frontend" and parts[-1].startswith("draw_"))
