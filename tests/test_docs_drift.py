@@ -86,3 +86,18 @@ def test_the_lesson_script_lists_its_presets(readme, lang):
 )
 def test_the_recording_version_is_the_one_written(readme, says):
     assert says.format(v=recording.VERSION) in (ROOT / readme).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("page", ["docs/reference/link.md", "docs/reference/link.zh.md"])
+def test_the_link_reference_names_every_parameter_the_page_reads(page):
+    from fitcore.view import controls
+
+    text = (ROOT / page).read_text(encoding="utf-8")
+    named = set(
+        re.findall(
+            r"`([a-z_]+)`", "\n".join(r.split("|")[1] for r in text.splitlines() if r.startswith("| `"))
+        )
+    )
+    params = {*controls.LABELLED_FIELDS, *controls.CLASSROOM_PARAMS, "room"}
+    assert params - named == set() and named - params == set()
+    assert all(f"`{name}`" in text for name in strategies.NAMES)  # every strategy as the link names it
