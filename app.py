@@ -25,7 +25,11 @@ PAGE_CSS = (
     "<style data-fitcore>"
     "[data-testid='stMainBlockContainer'] { padding-top: 1.5rem; }"
     "[data-testid='stHeader'] { background: transparent; pointer-events: none; }"
-    "[data-testid='stHeader'] * { pointer-events: auto; }"
+    # the header lies over the buttons once the heading gives its room: only its menu and the sidebar's
+    # opener take clicks (the status widget's own Stop and Rerun would, over our Stop and Reset)
+    "[data-testid='stHeader'] * { pointer-events: none !important; }"
+    "[data-testid='stMainMenu'], [data-testid='stMainMenu'] *, [data-testid='stExpandSidebarButton'],"
+    " [data-testid='stExpandSidebarButton'] * { pointer-events: auto !important; }"
     "[data-testid='stElementContainer']:has(style[data-fitcore]) { display: none; }"
     # a short screen (a 1280x720 projector) gives the heading's room to the live view's picture and charts:
     # the status line, the picture's title and the tab's title still say what runs

@@ -28,8 +28,6 @@ export function renderPicture(state) {
   // frozen while the run is paused and the teacher has not pressed play: a picture, not a movie
   const paused = state.run && state.run.status === "paused" && !state.stepper.playing;
   dom.picture.classList.toggle("fl-still", phase.done || paused);
-  // many boxes (more than 4 devices) are narrow already: on a short screen the presenter does not zoom them
-  state.dom.root.classList.toggle("fl-many", !!pic && (pic.devices || []).length > 4);
   dom.play.textContent = state.stepper.playing ? tr("live.stepper.hold") : tr("live.stepper.play");
   dom.play.classList.toggle("fl-on", state.stepper.playing);
   dom.prev.disabled = dom.next.disabled = !groups.length;

@@ -250,7 +250,8 @@ def test_a_reload_finds_the_run_again_and_another_browser_cannot(server, browser
 def test_ddp_shards_before_a_run(server, context):
     page = open_page(context, server)
     page.get_by_text("DistributedDataParallel", exact=True).first.click()
-    page.get_by_text("How DistributedDataParallel shards the data").wait_for()
+    # the heading (hidden on a short screen, which gives its room to the live view) names the strategy
+    page.get_by_text("How DistributedDataParallel shards the data").wait_for(state="attached")
     shards = page.get_by_test_id("stTable").filter(has_text="Padded (repeated)")
     shards.wait_for()
     text = shards.inner_text()

@@ -153,7 +153,7 @@ def test_two_students_follow_the_teachers_run_answer_and_see_the_reveal(server, 
         # Leave the room: a page of one's own, with the teacher's settings
         ann.get_by_role("button", name="Leave the room").click()
         ann.get_by_role("button", name="Start training").wait_for()
-        assert ann.locator(".st-key-epochs input").input_value() == "300"
+        wait_for(lambda: ann.locator(".st-key-epochs input").input_value() == "300", 10, what="the settings")
     finally:
         for context in (teacher_context, ann_context, ben_context):
             context.close()
