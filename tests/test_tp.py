@@ -194,3 +194,26 @@ def test_the_labs_tp_column_is_torchs_rowwise_parallel_on_gloo():
                                     devices="virtual:2")))  # fmt: skip
     tp = next(r for r in result["results"] if r["strategy"] == "tp")
     assert tp["max_abs_diff"] <= TOL and tp["first_divergent_step"] is None and tp["causes"] == []
+
+
+@pytest.mark.slow
+def test_tps_questions_are_answered_from_the_steps_own_events(run):
+    from fitcore.view import quiz
+
+    cfg, events, _, _, _ = run
+    steps = [e for e in events if isinstance(e, Step)]
+    labels = tuple(r.device for r in steps[0].replicas)
+    asked = [strategies.strategy("tp").questions(s, cfg, labels) for s in steps[:4]]
+    for step, found in zip(steps, asked):
+        kinds = [q.kind for q in found]
+        assert kinds == ["tp_columns", "tp_bytes"]
+        columns, sent = found
+        replica = step.replicas[step.step % 2]
+        assert columns.value == replica.columns == columns_of(cfg.n_features, 2)[step.step % 2]
+        assert columns.choices[columns.answer].say("en") == f"X[:, {replica.columns[0]}:{replica.columns[1]}]"
+        assert sent.value == allreduce_bytes(2, step.input_shape[0], 4)  # the phase's bytes, a rank
+        assert len(set(c.say("en") for c in sent.choices)) == len(sent.choices) >= 3
+        assert quiz.question_for(step, cfg, labels) in found  # the page asks one of them, in turn
+
+
+columns_of = columns

@@ -16,6 +16,7 @@ The package, by responsibility:
   rank.py     one rank's loop on RowwiseParallel, its all-reduce timed by hooks around it, its reports;
   train.py    `train_tp` and its Engine: what the ranks run and what the parent emits;
   view.py     the page's columns and memory tables, its picture part, its planned step, its console lines;
+  quiz.py     its questions for the classroom: a rank's columns, and the all-reduce's bytes a rank;
   check.py    its rows of `fitcore check`; compare.py its column of `fitcore compare`; whatif.py its row of
               `fitcore whatif`; locale.json its words; name.py its name alone.
 """
@@ -128,7 +129,9 @@ def _projections() -> tuple:
 
 
 def _questions(step, cfg, labels, extra=None) -> list:
-    return []  # the classroom's questions are of rows per device; TP's columns have none yet
+    from fitcore.strategies.tp.quiz import questions
+
+    return questions(step, cfg, labels, extra)
 
 
 def _presets(tutorial) -> tuple:
