@@ -58,29 +58,6 @@ def whole_model(cfg, itemsize: int = 4) -> dict[str, int]:
     }
 
 
-def fsdp_memory(rank: int, params: Sequence[torch.Tensor], optimizer) -> dict:
-    """One FSDP rank's row of per_rank_memory: its shards, its gradients' shards, its shards' Adam state."""
+def rank_memory(rank: int, params: Sequence[torch.Tensor], optimizer) -> dict:
+    """One rank's row of per_rank_memory, from the tensors it holds (FSDP's shards, TP's rows of W)."""
     return {"rank": rank, **held(params, optimizer)}
-
-
-def ddp_rows(whole: dict[str, int], k: int) -> list[dict]:
-    """per_rank_memory of DDP from what one rank holds (measured, or whole_model's): every rank the same."""
-    return [{"rank": r, **whole} for r in range(k)]
-
-
-def dataparallel_rows(whole: dict[str, int], k: int) -> list[dict]:
-    """per_rank_memory of DataParallel on k devices from what device 0 holds (measured, or whole_model's):
-    device 0 the model, its gradients and all of the optimizer state; each other device, during a step, a
-    replica's copy of the parameters and of their gradients (summed back onto device 0), and no state."""
-    replica = {**whole, "optimizer_state": 0}
-    return [{"rank": 0, **whole}] + [{"rank": r, **replica} for r in range(1, k)]
-
-
-def ddp_memory(params: Sequence[torch.Tensor], optimizer, k: int) -> list[dict]:
-    """per_rank_memory of DDP from one rank's tensors: every one of the k ranks holds the same."""
-    return ddp_rows(held(params, optimizer), k)
-
-
-def dataparallel_memory(params: Sequence[torch.Tensor], optimizer, k: int) -> list[dict]:
-    """per_rank_memory of DataParallel from device 0's tensors (dataparallel_rows)."""
-    return dataparallel_rows(held(params, optimizer), k)

@@ -5,6 +5,7 @@ The package, by responsibility:
   view.py     the page's split table, its parallelism line and console frame, the planned first step;
   check.py    its rows of `fitcore check`;
   compare.py  its column of `fitcore compare`; whatif.py its row of `fitcore whatif`;
+  memory.py   what each device holds (device 0 the model and the optimizer state, the others a replica);
   locale.json its catalog keys; name.py its name alone (what its modules and the traps import).
 Its hooks below import their modules when called (see fitcore.strategies).
 """

@@ -17,7 +17,6 @@ from fitcore.data import epoch_order, least_squares, make_data, ordered_batches
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.errors import Text
 from fitcore.events import Detail, Event, Replica, RunEnded, Status, Step, run_started
-from fitcore.memory import dataparallel_memory
 from fitcore.parallel import (
     EmulatedDataParallel,
     LinearModel,
@@ -27,6 +26,7 @@ from fitcore.parallel import (
     wrap,
 )
 from fitcore.phases import BACKWARD_END, LOSS_END, OPTIMIZER_END
+from fitcore.strategies.dataparallel.memory import dataparallel_memory
 from fitcore.train import (
     Control,
     clear_grads,

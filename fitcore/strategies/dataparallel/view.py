@@ -13,9 +13,10 @@ from fitcore.config import FitConfig
 from fitcore.devices import parse_devices
 from fitcore.events import Replica, RunStarted, Step
 from fitcore.i18n import t
-from fitcore.memory import dataparallel_rows, whole_model
+from fitcore.memory import whole_model
 from fitcore.parallel import chunk_sizes
 from fitcore.runner import Snapshot
+from fitcore.strategies.dataparallel.memory import dataparallel_rows
 from fitcore.text import format_bytes
 from fitcore.view.common import Section, device_text, memory_rows, shape_text
 

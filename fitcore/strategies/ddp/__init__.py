@@ -22,6 +22,7 @@ The package, by responsibility:
   view.py      what each rank holds (the whole model), its parallelism line and console frame;
   check.py     its rows of `fitcore check`; compare.py DDP simulated in one process for `fitcore compare`;
   whatif.py    its row of `fitcore whatif`; locale.json its words (explanation, headers, presets, ...);
+  memory.py    what each rank holds: the whole model, on every rank;
   name.py      its name alone (what its modules and the traps import).
 How an epoch is cut into shards is fitcore.shards, and the panels of the ranks' shards fitcore.view.ranks,
 which DDP and FSDP share; the console lines of ranks, shards and finals are fitcore.console's.

@@ -14,9 +14,10 @@ from fitcore.devices import parse_devices
 from fitcore.engine.rank import rank_labels
 from fitcore.events import RunStarted
 from fitcore.i18n import t
-from fitcore.memory import ddp_rows, whole_model
+from fitcore.memory import whole_model
 from fitcore.recording import GROUP
 from fitcore.runner import Snapshot
+from fitcore.strategies.ddp.memory import ddp_rows
 from fitcore.view.common import Section, memory_rows
 from fitcore.view.ranks import planned_step, rank_sections, ranks_words
 

@@ -38,7 +38,7 @@ from fitcore.engine.rank import (
     share_step,
 )
 from fitcore.events import Status
-from fitcore.memory import fsdp_memory
+from fitcore.memory import rank_memory
 from fitcore.parallel import LinearModel, ShapeRecorder, init_parameters
 from fitcore.phases import (
     BACKWARD_END,
@@ -293,7 +293,7 @@ def final_params(held: FsdpRank) -> tuple[tuple[tuple[float, ...], float], dict]
     params = [model.weight, model.bias]
     extra = {
         "shard": {"weights": w_local, "bias": b_local},
-        "memory": fsdp_memory(rank, params, held.optimizer),
+        "memory": rank_memory(rank, params, held.optimizer),
         "collectives": held.collectives.buffers,
     }
     return (weights, bias), extra

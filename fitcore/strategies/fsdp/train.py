@@ -16,7 +16,7 @@ from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
 from fitcore.engine.launcher import Engine, launch, memory_details
 from fitcore.events import Detail, Event, RunEnded
-from fitcore.memory import fsdp_memory
+from fitcore.memory import rank_memory
 from fitcore.strategies.fsdp.layout import FSDP_SLOTS, ranks_fsdp_specs, shards_value
 from fitcore.strategies.fsdp.name import NAME
 from fitcore.strategies.fsdp.rank import final_params, full_params, joined_params, rank_loop, shard_params
@@ -44,7 +44,7 @@ def first_step_extra(rank: int, held, step: int) -> dict | None:
     if step != 1:
         return None
     params = [held.model.weight, held.model.bias]
-    return {"memory": fsdp_memory(rank, params, held.optimizer)}
+    return {"memory": rank_memory(rank, params, held.optimizer)}
 
 
 def _first_step_details(reshard_after_forward: bool, cfg, labels, reports) -> list[Detail]:

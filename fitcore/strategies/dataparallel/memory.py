@@ -1,0 +1,23 @@
+"""What DataParallel's devices hold: device 0 the model and all of the optimizer state, each other device
+a replica's copy of the parameters and their gradients during a step."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from fitcore.memory import held
+
+
+def dataparallel_rows(whole: dict[str, int], k: int) -> list[dict]:
+    """per_rank_memory of DataParallel on k devices from what device 0 holds (measured, or whole_model's):
+    device 0 the model, its gradients and all of the optimizer state; each other device, during a step, a
+    replica's copy of the parameters and of their gradients (summed back onto device 0), and no state."""
+    replica = {**whole, "optimizer_state": 0}
+    return [{"rank": 0, **whole}] + [{"rank": r, **replica} for r in range(1, k)]
+
+
+def dataparallel_memory(params: Sequence[torch.Tensor], optimizer, k: int) -> list[dict]:
+    """per_rank_memory of DataParallel from device 0's tensors (dataparallel_rows)."""
+    return dataparallel_rows(held(params, optimizer), k)
