@@ -4,7 +4,7 @@
 import { fitList, fitText, label, svgEl, textWidth } from "./dom.js";
 import { formatBytes, formatNumber, isNum } from "./format.js";
 import { tr } from "./words.js";
-import { SIDE, arrow, busyBoxes, chip, deviceColour } from "./picture.js";
+import { SIDE, arrow, busyBoxes, chip, deviceColour, ringArrows } from "./picture.js";
 
 const colours = {
   load: "#1f6feb", forward: "#2f9e44", loss: "#e8590c", backward: "#c92a2a", allreduce: "#ae3ec9",
@@ -119,25 +119,18 @@ function drawAllReduce(ctx, group) {
       { size: 15, weight: 600, fill: colours.allreduce });
     return;
   }
-  const opts = { live, faint: !live };
-  for (let i = 0; i + 1 < boxes.length; i++) {
-    const [xa, xb] = [boxes[i].cx + 10, boxes[i + 1].cx - 10];
-    const hop = arrow(ctx, `M${xa},${yBox + 2} C${xa},${yBox + 26} ${xb},${yBox + 26} ${xb},${yBox + 4}`,
-      "allreduce", opts);
-    if (crossesHosts(boxes[i].device, boxes[i + 1].device)) markCrossing(ctx, hop, (xa + xb) / 2, yBox + 14);
-  }
-  const first = boxes[0];
-  const last = boxes[boxes.length - 1];
-  const yBack = layout.outY + 2;
-  const [xLast, xFirst] = [last.cx + 14, first.cx - 14];
-  const back = arrow(ctx, `M${xLast},${yBox + 2} L${xLast},${yBack} L${xFirst},${yBack} L${xFirst},${yBox + 4}`,
-    "allreduce", opts);
+  const { hops, back, yBack, midX } = ringArrows(ctx, boxes, "allreduce", { live, faint: !live });
+  hops.forEach((hop, i) => {
+    const [a, b] = [boxes[i], boxes[i + 1]];
+    if (crossesHosts(a.device, b.device)) markCrossing(ctx, hop, (a.cx + b.cx) / 2, yBox + 14);
+  });
+  const [first, last] = [boxes[0], boxes[boxes.length - 1]];
   if (crossesHosts(last.device, first.device)) markCrossing(ctx, back, null);
   if (live) {
     for (const box of boxes) ctx.boxState[box.index].glow = colours.allreduce;
     const per = group.entries[0] ? group.entries[0].bytes : 0;
     const text = tr("live.ddp.ring", { bytes: formatBytes(per) });
-    label(ctx.layer.front, (first.cx + last.cx) / 2, yBack + 20, fitText(text, layout.width - 40, 15, 600),
+    label(ctx.layer.front, midX, yBack + 20, fitText(text, layout.width - 40, 15, 600),
       { size: 15, weight: 600, anchor: "middle", fill: colours.allreduce, halo: true });
   }
 }

@@ -7,7 +7,7 @@
 import { fitText, label } from "./dom.js";
 import { formatBytes, isNum } from "./format.js";
 import { tr } from "./words.js";
-import { SIDE, arrow, busyBoxes, chip, phaseName } from "./picture.js";
+import { SIDE, arrow, busyBoxes, chip, phaseName, ringArrows } from "./picture.js";
 import ranks from "./draw_ddp.js";
 
 const colours = {
@@ -73,7 +73,6 @@ function drawLoad(ctx) {
 function ring(ctx, name, group, live) {
   const boxes = busyBoxes(ctx);
   const { layout } = ctx;
-  const yBox = layout.boxY + layout.boxH;
   if (boxes.length < 2) {
     if (live) label(ctx.layer.front, SIDE, layout.outY + 20, tr("live.fsdp.one_rank"),
       { size: 15, weight: 600, fill: colours[name] });
@@ -82,16 +81,9 @@ function ring(ctx, name, group, live) {
   if (!live) return;  // two collectives share the ring: only the current one draws it
   const text = tr("live.fsdp.ring", { name: phaseName(fsdp, name), bytes: formatBytes(gathered(group)) });
   // each hop dips half as deep as the way back runs, so that the two stay apart on two ranks
-  for (let i = 0; i + 1 < boxes.length; i++) {
-    const [xa, xb] = [boxes[i].cx + 10, boxes[i + 1].cx - 10];
-    arrow(ctx, `M${xa},${yBox + 2} C${xa},${yBox + 16} ${xb},${yBox + 16} ${xb},${yBox + 4}`, name, { live });
-  }
-  const [first, last] = [boxes[0], boxes[boxes.length - 1]];
-  const yBack = layout.outY + 2;
-  arrow(ctx, `M${last.cx + 14},${yBox + 2} L${last.cx + 14},${yBack} L${first.cx - 14},${yBack} `
-    + `L${first.cx - 14},${yBox + 4}`, name, { live });
+  const { yBack, midX } = ringArrows(ctx, boxes, name, { live, depth: 16 });
   for (const box of boxes) ctx.boxState[box.index].glow = colours[name];
-  label(ctx.layer.front, (first.cx + last.cx) / 2, yBack + 20, fitText(text, layout.width - 40, 15, 600),
+  label(ctx.layer.front, midX, yBack + 20, fitText(text, layout.width - 40, 15, 600),
     { size: 15, weight: 600, anchor: "middle", fill: colours[name], halo: true });
 }
 

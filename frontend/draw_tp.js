@@ -7,7 +7,7 @@
 import { fitText, label, svgEl } from "./dom.js";
 import { formatBytes, formatNumber, isNum } from "./format.js";
 import { tr } from "./words.js";
-import { SIDE, arrow, busyBoxes, chip, deviceColour } from "./picture.js";
+import { SIDE, arrow, busyBoxes, chip, deviceColour, ringArrows } from "./picture.js";
 import ranks from "./draw_ddp.js";
 
 const colours = {
@@ -89,25 +89,16 @@ function drawAllReduce(ctx, group) {
   const live = ctx.now("allreduce");
   const boxes = busyBoxes(ctx);
   const { layout } = ctx;
-  const yBox = layout.boxY + layout.boxH;
   if (boxes.length < 2) {
     if (live) label(ctx.layer.front, SIDE, layout.outY + 20, tr("live.tp.one_rank"),
       { size: 15, weight: 600, fill: colours.allreduce });
     return;
   }
-  const opts = { live, faint: !live };
-  for (let i = 0; i + 1 < boxes.length; i++) {
-    const [xa, xb] = [boxes[i].cx + 10, boxes[i + 1].cx - 10];
-    arrow(ctx, `M${xa},${yBox + 2} C${xa},${yBox + 26} ${xb},${yBox + 26} ${xb},${yBox + 4}`, "allreduce", opts);
-  }
-  const [first, last] = [boxes[0], boxes[boxes.length - 1]];
-  const yBack = layout.outY + 2;
-  arrow(ctx, `M${last.cx + 14},${yBox + 2} L${last.cx + 14},${yBack} L${first.cx - 14},${yBack} `
-    + `L${first.cx - 14},${yBox + 4}`, "allreduce", opts);
+  const { yBack, midX } = ringArrows(ctx, boxes, "allreduce", { live, faint: !live });
   if (live) {
     for (const box of boxes) ctx.boxState[box.index].glow = colours.allreduce;
     const text = tr("live.tp.ring", { bytes: sent(group) });
-    label(ctx.layer.front, (first.cx + last.cx) / 2, yBack + 20, fitText(text, layout.width - 40, 15, 600),
+    label(ctx.layer.front, midX, yBack + 20, fitText(text, layout.width - 40, 15, 600),
       { size: 15, weight: 600, anchor: "middle", fill: colours.allreduce, halo: true });
   }
 }

@@ -197,6 +197,25 @@ export function arrow(ctx, d, phaseName, { live, faint } = {}) {
   return path;
 }
 
+// A ring collective between the busy boxes: a hop from each rank to the next under the boxes (dipping `depth`
+// px), and the last one back to the first along the bottom. Returns the paths (hops, then the way back) and
+// where the way back runs, for the drawer's label under it; fewer than two ranks: nothing to draw.
+export function ringArrows(ctx, boxes, name, { live, faint, depth = 26 } = {}) {
+  const { layout } = ctx;
+  const yBox = layout.boxY + layout.boxH;
+  const hops = [];
+  for (let i = 0; i + 1 < boxes.length; i++) {
+    const [xa, xb] = [boxes[i].cx + 10, boxes[i + 1].cx - 10];
+    hops.push(arrow(ctx, `M${xa},${yBox + 2} C${xa},${yBox + depth} ${xb},${yBox + depth} ${xb},${yBox + 4}`,
+      name, { live, faint }));
+  }
+  const [first, last] = [boxes[0], boxes[boxes.length - 1]];
+  const yBack = layout.outY + 2;
+  const back = arrow(ctx, `M${last.cx + 14},${yBox + 2} L${last.cx + 14},${yBack} L${first.cx - 14},${yBack} `
+    + `L${first.cx - 14},${yBox + 4}`, name, { live, faint });
+  return { hops, back, yBack, yBox, midX: (first.cx + last.cx) / 2 };
+}
+
 export function chip(mark, text, colour, { fresh = false, faded = false } = {}) {
   mark.chips.push({ text, colour, fresh, faded });
 }

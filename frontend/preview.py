@@ -60,6 +60,7 @@ class Scenario:
     queued_s: float = 0.0  # seconds queued before it runs
     overlay: bool = False  # show an earlier run's loss behind it
     zero: int | None = None  # 3 or 2: the strategy that shards the model, at that ZeRO stage (ranks too)
+    columns: bool = False  # the strategy whose ranks take columns of X (tensor parallelism; ranks too)
 
     @property
     def strategy(self) -> str:
@@ -67,6 +68,8 @@ class Scenario:
         with one process per rank, or the first without."""
         if self.zero is not None:
             return next(s.name for s in strategies.STRATEGIES.values() if SHARDING in s.options)
+        if self.columns:
+            return next(s.name for s in strategies.STRATEGIES.values() if s.covers == "columns")
         return next(s.name for s in strategies.STRATEGIES.values() if s.processes == self.ranks)
 
     @property
@@ -94,6 +97,8 @@ SCENARIOS = {
     "fsdp2held": Scenario(ranks=True, weights=(5.2, 9.6, -1.0), zero=3, status="paused", start=80),
     "fsdp3held": Scenario(ranks=True, devices=3, weights=(5.2, 9.6, -1.0), zero=3, status="paused", start=80),
     "fsdp2zero2held": Scenario(ranks=True, weights=(5.2, 9.6, -1.0), zero=2, status="paused", start=80),
+    # X split by columns: 4 features on 2 ranks
+    "tp2held": Scenario(ranks=True, columns=True, weights=(5.2, 9.6, -1.0, 2.5), status="paused", start=80),
     "diverged": Scenario(devices=2, start=60, diverge_at=37, status="diverged"),
     "finish": Scenario(devices=2, total=40, start=30, pace=10.0, overlay=True),
     "queued": Scenario(devices=3, start=0, queued_s=2.0),
@@ -184,6 +189,8 @@ def picture(run: FakeRun, step: int) -> dict | None:
     sc = run.scenario
     if sc.zero is not None:
         return sharded_picture(run, step)
+    if sc.columns:
+        return columns_picture(run, step)
     rng = random.Random(step)
     order = list(range(sc.rows))
     rng.shuffle(order)
@@ -258,6 +265,45 @@ def sharded_picture(run: FakeRun, step: int) -> dict:
                  replicas, tuple(params[:d]), params[d], 0.0, phases)  # fmt: skip
     extra = {sc.strategy: {"per_rank_memory": [layout.planned_memory(cfg, r, k) for r in range(k)]}}
     return live._picture(cfg, event, labels, False, run.step_time(step), extra)
+
+
+def columns_picture(run: FakeRun, step: int) -> dict:
+    """The columns strategy's picture as fitcore.live makes it from a Step: every rank the whole batch and its
+    own columns (its view's planned step), its all-reduce's bytes (its layout's formula on the batch), each
+    rank's planned memory. Only the times and the loss are made up."""
+    sc = run.scenario
+    cfg = FitConfig(weights=sc.weights, bias=sc.bias, data_size=sc.rows, batch_size=sc.rows, epochs=sc.total,
+                    strategy=sc.strategy, devices="cpu", workers=sc.devices)  # fmt: skip
+    strategy = strategies.of(cfg)
+    layout = importlib.import_module(f"fitcore.strategies.{sc.strategy}.layout")  # bytes, specs, memory
+    first, labels = strategy.planned_step(cfg)
+    order = list(range(sc.rows))
+    random.Random(step).shuffle(order)
+    replicas = tuple(
+        r._replace(ids=tuple(order[: live.MAX_IDS]), loss=run.loss(step)) for r in first.replicas
+    )
+    params, loss = run.params(step), run.loss(step)
+    d, k = cfg.n_features, len(labels)
+    reports = [Shapes((sc.rows, 1), (layout.allreduce_bytes(k, sc.rows, ITEMSIZE),))] * k
+    specs = layout.ranks_tp_specs(labels, d, ITEMSIZE, reports)
+    times = [t * 1e-6 for _ in range(k) for t in COLUMNS_SLOTS_US]
+    phases = StepPhases(tuple(specs), tuple(times))
+    event = Step(step, step, 1, math.nan if loss is None else loss, first.input_shape, first.output_shape,
+                 replicas, tuple(params[:d]), params[d], 0.0, phases)  # fmt: skip
+    extra = {sc.strategy: {"per_rank_memory": [layout.planned_memory(cfg, r, k) for r in range(k)]}}
+    return live._picture(cfg, event, labels, False, run.step_time(step), extra)
+
+
+class Shapes(NamedTuple):
+    """What the columns strategy's specs read of a rank's report: its input shape, its bytes sent."""
+
+    input_shape: tuple[int, int]
+    sent: tuple[int, ...]
+
+
+# One columns rank's slot times (µs): START, LOSS_END, BACKWARD_END, OPTIMIZER_END, LOADED, PARTIAL_END,
+# ALLREDUCE_END (its layout's slots)
+COLUMNS_SLOTS_US = (0, 64, 98, 112, 8, 24, 52)
 
 
 class Sent(NamedTuple):
