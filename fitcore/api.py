@@ -40,6 +40,7 @@ MAX_SINCE = 10**12
 # ASCII digits only: str.isdigit() also takes "²", "①" (which int() refuses) and "٣", "１" (which it reads)
 SINCE_PATTERN = re.compile(r"[0-9]{1,13}")
 LIVE_PATH, BYE_PATH = "/fitcore/live", "/fitcore/bye"
+PAUSE_PATH = "/fitcore/pause"  # the Pause button's press, sent by the live view at once (frontend/mount.js)
 ROOM_PATH, ANSWER_PATH = "/fitcore/room", "/fitcore/room/answer"  # a class's room (fitcore.rooms)
 WALK_PATH = "/fitcore/room/walk"  # the teacher's picture's phase, which the students' pictures follow
 REVEAL_PATH = "/fitcore/room/reveal"  # the teacher reveals the room's question, from the picture
@@ -148,6 +149,27 @@ def bye_handler(get_pool: Callable[[], RunPool] = server_pool):
             return _error(400, "run", "", "a run id such as run-12")
         try:
             get_pool().page_closed(owner, run_id)
+        except RunNotFound:
+            return _error(404, "run", run_id, "one of this browser's runs")
+        return Response(status_code=204)
+
+    return handle
+
+
+def pause_handler(get_pool: Callable[[], RunPool] = server_pool):
+    """POST /fitcore/pause?run=<id>: pause this browser's run now (204). The live view sends it the moment the
+    Pause button is pressed, so that a run at 20 steps/s stops within a step of the click; the page's own
+    rerun, a few hundred ms later, pauses it again, which changes nothing. Another owner's run: 404."""
+
+    async def handle(request: Request) -> Response:
+        args = _request_args(request)
+        if isinstance(args, Response):
+            return args
+        owner, run_id, _ = args
+        if run_id is None:
+            return _error(400, "run", "", "a run id such as run-12")
+        try:
+            get_pool().pause(owner, run_id)
         except RunNotFound:
             return _error(404, "run", run_id, "one of this browser's runs")
         return Response(status_code=204)
@@ -362,6 +384,7 @@ def routes(
     return [
         Route(LIVE_PATH, Only(("GET", "HEAD"), live_handler(get_pool, get_rooms, followers))),
         Route(BYE_PATH, Only(("POST",), bye_handler(get_pool))),
+        Route(PAUSE_PATH, Only(("POST",), pause_handler(get_pool))),
         Route(ROOM_PATH, Only(("GET", "HEAD"), room_handler(get_rooms))),
         Route(ANSWER_PATH, Only(("POST",), answer_handler(get_rooms))),
         Route(WALK_PATH, Only(("POST",), walk_handler(get_rooms))),

@@ -66,6 +66,8 @@ function createState(parentElement) {
   state.connTimer = setInterval(() => renderConnection(state), 500);
   state.onPageHide = () => sayGoodbye(state);
   window.addEventListener("pagehide", state.onPageHide);
+  state.onPress = (event) => pauseAtOnce(state, event);
+  document.addEventListener("pointerdown", state.onPress, true);
   return state;
 }
 
@@ -99,9 +101,20 @@ function sayGoodbye(state) {
   navigator.sendBeacon(`${state.byeEndpoint}?run=${encodeURIComponent(state.run.id)}`);
 }
 
+// The page's Pause button (a Streamlit button): its press pauses the run at once through the live route's
+// neighbour, POST /fitcore/pause, where the script's rerun would take a few hundred ms (several steps at
+// 20 steps/s); the rerun then pauses it again, which changes nothing.
+function pauseAtOnce(state, event) {
+  if (state.follow || !state.run || !state.run.active || state.run.status !== "running") return;
+  if (!event.target || !event.target.closest || !event.target.closest(".st-key-pause button")) return;
+  fetch(`/fitcore/pause?run=${encodeURIComponent(state.run.id)}`,
+    { method: "POST", credentials: "same-origin", cache: "no-store", keepalive: true }).catch(() => {});
+}
+
 function dispose(state) {
   if (state.disposed) return;
   state.disposed = true;
+  document.removeEventListener("pointerdown", state.onPress, true);
   stopPolling(state);
   clearTimeout(state.poll.goneTimer);
   clearInterval(state.connTimer);

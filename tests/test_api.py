@@ -156,6 +156,27 @@ def test_bye_frees_only_the_owners_run(real):
     assert call(app, "GET", api.LIVE_PATH, query, owner_cookie(ALICE)).status == 200
 
 
+def test_pause_pauses_only_the_owners_running_run():
+    settings = PoolSettings(max_active=1, idle_timeout=FAR, closed_grace=FAR)
+    pool = RunPool(settings, reap_interval=FAR)
+    try:
+        run_id = pool.submit(ALICE, FitConfig(devices="virtual:2", epochs=2000), pace=50.0).run_id
+        app = server(pool)
+        query = f"run={run_id}".encode()
+        assert call(app, "POST", api.PAUSE_PATH, query, owner_cookie(BOB)).status == 404
+        assert pool.snapshot(ALICE, run_id).status == "running"  # Bob's press changed nothing
+        assert call(app, "POST", api.PAUSE_PATH, b"", owner_cookie(ALICE)).status == 400
+        got = call(app, "POST", api.PAUSE_PATH, query, owner_cookie(ALICE))
+        assert (got.status, got.body) == (204, b"")
+        assert pool.snapshot(ALICE, run_id).status == "paused"
+        steps = []
+        wait_for(lambda: steps.append(pool.snapshot(ALICE, run_id).step) or steps[-3:] == [steps[-1]] * 3,
+                 interval=0.05, what="the run standing still")  # fmt: skip
+        assert call(app, "GET", api.PAUSE_PATH, query, owner_cookie(ALICE)).status == 405
+    finally:
+        pool.shutdown()
+
+
 def test_a_poll_of_a_run_its_owner_reset_is_answered_204_and_anyone_elses_404():
     """Reset on a replay: the poll already on its way asks for the run just forgotten. Its owner is told it
     was reset (204, no console error, no "the server dropped it"); another browser learns nothing (404)."""

@@ -258,3 +258,23 @@ def test_ddp_shards_before_a_run(server, context):
     assert "rank 0 · cpu · gloo" in text and "rank 1 · cpu · gloo" in text
     assert text.count("… (88 more)") == 2 and "rank 2" not in text  # 100 rows each: 12 listed, 88 more
     page.get_by_text("rank 1 (100 rows)").first.wait_for()  # the shard grid's strip for rank 1
+
+
+def test_pause_holds_within_a_step_of_the_click_and_the_picture_shows_that_step(server, context):
+    """At 20 steps/s a teacher's Pause stops the run within one step of the click (the live view sends the
+    press at once, POST /fitcore/pause), and the picture, the status and the run agree on the step."""
+    page = open_page(context, server + "/?pace=20&epochs=2000")
+    page.get_by_role("button", name="Start training").click()
+    wait_for(lambda: step_of(page)[0] >= 30, 30, interval=0.05, what="thirty steps")
+    pause = page.get_by_role("button", name="Pause")
+    pause.hover()
+    clicked = page.evaluate("() => Date.now() / 1000")  # the server's clock too: one machine
+    pause.click()
+    wait_for(lambda: status(page).startswith("Paused"), 15, interval=0.05, what="the run to pause")
+    time.sleep(0.6)
+    paused = step_of(page)[0]
+    pic = page.locator(".fl-root").evaluate("(root) => root.parentNode.fitcoreLiveState.picture")
+    # the last step began within one step (50 ms) of the click, and the press's round trip
+    assert pic["step"] == paused and pic["time"] - clicked <= 0.05 + 0.1, (pic["time"] - clicked, paused)
+    title = page.locator(".fl-step-info").inner_text()
+    assert f"step {paused} " in title + " ", title  # the picture shows the step the run stopped at

@@ -191,6 +191,7 @@ def test_routes_are_mounted_at_their_paths():
     assert [(r.path, r.methods, r.endpoint.methods) for r in routes] == [
         ("/fitcore/live", None, ("GET", "HEAD")),
         ("/fitcore/bye", None, ("POST",)),
+        ("/fitcore/pause", None, ("POST",)),
         ("/fitcore/room", None, ("GET", "HEAD")),
         ("/fitcore/room/answer", None, ("POST",)),
         ("/fitcore/room/walk", None, ("POST",)),
