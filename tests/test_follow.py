@@ -9,6 +9,8 @@ import json
 from urllib.parse import urlencode
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fitcore import api
 from fitcore.config import FitConfig
@@ -144,3 +146,41 @@ def test_a_room_without_a_run_yet_and_a_closed_room(room):
     assert status == 200 and body == {"run": None, "follow": {"walk": None, "question": None}}
     rooms.close(code, "d" * 32)
     assert follow(server, ANN, code)[0] == 404
+
+
+HOSTILE = st.one_of(
+    st.none(), st.text(max_size=30), st.sampled_from(["run-1", "run-", "0", "99", "-1", "１"])
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    path=st.sampled_from([api.LIVE_PATH, api.WALK_PATH, api.REVEAL_PATH, api.ANSWER_PATH]),
+    method=st.sampled_from(["GET", "POST", "PUT"]),
+    owner=st.sampled_from([ANN, BEN, "z" * 32, ""]),
+    code=st.one_of(st.just("real"), HOSTILE),
+    run=HOSTILE,
+    step=HOSTILE,
+    phase=HOSTILE,
+    q=HOSTILE,
+    choice=HOSTILE,
+    since=HOSTILE,
+    lang=HOSTILE,
+)
+def test_a_students_any_request_on_the_room_routes_is_4xx_or_its_own_view_and_changes_nothing(
+    room, path, method, owner, code, run, step, phase, q, choice, since, lang
+):
+    pool, rooms, real_code, run_id = room
+    server = app(pool, rooms)
+    before = (rooms.state(real_code, TEACHER), pool.snapshot(TEACHER, run_id).status)
+    params = {"room": real_code if code == "real" else code, "run": run, "step": step, "phase": phase, "q": q,
+              "choice": choice, "since": since, "lang": lang}  # fmt: skip
+    query = urlencode({k: v for k, v in params.items() if v is not None}).encode()
+    got = call(server, method, path, query, owner_cookie(owner) if owner else [])
+    assert got.status < 500, got.body
+    if got.status == 200:  # a student's own view of the teacher's run: never its owner, never the counts
+        assert path == api.LIVE_PATH and TEACHER not in got.body.decode() and b'"counts"' not in got.body
+    after = (rooms.state(real_code, TEACHER), pool.snapshot(TEACHER, run_id).status)
+    if path != api.ANSWER_PATH:  # an answer is the one thing a student may add (none is asked here)
+        assert after[0].walk == before[0].walk and after[0].revealed == before[0].revealed
+    assert after[0].counts == before[0].counts and after[1] == before[1]
