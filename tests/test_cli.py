@@ -142,12 +142,15 @@ def test_json_for_the_default_run(capsys):
         "replicas": [
             {
                 "device": f"virtual:{i} (emulated on CPU)",
-                "rows": rows,
+                "batch_rows": rows,
                 "input_shape": [100, 2],
                 "output_shape": [100, 1],
             }
             for i, rows in enumerate(
-                ({"first": 0, "last": 99, "rows": 100}, {"first": 100, "last": 199, "rows": 100})
+                (
+                    {"first_position": 0, "last_position": 99, "rows": 100},
+                    {"first_position": 100, "last_position": 199, "rows": 100},
+                )
             )
         ],
         # each phase's bytes, as the picture lists them: 100 rows of 2 features scattered to device 1 (800),
@@ -182,10 +185,10 @@ def test_json_uneven_split_without_shuffle(capsys):
     assert code == 0
     result = json.loads(out[0])
     assert result["steps"] == 6 and result["config"]["batch_size"] == 100
-    assert [r["rows"] for r in result["first_step"]["replicas"]] == [
-        {"first": 0, "last": 33, "rows": 34},
-        {"first": 34, "last": 67, "rows": 34},
-        {"first": 68, "last": 99, "rows": 32},
+    assert [r["batch_rows"] for r in result["first_step"]["replicas"]] == [
+        {"first_position": 0, "last_position": 33, "rows": 34},
+        {"first_position": 34, "last_position": 67, "rows": 34},
+        {"first_position": 68, "last_position": 99, "rows": 32},
     ]
     assert result["parallelism"] == "DataParallel emulated on the CPU (virtual:3)"
 

@@ -453,7 +453,11 @@ def test_torchrun_single_machine_matches_one_process():
     shards = result["details"]["shards"]
     assert [r["indices"] for r in shards["first"]["ranks"]] == epoch_shards(11, 2, True, 0, 1)
     assert result["details"]["group"]["launcher"] == "launched by torchrun"
-    assert result["first_step"]["replicas"][1]["rows"] == {"first": 2, "last": 3, "rows": 2}
+    assert result["first_step"]["replicas"][1]["batch_rows"] == {
+        "first_position": 2,
+        "last_position": 3,
+        "rows": 2,
+    }
 
 
 def test_reference_is_least_squares_at_convergence():

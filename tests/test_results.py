@@ -56,18 +56,20 @@ def test_history_csv_leaves_cells_empty_where_a_series_thinned():
 
 
 def test_json_rows_read_like_the_pages_table():
-    """One convention for people: the page's "0–66" is {"first": 0, "last": 66, "rows": 67} in JSON."""
+    """One convention for people: the page's "Batch rows 0–66" is {"first_position": 0, "last_position": 66,
+    "rows": 67} in JSON's `batch_rows`: positions in the batch, named so beside the dataset ids."""
     snap = run_to_end(FitConfig(devices="virtual:3", epochs=1, shuffle=False))
     table = split_table(snap.first)
     data = json.loads(results.result_json(snap))
-    rows = [r["rows"] for r in data["first_step"]["replicas"]]
+    rows = [r["batch_rows"] for r in data["first_step"]["replicas"]]
     assert [t["Batch rows"] for t in table[:-1]] == ["0–66", "67–133", "134–199"]
     assert rows == [
-        {"first": 0, "last": 66, "rows": 67},
-        {"first": 67, "last": 133, "rows": 67},
-        {"first": 134, "last": 199, "rows": 66},
+        {"first_position": 0, "last_position": 66, "rows": 67},
+        {"first_position": 67, "last_position": 133, "rows": 67},
+        {"first_position": 134, "last_position": 199, "rows": 66},
     ]
-    assert [f"{r['first']}–{r['last']}" for r in rows] == [t["Batch rows"] for t in table[:-1]]
+    spans = [f"{r['first_position']}–{r['last_position']}" for r in rows]
+    assert spans == [t["Batch rows"] for t in table[:-1]]
     assert [r["rows"] for r in rows] == [t["Rows"] for t in table[:-1]] == [67, 67, 66]
 
 

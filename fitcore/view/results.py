@@ -119,8 +119,9 @@ def _finite_or_none(value: Any) -> Any:
 
 
 def row_range(start: int, stop: int) -> dict[str, int]:
-    """Batch rows [start, stop) as people count them, like the page's "0–66": first, last, how many."""
-    return {"first": start, "last": stop - 1, "rows": stop - start}
+    """Batch rows [start, stop) as people count them, like the page's "Batch rows 0–66": the first and the
+    last position in the batch (not dataset row ids, which `ids` are), and how many."""
+    return {"first_position": start, "last_position": stop - 1, "rows": stop - start}
 
 
 def parallelism(cfg: FitConfig, started: RunStarted | None) -> str | None:
@@ -142,7 +143,7 @@ def step_dict(step: Step | None) -> dict[str, Any] | None:
         "replicas": [
             {
                 "device": r.device,
-                "rows": row_range(r.start, r.stop),
+                "batch_rows": row_range(r.start, r.stop),  # positions in the batch, not dataset ids
                 "input_shape": list(r.input_shape),
                 "output_shape": list(r.output_shape),
                 **({} if r.columns is None else {"columns": list(r.columns)}),  # TP: its features [lo, hi)
