@@ -134,6 +134,12 @@ def test_accumulation_matches_one_device_and_counts_its_all_reduces(no_sync, cal
     assert (ddp["allreduce_calls"], ddp["allreduce_bytes"]) == (calls, calls * 3 * 4)
     assert ddp["allreduce_calls_total"] == 6 * calls
     assert ddp["seconds"] > 0
+    # both byte figures named, one sentence: the buckets the hook measured, and what the ring sends of them
+    # on K = 2 ranks (2(K-1)/K of a bucket), the figure the picture's all-reduce shows
+    k = ddp["devices"]
+    ring = round(2 * (k - 1) * calls * 3 * 4 / k)
+    assert f"of {calls * 3 * 4} B of gradient buckets" in ddp["causes"][0]
+    assert f"the ring sends 2(K−1)/K: {ring} B (the picture's figure)" in ddp["causes"][0]
 
 
 @pytest.mark.slow

@@ -98,7 +98,8 @@ def _ddp_row(k: int, n: int, job: RankJob, references, traps) -> dict:
     diffs = [max_diff(torch.tensor(p), ref) for p, ref in zip(params, references)]
     calls, nbytes = per_step_calls(reports)
     key = "traps.acc.no_sync" if traps.no_sync else "traps.acc.every"
-    causes = [t(key, n=n, held=n - 1, calls=calls, bytes=nbytes, k=k)]
+    # the hook measures the buckets; the picture shows what the ring sends of them: name both, one sentence
+    causes = [t(key, n=n, held=n - 1, calls=calls, bytes=nbytes, k=k, ring=round(2 * (k - 1) * nbytes / k))]
     failed = [rep for rep in reports if rep.status == "failed"]
     reason = failed[0].reason if failed else ""
     if run.terminated or len(reports) < len(job.steps):
