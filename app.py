@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import classroom, data, follower, lab, panels, run, sidebar, state
-from fitcore import api, i18n, serve, strategies
+from fitcore import api, i18n, serve
 from fitcore.config import ConfigError, FitConfig
 from fitcore.i18n import t
 from fitcore.runner import Snapshot
@@ -114,7 +114,7 @@ def main() -> None:
     snap = st.session_state.snap
     strategy = panels.shown_config(snap, values)["strategy"]
     with st.container(key="page_title"):
-        st.header(t(strategies.strategy(strategy).words["title"]), anchor=False)
+        st.header(panels.page_title(panels.shown_config(snap, values)), anchor=False)
     run.messages_ui(values, config_error)
     run.run_controls_ui(gpus, can_start=cfg is not None)
     snap = st.session_state.snap  # the buttons may have started, stopped or reset a run

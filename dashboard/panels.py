@@ -54,6 +54,21 @@ def shown_config(snap: Snapshot | None, values: dict) -> dict:
     return {**values, **ran, "data": snap.config.data}
 
 
+def one_device(devices: str) -> bool:
+    """Whether a devices setting names one device: `cpu`, `cuda:3`, `virtual:1` (on whatever host)."""
+    spec = str(devices).split("@")[0]
+    return spec == "cpu" or spec == "virtual:1" or (spec.startswith("cuda:") and "," not in spec)
+
+
+def page_title(shown: dict) -> str:
+    """The page's heading for what it shows: its strategy's, or, where one process runs on one device
+    (a single GPU's recording, say), that nothing is split."""
+    strategy = strategies.strategy(shown["strategy"])
+    if not strategy.processes and one_device(shown["devices"]):
+        return t("page.title.one_device")
+    return t(strategy.words["title"])
+
+
 def run_name(number: int | None) -> str:
     """ "Run 3": a run as the page names it to a student (never its internal id)."""
     return t("live.run.title", n=number) if number else t("page.run.this")
