@@ -154,3 +154,17 @@ def test_a_csv_run_names_its_file_target_and_columns_and_says_how_far_it_ended()
     # the same file at full batch and a small rate settles: nothing to say
     settled = run_to_end(dataclasses.replace(cfg, batch_size=120, lr=0.05, epochs=300))
     assert results.least_squares_gap(settled) is None
+
+
+def test_a_csv_runs_history_names_the_files_columns():
+    """The history CSV's header is the file's feature columns and b, as the page names the parameters; a
+    column that would clash with step or loss falls back to w1 ... wd."""
+    from tests.view_helpers import snapshot
+
+    cfg = FitConfig(data="houses.csv", target="price", features=("area", "rooms", "age"), weights=(1.0,) * 3)
+    snap = snapshot(config=cfg, loss_history=((1, 4.0),), param_history=((1, (1.0, 2.0, 3.0, 0.5)),))
+    assert results.history_csv(snap) == "step,loss,area,rooms,age,b\n1,4.0,1.0,2.0,3.0,0.5\n"
+    clash = dataclasses.replace(cfg, features=("area", "loss", "age"))
+    assert (
+        results.history_csv(dataclasses.replace(snap, config=clash)).splitlines()[0] == "step,loss,w1,w2,w3,b"
+    )

@@ -221,9 +221,18 @@ def result_json(snap: Snapshot) -> str:
     return json.dumps(_finite_or_none(snapshot_result(snap)), indent=2, allow_nan=False)
 
 
+def history_names(cfg: FitConfig) -> list[str]:
+    """The parameters' columns of the history: a CSV run's feature columns and b (as the page names them),
+    w1 ... wd and b for the synthetic data, or where a file's column would clash with step, loss or b."""
+    names = fitted_names(cfg)
+    if len(set(names) | {"step", "loss"}) != len(names) + 2:
+        return parameter_names(cfg.n_features)
+    return names
+
+
 def history_rows(snap: Snapshot) -> list[dict[str, Any]]:
     """The kept history, one row per step that has a loss or parameters (the two series thin separately)."""
-    names = parameter_names(snap.config.n_features)
+    names = history_names(snap.config)
     by_step: dict[int, dict[str, Any]] = {}
     for step, loss in snap.loss_history:
         by_step.setdefault(step, {"step": step})["loss"] = loss
@@ -233,11 +242,10 @@ def history_rows(snap: Snapshot) -> list[dict[str, Any]]:
 
 
 def history_csv(snap: Snapshot) -> str:
-    """history_rows as CSV: step, loss, w1..wd, b; a cell is empty where that series skipped the step."""
+    """history_rows as CSV: step, loss, then the parameters by name (history_names); a cell is empty where
+    that series skipped the step."""
     out = io.StringIO()
-    writer = csv.DictWriter(
-        out, ["step", "loss"] + parameter_names(snap.config.n_features), lineterminator="\n"
-    )
+    writer = csv.DictWriter(out, ["step", "loss"] + history_names(snap.config), lineterminator="\n")
     writer.writeheader()
     writer.writerows(history_rows(snap))
     return out.getvalue()
