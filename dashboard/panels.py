@@ -3,6 +3,7 @@ the strategy's panels, the console, the results and their downloads, the explana
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -190,9 +191,11 @@ def results_ui(snap: Snapshot | None) -> None:
     rows = results.results_table(snap)
     table = pd.DataFrame(rows)
     for column in ("Learned", "True", "Least squares"):
-        table[column] = table[column].map(lambda v: "" if v is None else f"{v:.4f}")
+        if column in table:  # a CSV run has no true values, and no true column
+            table[column] = table[column].map(lambda v: "" if v is None else f"{v:.4f}")
     for column in ("Learned − true", "Learned − least squares"):
-        table[column] = table[column].map(lambda v: "" if v is None else f"{v:+.4f}")
+        if column in table:
+            table[column] = table[column].map(lambda v: "" if v is None else f"{v:+.4f}")
     st.table(table.rename(columns=results.column_label), hide_index=True)  # the data's names, translated
     if snap.final_loss is not None:
         st.caption(t("page.results.loss", loss=f"{snap.final_loss:.6g}"))
@@ -233,7 +236,8 @@ def downloads_ui(snap: Snapshot | None) -> None:
     )
     right.download_button(
         t("page.download.json"),
-        results.result_json(snap),
+        # an upload by its own name: the server's path to it is no one's business
+        results.result_json(snap, os.path.basename(snap.config.data) if snap.config.data else None),
         file_name=f"fitcore-{snap.run_id}-result.json",
         mime="application/json",
         key="download_json",

@@ -61,7 +61,8 @@ def test_an_uploaded_csv_trains_to_least_squares_on_the_raw_file(page):
     table = csvdata.read_table(str(HOUSES), "price")
     A = np.hstack([table.X, np.ones((len(table.y), 1))])
     expected = np.linalg.lstsq(A, table.y, rcond=None)[0]  # (area, rooms, age, b) on the raw columns
-    (units,) = [tb.value for tb in at.table if "area" in list(tb.value.iloc[:, 0]) and "True" not in tb.value]
+    # the page's two tables of the parameters, in order: standardised (the run's), then in the file's units
+    params, units = [tb.value for tb in at.table if "area" in list(tb.value.iloc[:, 0])]
     assert list(units.iloc[:, 0]) == ["area", "rooms", "age", "b"]
     shown = units.iloc[:, 1].astype(float).to_numpy()
     np.testing.assert_allclose(shown, expected, rtol=1e-4, atol=5e-5)  # shown to 4 decimals
@@ -70,9 +71,10 @@ def test_an_uploaded_csv_trains_to_least_squares_on_the_raw_file(page):
     np.testing.assert_allclose(learned, expected, rtol=1e-4)
     # the standardised parameters' table has no "true" values: a file has none
     # the standardised parameters' table names the columns too, and has no "true" values: a file has none
-    (params,) = [tb.value for tb in at.table if "True" in tb.value.columns]
-    assert list(params.iloc[:, 0]) == ["area", "rooms", "age", "b"] and set(params["True"]) == {""}
-    result = json.loads(results.result_json(snap))
+    assert list(params.iloc[:, 0]) == ["area", "rooms", "age", "b"] and "True" not in params.columns
+    assert "Learned − true" not in params.columns  # a file has no true values: no true columns either
+    result = json.loads(results.result_json(snap, "houses.csv"))
+    assert result["config"]["data"] == "houses.csv"  # as the page's download names it, not the server's path
     assert result["true_weights"] is None and result["true_bias"] is None
     assert live.payload(snap)["true"] is None and live.payload(snap)["lstsq"] is not None
 

@@ -36,7 +36,8 @@ def column_label(name: str) -> str:
 
 
 def results_table(snap: Snapshot) -> list[dict[str, Any]]:
-    """Learned, true and least-squares value of each parameter, and the learned one's error against both."""
+    """Learned, true and least-squares value of each parameter, and the learned one's error against both; a
+    file has no true values, so a CSV run's rows have no true columns at all."""
     if not snap.weights or snap.bias is None:
         return []
     cfg = snap.config
@@ -45,9 +46,12 @@ def results_table(snap: Snapshot) -> list[dict[str, Any]]:
     lstsq = list(snap.lstsq_weights) + [snap.lstsq_bias] if snap.lstsq_weights is not None else None
     rows = []
     for i, name in enumerate(fitted_names(cfg)):
-        row = {"Parameter": name, "Learned": learned[i], "True": true[i] if true else None}
+        row = {"Parameter": name, "Learned": learned[i]}
+        if true:
+            row["True"] = true[i]
         row["Least squares"] = lstsq[i] if lstsq else None
-        row["Learned − true"] = learned[i] - true[i] if true else None
+        if true:
+            row["Learned − true"] = learned[i] - true[i]
         row["Learned − least squares"] = learned[i] - lstsq[i] if lstsq else None
         rows.append(row)
     return rows
@@ -216,9 +220,13 @@ def snapshot_result(snap: Snapshot) -> dict[str, Any]:
     return {"run_id": snap.run_id, **result, "parameters": results_table(snap)}
 
 
-def result_json(snap: Snapshot) -> str:
-    """snapshot_result as strict JSON: a diverged run's inf and NaN become null."""
-    return json.dumps(_finite_or_none(snapshot_result(snap)), indent=2, allow_nan=False)
+def result_json(snap: Snapshot, data_as: str | None = None) -> str:
+    """snapshot_result as strict JSON: a diverged run's inf and NaN become null. `data_as`: the CSV file as
+    its reader knows it (the page's upload by its own name, not the server's path to it)."""
+    result = snapshot_result(snap)
+    if data_as is not None and result.get("config", {}).get("data"):
+        result["config"]["data"] = data_as
+    return json.dumps(_finite_or_none(result), indent=2, allow_nan=False)
 
 
 def history_names(cfg: FitConfig) -> list[str]:
