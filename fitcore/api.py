@@ -137,8 +137,15 @@ def live_handler(
     return handle
 
 
-def bye_handler(get_pool: Callable[[], RunPool] = server_pool):
-    """POST /fitcore/bye?run=<id>: the page is closing; free the run soon unless a page reads it again."""
+def run_action_handler(act: str, get_pool: Callable[[], RunPool] = server_pool):
+    """POST <path>?run=<id>: RunPool's `act` on this browser's run (204); another owner's run, or none: 404,
+    exactly like a run that does not exist.
+
+    bye (`page_closed`): the page is closing; free the run soon unless a page reads it again.
+    pause: the live view sends the Pause button's press the moment it is pressed, so that a run at 20 steps/s
+    stops within a step of the click; the page's own rerun, a few hundred ms later, pauses it again, which
+    changes nothing.
+    """
 
     async def handle(request: Request) -> Response:
         args = _request_args(request)
@@ -148,28 +155,7 @@ def bye_handler(get_pool: Callable[[], RunPool] = server_pool):
         if run_id is None:
             return _error(400, "run", "", "a run id such as run-12")
         try:
-            get_pool().page_closed(owner, run_id)
-        except RunNotFound:
-            return _error(404, "run", run_id, "one of this browser's runs")
-        return Response(status_code=204)
-
-    return handle
-
-
-def pause_handler(get_pool: Callable[[], RunPool] = server_pool):
-    """POST /fitcore/pause?run=<id>: pause this browser's run now (204). The live view sends it the moment the
-    Pause button is pressed, so that a run at 20 steps/s stops within a step of the click; the page's own
-    rerun, a few hundred ms later, pauses it again, which changes nothing. Another owner's run: 404."""
-
-    async def handle(request: Request) -> Response:
-        args = _request_args(request)
-        if isinstance(args, Response):
-            return args
-        owner, run_id, _ = args
-        if run_id is None:
-            return _error(400, "run", "", "a run id such as run-12")
-        try:
-            get_pool().pause(owner, run_id)
+            getattr(get_pool(), act)(owner, run_id)
         except RunNotFound:
             return _error(404, "run", run_id, "one of this browser's runs")
         return Response(status_code=204)
@@ -383,8 +369,8 @@ def routes(
     # microseconds, and a thread-pool hop would cost more than the answer
     return [
         Route(LIVE_PATH, Only(("GET", "HEAD"), live_handler(get_pool, get_rooms, followers))),
-        Route(BYE_PATH, Only(("POST",), bye_handler(get_pool))),
-        Route(PAUSE_PATH, Only(("POST",), pause_handler(get_pool))),
+        Route(BYE_PATH, Only(("POST",), run_action_handler("page_closed", get_pool))),
+        Route(PAUSE_PATH, Only(("POST",), run_action_handler("pause", get_pool))),
         Route(ROOM_PATH, Only(("GET", "HEAD"), room_handler(get_rooms))),
         Route(ANSWER_PATH, Only(("POST",), answer_handler(get_rooms))),
         Route(WALK_PATH, Only(("POST",), walk_handler(get_rooms))),

@@ -177,7 +177,7 @@ def test_live_route_refuses_bad_parameters_with_4xx(pool, query, owner, status, 
 
 def test_bye_route_starts_the_grace_for_the_owner_only(pool, fake_clock):
     run_id = pool.submit(ALICE, small(1)).run_id
-    handler = api.bye_handler(lambda: pool)
+    handler = api.run_action_handler("page_closed", lambda: pool)
     assert call(handler, "POST", f"run={run_id}", owner=BOB)[0] == 404
     assert call(handler, "POST", "", owner=ALICE)[0] == 400
     assert call(handler, "POST", f"run={run_id}", owner=ALICE) == (204, None)

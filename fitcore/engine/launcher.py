@@ -136,7 +136,9 @@ class Engine:
 
     train: Callable  # the rank's loop, returns (RankState, its model)
     step_params: Callable  # (rank, model) -> (weights, bias) its StepReport carries
-    final: Callable  # model -> ((weights, bias), extra): after the loop, in the process group
+    # model -> ((weights, bias), extra) after the loop, in the process group: the whole parameters as this
+    # rank has them (gathered where it holds a part: a collective every rank makes) and what else it reports
+    final: Callable
     specs: Callable  # (labels, d, itemsize, [StepReport]) -> every rank's phase specs
     slots: int  # the time slots of one rank's step (its phases' marks)
     words: str  # its catalog's words: cli.<words>.header.cpu / .gpu / .torchrun, cli.run.where.<words>

@@ -253,10 +253,9 @@ def train_torchrun(
         )  # fmt: skip
         behind.release(state.last_times)
         # 2. every rank's parameters (to show that they are identical, or which part each holds)
-        (mine_w, mine_b), _ = engine.final(raw)
-        weights, bias = engine.joined(raw)
+        (weights, bias), _ = engine.final(raw)  # the whole parameters as this rank has them
         finals: list[RankParams] = [None] * k
-        dist.all_gather_object(finals, RankParams(labels[env.rank], mine_w, mine_b))
+        dist.all_gather_object(finals, RankParams(labels[env.rank], weights, bias))
         if lead:
             value = final_value(finals)
             emit(Detail("final", value, "\n".join(final_lines(value))))
