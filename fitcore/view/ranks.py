@@ -10,13 +10,15 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from fitcore.config import FitConfig
+from fitcore.console import final_lines, group_line
 from fitcore.devices import parse_devices
 from fitcore.engine.rank import rank_labels
 from fitcore.events import Replica, RunStarted, Step
 from fitcore.i18n import count, t
+from fitcore.recording import GROUP
 from fitcore.runner import Snapshot
 from fitcore.shards import Layout, epoch_shards, epoch_value, first_epoch_value
 from fitcore.text import plural
@@ -342,3 +344,16 @@ def ranks_words(cfg: FitConfig, started: RunStarted) -> str:
     """ "2 ranks, gloo": gloo on the CPU, nccl with one GPU per rank (every strategy with ranks says so)."""
     backend = "nccl" if cfg.devices.startswith("cuda") else "gloo"
     return f"{plural(len(started.devices), 'rank')}, {backend}"
+
+
+def console_frame(
+    snap: Snapshot, own: str | None = None, lines: Callable[[dict], list[str]] | None = None
+) -> tuple[list[str], list[str]]:
+    """What the command line prints around a ranked run's steps: the process group first, then the
+    strategy's own layout (`lines` of its Detail `own`: FSDP's shards, TP's columns), and once the run has
+    ended every rank's final parameters."""
+    head = [group_line(snap.extra[GROUP])] if GROUP in snap.extra else []
+    if own is not None and lines is not None and own in snap.extra:
+        head += lines(snap.extra[own])
+    tail = final_lines(snap.extra["final"]) if "final" in snap.extra and not snap.active else []
+    return head, tail

@@ -9,15 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from fitcore.config import FitConfig
-from fitcore.console import final_lines, group_line
 from fitcore.devices import parse_devices
 from fitcore.engine.rank import rank_labels
 from fitcore.events import RunStarted
 from fitcore.i18n import t
 from fitcore.memory import whole_model
-from fitcore.recording import GROUP
 from fitcore.runner import Snapshot
 from fitcore.strategies.ddp.memory import ddp_rows
+from fitcore.view import ranks as rank_view
 from fitcore.view.common import Section, memory_rows
 from fitcore.view.ranks import planned_step, rank_sections, ranks_words
 
@@ -52,6 +51,4 @@ def parallelism(cfg: FitConfig, started: RunStarted) -> str:
 def console_frame(snap: Snapshot) -> tuple[list[str], list[str]]:
     """What the command line prints around the steps: the process group first, and once the run has ended
     every rank's final parameters."""
-    head = [group_line(snap.extra[GROUP])] if GROUP in snap.extra else []
-    tail = final_lines(snap.extra["final"]) if "final" in snap.extra and not snap.active else []
-    return head, tail
+    return rank_view.console_frame(snap)

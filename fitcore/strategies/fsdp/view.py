@@ -9,10 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from fitcore.config import FitConfig
-from fitcore.console import final_lines, group_line
 from fitcore.events import RunStarted, Step
 from fitcore.i18n import count, t
-from fitcore.recording import GROUP
 from fitcore.runner import Snapshot
 from fitcore.shards import padded_part
 from fitcore.strategies.fsdp.layout import planned_memory, shard_rows, shards_value
@@ -141,11 +139,7 @@ def layout_lines(value: dict) -> list[str]:
 
 def console_frame(snap: Snapshot) -> tuple[list[str], list[str]]:
     """The process group and the shards' layout first; every rank's final parameters once the run ends."""
-    head = [group_line(snap.extra[GROUP])] if GROUP in snap.extra else []
-    if NAME in snap.extra:
-        head += layout_lines(snap.extra[NAME])
-    tail = final_lines(snap.extra["final"]) if "final" in snap.extra and not snap.active else []
-    return head, tail
+    return rank_view.console_frame(snap, NAME, layout_lines)
 
 
 def layout_example(cfg: FitConfig | None) -> str:

@@ -10,15 +10,14 @@ import math
 from typing import Any
 
 from fitcore.config import FitConfig
-from fitcore.console import final_lines, group_line
 from fitcore.devices import parse_devices
 from fitcore.engine.rank import rank_labels
 from fitcore.events import Replica, RunStarted, Step
 from fitcore.i18n import count, t
-from fitcore.recording import GROUP
 from fitcore.runner import Snapshot
 from fitcore.strategies.tp.layout import columns, planned_memory
 from fitcore.strategies.tp.name import NAME
+from fitcore.view import ranks as rank_view
 from fitcore.view.common import Section, fitted_names, memory_rows, shape_text
 
 CONSOLE_HINT = "view.console_hint.tp"
@@ -178,11 +177,7 @@ def holds_lines(value: dict) -> list[str]:
 
 def console_frame(snap: Snapshot) -> tuple[list[str], list[str]]:
     """The process group and who holds which columns first; the ranks' final parameters once it ends."""
-    head = [group_line(snap.extra[GROUP])] if GROUP in snap.extra else []
-    if NAME in snap.extra:
-        head += holds_lines(snap.extra[NAME])
-    tail = final_lines(snap.extra["final"]) if "final" in snap.extra and not snap.active else []
-    return head, tail
+    return rank_view.console_frame(snap, NAME, holds_lines)
 
 
 def example(cfg: FitConfig | None) -> str:
