@@ -272,23 +272,18 @@ def classroom_data(snap: Snapshot | None) -> dict:
     it over the picture), and the teacher's room, where the page posts its picture's phase."""
     ss = st.session_state
     asked = current_question(snap)
+    shown = quiz.question_view(asked[1]) if asked is not None else None
     veil = i18n.t("classroom.quiz.veil")
-    if asked is not None:
-        question = asked[1]
-        choices = " · ".join(c.say() for c in question.choices)
-        veil = f"{question.text.say()}\n{choices}\n{veil}"
+    if shown is not None:
+        veil = f"{shown['text']}\n{' · '.join(shown['choices'])}\n{veil}"
     teaching = bool(ss.get("room")) and rooms.server_rooms().is_teacher(ss.room, ss.owner)
-    question = None
-    if teaching and asked is not None:  # the projector's veil: the question, the counts, Reveal
-        q = asked[1]
-        question = {"key": question_key(q), "text": q.text.say(), "choices": [c.say() for c in q.choices]}
     return {
         "presenter": bool(ss.presenter),
         "reveal": revealed(snap),
         "ask_step": asked[1].step if asked else None,
         "veil": veil,
         "teach": ss.room if teaching else None,
-        "question": question,
+        "question": shown if teaching else None,  # the projector's veil: the question, the counts, Reveal
     }
 
 

@@ -45,16 +45,6 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), allow_nan=False)
 
 
-def question_view(question: quiz.Question, lang: str) -> dict:
-    """A question as a student's page shows it (fitcore.view.quiz), in its language: the right answer is
-    added only once the teacher reveals it (room_part)."""
-    return {
-        "key": quiz.question_key(question),
-        "text": question.text.say(lang),
-        "choices": [c.say(lang) for c in question.choices],
-    }
-
-
 def room_part(state: RoomState, shared: Shared | None, run_id: str | None, lang: str) -> dict:
     """What a student's page shows of the room beside the run: the teacher's phase, the question it asks."""
     part: dict[str, Any] = {"walk": None, "question": None}
@@ -62,7 +52,7 @@ def room_part(state: RoomState, shared: Shared | None, run_id: str | None, lang:
         part["walk"] = {"step": state.walk[1], "phase": state.walk[2]}
     question = shared.question if shared is not None and shared.status == Status.PAUSED else None
     if question is not None and state.question == quiz.question_key(question):
-        view = question_view(question, lang)
+        view = quiz.question_view(question, lang)  # the right answer only once the teacher reveals it
         view.update(revealed=state.revealed, mine=state.mine)
         if state.revealed:
             view.update(answer=question.answer, why=question.explanation.say(lang))

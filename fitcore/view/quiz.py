@@ -210,6 +210,16 @@ def question_key(question: Question) -> str:
     return f"{question.kind}/{question.step}/{hashlib.sha256(choices.encode()).hexdigest()[:12]}"
 
 
+def question_view(question: Question, lang: str | None = None) -> dict:
+    """A question as a page shows it, in its language (the page's own without one): the teacher's veil
+    over the projector and the students' pages (fitcore.follow) show the same key, words and choices."""
+    return {
+        "key": question_key(question),
+        "text": question.text.say(lang),
+        "choices": [c.say(lang) for c in question.choices],
+    }
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Right answers, for each browser on its own.
 
