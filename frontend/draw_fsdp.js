@@ -7,7 +7,7 @@
 import { fitText, label } from "./dom.js";
 import { formatBytes, isNum } from "./format.js";
 import { tr } from "./words.js";
-import { SIDE, arrow, busyBoxes, chip, phaseName, ringArrows } from "./picture.js";
+import { SIDE, arrow, busyBoxes, chip, heldChip, phaseName, ringArrows } from "./picture.js";
 import ranks from "./draw_ddp.js";
 
 const colours = {
@@ -55,12 +55,7 @@ function drawLoad(ctx) {
     const mine = own(box);
     chip(ctx.boxState[box.index], mine ? tr("live.fsdp.chip_shard", { names: mine }) : tr("live.fsdp.chip_nothing"),
       colours.shard);
-    const memory = box.device.memory;
-    if (memory) {
-      const total = memory.parameters + memory.gradients + memory.optimizer_state;
-      chip(ctx.boxState[box.index], tr("live.fsdp.chip_held", { bytes: formatBytes(total) }), colours.held,
-        { faded: true });
-    }
+    heldChip(ctx.boxState[box.index], box.device.memory, colours.held);
     const padded = box.device.padded;
     if (isNum(padded) && padded > 0) {
       chip(ctx.boxState[box.index], tr("live.ddp.chip_padded", { n: padded }), colours.padded);

@@ -7,7 +7,7 @@
 import { fitText, label, svgEl } from "./dom.js";
 import { formatBytes, formatNumber, isNum } from "./format.js";
 import { tr } from "./words.js";
-import { SIDE, arrow, busyBoxes, chip, deviceColour, ringArrows } from "./picture.js";
+import { SIDE, arrow, busyBoxes, chip, deviceColour, heldChip, ringArrows } from "./picture.js";
 import ranks from "./draw_ddp.js";
 
 const colours = {
@@ -65,12 +65,7 @@ function drawLoad(ctx) {
     arrow(ctx, `M${box.cx},${y0 + 1} L${box.cx},${box.y - 2}`, "load", { live, faint: !live });
     if (live) ctx.boxState[box.index].glow = colours.load;
     chip(ctx.boxState[box.index], own(box), colours.shard);
-    const memory = box.device.memory;
-    if (memory) {
-      const total = memory.parameters + memory.gradients + memory.optimizer_state;
-      chip(ctx.boxState[box.index], tr("live.fsdp.chip_held", { bytes: formatBytes(total) }), colours.held,
-        { faded: true });
-    }
+    heldChip(ctx.boxState[box.index], box.device.memory, colours.held);
   }
 }
 

@@ -19,7 +19,7 @@
 //   whole        optional (ctx) => the marks of a step run as one piece, with no phase (one device)
 
 import { COLOURS, clear, fitList, fitText, label, svgEl, textWidth } from "./dom.js";
-import { isNum, shape } from "./format.js";
+import { formatBytes, isNum, shape } from "./format.js";
 import { tr, trCount } from "./words.js";
 
 export const SIDE = 6;
@@ -218,6 +218,14 @@ export function ringArrows(ctx, boxes, name, { live, faint, depth = 26 } = {}) {
 
 export function chip(mark, text, colour, { fresh = false, faded = false } = {}) {
   mark.chips.push({ text, colour, fresh, faded });
+}
+
+// What a rank holds between steps, as it measured it (its parameters, gradients and optimizer state), faded
+// beside its own part: FSDP's and TP's ranks each hold only a part of the model. No chip without a measure.
+export function heldChip(mark, memory, colour) {
+  if (!memory) return;
+  const total = memory.parameters + memory.gradients + memory.optimizer_state;
+  chip(mark, tr("live.picture.chip_held", { bytes: formatBytes(total) }), colour, { faded: true });
 }
 
 function drawDeviceBox(ctx, box, mark) {

@@ -212,7 +212,7 @@ def fsdp_chips(lang: str, k: int, zero: int, phase: int) -> list[list[str]]:
     for names, held, padded in HOLDS[k]:
         rank = [
             t("live.fsdp.chip_shard", lang=lang, names=names),
-            t("live.fsdp.chip_held", lang=lang, bytes=f"{held} B"),
+            t("live.picture.chip_held", lang=lang, bytes=f"{held} B"),
         ]
         if padded:
             rank.append(t("live.ddp.chip_padded", lang=lang, n=padded))
