@@ -11,28 +11,18 @@ import streamlit as st
 
 from dashboard import sidebar
 from dashboard.classroom import leave_room
-from dashboard.panels import live_component
+from dashboard.panels import live_component, view_settings
 from dashboard.run import error_ui
-from dashboard.state import QUEUED_POLL_MS
-from fitcore import api, i18n
+from fitcore import i18n
 
 
 def live_data(code: str) -> dict:
     """The live view of a room's student: the room to follow, the page's language, no run of its own."""
-    ss = st.session_state
     return {
+        **view_settings(),
         "payload": None,
-        "owner": ss.owner,
-        "endpoint": api.LIVE_PATH,
-        "assets": api.STATIC_PATH,
-        "plotly": api.plotly_url(),
-        "poll_ms": int(ss.refresh_ms),
-        "queued_poll_ms": QUEUED_POLL_MS,
-        "smoothing": float(ss.smoothing),
         "overlay": [],
-        "lang": i18n.current(),
-        "texts": i18n.browser_texts("live."),
-        "presenter": bool(ss.presenter),
+        "presenter": bool(st.session_state.presenter),
         "reveal": True,
         "ask_step": None,
         "veil": "",

@@ -75,6 +75,23 @@ def run_name(number: int | None) -> str:
     return t("live.run.title", n=number) if number else t("page.run.this")
 
 
+def view_settings() -> dict:
+    """What every live view starts from, a page's own run or a student's following the teacher's: this
+    browser, fitcore's routes, the page's pace and smoothing, its language and words."""
+    ss = st.session_state
+    return {
+        "owner": ss.owner,  # kept in a cookie, so that a reload finds this browser's runs again
+        "endpoint": api.LIVE_PATH,
+        "assets": api.STATIC_PATH,  # frontend/'s modules
+        "plotly": api.plotly_url(),  # the charts' plotly.js, from the same route
+        "poll_ms": int(ss.refresh_ms),
+        "queued_poll_ms": QUEUED_POLL_MS,
+        "smoothing": float(ss.smoothing),
+        "lang": i18n.current(),  # the live route answers in it (poll.js sends it as `&lang=`)
+        "texts": i18n.browser_texts("live."),  # the live view's own words, in that language
+    }
+
+
 def live_data(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict, values: dict | None = None) -> dict:
     """What the live view starts from: the run's whole payload, or before a run (or once the controls
     have moved on from an ended one) the planned first step."""
@@ -91,18 +108,10 @@ def live_data(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict, values: 
     if ss.overlay:
         overlay = [{"label": label, "loss": [[s, v] for s, v in history]} for label, history in ss.past]
     return {
+        **view_settings(),
         "payload": body,
-        "owner": ss.owner,  # kept in a cookie, so that a reload finds this browser's runs again
-        "endpoint": api.LIVE_PATH,
         "bye": api.BYE_PATH,
-        "assets": api.STATIC_PATH,  # frontend/'s modules
-        "plotly": api.plotly_url(),  # the charts' plotly.js, from the same route
-        "poll_ms": int(ss.refresh_ms),
-        "queued_poll_ms": QUEUED_POLL_MS,
-        "smoothing": float(ss.smoothing),
         "overlay": live.json_safe(overlay),
-        "lang": i18n.current(),  # the live route answers in it (poll.js sends it as `&lang=`)
-        "texts": i18n.browser_texts("live."),  # the live view's own words, in that language
         **classroom_data(snap),
     }
 
