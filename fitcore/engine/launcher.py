@@ -110,6 +110,13 @@ def lead_weights(reports) -> tuple[tuple[float, ...], float]:
     return tuple(reports[0].weights), reports[0].bias
 
 
+def joined_parts(reports) -> tuple[tuple[float, ...], float]:
+    """The step's parameters where each rank holds a part (FSDP's shards, TP's columns): W from the ranks'
+    parts in rank order, b from the first rank that reports it. The parent joins them, no collective."""
+    weights = tuple(w for m in reports for w in m.weights)
+    return weights, next(m.bias for m in reports if m.bias is not None)
+
+
 def memory_details(cfg, labels, finals) -> list[Detail]:
     """Detail('memory'): per_rank_memory, what each rank measured it holds after its loop."""
     rows = [final.extra["memory"] for final in finals if "memory" in final.extra]

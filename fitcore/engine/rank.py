@@ -91,6 +91,11 @@ def rank_params(raw: LinearModel) -> tuple[tuple[float, ...], float]:
     return tuple(raw.fc.weight.detach().view(-1).tolist()), raw.fc.bias.item()
 
 
+def local_values(param) -> list[float]:
+    """A DTensor parameter's part on this rank (FSDP's shard, TP's columns), as plain numbers."""
+    return param.to_local().detach().view(-1).tolist()
+
+
 def rank_clock(device: torch.device, slots: int) -> HostClock | CudaClock:
     """On the CPU a call's work is done when it returns; on a GPU, CUDA events time the queued work."""
     if device.type == "cuda":

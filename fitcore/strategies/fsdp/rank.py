@@ -33,6 +33,7 @@ from fitcore.engine.rank import (
     STOP_COL,
     RankState,
     gather_times,
+    local_values,
     previous_times,
     rank_clock,
     share_step,
@@ -266,20 +267,10 @@ def train_fsdp_rank(
 # What an FSDP rank reports (fitcore.engine.launcher.Engine's rank side) and how the parent reads it.
 
 
-def _local_values(param) -> list[float]:
-    return param.to_local().detach().view(-1).tolist()
-
-
 def shard_params(rank: int, held: FsdpRank) -> tuple[tuple[float, ...], float | None]:
     """What a rank reports after each step: its own rows of W, and b where it holds b (else None)."""
-    bias = _local_values(held.model.bias)
-    return tuple(_local_values(held.model.weight)), (bias[0] if bias else None)
-
-
-def joined_params(reports) -> tuple[tuple[float, ...], float]:
-    """The step's W and b from the ranks' shards in rank order: no collective, the parent joins them."""
-    weights = tuple(w for m in reports for w in m.weights)
-    return weights, next(m.bias for m in reports if m.bias is not None)
+    bias = local_values(held.model.bias)
+    return tuple(local_values(held.model.weight)), (bias[0] if bias else None)
 
 
 def final_params(held: FsdpRank) -> tuple[tuple[tuple[float, ...], float], dict]:
@@ -289,7 +280,7 @@ def final_params(held: FsdpRank) -> tuple[tuple[tuple[float, ...], float], dict]
     weights = tuple(model.weight.full_tensor().detach().view(-1).tolist())
     bias = model.bias.full_tensor().item()
     rank = model.weight.device_mesh.get_local_rank()
-    w_local, b_local = _local_values(model.weight), _local_values(model.bias)
+    w_local, b_local = local_values(model.weight), local_values(model.bias)
     params = [model.weight, model.bias]
     extra = {
         "shard": {"weights": w_local, "bias": b_local},

@@ -14,12 +14,12 @@ from typing import Callable
 
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
-from fitcore.engine.launcher import Engine, launch, memory_details
+from fitcore.engine.launcher import Engine, joined_parts, launch, memory_details
 from fitcore.events import Detail, Event, RunEnded
 from fitcore.memory import rank_memory
 from fitcore.strategies.fsdp.layout import FSDP_SLOTS, ranks_fsdp_specs, shards_value
 from fitcore.strategies.fsdp.name import NAME
-from fitcore.strategies.fsdp.rank import final_params, full_params, joined_params, rank_loop, shard_params
+from fitcore.strategies.fsdp.rank import final_params, full_params, rank_loop, shard_params
 from fitcore.strategies.fsdp.view import layout_lines
 from fitcore.train import Control
 
@@ -62,7 +62,7 @@ def engine(reshard_after_forward: bool = True) -> Engine:
         train=rank_loop(reshard_after_forward),
         step_params=shard_params,
         final=final_params,
-        weights=joined_params,
+        weights=joined_parts,
         specs=partial(ranks_fsdp_specs, reshard_after_forward),
         slots=FSDP_SLOTS,
         details=partial(_details, reshard_after_forward),

@@ -34,6 +34,7 @@ from fitcore.engine.rank import (
     STOP_COL,
     RankState,
     gather_times,
+    local_values,
     previous_times,
     rank_clock,
     share_step,
@@ -176,24 +177,15 @@ def train_tp_rank(
 # What a TP rank reports (the engine's Engine) and how the parent reads it.
 
 
-def _local(param) -> list[float]:
-    return param.to_local().detach().view(-1).tolist()
-
-
 def own_rows(rank: int, holds: TpRank) -> tuple[tuple[float, ...], float | None]:
     """What a rank reports after each step: its rows of W; rank 0 b too (every rank holds the same b)."""
-    return tuple(_local(holds.fc.weight)), (_local(holds.fc.bias)[0] if rank == 0 else None)
-
-
-def joined_rows(reports) -> tuple[tuple[float, ...], float]:
-    """The step's W from the ranks' rows in rank order, and b: the parent joins them, no collective."""
-    return tuple(w for m in reports for w in m.weights), reports[0].bias
+    return tuple(local_values(holds.fc.weight)), (local_values(holds.fc.bias)[0] if rank == 0 else None)
 
 
 def whole_params(holds: TpRank) -> tuple[tuple[float, ...], float]:
     """W gathered (full_tensor: an all-gather every rank makes) and b: torchrun's lead rank's parameters."""
     fc = holds.fc
-    return tuple(fc.weight.full_tensor().detach().view(-1).tolist()), _local(fc.bias)[0]
+    return tuple(fc.weight.full_tensor().detach().view(-1).tolist()), local_values(fc.bias)[0]
 
 
 def holds_memory(rank: int, holds: TpRank) -> dict:
@@ -211,7 +203,7 @@ def final_rows(holds: TpRank) -> tuple[tuple[tuple[float, ...], float], dict]:
     rank makes), and what this rank holds: its columns, its own rows of W and b, its measured bytes."""
     fc = holds.fc
     rank = fc.weight.device_mesh.get_local_rank()
-    shard = {"weights": _local(fc.weight), "bias": _local(fc.bias)}
+    shard = {"weights": local_values(fc.weight), "bias": local_values(fc.bias)}
     return whole_params(holds), {
         "columns": list(holds.cols),
         "shard": shard,

@@ -12,7 +12,7 @@ from typing import Callable
 
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
-from fitcore.engine.launcher import Engine, launch, memory_details
+from fitcore.engine.launcher import Engine, joined_parts, launch, memory_details
 from fitcore.events import Detail, Event, RunEnded
 from fitcore.shards import Layout
 from fitcore.strategies.tp.layout import TP_SLOTS, columns, ranks_tp_specs
@@ -20,7 +20,6 @@ from fitcore.strategies.tp.name import NAME
 from fitcore.strategies.tp.rank import (
     final_rows,
     first_step_memory,
-    joined_rows,
     own_rows,
     train_tp_rank,
     whole_params,
@@ -68,7 +67,7 @@ ENGINE = Engine(
     specs=ranks_tp_specs,
     slots=TP_SLOTS,
     words=NAME,
-    weights=joined_rows,
+    weights=joined_parts,
     details=_details,
     step_extra=first_step_memory,
     step_details=_first_step_details,
