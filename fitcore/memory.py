@@ -58,6 +58,18 @@ def whole_model(cfg, itemsize: int = 4) -> dict[str, int]:
     }
 
 
+HELD = ("parameters", "gradients", "optimizer_state")  # what a row of per_rank_memory counts, in bytes
+
+
+def memory_part(devices: list[dict], rows: Sequence[dict] | None) -> bool:
+    """The live picture's bytes: each device its rank's row of per_rank_memory (as measured), for the chip
+    that says what it holds. Changes `devices` in place; whether any were measured."""
+    rows = rows or ()
+    for device, row in zip(devices, rows):
+        device["memory"] = {key: row[key] for key in HELD}
+    return bool(rows)
+
+
 def rank_memory(rank: int, params: Sequence[torch.Tensor], optimizer) -> dict:
     """One rank's row of per_rank_memory, from the tensors it holds (FSDP's shards, TP's rows of W)."""
     return {"rank": rank, **held(params, optimizer)}

@@ -5,12 +5,13 @@ import { fitList, fitText, label, svgEl, textWidth } from "./dom.js";
 import { formatBytes, formatNumber, isNum, shape } from "./format.js";
 import { tr } from "./words.js";
 import {
-  SIDE, arrow, busy, busyBoxes, bytesOf, chip, segmentBar,
+  SIDE, arrow, busy, busyBoxes, bytesOf, chip, heldChip, segmentBar,
 } from "./picture.js";
 
 const colours = {
   scatter: "#1f6feb", replicate: "#7048e8", parallel_apply: "#2f9e44", gather: "#0c8599", loss: "#e8590c",
   backward: "#c92a2a", reduce: "#ae3ec9", optimizer: "#343a40",
+  held: "#495057",  // the chip of the bytes a device holds: device 0's optimizer state is the others' lack
 };
 
 const phaseText = {
@@ -67,6 +68,9 @@ function drawScatter(ctx) {
       "scatter", { live, faint: !live });
     if (live) ctx.boxState[box.index].glow = colours.scatter;
   }
+  // the first device holds the model, its gradients and all of the optimizer state before any step begins
+  const first = busyBoxes(ctx)[0];
+  if (first && first.index === 0) heldChip(ctx.boxState[0], first.device.memory, colours.held);
 }
 
 // A bus above the boxes: the first device's parameters broadcast to every other busy device.
@@ -77,6 +81,7 @@ function drawReplicate(ctx, group) {
     const original = box.index === 0;
     chip(ctx.boxState[box.index], original ? "W, b" : tr("live.dp.chip_copy"), colours.replicate,
       { fresh: live && !original, faded: ctx.done("optimizer") && !original });
+    if (!original) heldChip(ctx.boxState[box.index], box.device.memory, colours.held);  // a replica's copy
   });
   if (!live || boxes.length < 2) return;
   const y = ctx.layout.boxY - 12;
@@ -189,6 +194,7 @@ function drawWhole(ctx) {
   if (boxes.length !== 1) return;
   const mark = ctx.boxState[boxes[0].index];
   chip(mark, "W, b", colours.replicate);
+  heldChip(mark, boxes[0].device.memory, colours.held);
   if (isNum(ctx.pic.loss)) chip(mark, tr("live.picture.loss", { loss: formatNumber(ctx.pic.loss) }), colours.loss);
   chip(mark, "∇W, ∇b", colours.backward);
   chip(mark, tr("live.dp.chip_step"), colours.optimizer);

@@ -4,12 +4,13 @@
 import { fitList, fitText, label, svgEl, textWidth } from "./dom.js";
 import { formatBytes, formatNumber, isNum } from "./format.js";
 import { tr } from "./words.js";
-import { SIDE, arrow, busyBoxes, chip, deviceColour, ringArrows } from "./picture.js";
+import { SIDE, arrow, busyBoxes, chip, deviceColour, heldChip, ringArrows } from "./picture.js";
 
 const colours = {
   load: "#1f6feb", forward: "#2f9e44", loss: "#e8590c", backward: "#c92a2a", allreduce: "#ae3ec9",
   optimizer: "#343a40", replicate: "#7048e8",  // replicate: the chip of the model each rank holds
   padded: "#868e96",  // the chip of the rows repeated to pad a rank's shard
+  held: "#495057",  // the chip of the bytes a rank holds between steps
 };
 
 const phaseText = {
@@ -64,6 +65,7 @@ function drawLoad(ctx) {
   }
   for (const box of busyBoxes(ctx)) {
     chip(ctx.boxState[box.index], "W, b", colours.replicate);
+    heldChip(ctx.boxState[box.index], box.device.memory, colours.held);  // every rank the whole model
     // DistributedSampler repeats rows to give every rank as many: this step's repeats, marked on its rank
     const padded = box.device.padded;
     if (isNum(padded) && padded > 0) {

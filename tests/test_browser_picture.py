@@ -170,6 +170,19 @@ def walk_legible(page, preview, scenario: str, lang: str, presenter: bool) -> li
 def test_every_phase_legible_at_the_projector(page, preview, two_devices, scenario, lang, presenter):
     name = f"{scenario}-{lang}" + ("-presenter" if presenter else "")
     phases = walk_legible(page, preview, scenario, lang, presenter)
+    # what each box holds, in bytes, at every phase: W (2) and b, their gradients (3 floats each), and Adam's
+    # two moments of 3 numbers and a 4-byte step per tensor on every DDP rank and on DataParallel's device 0
+    # only (why GPU 0 fills up); TP's ranks their own rows of W (tests/test_tp.py holds those figures)
+    if not scenario.startswith("tp"):
+        whole, state = 3 * 4, 2 * 3 * 4 + 2 * 4
+        held = [whole * 2 + state] * (len(phases[0]["devices"]))
+        if scenario.startswith("dp"):
+            held[1:] = [whole * 2] * (len(held) - 1)
+        for i, m in enumerate(phases):
+            for rank, (device, n) in enumerate(zip(m["devices"], held)):
+                shown = t("live.picture.chip_held", lang=lang, bytes=f"{n} B") in device["chips"]
+                # DataParallel's replicas exist from the replicate phase (the walk's second) on
+                assert shown == (rank == 0 or i >= 1 or not scenario.startswith("dp")), (name, i, device)
     if scenario.startswith("ddp"):
         # 200 rows on 3 ranks: DistributedSampler repeats one row, on the last rank, marked there
         padded = [[c for c in d["chips"] if c.startswith(("1 ", "1\u00a0"))] for d in phases[-1]["devices"]]

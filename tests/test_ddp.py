@@ -300,6 +300,10 @@ def test_two_ranks_match_one_process_and_each_other():
         {"rank": r, "parameters": whole, "gradients": whole, "optimizer_state": 2 * whole + 2 * 4}
         for r in range(2)
     ]
+    # measured after step 1 already (the picture's chips from the first step on), and again at the end
+    memory = [i for i, e in enumerate(events) if isinstance(e, Detail) and e.key == "memory"]
+    assert len(memory) == 2 and events[memory[0] - 1] is steps[0]
+    assert events[memory[0]].value == details["memory"]
     assert_all_gone(details)
 
 

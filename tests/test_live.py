@@ -227,3 +227,33 @@ def test_planned_payload_before_a_run_for_each_strategy():
     # TP on the step's 12 rows (4 of each shard): each of 3 ranks all-reduces a (12, 1) partial output
     tp = 3 * round(2 * 2 / 3 * 12 * 4)
     assert ddp["picture"]["bytes"] == {"dataparallel": 176, "ddp": 48, "fsdp": 3 * 3 * 2 * 8, "tp": tp}
+
+
+def test_the_picture_carries_what_each_device_holds_for_dataparallel():
+    # 3 virtual devices, W of 2 and b: device 0 holds the model, its gradients and Adam's state (two moments
+    # of 3 numbers and a 4-byte step count per tensor); the replicas a copy and its gradients, no state
+    cfg = FitConfig(data_size=30, batch_size=30, epochs=2, devices="virtual:3")
+    assert all("memory" not in d for d in live.planned_payload(cfg, [])["picture"]["devices"])
+    run = Run(cfg).start()
+    assert run.wait(60)
+    pic = live.payload(run.snapshot())["picture"]
+    whole = 3 * 4
+    assert pic["memory_measured"] is True
+    assert [d["memory"] for d in pic["devices"]] == [
+        {"parameters": whole, "gradients": whole, "optimizer_state": 2 * whole + 2 * 4}
+    ] + [{"parameters": whole, "gradients": whole, "optimizer_state": 0}] * 2
+
+
+def test_the_picture_carries_what_each_rank_holds_for_ddp():
+    from fitcore import strategies
+    from fitcore.memory import whole_model
+
+    cfg = FitConfig(strategy="ddp", devices="cpu", workers=2, data_size=10, batch_size=10)
+    pic = live.planned_payload(cfg)["picture"]
+    assert pic["memory_measured"] is False and all("memory" not in d for d in pic["devices"])
+    rows = [{"rank": r, **whole_model(cfg)} for r in range(2)]  # what the ranks report after step 1
+    devices = [dict(d) for d in pic["devices"]]
+    step, _ = strategies.of(cfg).planned_step(cfg)
+    part = strategies.of(cfg).picture(cfg, step, devices, {"memory": rows})
+    assert part["memory_measured"] is True
+    assert [d["memory"] for d in devices] == [{"parameters": 12, "gradients": 12, "optimizer_state": 32}] * 2

@@ -62,16 +62,18 @@ def test_event_counts_and_order():
     cfg = FitConfig(data_size=250, batch_size=100, epochs=4, devices="virtual:3")
     events, ended = collect(cfg)
     kinds = [type(e).__name__ for e in events]
-    assert kinds == ["RunStarted"] + ["Step"] * 12 + ["Detail", "RunEnded"]
+    # what each device holds, measured after step 1 (the picture's chips from then on) and at the end
+    assert kinds == ["RunStarted", "Step", "Detail"] + ["Step"] * 11 + ["Detail", "RunEnded"]
     assert events[-1] is ended
-    # what each device held, measured from the tensors: W (2) and b (1) in float32, their gradients; Adam's
-    # two moments of each and a 4-byte step count per parameter, on device 0 only
-    assert events[-2].key == "memory" and events[-2].value == [
+    # measured from the tensors: W (2) and b (1) in float32, their gradients; Adam's two moments of each and
+    # a 4-byte step count per parameter, on device 0 only
+    held = [
         {"rank": 0, "parameters": 12, "gradients": 12, "optimizer_state": 2 * 12 + 2 * 4},
         {"rank": 1, "parameters": 12, "gradients": 12, "optimizer_state": 0},
         {"rank": 2, "parameters": 12, "gradients": 12, "optimizer_state": 0},
     ]
-    steps = events[1:-2]
+    assert [(e.key, e.value) for e in (events[2], events[-2])] == [("memory", held)] * 2
+    steps = [e for e in events if type(e).__name__ == "Step"]
     assert [(s.step, s.epoch, s.batch) for s in steps] == [
         ((e - 1) * 3 + b, e, b) for e in range(1, 5) for b in range(1, 4)
     ]
@@ -308,7 +310,7 @@ def test_a_consumer_that_raises_fails_the_run():
 
     ended = train(validate(FitConfig(epochs=10), gpus=[]), on_event)
     assert (ended.status, str(ended.message), ended.steps) == ("failed", "ValueError: cannot draw", 2)
-    assert [type(e).__name__ for e in seen] == ["RunStarted", "Step", "Step", "Detail", "RunEnded"]
+    assert [type(e).__name__ for e in seen] == ["RunStarted", "Step", "Detail", "Step", "Detail", "RunEnded"]
 
 
 # -- Control --------------------------------------------------------------------------------------------

@@ -123,6 +123,13 @@ def memory_details(cfg, labels, finals) -> list[Detail]:
     return [Detail("memory", rows)] if len(rows) == len(finals) else []
 
 
+def first_memory_details(cfg, labels, reports) -> list[Detail]:
+    """Detail('memory') after step 1, where every rank reported what it holds (its `step_extra` on step 1):
+    the picture's chips and the page's table show measured bytes from the first step, not only at the end."""
+    rows = [report.extra["memory"] for report in reports if report.extra and "memory" in report.extra]
+    return [Detail("memory", rows)] if rows and len(rows) == len(reports) else []
+
+
 def no_step_extra(rank: int, raw, step: int) -> dict | None:
     return None
 

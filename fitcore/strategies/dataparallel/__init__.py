@@ -99,6 +99,12 @@ def _phases() -> tuple[str, ...]:
     return DATAPARALLEL_PHASES
 
 
+def _picture(cfg, step, devices: list[dict], extra: dict) -> dict:
+    from fitcore.memory import memory_part
+
+    return {"memory_measured": memory_part(devices, extra.get("memory"))}
+
+
 STRATEGY = Strategy(
     name=NAME,
     label="DataParallel",
@@ -122,4 +128,5 @@ STRATEGY = Strategy(
            "who": f"cli.compare.who.{NAME}"},  # fmt: skip
     locale=str(Path(__file__).with_name("locale.json")),
     phases=_phases,
+    picture=_picture,
 )

@@ -7,7 +7,7 @@ from typing import Sequence
 
 import torch
 
-from fitcore.memory import held
+from fitcore.memory import held, whole_model
 
 
 def dataparallel_rows(whole: dict[str, int], k: int) -> list[dict]:
@@ -21,3 +21,8 @@ def dataparallel_rows(whole: dict[str, int], k: int) -> list[dict]:
 def dataparallel_memory(params: Sequence[torch.Tensor], optimizer, k: int) -> list[dict]:
     """per_rank_memory of DataParallel from device 0's tensors (dataparallel_rows)."""
     return dataparallel_rows(held(params, optimizer), k)
+
+
+def planned_memory(cfg, rank: int, k: int) -> dict:
+    """What device `rank` of k will hold, by the formula (dataparallel_rows of whole_model)."""
+    return dataparallel_rows(whole_model(cfg), k)[rank]

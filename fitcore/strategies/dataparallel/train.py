@@ -182,4 +182,6 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, Text]:
                     phases.take() if phases else None,
                 )
             )
+            if state.step == 1:  # what each device holds, measured once Adam's state exists: the chips' bytes
+                on_event(Detail("memory", dataparallel_memory(params, optimizer, state.devices)))
     return Status.FINISHED, finished_message(state.step, clock() - t0, control.paused_seconds)

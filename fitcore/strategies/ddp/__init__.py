@@ -142,9 +142,11 @@ def _phases() -> tuple[str, ...]:
 
 
 def _picture(cfg, step, devices: list[dict], extra: dict) -> dict:
+    from fitcore.memory import memory_part
     from fitcore.shards import padded_part
 
-    return padded_part(cfg, step, devices)
+    part = padded_part(cfg, step, devices)
+    return {**part, "memory_measured": memory_part(devices, extra.get("memory"))}
 
 
 STRATEGY = Strategy(

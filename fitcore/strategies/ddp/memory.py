@@ -6,7 +6,7 @@ from typing import Sequence
 
 import torch
 
-from fitcore.memory import held
+from fitcore.memory import held, whole_model
 
 
 def ddp_rows(whole: dict[str, int], k: int) -> list[dict]:
@@ -17,3 +17,8 @@ def ddp_rows(whole: dict[str, int], k: int) -> list[dict]:
 def ddp_memory(params: Sequence[torch.Tensor], optimizer, k: int) -> list[dict]:
     """per_rank_memory of DDP from one rank's tensors: every one of the k ranks holds the same."""
     return ddp_rows(held(params, optimizer), k)
+
+
+def planned_memory(cfg, rank: int, k: int) -> dict:
+    """What rank `rank` of k will hold, by the formula: the whole model (whole_model), as every rank."""
+    return {"rank": rank, **whole_model(cfg)}

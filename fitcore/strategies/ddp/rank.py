@@ -19,7 +19,7 @@ from torch.utils.data import DistributedSampler, TensorDataset
 
 from fitcore.config import FitConfig
 from fitcore.data import make_data
-from fitcore.engine.launcher import Engine
+from fitcore.engine.launcher import Engine, first_memory_details
 from fitcore.engine.rank import (
     LOSS_COL,
     MAX_IDS,
@@ -201,9 +201,19 @@ def own_params(raw) -> tuple[tuple[float, ...], float]:
     return rank_params(raw)
 
 
+def holds_memory(rank: int, raw) -> dict:
+    """What a DDP rank measured it holds: every parameter, its gradient and its optimizer state."""
+    return {"rank": rank, **held(raw.parameters(), raw.optimizer)}
+
+
+def first_step_memory(rank: int, raw, step: int) -> dict | None:
+    """A rank's report on step 1: the bytes it holds once its optimizer has stepped (Adam's state exists)."""
+    return {"memory": holds_memory(rank, raw)} if step == 1 else None
+
+
 def final_params(raw) -> tuple[tuple[tuple[float, ...], float], dict]:
     """A DDP rank's parameters after its loop, and what it holds: every parameter, gradient and Adam state."""
-    return rank_params(raw), {"memory": {"rank": dist.get_rank(), **held(raw.parameters(), raw.optimizer)}}
+    return rank_params(raw), {"memory": holds_memory(dist.get_rank(), raw)}
 
 
 def specs_of(labels, d: int, itemsize: int, reports) -> tuple:
@@ -213,5 +223,5 @@ def specs_of(labels, d: int, itemsize: int, reports) -> tuple:
 
 ENGINE = Engine(
     train=train_rank, step_params=lead_params, final=final_params, specs=specs_of, slots=DDP_SLOTS,
-    words=NAME, joined=own_params,
+    words=NAME, joined=own_params, step_extra=first_step_memory, step_details=first_memory_details,
 )  # fmt: skip

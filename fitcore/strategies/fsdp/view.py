@@ -11,6 +11,7 @@ from typing import Any
 from fitcore.config import FitConfig
 from fitcore.events import RunStarted, Step
 from fitcore.i18n import count, t
+from fitcore.memory import memory_part
 from fitcore.runner import Snapshot
 from fitcore.shards import padded_part
 from fitcore.strategies.fsdp.layout import planned_memory, shard_rows, shards_value
@@ -46,18 +47,13 @@ def picture_part(cfg: FitConfig, step: Step, devices: list[dict], extra: dict) -
     padded_part(cfg, step, devices)
     k = len(devices)
     w_rows = shard_rows(cfg.n_features, k)
-    memory = _memory(extra) or []
-    for rank, (device, names) in enumerate(zip(devices, shard_names(cfg, k))):
-        lo, hi = w_rows[rank]
+    for device, (lo, hi), names in zip(devices, w_rows, shard_names(cfg, k)):
         values = list(step.weights[lo:hi]) if len(step.weights) == cfg.n_features else []
         if "b" in names and values:
             values.append(step.bias)
         device["shard"] = {"names": names, "values": values, "rows": [lo, hi]}
-        if rank < len(memory):
-            device["memory"] = {
-                key: memory[rank][key] for key in ("parameters", "gradients", "optimizer_state")
-            }
-    return {"zero": zero_stage(cfg), "param_names": fitted_names(cfg), "memory_measured": bool(memory)}
+    measured = memory_part(devices, _memory(extra))
+    return {"zero": zero_stage(cfg), "param_names": fitted_names(cfg), "memory_measured": measured}
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from fitcore.devices import parse_devices
 from fitcore.engine.rank import rank_labels
 from fitcore.events import Replica, RunStarted, Step
 from fitcore.i18n import count, t
+from fitcore.memory import memory_part
 from fitcore.runner import Snapshot
 from fitcore.strategies.tp.layout import columns, planned_memory
 from fitcore.strategies.tp.name import NAME
@@ -63,18 +64,12 @@ def picture_part(cfg: FitConfig, step: Step, devices: list[dict], extra: dict) -
     """The live picture's TP part: on each rank, its columns and its rows of W (names, values after the
     step), and the bytes it holds once measured. Changes `devices` in place."""
     k = len(devices)
-    memory = _memory(extra) or []
-    for rank, (device, (lo, hi), names) in enumerate(
-        zip(devices, columns(cfg.n_features, k), column_names(cfg, k))
-    ):
+    for device, (lo, hi), names in zip(devices, columns(cfg.n_features, k), column_names(cfg, k)):
         values = list(step.weights[lo:hi]) if len(step.weights) == cfg.n_features else []
         device["columns"] = [lo, hi]
         device["shard"] = {"names": names, "values": values, "rows": [lo, hi]}
-        if rank < len(memory):
-            device["memory"] = {
-                key: memory[rank][key] for key in ("parameters", "gradients", "optimizer_state")
-            }
-    return {"features": cfg.n_features, "param_names": fitted_names(cfg), "memory_measured": bool(memory)}
+    measured = memory_part(devices, _memory(extra))
+    return {"features": cfg.n_features, "param_names": fitted_names(cfg), "memory_measured": measured}
 
 
 # ---------------------------------------------------------------------------------------------------------
