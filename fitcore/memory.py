@@ -26,8 +26,17 @@ def held_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
     return sum(seen.values())
 
 
+def allocated(device: torch.device | str) -> dict[str, int]:
+    """{"allocated": bytes} on a CUDA device: what torch's caching allocator has handed out there
+    (torch.cuda.memory_allocated), every tensor on it, the batch and the activations too; {} off CUDA, where
+    torch keeps no such count."""
+    device = torch.device(device)
+    return {"allocated": torch.cuda.memory_allocated(device)} if device.type == "cuda" else {}
+
+
 def held(params: Iterable[torch.Tensor], optimizer: torch.optim.Optimizer) -> dict[str, int]:
-    """{"parameters", "gradients", "optimizer_state"} in bytes, for the tensors one process holds.
+    """{"parameters", "gradients", "optimizer_state"} in bytes, for the tensors one process holds, and on
+    CUDA the device's "allocated" bytes (allocated()).
 
     `params` is read three times: a generator (`model.parameters()`) is taken into a list first, or the
     optimizer state's count would use it up and parameters and gradients read 0 B.
@@ -38,6 +47,7 @@ def held(params: Iterable[torch.Tensor], optimizer: torch.optim.Optimizer) -> di
         "parameters": held_bytes(params),
         "gradients": held_bytes(p.grad for p in params),
         "optimizer_state": held_bytes(state),
+        **(allocated(_local(params[0]).device) if params else {}),
     }
 
 

@@ -82,8 +82,39 @@ def test_what_each_device_holds_is_measured_and_says_why_device_0_fills_up():
             for r in rows] == [("12 B", "12 B", "32 B", "804 B"), ("12 B", "12 B", "0 B", "none"),
                                ("12 B", "12 B", "0 B", "none")]  # fmt: skip
     assert [m["parameters"] for m in snap.extra["memory"]] == [12, 12, 12]  # the same figures, measured
-    assert memory.notes[0].startswith("Bytes each device or rank held at the run's end, measured")
+    assert memory.notes[0].startswith(
+        "Bytes each device or rank holds, measured from its tensors after its first"
+    )
     assert memory.notes[1].startswith("Why device 0 fills up") and "[200, 1]" in memory.notes[1]
     # before a run: the formula's, said so
     (planned,) = [s for s in dp_view.sections(None, snap.config) if s.name == "memory"]
     assert planned.tables[0] == rows and planned.notes[0].startswith("Bytes each device or rank will hold")
+
+
+def test_on_gpus_each_device_shows_what_its_allocator_handed_out(monkeypatch):
+    # torch.cuda.memory_allocated per GPU, as a machine with 3 GPUs answers it (here made up, by index)
+    import torch
+
+    from fitcore.memory import allocated
+    from fitcore.strategies.dataparallel.memory import dataparallel_memory
+    from fitcore.view.common import memory_notes, memory_rows
+
+    asked = []
+    monkeypatch.setattr(
+        torch.cuda, "memory_allocated", lambda device: asked.append(str(device)) or 1024 * (1 + device.index)
+    )
+    assert allocated("cpu") == {} and allocated("cuda:2") == {"allocated": 3072}
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.Adam(model.parameters())
+    model(torch.ones(4, 2)).sum().backward()
+    optimizer.step()
+    asked.clear()
+    rows = dataparallel_memory(list(model.parameters()), optimizer, 3, device_ids=(0, 1, 2))
+    assert asked == ["cuda:0", "cuda:1", "cuda:2"]  # each GPU asked once, for its own row
+    assert [(r["optimizer_state"], r["allocated"]) for r in rows] == [(32, 1024), (0, 2048), (0, 3072)]
+    table = memory_rows(("cuda:0", "cuda:1", "cuda:2"), rows)
+    assert [r["Allocated on its GPU"] for r in table] == ["1.0 kB", "2.0 kB", "3.1 kB"]
+    assert memory_notes(rows, True)[1].startswith("Allocated on its GPU: torch.cuda.memory_allocated")
+    # virtual devices (or one GPU holding them all) have no allocated bytes of their own: no column
+    plain = dataparallel_memory(list(model.parameters()), optimizer, 3)
+    assert all("allocated" not in r for r in plain) and len(memory_notes(plain, True)) == 1

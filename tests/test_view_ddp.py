@@ -200,5 +200,6 @@ def test_what_each_ddp_rank_holds_is_the_whole_model_measured_or_by_the_formula(
     snap = snapshot(config=cfg, devices=("rank 0 · cpu · gloo", "rank 1 · cpu · gloo"),
                     extra={"memory": measured})  # fmt: skip
     held = ddp_view.sections(snap, cfg)[-1]
-    assert held.tables[0] == planned.tables[0] and held.notes[0].startswith("Bytes each device or rank held")
+    assert held.tables[0] == planned.tables[0]
+    assert held.notes[0].startswith("Bytes each device or rank holds, measured")
     assert "DDP replicates, it does not shard" in held.notes[1]

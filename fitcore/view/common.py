@@ -72,12 +72,20 @@ def memory_rows(
             t("view.memory.parameters"): format_bytes(held["parameters"]),
             t("view.memory.gradients"): format_bytes(held["gradients"]),
             t("view.memory.optimizer_state"): format_bytes(held["optimizer_state"]),
+            **({t("view.memory.allocated"): format_bytes(held["allocated"])} if "allocated" in held else {}),
             **(extra or {}).get(i, {}),
         }
         for i, (label, held) in enumerate(zip(labels, memory))
     ]
     keys = list(dict.fromkeys(key for row in rows for key in row))
     return [{key: row.get(key, t("view.none")) for key in keys} for row in rows]
+
+
+def memory_notes(memory: Sequence[dict], measured: bool) -> tuple[str, ...]:
+    """The notes under a memory table: measured or by the formula, and what a GPU's allocated bytes are where
+    a row has them."""
+    note = t("view.memory.measured" if measured else "view.memory.planned")
+    return (note, t("view.memory.allocated_note")) if any("allocated" in m for m in memory) else (note,)
 
 
 @dataclass(frozen=True)

@@ -7,20 +7,28 @@ from typing import Sequence
 
 import torch
 
-from fitcore.memory import held, whole_model
+from fitcore.memory import allocated, held, whole_model
 
 
 def dataparallel_rows(whole: dict[str, int], k: int) -> list[dict]:
     """per_rank_memory of DataParallel on k devices from what device 0 holds (measured, or whole_model's):
     device 0 the model, its gradients and all of the optimizer state; each other device, during a step, a
-    replica's copy of the parameters and of their gradients (summed back onto device 0), and no state."""
-    replica = {**whole, "optimizer_state": 0}
+    replica's copy of the parameters and of their gradients (summed back onto device 0), and no state.
+    Device 0's CUDA "allocated" bytes are its own: a replica's row has none of them."""
+    replica = {key: value for key, value in whole.items() if key != "allocated"}
+    replica["optimizer_state"] = 0
     return [{"rank": 0, **whole}] + [{"rank": r, **replica} for r in range(1, k)]
 
 
-def dataparallel_memory(params: Sequence[torch.Tensor], optimizer, k: int) -> list[dict]:
-    """per_rank_memory of DataParallel from device 0's tensors (dataparallel_rows)."""
-    return dataparallel_rows(held(params, optimizer), k)
+def dataparallel_memory(params: Sequence[torch.Tensor], optimizer, k: int, device_ids=()) -> list[dict]:
+    """per_rank_memory of DataParallel from device 0's tensors (dataparallel_rows); on k GPUs
+    (`device_ids`, one a device) each row also has its GPU's allocated bytes: device 0's hold the gathered
+    outputs and the master copy besides, which is why the first GPU fills up."""
+    rows = dataparallel_rows(held(params, optimizer), k)
+    if len(device_ids) == k:
+        for row, index in zip(rows, device_ids):
+            row.update(allocated(f"cuda:{index}"))
+    return rows
 
 
 def planned_memory(cfg, rank: int, k: int) -> dict:

@@ -86,7 +86,7 @@ def train(
             state.model.close()
     raw = state.raw
     if state.optimizer is not None and state.step:  # what each device held: device 0 the optimizer state
-        held = dataparallel_memory(list(raw.parameters()), state.optimizer, state.devices)
+        held = dataparallel_memory(list(raw.parameters()), state.optimizer, state.devices, state.gpus)
         on_event(Detail("memory", held))
     weights = tuple(raw.fc.weight.detach().view(-1).tolist()) if raw is not None else ()
     bias = raw.fc.bias.item() if raw is not None else float("nan")
@@ -105,6 +105,7 @@ class _Progress:
     model: torch.nn.Module | None = None
     optimizer: torch.optim.Optimizer | None = None
     devices: int = 1  # the selected devices (DataParallel's replicas, idle ones included)
+    gpus: tuple[int, ...] = ()  # their CUDA indices, one a device (a virtual plan's one GPU is not k)
 
 
 def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, Text]:
@@ -119,6 +120,7 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, Text]:
     params = list(raw.parameters())
     optimizer = state.optimizer = make_optimizer(cfg, params)
     state.devices = len(plan.labels)
+    gpus = state.gpus = plan.device_ids if plan.kind == "cuda" else ()
     perm_gen = torch.Generator().manual_seed(cfg.seed + 2)
     on_event(
         run_started(
@@ -183,5 +185,5 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, Text]:
                 )
             )
             if state.step == 1:  # what each device holds, measured once Adam's state exists: the chips' bytes
-                on_event(Detail("memory", dataparallel_memory(params, optimizer, state.devices)))
+                on_event(Detail("memory", dataparallel_memory(params, optimizer, state.devices, gpus)))
     return Status.FINISHED, finished_message(state.step, clock() - t0, control.paused_seconds)

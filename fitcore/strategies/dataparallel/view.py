@@ -18,7 +18,7 @@ from fitcore.parallel import chunk_sizes
 from fitcore.runner import Snapshot
 from fitcore.strategies.dataparallel.memory import dataparallel_rows
 from fitcore.text import format_bytes
-from fitcore.view.common import Section, device_text, memory_rows, shape_text
+from fitcore.view.common import Section, device_text, memory_notes, memory_rows, shape_text
 
 CONSOLE_HINT = "view.console_hint.dataparallel"  # the catalog's words for what the console will show
 
@@ -80,7 +80,7 @@ def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> 
 
 
 def memory_section(cfg: FitConfig, step: Step, labels, snap: Snapshot | None) -> Section:
-    """What each device holds, measured from its tensors once a run has ended (the formula's before):
+    """What each device holds, measured from its tensors after the run's first step (the formula's before):
     device 0 holds the model, its gradients and all of the optimizer state, and during a step also every
     replica's outputs, gathered, and the loss; each other device a copy of W, b and their gradients. The
     question users ask most about DataParallel: why device 0 fills up."""
@@ -89,13 +89,13 @@ def memory_section(cfg: FitConfig, step: Step, labels, snap: Snapshot | None) ->
     memory = measured if measured and len(measured) == k else dataparallel_rows(whole_model(cfg), k)
     outputs, itemsize = step.output_shape, 4  # the gathered outputs (batch, 1), float32
     gathered = {0: {t("view.memory.gathered"): format_bytes(math.prod(outputs) * itemsize + itemsize)}}
-    note = t("view.memory.measured" if measured else "view.memory.planned")
+    notes = memory_notes(memory, bool(measured))
     return Section(
         "memory",
         title=t("view.memory.title.devices"),
         tables=(memory_rows(labels, memory, gathered if k > 1 else None),),
         text_columns=(t("view.col.rank"),),
-        notes=(note, t("view.memory.device0", outputs=shape_text(outputs))) if k > 1 else (note,),
+        notes=(*notes, t("view.memory.device0", outputs=shape_text(outputs))) if k > 1 else notes,
     )
 
 

@@ -74,6 +74,7 @@ def holdings_rows(cfg: FitConfig, labels, memory: list[dict] | None) -> list[dic
             t("fsdp.col.parameters"): format_bytes(held["parameters"]),
             t("fsdp.col.gradients"): format_bytes(held["gradients"]),
             t("fsdp.col.optimizer_state"): format_bytes(held["optimizer_state"]),
+            **({t("view.memory.allocated"): format_bytes(held["allocated"])} if "allocated" in held else {}),
         })  # fmt: skip
     return rows
 
@@ -86,7 +87,8 @@ def _holdings_section(cfg: FitConfig, labels, extra: dict | None) -> Section:
         title=t("fsdp.holdings.title", zero=zero_stage(cfg)),
         tables=(holdings_rows(cfg, labels, memory),),
         text_columns=(t("view.col.rank"),),
-        notes=(note, t(f"fsdp.holdings.zero{zero_stage(cfg)}")),
+        notes=(note, t(f"fsdp.holdings.zero{zero_stage(cfg)}"))
+        + ((t("view.memory.allocated_note"),) if any("allocated" in m for m in memory or ()) else ()),
     )
 
 
