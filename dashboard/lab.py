@@ -10,13 +10,17 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard.panels import PLOT_CONFIG
-from fitcore import strategies
+from fitcore import strategies, whatif
 from fitcore.config import ConfigError, FitConfig
 from fitcore.i18n import t
 from fitcore.view import controls
 
 COMPARE_MAX_STEPS = 5_000  # the lab trains in the page's own script run: three models, and more per toggle
 WHATIF_STEPS = 50  # steps the what-if measures its starting point on
+WHATIF_WIDTHS = {  # the what-if table's columns, in px: the longest cell of each, in either language
+    "lab.col.strategy": 160, "lab.col.devices": 64, "lab.col.memory": 76, "lab.col.sent": 76,
+    "lab.col.step": 76, "lab.col.share": 100, "lab.col.note": 235,
+}  # fmt: skip
 # the toggles a form can get wrong, or ask together: their catalog keys
 TOGGLE_LABELS = {
     "loss_reduction": "lab.reduction",
@@ -135,13 +139,11 @@ def _real_time(row: dict) -> str:
 
 
 def whatif_ui(cfg: FitConfig) -> None:
-    from fitcore import whatif
-
     st.caption(t("lab.whatif.caption"))
     cols = st.columns(3)
     params = cols[0].select_slider(
         t("lab.params"), [3, 1e6, 1e8, 1e9, 7e9, 13e9, 70e9], value=7e9, key="wi_params",
-        format_func=lambda p: f"{p:.3g}", help=t("lab.sources"),
+        format_func=whatif.params_text, help=t("lab.sources"),
     )  # fmt: skip
     link = cols[1].selectbox(
         t("lab.link"), list(whatif.LINKS), key="wi_link", format_func=whatif.link_name,
@@ -164,26 +166,39 @@ def whatif_ui(cfg: FitConfig) -> None:
     st.metric(t("lab.measured"), f"{measured.compute_seconds * 1e6:.0f} µs", help=measured.where)
     rows = whatif.table(measured, params, link=link, device_memory=memory * 1e9)
     st.caption(t("lab.projected"))
+    st.caption(t("lab.per_device"))
+    # the notes as short tags, each explained once below the table: a sentence a row would be cut at 1280 px
     st.dataframe(
         pd.DataFrame(
             {
                 t("lab.col.strategy"): [whatif.page_title(r["strategy"]) for r in rows],
                 t("lab.col.devices"): [r["devices"] for r in rows],
                 t("lab.col.memory"): [whatif.memory_text(r["memory_per_device_bytes"]) for r in rows],
-                t("lab.col.fits"): [t("lab.fits.yes" if r["fits"] else "lab.fits.no") for r in rows],
                 t("lab.col.sent"): [whatif.human(r["comm_bytes_per_device"], "B") for r in rows],
                 t("lab.col.step"): [whatif.seconds_text(r["step_seconds"]) for r in rows],
                 t("lab.col.share"): [whatif.share_text(r["comm_share"]) for r in rows],
-                t("lab.col.note"): [r["note"] for r in rows],
+                t("lab.col.note"): [", ".join(_tag(r, tag) for tag in r["tags"]) for r in rows],
             }
         ),
         hide_index=True,
         key="wi_table",
+        # widths that hold every cell at 1280 px (787 of the table's 791 px); a wider page spreads the rest
+        column_config={t(key): st.column_config.Column(width=width) for key, width in WHATIF_WIDTHS.items()},
     )
+    shown = {tag for r in rows for tag in r["tags"]}
+    for tag in whatif.NOTE_TAGS:
+        if tag in shown:
+            st.caption(t(f"lab.legend.{tag}", n=whatif.DEVICES_PER_MACHINE, have=f"{memory:.3g}"))
     calibration = st.session_state.get("wi_calibration")
     if calibration:
         st.caption(t("cli.whatif.calibration.head", name=whatif.page_title(calibration["strategy"])))
         st.caption(calibration["note"])
+
+
+def _tag(row: dict, tag: str) -> str:
+    """A what-if row's note in a few words (its sentence is the command line's `note`)."""
+    excess = row["device0_excess_bytes"]
+    return t(f"lab.tag.{tag}", bytes=whatif.memory_text(excess) if excess is not None else "")
 
 
 def _name(strategy: str) -> str:

@@ -34,7 +34,7 @@ from fitcore.cliparse import Parser, command, error_line
 from fitcore.config import FitConfig, parse_number
 from fitcore.errors import ConfigError, Listed, Text
 from fitcore.flags import add_training_flags, config_from_args, flag_error
-from fitcore.i18n import t
+from fitcore.i18n import current, t
 from fitcore.text import pad
 
 PROJECTED = "projected, not measured"  # the rows' label in the JSON; the table says it in its language
@@ -72,6 +72,10 @@ class Projection:
     compute_share: Callable[[int], float] = lambda k: 1.0
     # what wire's batch_bytes carries: the rows (False), or one activation per row (TP's outputs)
     activations: bool = False
+    # what the fullest device holds beyond each other one: excess(p, g, o, k, outputs), `outputs` the global
+    # batch's outputs (DataParallel's device 0: all of the optimizer state, and the outputs it gathers);
+    # None where every device holds the same
+    excess: Callable[[float, float, float, int, float], float] | None = None
 
 
 def _ring(params: float, k: int, batch_bytes: float = 0.0) -> float:
@@ -268,6 +272,20 @@ def table(
     return out
 
 
+def device0_excess(strategy: str, params: float, k: int, rows: float) -> float | None:
+    """Bytes the fullest device holds beyond each other one (DataParallel's device 0: the optimizer state and
+    the K x rows outputs it gathers, one WIRE_BYTES number a row); None where every device holds the same."""
+    projection = _projection(strategy)
+    if projection.excess is None:
+        return None
+    p, g, o = PARAM_BYTES * params, GRAD_BYTES * params, OPTIMIZER_BYTES * params
+    return projection.excess(p, g, o, k, k * rows * WIRE_BYTES)
+
+
+# a row's notes, by tag, in the order the table lists them; the page shows the tags and explains each below
+NOTE_TAGS = ("one_machine", "memory", "comm", "device0")
+
+
 def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured) -> dict:
     memory = memory_per_device(s, params, k)
     row = {
@@ -276,13 +294,15 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured) 
         "devices": k,
         "params": params,
         "memory_per_device_bytes": memory,
+        "device0_excess_bytes": None,
         "fits": memory <= device_memory,
         "label": PROJECTED,
         "note": "",
+        "tags": [],
     }
     if _projection(s).one_machine and k > DEVICES_PER_MACHINE:
         row["fits"] = False
-        row["note"] = t("cli.whatif.note.one_machine", n=DEVICES_PER_MACHINE)
+        _note(row, "one_machine", t("cli.whatif.note.one_machine", n=DEVICES_PER_MACHINE))
         return {**row, "comm_bytes_per_device": None, "comm_seconds": None, "compute_seconds": None,
                 "step_seconds": None, "comm_share": None}  # fmt: skip
     projection = _projection(s)
@@ -293,9 +313,13 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured) 
     compute = compute_seconds(measured, params, rows, flops) * projection.compute_share(k)
     if not row["fits"]:
         need, have = f"{memory / 1e9:.3g}", f"{device_memory / 1e9:.3g}"
-        row["note"] = t("cli.whatif.note.memory", need=need, have=have)
+        _note(row, "memory", t("cli.whatif.note.memory", need=need, have=have))
     elif comm > compute:
-        row["note"] = t("cli.whatif.note.comm")
+        _note(row, "comm", t("cli.whatif.note.comm"))
+    excess = device0_excess(s, params, k, rows)
+    if excess is not None:
+        row["device0_excess_bytes"] = excess
+        _note(row, "device0", t("cli.whatif.note.device0", bytes=memory_text(excess)))
     return {
         **row,
         "comm_bytes_per_device": wire,
@@ -304,6 +328,12 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured) 
         "step_seconds": comm + compute,  # no overlap: DDP overlaps its buckets with backward, so less
         "comm_share": comm / (comm + compute),
     }
+
+
+def _note(row: dict, tag: str, text: str) -> None:
+    """Add a note to a row: its tag (NOTE_TAGS) and its sentence, after the notes it has."""
+    row["tags"].append(tag)
+    row["note"] = "; ".join(filter(None, (row["note"], text)))
 
 
 def _link(link: Link | str) -> Link:
@@ -424,10 +454,24 @@ def memory_text(n: float) -> str:
     return t("cli.whatif.sub_byte") if 0 < n < 1 else human(n, "B")
 
 
+# a count of parameters as a model's size is said: 7e9 is "7B" in English, "70 亿" in Chinese (units of 10^4)
+PARAM_UNITS = {
+    "en": ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")),
+    "zh": ((1e12, " 万亿"), (1e8, " 亿"), (1e4, " 万")),
+}
+
+
+def params_text(n: float) -> str:
+    """A model's size in parameters, 3 significant digits: "7B", "13B", "100M", "3" ("70 亿" in Chinese)."""
+    for scale, unit in PARAM_UNITS.get(current(), PARAM_UNITS["en"]):
+        if n >= scale:
+            return f"{n / scale:.3g}{unit}"
+    return f"{n:.3g}"
+
+
 def share_text(share: float | None) -> str:
     """The communication's share of a step, in percent ("72 %"); "-" for none."""
     return "-" if share is None else f"{share * 100:.3g} %"
-
 
 
 def calibrations(cfg: FitConfig) -> list[dict]:

@@ -68,22 +68,35 @@ def test_whatif_measures_then_projects_with_the_label(at):
     assert not at.exception
     assert any(c.value == "projected, not measured" for c in at.caption)
     assert at.metric[0].label == "Measured here: compute per step"
-    rows = table(at, "memory / device")
+    rows = table(at, "memory")
     from fitcore import whatif
 
     assert len(rows) == 5 * len(whatif.STRATEGIES)  # every projection x 2, 8, 64, 256, 1024 devices
     zero3 = rows[(rows["strategy"] == "ZeRO-3 / FSDP") & (rows["devices"] == 8)]
-    assert zero3["memory / device"].iloc[0] == "14 GB"  # 16 B x 7e9 / 8
+    assert zero3["memory"].iloc[0] == "14 GB"  # 16 B x 7e9 / 8
     ddp = rows[(rows["strategy"] == "DDP (ring all-reduce)") & (rows["devices"] == 8)]
-    assert ddp["fits"].iloc[0] == "no"  # 112 GB on an 80 GB device
-    assert ddp["memory / device"].iloc[0] == "112 GB"
+    assert ddp["note"].iloc[0] == "out of memory"  # 112 GB on an 80 GB device
+    assert ddp["memory"].iloc[0] == "112 GB"
+    # DataParallel's device 0 holds 12 B a parameter of Adam's state beyond the others, 84 GB at 7e9, and
+    # the outputs it gathers (2 B of each of K x 100 rows: too few bytes to move the 3 digits)
+    dp = rows[rows["strategy"] == rows["strategy"].iloc[0]]
+    assert list(dp["note"][dp["devices"] <= 8]) == ["out of memory, device 0 +84 GB"] * 2
     # human units with 3 significant digits, a dash and its reason where a row has no figure, never None
     cells = [str(v) for column in rows.columns for v in rows[column]]
     assert "None" not in cells and "nan" not in cells
     assert all(re.fullmatch(r"-|[0-9.]+ (µs|ms|s|min|h|d)", v) for v in rows["step"])
-    assert all(re.fullmatch(r"-|[0-9.]+ [kMGTPE]?B", v) for v in rows["sent / device"])
+    assert all(re.fullmatch(r"-|[0-9.]+ [kMGTPE]?B", v) for v in rows["sent"])
     dp64 = rows[(rows["strategy"] == rows["strategy"].iloc[0]) & (rows["devices"] == 64)]
-    assert dp64["step"].iloc[0] == "-" and "one machine" in dp64["note"].iloc[0]
+    assert dp64["step"].iloc[0] == "-" and dp64["note"].iloc[0] == "one machine"
+    # each tag the table shows is explained once below it, in the order of whatif.NOTE_TAGS
+    legend = [c.value for c in at.caption if c.value.startswith("**")]
+    assert [c.split("**")[1] for c in legend] == [
+        "one machine",
+        "out of memory",
+        "comm. bound",
+        "device 0 +…",
+    ]
+    assert "about 8" in legend[0] and "more than its 80 GB" in legend[1]
 
 
 @pytest.mark.slow  # spawns FSDP's ranks

@@ -229,3 +229,36 @@ def test_every_figure_reads_in_human_units_and_a_device_never_holds_part_of_a_by
     zero3 = rows["zero3", 1024]["memory_per_device_bytes"]
     assert 0 < zero3 < 1 and whatif.memory_text(zero3) == "< 1 B: fewer numbers than ranks"
     assert whatif.memory_text(14e9) == "14 GB"
+
+
+@pytest.mark.parametrize(
+    "n, en, zh",
+    [(3, "3", "3"), (1e6, "1M", "100 万"), (1e8, "100M", "1 亿"), (7e9, "7B", "70 亿"),
+     (13e9, "13B", "130 亿"), (70e9, "70B", "700 亿"), (1e12, "1T", "1 万亿")],
+)  # fmt: skip
+def test_a_model_size_is_said_as_people_say_it(n, en, zh):
+    from fitcore import i18n
+
+    with i18n.using("en"):
+        assert whatif.params_text(n) == en
+    with i18n.using("zh"):
+        assert whatif.params_text(n) == zh
+
+
+def test_dataparallel_device_0_holds_the_optimizer_state_and_the_gathered_outputs_beyond_the_others():
+    # 7e9 parameters on K devices of 100 rows each: 12 B a parameter of Adam's state, and K x 100 outputs of
+    # 2 bytes gathered on device 0; every other strategy's devices hold the same as each other
+    measured = whatif.Measured(1e-3, 100, 16, 2, 3, "virtual:2")
+    rows = whatif.table(measured, 7e9, devices=(2, 8, 64))
+    by = {(r["strategy"], r["devices"]): r for r in rows}
+    for k in (2, 8):
+        dp = by["dataparallel", k]
+        assert dp["device0_excess_bytes"] == 12 * 7e9 + k * 100 * 2
+        assert dp["tags"] == ["memory", "device0"]
+        assert (
+            dp["note"]
+            == "out of memory: needs 112 GB of 80 GB; device 0 holds 84 GB more than each other device"
+        )
+    assert by["dataparallel", 64]["device0_excess_bytes"] is None  # no figures beyond one machine
+    assert by["dataparallel", 64]["tags"] == ["one_machine"]
+    assert all(r["device0_excess_bytes"] is None for r in rows if r["strategy"] != "dataparallel")
