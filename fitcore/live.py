@@ -55,9 +55,15 @@ def run_title(snap: Snapshot, number: int | None = None) -> str:
     return _label(snap.config, name, snap.source_label)  # a replay says what it replays
 
 
-def _label(cfg: FitConfig, name: str = "", source: str = "") -> str:
+def legend_title(snap: Snapshot, number: int | None = None) -> str:
+    """ "Run 1 · DataParallel · cuda:0": the run in the loss chart's legend, short enough for its line; the
+    replay's source and a CSV file's words are in the status line and the run's title (its hover text)."""
+    return _label(snap.config, t("live.run.title", n=number) if number else "", with_data=False)
+
+
+def _label(cfg: FitConfig, name: str = "", source: str = "", with_data: bool = True) -> str:
     """The run's name, strategy, devices, a CSV file's words, a replay's source: those that apply."""
-    parts = (name, strategies.of(cfg).label, cfg.devices, data_words(cfg), source)
+    parts = (name, strategies.of(cfg).label, cfg.devices, data_words(cfg) if with_data else "", source)
     return " · ".join(p for p in parts if p)
 
 
@@ -66,6 +72,7 @@ def run_part(snap: Snapshot, number: int | None = None) -> dict[str, Any]:
     return {
         "id": snap.run_id,
         "label": run_title(snap, number),
+        "legend": legend_title(snap, number),
         "strategy": snap.config.strategy,
         "status": str(snap.status),
         "active": snap.active,

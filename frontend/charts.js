@@ -305,7 +305,10 @@ function ownName(state) {
 }
 
 function lossLegend(state) {
-  const entries = [{ text: ownName(state), colour: COLOURS[0] }];
+  // the run's short name (a replay's source and a CSV file's words are in the status line), its whole title
+  // on hover
+  const run = state.run || {};
+  const entries = [{ text: run.legend || ownName(state), full: ownName(state), colour: COLOURS[0] }];
   state.overlay.filter((o) => o && Array.isArray(o.loss)).forEach((o, i) => {
     entries.push({ text: o.label, colour: COLOURS[(i + 1) % COLOURS.length], dash: true });
   });
@@ -343,6 +346,7 @@ function renderLegend(fig, entries, width, { all = false } = {}) {
       break;
     }
     const item = el("span", "fl-legend-item");
+    if (e.full && e.full !== text) item.title = e.full;
     const swatch = el("span", `fl-swatch${e.dash ? " fl-dash" : ""}${e.dot ? " fl-dot" : ""}`);
     swatch.style.setProperty("--c", e.colour);
     item.append(swatch, el("span", "", fitText(text, room - 30, 14)));

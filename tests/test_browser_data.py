@@ -48,8 +48,10 @@ def test_upload_a_csv_train_it_then_replay_a_recording(server, context):
     wait_for(lambda: label in status(page), 30, interval=0.2, what="the replay's label in the status line")
     wait_for(lambda: status(page).startswith("Finished"), 60, interval=0.2, what="the replay to finish")
     assert status(page).startswith(f"Finished · {label} · epoch 10 / 10 · step 20 / 20"), status(page)
-    legend = page.locator(".fl-chart >> nth=0").inner_text()  # the chart's legend shortens a long label
-    assert "Run 2 · DataParallel · virtual:3 · recorded" in legend, legend
+    # the chart's legend names the run short, whole; what it replays is in the status line and its hover
+    own = page.locator(".fl-legend-item").first
+    assert own.inner_text() == "Run 2 · DataParallel · virtual:3", own.inner_text()
+    assert own.get_attribute("title") == f"Run 2 · DataParallel · virtual:3 · {label}"
     page.screenshot(path=str(test_browser.ARTIFACTS / "replay.png"))
 
 
@@ -93,4 +95,9 @@ def test_a_one_gpu_replay_says_only_what_one_device_did(server, context):
         assert "nothing moves between devices" in timeline.inner_text()
         box = test_browser.inside(page, ".fl-picture")
         assert box["inside"], (width, height, box)
+        # the loss chart's legend names the run whole, not cut: what it replays is in the status line, and in
+        # the legend's hover title
+        own = page.locator(".fl-legend-item").first
+        assert own.inner_text() == "Run 1 · DataParallel · cuda:0", own.inner_text()
+        assert own.get_attribute("title") == f"Run 1 · DataParallel · cuda:0 · {replay.short_label}"
         page.screenshot(path=str(test_browser.ARTIFACTS / f"replay-one-gpu-{width}x{height}.png"))

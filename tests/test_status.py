@@ -63,6 +63,23 @@ def test_status_line(kw, line):
     assert (n, total) == (kw.get("step", 0), 200)
 
 
+def test_a_csv_run_says_what_it_fits_in_the_status_line_and_the_legend_stays_short():
+    # the file's target and features, beside the sidebar's choice: the line the class reads above the picture
+    from fitcore import live
+
+    cfg = FitConfig(data="/srv/uploads/3f9/houses.csv", target="price", features=("area", "rooms", "age"))
+    snap = snapshot(config=cfg, step=3, epoch=2, total_steps=200)
+    assert status.status_line(snap) == (
+        "Running · houses.csv: price from area, rooms, age · epoch 2 / 200 · step 3 / 200"
+    )
+    words = "houses.csv: price from area, rooms, age"
+    assert live.run_title(snap, 1) == f"Run 1 · DataParallel · virtual:2 · {words}"
+    assert live.legend_title(snap, 1) == "Run 1 · DataParallel · virtual:2"  # the loss legend's whole line
+    replay = dataclasses.replace(snap, source_label="recorded on a CPU on 2026-12-04", config=FitConfig())
+    assert live.legend_title(replay, 2) == "Run 2 · DataParallel · virtual:2"
+    assert status.status_line(replay).startswith("Running · recorded on a CPU on 2026-12-04 · epoch 2")
+
+
 def test_status_kind_and_markdown_escape():
     assert [status.status_kind(snapshot(status=s)) for s in ("running", "finished", "stopped", "failed")] == [
         "info",

@@ -10,6 +10,7 @@ from fitcore.config import FitConfig
 from fitcore.events import Status
 from fitcore.i18n import count, t
 from fitcore.runner import Snapshot
+from fitcore.view.common import data_words
 from fitcore.view.controls import field_label, rate_text, used_fields
 
 
@@ -38,7 +39,8 @@ def status_line(snap: Snapshot | None, cfg: FitConfig | None = None) -> str:
             return t("view.status.ready_invalid")
         return t("view.status.ready", total=cfg.total_steps)
     status = snap.status
-    parts = [t(f"view.status.{status}"), snap.source_label]  # a replay says first what it replays
+    # a replay says first what it replays, a CSV run what it fits ("houses.csv: price from area, rooms, age")
+    parts = [t(f"view.status.{status}"), snap.source_label, data_words(snap.config)]
     if status == Status.QUEUED and snap.queue_position is not None:
         parts.append(t("view.status.position", n=snap.queue_position))
     if snap.epoch:
