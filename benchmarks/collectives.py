@@ -1,6 +1,7 @@
 """All-reduce, all-gather and reduce-scatter timed from 4 B to 16 MiB, and the alpha-beta link fitted to them.
 
-    python -m benchmarks.collectives [--where hosts loopback nccl] [--rates "" 100mbit]
+    python -m benchmarks.collectives [--where hosts loopback nccl] [--rates "" 100mbit] [--repeats 3]
+                                     [--quick]
 
 - `hosts`: two network-namespace hosts (strategies.ddp.hosts, gloo on their veth), at each `--rates` (tbf);
 - `loopback`: two processes on one host, gloo over 127.0.0.1;
@@ -11,13 +12,18 @@ is the whole buffer: all-reduce's input, all-gather's output, reduce-scatter's i
 2(n-1)/n for all-reduce and (n-1)/n for the other two). Then, per setting, alpha (latency per ring step) and
 beta (bandwidth) are fitted to every point, t = steps x alpha + bus bytes / beta (a ring: 2(n-1) steps for
 all-reduce, n-1 for the others; bus bytes = busbw x t), by least squares on the relative error, and each
-point's measured time is printed beside the model's, with the error. The two-host fits are written to
-fitcore/measured_links.json, which `fitcore whatif --link` and the page's What if offer beside the presets.
+point's measured time is printed beside the model's, with the error. Each setting's sweep runs `--repeats`
+times and is fitted each time: one sweep's alpha on a shared machine is noise as much as latency, so the link
+keeps the median fit and the spread of the repeats. The two-host fits are merged into
+fitcore/measured_links.json (a rate not run this time keeps its link), which `fitcore whatif --link` and the
+page's What if offer beside the presets. `--quick`: every other size up to 1 MiB, 2 repeats (about a minute
+on two namespace hosts without tbf).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -33,6 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 LINKS_FILE = ROOT / "fitcore" / "measured_links.json"
 PORT = 29511
 WORKER_TIMEOUT = 300  # seconds for one setting's whole sweep
+
+
+QUICK_SIZES = [size for size in SIZES[::2] if size <= 1024 * 1024]  # 4 B, 64 B, ... 1 MiB
 
 
 def iterations(size: int) -> int:
@@ -68,7 +77,7 @@ def _one(op: str, size: int, n: int, device: str):
     return lambda: dist.reduce_scatter_tensor(part, inp)
 
 
-def worker(backend: str) -> None:
+def worker(backend: str, sizes: list[int] = SIZES) -> None:
     """Be one rank (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); rank 0 prints a JSON line per point."""
     import datetime
 
@@ -80,7 +89,7 @@ def worker(backend: str) -> None:
         torch.cuda.set_device(rank)
     dist.init_process_group(backend, rank=rank, world_size=n, timeout=datetime.timedelta(seconds=60))
     for op in OPS:
-        for size in SIZES:
+        for size in sizes:
             if op != "all_reduce" and (size // 4) % n:
                 continue  # a buffer that does not split into n equal parts
             run = _one(op, size, n, device)
@@ -103,15 +112,22 @@ def worker(backend: str) -> None:
 # The settings.
 
 
-def _worker_argv(backend: str) -> list[str]:
-    return [sys.executable, "-m", "benchmarks.collectives", "--worker", backend]
+def _worker_argv(backend: str, quick: bool = False) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "benchmarks.collectives",
+        "--worker",
+        backend,
+        *(["--quick"] if quick else []),
+    ]
 
 
 def _points(outputs: list[str]) -> list[dict]:
     return [json.loads(line) for text in outputs for line in text.splitlines() if line.startswith("{")]
 
 
-def on_hosts(rate: str) -> list[dict]:
+def on_hosts(rate: str, quick: bool = False) -> list[dict]:
     """The sweep between two namespace hosts, at tbf `rate` ('' for none)."""
     from fitcore.engine.hosts import Hosts, python_env
 
@@ -122,13 +138,15 @@ def on_hosts(rate: str) -> list[dict]:
             env_i = dict(env, RANK=str(i), WORLD_SIZE="2", MASTER_ADDR=hosts.address(0),
                          MASTER_PORT=str(PORT), GLOO_SOCKET_IFNAME="eth0", OMP_NUM_THREADS="1")  # fmt: skip
             procs.append(
-                hosts.popen(i, _worker_argv("gloo"), env_i, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+                hosts.popen(
+                    i, _worker_argv("gloo", quick), env_i, stdout=subprocess.PIPE, text=True, cwd=ROOT
+                )
             )
         outputs = [p.communicate(timeout=WORKER_TIMEOUT)[0] for p in procs]
     return _points(outputs)
 
 
-def on_one_host(backend: str) -> list[dict]:
+def on_one_host(backend: str, quick: bool = False) -> list[dict]:
     """The sweep between two processes of this host: gloo over 127.0.0.1, or nccl on two GPUs."""
     procs = []
     for i in range(2):
@@ -136,7 +154,9 @@ def on_one_host(backend: str) -> list[dict]:
                    MASTER_PORT=str(PORT + 1), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")  # fmt: skip
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
         procs.append(
-            subprocess.Popen(_worker_argv(backend), env=env, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+            subprocess.Popen(
+                _worker_argv(backend, quick), env=env, stdout=subprocess.PIPE, text=True, cwd=ROOT
+            )
         )
     try:
         return _points([p.communicate(timeout=WORKER_TIMEOUT)[0] for p in procs])
@@ -205,8 +225,22 @@ def report(name: str, points: list[dict]) -> dict:
             "max_abs_error": max(errors), "points": points}  # fmt: skip
 
 
-def write_links(fits: dict[str, dict]) -> None:
-    """The two-host fits as links for fitcore.whatif: name, bandwidth, latency, source and error."""
+def repeated(name: str, sweep, repeats: int) -> dict:
+    """A setting swept and fitted `repeats` times (report() each time): the fit of the median alpha, with
+    the spread of the repeats' alpha and beta, low to high."""
+    fits = [report(f"{name}, repeat {r + 1} of {repeats}", sweep()) for r in range(repeats)]
+    alphas = sorted(f["alpha"] for f in fits)
+    betas = sorted(f["beta"] for f in fits)
+    middle = sorted(fits, key=lambda f: f["alpha"])[(len(fits) - 1) // 2]  # one real fit: its beta with it
+    print(f"{name}: alpha {alphas[0] * 1e6:.0f}..{alphas[-1] * 1e6:.0f} us, beta {betas[0] / 1e6:.1f}.."
+          f"{betas[-1] / 1e6:.1f} MB/s over {repeats} repeats; "
+          f"median alpha {middle['alpha'] * 1e6:.0f} us")  # fmt: skip
+    return {**middle, "alpha_range": [alphas[0], alphas[-1]], "beta_range": [betas[0], betas[-1]],
+            "repeats": repeats}  # fmt: skip
+
+
+def link_entries(fits: dict[str, dict], sizes: list[int]) -> dict[str, dict]:
+    """The two-host fits as links for fitcore.whatif: name, bandwidth, latency, their spread, source."""
     links = {}
     for rate, fit in fits.items():
         key = "measured-tbf" + rate.removesuffix("mbit") if rate else "measured-veth"
@@ -215,11 +249,32 @@ def write_links(fits: dict[str, dict]) -> None:
             "name": f"measured: 2 hosts, {label}",
             "bandwidth": fit["beta"],
             "latency": fit["alpha"],
-            "source": f"benchmarks.collectives: gloo between 2 namespace hosts, 4 B..16 MiB, alpha-beta fit, "
-            f"mean |error| {fit['mean_abs_error'] * 100:.0f}%, max {fit['max_abs_error'] * 100:.0f}%",
+            "bandwidth_range": fit.get("beta_range", [fit["beta"]] * 2),
+            "latency_range": fit.get("alpha_range", [fit["alpha"]] * 2),
+            "repeats": fit.get("repeats", 1),
+            "source": "benchmarks.collectives: gloo between 2 namespace hosts, "
+            f"{_size(sizes[0])}..{_size(sizes[-1])}, alpha-beta fit, the median of "
+            f"{fit.get('repeats', 1)} repeats, mean |error| "
+            f"{fit['mean_abs_error'] * 100:.0f}%, max {fit['max_abs_error'] * 100:.0f}%",
         }
-    LINKS_FILE.write_text(json.dumps(links, indent=1) + "\n")
-    print(f"\nwrote {LINKS_FILE.relative_to(ROOT)}: {', '.join(links)}")
+    return links
+
+
+def _size(n: int) -> str:
+    return f"{n // 2**20} MiB" if n >= 2**20 else f"{n // 2**10} KiB" if n >= 2**10 else f"{n} B"
+
+
+def write_links(links: dict[str, dict], path: Path = LINKS_FILE) -> dict[str, dict]:
+    """Merge `links` into the file: the links of the rates run now replace theirs, the others stay."""
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        kept = {}
+    merged = {**(kept if isinstance(kept, dict) else {}), **links}
+    path.write_text(json.dumps(merged, indent=1) + "\n")
+    kept_now = ", ".join(k for k in merged if k not in links) or "none"
+    print(f"\nwrote {path.name}: {', '.join(links)} (kept: {kept_now})")
+    return merged
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,10 +286,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--rates", nargs="+", default=["", "100mbit"], help="tbf rates between the hosts; '' for none"
     )
+    p.add_argument("--repeats", type=int, default=3, help="sweeps of each setting, each fitted (default 3)")
+    p.add_argument("--quick", action="store_true", help="every other size up to 1 MiB, 2 repeats")
     args = p.parse_args(argv)
+    sizes = QUICK_SIZES if args.quick else SIZES
     if args.worker:
-        worker(args.worker)
+        worker(args.worker, sizes)
         return 0
+    repeats = 2 if args.quick else args.repeats
+    if repeats < 1:
+        p.error(f"--repeats: {repeats}: at least 1")
     fits: dict[str, dict] = {}
     summary = {}
     if "hosts" in args.where:
@@ -244,18 +305,21 @@ def main(argv: list[str] | None = None) -> int:
         if reason:
             print(f"hosts: skipped: {reason}")
         for rate in [] if reason else args.rates:
-            fits[rate] = report(f"2 hosts, {'tbf ' + rate if rate else 'veth unlimited'}", on_hosts(rate))
+            name = f"2 hosts, {'tbf ' + rate if rate else 'veth unlimited'}"
+            fits[rate] = repeated(name, functools.partial(on_hosts, rate, args.quick), repeats)
     if "loopback" in args.where:
-        summary["loopback"] = report("1 host, gloo over loopback", on_one_host("gloo"))
+        sweep = lambda: on_one_host("gloo", args.quick)  # noqa: E731
+        summary["loopback"] = repeated("1 host, gloo over loopback", sweep, repeats)
     if "nccl" in args.where:
         if torch.cuda.device_count() >= 2:
-            summary["nccl"] = report("1 host, nccl on 2 GPUs", on_one_host("nccl"))
+            sweep = lambda: on_one_host("nccl", args.quick)  # noqa: E731
+            summary["nccl"] = repeated("1 host, nccl on 2 GPUs", sweep, repeats)
         else:
             print("\nnccl: skipped: needs 2 GPUs")
     if fits:
-        write_links(fits)
+        write_links(link_entries(fits, sizes))
     summary.update({f"hosts {r or 'unlimited'}": f for r, f in fits.items()})
-    keys = ("alpha", "beta", "reached_busbw", "mean_abs_error", "max_abs_error")
+    keys = ("alpha", "beta", "alpha_range", "beta_range", "reached_busbw", "mean_abs_error", "max_abs_error")
     print(json.dumps({name: {k: fit[k] for k in keys} for name, fit in summary.items()}))
     return 0
 

@@ -185,6 +185,8 @@ def whatif_ui(cfg: FitConfig) -> None:
         # widths that hold every cell at 1280 px (787 of the table's 791 px); a wider page spreads the rest
         column_config={t(key): st.column_config.Column(width=width) for key, width in WHATIF_WIDTHS.items()},
     )
+    if whatif.LINKS[link].extremes():  # a measured link: what its repeats spanned, not one alpha
+        st.caption(whatif.spread_text(dataclasses.asdict(whatif.LINKS[link]), "lab.spread"))
     shown = {tag for r in rows for tag in r["tags"]}
     for tag in whatif.NOTE_TAGS:
         if tag in shown:

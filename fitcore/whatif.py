@@ -22,6 +22,7 @@ the run's compute time per step on this machine (`measure`), and adds formulas, 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import statistics
@@ -130,6 +131,17 @@ class Link:
     bandwidth: float  # bytes per second, one direction
     latency: float  # seconds per message
     source: str  # where the bandwidth comes from
+    # a measured link's spread over its repeated fits, low to high (None: a preset or a figure given)
+    bandwidth_range: tuple[float, float] | None = None
+    latency_range: tuple[float, float] | None = None
+    repeats: int = 1
+
+    def extremes(self) -> tuple[Link, Link] | None:
+        """The fastest and the slowest link within the measured spread; None without one."""
+        if self.bandwidth_range is None or self.latency_range is None:
+            return None
+        (b_lo, b_hi), (l_lo, l_hi) = self.bandwidth_range, self.latency_range
+        return Link(self.name, b_hi, l_lo, self.source), Link(self.name, b_lo, l_hi, self.source)
 
 
 # Bandwidths are the vendors' one-direction peaks (measured links reach about 80 % of them); latencies are
@@ -149,14 +161,35 @@ def measured_links(path: Path = MEASURED_LINKS) -> dict[str, Link]:
     {} where the file is missing or not what the benchmark writes."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        links = {
-            str(key): Link(str(v["name"]), float(v["bandwidth"]), float(v["latency"]), str(v["source"]))
-            for key, v in data.items()
-        }
+        links = {str(key): _measured_link(v) for key, v in data.items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
-    ok = all(math.isfinite(x.bandwidth) and x.bandwidth > 0 and 0 <= x.latency < 1 for x in links.values())
-    return links if ok else {}
+    return links if all(_sane(x) for x in links.values()) else {}
+
+
+def _measured_link(v: dict) -> Link:
+    spread = {}
+    if "bandwidth_range" in v and "latency_range" in v:  # a file of one fit a setting has none
+        b_lo, b_hi = (float(x) for x in v["bandwidth_range"])
+        l_lo, l_hi = (float(x) for x in v["latency_range"])
+        spread = {
+            "bandwidth_range": (b_lo, b_hi),
+            "latency_range": (l_lo, l_hi),
+            "repeats": int(v["repeats"]),
+        }
+    return Link(str(v["name"]), float(v["bandwidth"]), float(v["latency"]), str(v["source"]), **spread)
+
+
+def _sane(link: Link) -> bool:
+    """A bandwidth above 0, a latency under a second, and a spread around them, low to high."""
+    ok = lambda b, lat: math.isfinite(b) and b > 0 and math.isfinite(lat) and 0 <= lat < 1  # noqa: E731
+    if not ok(link.bandwidth, link.latency):
+        return False
+    if link.bandwidth_range is None:
+        return True
+    (b_lo, b_hi), (l_lo, l_hi) = link.bandwidth_range, link.latency_range
+    around = b_lo <= link.bandwidth <= b_hi and l_lo <= link.latency <= l_hi
+    return ok(b_lo, l_lo) and ok(b_hi, l_hi) and around and link.repeats >= 1
 
 
 LINKS.update(measured_links())  # beside the presets, in the command line's --link and the page's choice
@@ -310,6 +343,9 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured) 
         batch_bytes = batch_bytes / measured.row_bytes * WIRE_BYTES
     wire = comm_bytes_per_device(s, params, k, batch_bytes)
     comm = comm_seconds(s, params, k, link, batch_bytes)
+    extremes = link.extremes()
+    if extremes:  # the same row on the fastest and the slowest of the link's measured repeats
+        row["comm_seconds_spread"] = [comm_seconds(s, params, k, x, batch_bytes) for x in extremes]
     compute = compute_seconds(measured, params, rows, flops) * projection.compute_share(k)
     if not row["fits"]:
         need, have = f"{memory / 1e9:.3g}", f"{device_memory / 1e9:.3g}"
@@ -483,6 +519,15 @@ def calibrations(cfg: FitConfig) -> list[dict]:
     return [s.calibrate(cfg, k) for s in strategies.STRATEGIES.values() if s.calibrate is not None]
 
 
+def spread_text(link: dict, key: str = "cli.whatif.spread") -> str:
+    """What a measured link's repeats spanned, and what that does to the rows' communication (`key`: the
+    sentence, the command line's or the page's)."""
+    (b_lo, b_hi), (l_lo, l_hi) = link["bandwidth_range"], link["latency_range"]
+    latency = f"{seconds_text(l_lo)} – {seconds_text(l_hi)}"
+    bandwidth = f"{human(b_lo, 'B/s')} – {human(b_hi, 'B/s')}"
+    return t(key, repeats=link["repeats"], latency=latency, bandwidth=bandwidth)
+
+
 def table_lines(result: dict) -> list[str]:
     """The projection for a terminal: the measured start first, then the projected rows."""
     m, a = result["measured"], result["assumptions"]
@@ -493,6 +538,7 @@ def table_lines(result: dict) -> list[str]:
           params=m["params"], rows=f"{m['rows_per_device']:g}"),
         t("cli.whatif.link", name=a["link"]["name"], bandwidth=human(a["link"]["bandwidth"], "B/s"),
           latency=seconds_text(a["link"]["latency"]), memory=human(a["device_memory_bytes"], "B")),
+        *([spread_text(a["link"])] if a["link"].get("latency_range") else []),
         t("cli.whatif.every", projected=t("cli.whatif.projected")),
         "",
         pad(head[0], 24) + pad("K", 6, True) + "".join(pad(h, 11, True) for h in head[1:6]) + "  " + head[6],
@@ -572,6 +618,9 @@ def projection(args: argparse.Namespace, measured: Measured) -> dict:
         if latency < 0:
             raise ConfigError("--latency", args.latency, Text("cli.whatif.allowed.microseconds"))
     link = Link(link_name(args.link), bandwidth, latency, base.source)
+    if args.bandwidth is None and args.latency is None:  # a figure given is the figure: no measured spread
+        spread = (base.bandwidth_range, base.latency_range, base.repeats)
+        link = dataclasses.replace(link, **dict(zip(("bandwidth_range", "latency_range", "repeats"), spread)))
     memory = _scaled("--memory-gb", args.memory_gb, "GB", 1e9)
     flops = _scaled("--tflops", args.tflops, "TFLOP/s", 1e12)
     params = None

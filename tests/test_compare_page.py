@@ -99,6 +99,21 @@ def test_whatif_measures_then_projects_with_the_label(at):
     assert "about 8" in legend[0] and "more than its 80 GB" in legend[1]
 
 
+def test_whatif_on_a_measured_link_says_what_its_repeats_spanned(at):
+    from fitcore import whatif
+
+    link = whatif.LINKS["measured-tbf100"]
+    at.selectbox(key="wi_link").select("measured-tbf100").run()
+    at.button(key="wi_run").click().run()
+    assert not at.exception
+    (spread,) = [c.value for c in at.caption if c.value.startswith("This link was measured")]
+    lo, hi = link.latency_range
+    assert spread.startswith(f"This link was measured {link.repeats} times: {whatif.seconds_text(lo)} – ")
+    assert whatif.seconds_text(hi) in spread and lo < link.latency < hi  # the median inside its spread
+    at.selectbox(key="wi_link").select("nvlink").run()  # a preset: one figure, no spread said
+    assert not [c for c in at.caption if c.value.startswith("This link was measured")]
+
+
 @pytest.mark.slow  # spawns FSDP's ranks
 def test_whatif_under_fsdp_shows_its_measured_calibration(at):
     at.radio(key="strategy").set_value("fsdp").run()

@@ -78,3 +78,67 @@ def test_a_measured_link_is_named_in_the_language_asked():
         assert whatif.link_name("measured-tbf100") == "实测：2 台主机，tbf 100 Mbit/s"
         assert whatif.link_name("measured-veth") == "实测：2 台主机，veth，不限速"
     assert whatif.link_name("nvlink") == "NVLink 4 (H100 SXM)"
+
+
+def test_a_run_of_some_rates_merges_its_links_into_the_file_and_keeps_the_others(tmp_path):
+    from benchmarks.collectives import link_entries, write_links
+
+    path = tmp_path / "links.json"
+    fit = {"alpha": 2e-4, "beta": 1e7, "mean_abs_error": 0.4, "max_abs_error": 0.9}
+    write_links(link_entries({"": {**fit, "beta": 1.6e8}, "100mbit": fit}, SIZES), path)
+    # a second run of tbf 100 Mbit/s alone, 3 repeats: its link replaced, veth's kept as it was
+    again = {
+        **fit,
+        "alpha": 3e-4,
+        "alpha_range": [1.6e-4, 5.7e-4],
+        "beta_range": [0.9e7, 1.1e7],
+        "repeats": 3,
+    }
+    merged = write_links(link_entries({"100mbit": again}, SIZES), path)
+    on_disk = json.loads(path.read_text())
+    assert on_disk == merged and list(on_disk) == ["measured-veth", "measured-tbf100"]
+    assert on_disk["measured-veth"]["bandwidth"] == 1.6e8 and on_disk["measured-veth"]["repeats"] == 1
+    tbf = on_disk["measured-tbf100"]
+    assert (tbf["latency"], tbf["latency_range"], tbf["bandwidth_range"], tbf["repeats"]) == (
+        3e-4, [1.6e-4, 5.7e-4], [0.9e7, 1.1e7], 3,
+    )  # fmt: skip
+    assert "4 B..16 MiB" in tbf["source"] and "the median of 3 repeats" in tbf["source"]
+    # what the what-if reads of it: the spread, low to high, around the median fit
+    link = whatif.measured_links(path)["measured-tbf100"]
+    assert (link.latency_range, link.bandwidth_range, link.repeats) == ((1.6e-4, 5.7e-4), (0.9e7, 1.1e7), 3)
+    tbf["latency_range"] = [4e-4, 5.7e-4]  # a median outside its own spread: not a file the benchmark writes
+    path.write_text(json.dumps(on_disk))
+    assert whatif.measured_links(path) == {}
+
+
+def test_repeats_keep_the_median_fit_and_the_spread():
+    from benchmarks import collectives
+
+    sweeps = iter([synthetic(a, b) for a, b in ((500e-6, 9e6), (200e-6, 11e6), (300e-6, 10e6))])
+    fit = collectives.repeated("test", lambda: next(sweeps), 3)
+    assert fit["alpha"] == pytest.approx(300e-6) and fit["beta"] == pytest.approx(10e6)  # one real fit
+    assert fit["alpha_range"] == pytest.approx([200e-6, 500e-6]) and fit["beta_range"] == pytest.approx(
+        [9e6, 11e6]
+    )
+
+
+def test_the_whatif_shows_the_measured_spread(tmp_path, capsys):
+    link = whatif.Link("m", 1e7, 3e-4, "", bandwidth_range=(0.9e7, 1.1e7), latency_range=(1.6e-4, 5.7e-4),
+                       repeats=3)  # fmt: skip
+    measured = whatif.Measured(1e-3, 100, 16, 2, 3, "virtual:2")
+    (row,) = whatif.table(measured, 1e6, devices=(8,), link=link)[1:2]  # DDP at K = 8
+    fast, slow = row["comm_seconds_spread"]
+    # a ring all-reduce: 2(K-1) steps of alpha and 2(K-1)/K of 1e6 parameters of 2 bytes at beta
+    wire = 2 * 7 / 8 * 1e6 * 2
+    assert fast == pytest.approx(14 * 1.6e-4 + wire / 1.1e7) and slow == pytest.approx(
+        14 * 5.7e-4 + wire / 0.9e7
+    )
+    assert fast < row["comm_seconds"] < slow
+    lines = whatif.table_lines(whatif.to_dict(measured, [row], link, 80e9, 4e14))
+    assert lines[2] == (
+        "the link's 3 measured repeats spanned 160 µs – 570 µs of latency and 9 MB/s – 11 MB/s: the median "
+        "repeat's fit is used below; each row's comm_seconds_spread (--json) is its time at the two ends"
+    )
+    # a figure given on the command line is that figure: no spread
+    plain = whatif.Link("m", 1e7, 3e-4, "")
+    assert "comm_seconds_spread" not in whatif.table(measured, 1e6, devices=(8,), link=plain)[1]
