@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from fitcore.errors import ConfigError, Text
+from fitcore.uploads import shown_path
 
 MAX_BYTES = 64 * 2**20  # the largest CSV file, in bytes (the page's upload limit says 64 MB)
 MAX_ROWS = 1_000_000  # the most data rows, the header not counted
@@ -75,7 +76,7 @@ class Scaling(NamedTuple):
 
 
 def _refuse(path: str, allowed: Text) -> ConfigError:
-    return ConfigError("data", os.path.basename(str(path)), allowed)
+    return ConfigError("data", shown_path(path), allowed)  # as given; an upload by its own name
 
 
 def _read_bytes(path: str) -> bytes:
@@ -393,11 +394,7 @@ def training_arrays(cfg: Any) -> tuple[np.ndarray, np.ndarray, Scaling | None]:
     """
     table = load(cfg.data, cfg.target, cfg.features)
     if cfg.data_sha256 and table.sha256 != cfg.data_sha256:
-        raise ConfigError(
-            "data",
-            os.path.basename(cfg.data),
-            Text("csv.changed", sha=cfg.data_sha256[:12]),
-        )
+        raise ConfigError("data", shown_path(cfg.data), Text("csv.changed", sha=cfg.data_sha256[:12]))
     X, y = table.X, table.y.reshape(-1, 1)
     if not cfg.standardize:
         return X, y, None

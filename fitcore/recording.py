@@ -36,6 +36,7 @@ from fitcore.events import Detail, Event, Replica, RunEnded, RunStarted, Status,
 from fitcore.i18n import LANGUAGES, catalog, t, using
 from fitcore.outfiles import Pending
 from fitcore.phases import PhaseSpec, StepPhases
+from fitcore.uploads import shown_path
 
 FORMAT = "fitcore-recording"
 VERSION = 3  # what a recording is written as
@@ -57,7 +58,7 @@ class RecordingError(ConfigError):
         versions = Listed(READABLE)  # "1 or 2 or 3"
         allowed = Text(key, format=FORMAT, version=versions, line=line, problem=problem)
         allowed = allowed if framed else problem
-        super().__init__("recording", os.path.basename(str(path)), allowed)
+        super().__init__("recording", shown_path(path), allowed)  # as given; an upload by its own name
         self.line = line
 
 

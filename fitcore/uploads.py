@@ -30,6 +30,21 @@ MAX_NAME = 80  # characters of a file's own name kept
 KINDS = ("csv", "fitrec", "record")
 
 
+_ROOTS: set[Path] = set()  # every store's directory in this process: files a user knows by their own name
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """A path as an error names it: as the user gave it (`./data/x.csv`, `~/runs/a.fitrec`), but an upload
+    by its own name (`houses.csv`): the server's directory is not the user's, and is nobody's business."""
+    text = str(path)
+    try:
+        resolved = Path(text).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return text
+    inside = any(resolved.is_relative_to(root) for root in _ROOTS)
+    return os.path.basename(text) if inside else text
+
+
 def safe_name(name: str, default: str) -> str:
     """The file's own name, reduced to letters, digits, '.', '-' and '_' (no directories, no dot first)."""
     base = re.sub(r"[^A-Za-z0-9._-]+", "_", os.path.basename(str(name).replace("\\", "/")))
@@ -50,6 +65,7 @@ class UploadStore:
             root = tempfile.mkdtemp(prefix="fitcore-uploads-")
             atexit.register(shutil.rmtree, root, True)
         self.root = Path(root)
+        _ROOTS.add(self.root.resolve())
         self.max_total_bytes = max_total_bytes
         self._lock = threading.Lock()
 

@@ -151,7 +151,7 @@ def test_subcommand_errors_in_chinese(capsys):
     ]
     code, _, err = run(capsys, "replay", "--lang", "zh", str(ROOT / "no-such.fitrec"))
     assert code == 2 and len(err) == 1
-    assert err[0].startswith("fitcore：错误：recording：给定的值为 'no-such.fitrec'")
+    assert err[0].startswith(f"fitcore：错误：recording：给定的值为 '{ROOT / 'no-such.fitrec'}'")  # as given
     assert "版本 1 或 2 或 3 的 fitcore-recording 文件；可读取的文件（" in err[0]
 
 

@@ -127,7 +127,8 @@ def test_every_bad_file_is_refused_with_one_line(tmp_path, capsys, content, flag
     assert len(err) == 1, err
     assert err[0].startswith(f"fitcore: error: {flag}: got "), err[0]
     assert text in err[0], err[0]
-    assert str(tmp_path) not in err[0]  # the file is named, not where it lives
+    if flag == "--data":  # the file named as it was given
+        assert err[0].startswith(f"fitcore: error: --data: got '{path}'; allowed: "), err[0]
 
 
 def test_a_file_over_the_size_limit_is_refused_before_it_is_read(tmp_path, capsys):
@@ -137,16 +138,33 @@ def test_a_file_over_the_size_limit_is_refused_before_it_is_read(tmp_path, capsy
     code, out, err = run_cli(capsys, "--data", str(path), "--target", "y")
     assert (code, out) == (2, [])
     assert err == [
-        f"fitcore: error: --data: got 'huge.csv'; allowed: a CSV file of at most {csvdata.MAX_BYTES} bytes "
+        f"fitcore: error: --data: got '{path}'; allowed: a CSV file of at most {csvdata.MAX_BYTES} bytes "
         f"(64 MiB); this one has {csvdata.MAX_BYTES + 1}"
     ]
 
 
-def test_a_missing_file_is_one_line(tmp_path, capsys):
-    code, _, err = run_cli(capsys, "--data", str(tmp_path / "nope.csv"), "--target", "y")
+@pytest.mark.parametrize("given", ["nope.csv", "./data/nope.csv", "../nope.csv", "~/nope.csv"])
+def test_a_missing_file_is_one_line_naming_it_as_given(tmp_path, monkeypatch, capsys, given):
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code, _, err = run_cli(capsys, "--data", given, "--target", "y")
     assert code == 2 and err == [
-        "fitcore: error: --data: got 'nope.csv'; allowed: a readable CSV file (No such file or directory)"
+        f"fitcore: error: --data: got '{given}'; allowed: a readable CSV file (No such file or directory)"
     ]
+
+
+def test_an_uploaded_file_is_named_by_its_own_name_not_the_servers_directory(tmp_path):
+    # a page's upload lies under the store's directory; its refusal says `houses.csv`, as the user knows it
+    from fitcore.uploads import UploadStore, shown_path
+
+    store = UploadStore(str(tmp_path / "store"))
+    saved = store.save("owner", "csv", "houses.csv", b"price\n1\n")
+    with pytest.raises(ConfigError) as info:
+        validate(FitConfig(data=str(saved), target="price"))
+    assert info.value.value == "houses.csv" and str(store.root) not in str(info.value)
+    elsewhere = str(tmp_path / "elsewhere" / "houses.csv")
+    assert shown_path(elsewhere) == elsewhere
 
 
 def test_target_or_features_without_a_file_are_refused(capsys):
@@ -177,7 +195,7 @@ def test_a_million_rows_are_accepted_and_one_more_is_refused(tmp_path, capsys):
     code, _, err = run_cli(capsys, "--data", str(over), "--target", "y")
     assert code == 2
     assert err == [
-        "fitcore: error: --data: got 'over.csv'; allowed: at most 1000000 data rows; this file has more"
+        f"fitcore: error: --data: got '{over}'; allowed: at most 1000000 data rows; this file has more"
     ]
 
 
@@ -229,7 +247,7 @@ def test_a_file_changed_after_validation_fails_the_run_with_its_reason(tmp_path)
     exact_csv(path, seed=1)  # the same columns, other rows
     ended = train(cfg)
     assert ended.status == Status.FAILED
-    assert "ConfigError: data: got 'd.csv'; allowed: the file as validated" in str(ended.message)
+    assert f"ConfigError: data: got '{path}'; allowed: the file as validated" in str(ended.message)
     assert "it has changed" in str(ended.message)
 
 

@@ -182,7 +182,7 @@ def test_a_column_named_true_is_no_boolean_cell(capsys, tmp_path):
     "argv, line",
     [
         (["--data", "/etc", "--target", "y"],
-         "--data: got 'etc'; allowed: a readable CSV file (Is a directory)"),
+         "--data: got '/etc'; allowed: a readable CSV file (Is a directory)"),
         (["--data", str(HOUSES), "--target", "price", "--features", ""],
          "--features: got ''; allowed: column names separated by commas"),
         (["--data", str(HOUSES), "--target", "price", "--features", "area,,rooms"],

@@ -207,8 +207,8 @@ def _nested(depth: int) -> dict:
 BOMB = "[" * 100_000 + "]" * 100_000
 BAD = [
     # (id, how the good file's lines are changed, the message's end)
-    ("truncated", lambda ls: ls[:-1], "line 14: the run's end; the file stops before it (truncated)"),
-    ("cut-mid-line", lambda ls: ls[:-1] + [ls[-1][:20]], "line 14: not JSON"),
+    ("truncated", lambda ls: ls[:-1], "line 15: the run's end; the file stops before it (truncated)"),
+    ("cut-mid-line", lambda ls: ls[:-1] + [ls[-1][:20]], "line 15: not JSON"),
     ("corrupted", lambda ls: ls[:3] + ['{"event": "step", ' + ls[3][30:]] + ls[4:], "line 4: not JSON"),
     (
         "unknown-version",
@@ -233,10 +233,10 @@ BAD = [
     ),
     (
         "steps-out-of-order",
-        lambda ls: ls[:2] + ls[3:4] + ls[2:3] + ls[4:],
+        lambda ls: ls[:2] + ls[4:5] + ls[2:4] + ls[5:],  # step 2 before step 1 (and its held bytes)
         "line 3: step 1 next, found step 2",
     ),
-    ("after-the-end", lambda ls: ls + ls[-1:], "line 15: nothing after the run's end"),
+    ("after-the-end", lambda ls: ls + ls[-1:], "line 16: nothing after the run's end"),
     ("pickle", lambda ls: ["\x80\x04\x95 not json"], "line 1: not a recording header"),
     ("empty", lambda ls: [], "line 1: a header line; the file is empty"),
     # a line nested 100,000 deep is one line too, wherever it is (json's parser would run out of recursion)
@@ -259,17 +259,17 @@ BAD = [
     (
         "end-counts-other-steps",
         lambda ls: ls[:-1] + [ls[-1].replace('"steps":10,', '"steps":7,')],
-        "line 14: an end that counts the file's 10 steps, found 7",
+        "line 15: an end that counts the file's 10 steps, found 7",
     ),
     (
         "finished-short",
-        lambda ls: ls[:11] + [ls[-1].replace('"steps":10,', '"steps":9,')],
-        "line 12: a finished run's 10 steps, the file holds 9",
+        lambda ls: ls[:12] + [ls[-1].replace('"steps":10,', '"steps":9,')],
+        "line 13: a finished run's 10 steps, the file holds 9",
     ),
     (
         "step-beyond-the-total",
-        lambda ls: ls[:12] + [ls[11].replace('"step":10,', '"step":11,')] + ls[12:],
-        "line 13: at most the run's 10 steps, found step 11",
+        lambda ls: ls[:13] + [ls[12].replace('"step":10,', '"step":11,')] + ls[13:],
+        "line 14: at most the run's 10 steps, found step 11",
     ),
     ("step-before-start", lambda ls: ls[:1] + ls[2:3] + ls[1:2] + ls[3:], "line 2: the run's start first"),
     ("two-starts", lambda ls: ls[:3] + ls[1:2] + ls[3:], "line 4: the run's start first and once"),
@@ -277,27 +277,27 @@ BAD = [
     (
         "message-as-text",
         lambda ls: ls[:-1] + [_message(ls[-1], "finished 10 steps in 0.01 s")],
-        "line 14: a bad ended event (a message {\"key\": ..., \"fields\": {...}}, found 'finished",
+        "line 15: a bad ended event (a message {\"key\": ..., \"fields\": {...}}, found 'finished",
     ),
     (
         "message-unknown-key",
         lambda ls: ls[:-1] + [_message(ls[-1], {"key": "run.message.nope", "fields": {}})],
-        "line 14: a bad ended event (a message key of this fitcore, found 'run.message.nope')",
+        "line 15: a bad ended event (a message key of this fitcore, found 'run.message.nope')",
     ),
     (
         "message-missing-field",
         lambda ls: ls[:-1] + [_message(ls[-1], {"key": "run.message.time_limit", "fields": {}})],
-        "line 14: a bad ended event (the fields of 'run.message.time_limit': ['seconds'], found [])",
+        "line 15: a bad ended event (the fields of 'run.message.time_limit': ['seconds'], found [])",
     ),
     (
         "message-bad-field",
         lambda ls: ls[:-1] + [_message(ls[-1], {"key": "run.message.error", "fields": {"error": [1]}})],
-        "line 14: a bad ended event (a message field of text, a number or a message, found [1])",
+        "line 15: a bad ended event (a message field of text, a number or a message, found [1])",
     ),
     (
         "message-nested-deep",
         lambda ls: ls[:-1] + [_message(ls[-1], _nested(9))],
-        "line 14: a bad ended event (a message field of text, a number or a message, found {'key'",
+        "line 15: a bad ended event (a message field of text, a number or a message, found {'key'",
     ),
     (
         "bad-config",
@@ -311,14 +311,14 @@ BAD = [
 def test_a_bad_recording_is_one_line_naming_the_line(tmp_path, capsys, change, message):
     good = tmp_path / "good.fitrec"
     record(good, FitConfig(devices="virtual:2", epochs=10, seed=1))  # header, started, 10 steps, ended
-    assert len(_lines(good)) == 14  # header, start, 10 steps, what each device held, the end
+    assert len(_lines(good)) == 15  # header, start, 10 steps, the held bytes after step 1 and at the end
     bad = tmp_path / "bad.fitrec"
     lines = change(_lines(good))
     bad.write_text("\n".join(lines) + ("\n" if lines else ""))
     with pytest.raises(RecordingError) as info:
         read(str(bad))
     assert str(info.value).startswith(
-        "recording: got 'bad.fitrec'; allowed: a fitcore-recording file of version 1 or 2 or 3; "
+        f"recording: got '{bad}'; allowed: a fitcore-recording file of version 1 or 2 or 3; "
     )
     assert message in str(info.value)
     code, out, err = run_cli(capsys, "replay", str(bad))
