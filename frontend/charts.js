@@ -317,7 +317,8 @@ function lossLegend(state) {
 
 function paramLegend(state) {
   const entries = paramNames(state).map((name, i) => ({ text: name, colour: COLOURS[i % COLOURS.length] }));
-  entries.push({ text: tr("live.chart.legend_true"), colour: "#495057", dash: true });
+  // a CSV file has no true parameters: no true line, and no legend entry for one
+  if (state.trueValues.some(isNum)) entries.push({ text: tr("live.chart.legend_true"), colour: "#495057", dash: true });
   if (state.lstsq) {
     entries.push({ text: tr("live.chart.legend_lstsq"), short: tr("live.chart.legend_lstsq_short"),
                    colour: "#495057", dot: true });

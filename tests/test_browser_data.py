@@ -35,6 +35,10 @@ def test_upload_a_csv_train_it_then_replay_a_recording(server, context):
     page.get_by_role("button", name="Start training").click()
     wait_for(lambda: status(page).startswith("Finished"), 60, interval=0.2, what="the CSV run to finish")
     assert re.search(r"step 200 / 200", status(page)), status(page)
+    assert "houses.csv: price from area, rooms, age" in status(page)  # what it fits, above the picture
+    # the parameter chart's legend: the file's columns and least squares, no "true" (a file has none)
+    legend = page.locator(".fl-chart").nth(1).locator(".fl-legend-item").all_inner_texts()
+    assert legend == ["area", "rooms", "age", "b", "lstsq"], legend
     page.get_by_text("In the file's units", exact=True).wait_for()
     # the results name the columns: the standardised table first, then the one in the file's units
     params, units = [t.inner_text() for t in page.get_by_test_id("stTable").filter(has_text="rooms").all()]
@@ -52,6 +56,8 @@ def test_upload_a_csv_train_it_then_replay_a_recording(server, context):
     own = page.locator(".fl-legend-item").first
     assert own.inner_text() == "Run 2 · DataParallel · virtual:3", own.inner_text()
     assert own.get_attribute("title") == f"Run 2 · DataParallel · virtual:3 · {label}"
+    legend = page.locator(".fl-chart").nth(1).locator(".fl-legend-item").all_inner_texts()
+    assert legend == ["w1", "w2", "b", "true", "lstsq"], legend  # synthetic data: its true values drawn
     page.screenshot(path=str(test_browser.ARTIFACTS / "replay.png"))
 
 
