@@ -93,10 +93,7 @@ def main() -> None:
 
     values = state.control_values()
     try:
-        cfg, config_error = (
-            data.run_config(values, gpus),
-            None,
-        )
+        cfg, config_error = data.run_config(values, gpus).config, None
     except ConfigError as exc:
         cfg, config_error = None, controls.error_text(exc)
     # the link names the language once it is not the browser's own (or the link already named it)

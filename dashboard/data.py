@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.state import archive_current, get_pool
-from fitcore.config import ConfigError, FitConfig
+from fitcore.config import Checked, ConfigError
 from fitcore.i18n import t
 from fitcore.runner import Snapshot
 from fitcore.uploads import server_store
@@ -106,14 +106,23 @@ def fit_batch_to_file() -> None:
         ss.batch_size = rows
 
 
-def run_config(values: dict, gpus: dict) -> FitConfig:
-    """The run's config from the controls and the data source; a ConfigError names the control or file."""
-    if st.session_state.get("data_source") == "csv" and not values.get("data"):
+def run_config(values: dict, gpus: dict) -> Checked:
+    """The run's config from the controls and the data source, checked with its device plan; a ConfigError
+    names the control or file. Checked once for the same controls: the script's every rerun and a Start's
+    callback read the last check, which the pool takes as it is (fitcore.pool.RunPool.submit)."""
+    ss = st.session_state
+    if ss.get("data_source") == "csv" and not values.get("data"):
         raise datasource.field_error(ConfigError("data", "", t("data.need_file")))
+    key = repr((sorted(values.items()), sorted(gpus)))
+    last = ss.get("checked_controls")
+    if last is not None and last[0] == key:
+        return last[1]
     try:
-        return controls.config_from_controls(values, get_pool().settings.limits, list(gpus.values()))
+        checked = controls.checked_from_controls(values, get_pool().settings.limits, list(gpus.values()))
     except ConfigError as exc:
         raise datasource.field_error(exc) from None
+    ss.checked_controls = (key, checked)
+    return checked
 
 
 def remember_run(run_id: str, **info) -> None:
@@ -125,11 +134,12 @@ def remember_run(run_id: str, **info) -> None:
         del kept[old]
 
 
-def submit_run(cfg: FitConfig) -> Snapshot:
-    """Start cfg's run through the pool, recorded to a file of this browser's when it is not too long."""
+def submit_run(checked: Checked) -> Snapshot:
+    """Start the run through the pool, recorded to a file of this browser's when it is not too long."""
     ss = st.session_state
     listener, made = datasource.recorder_for(server_store(), ss.owner)
-    snap = get_pool().submit(ss.owner, cfg, controls.parse_pace(ss.pace, cfg.strategy), listener=listener)
+    pace = controls.parse_pace(ss.pace, checked.config.strategy)
+    snap = get_pool().submit(ss.owner, checked, pace, listener=listener)
     remember_run(
         snap.run_id,
         path=made.get("path"),

@@ -88,8 +88,7 @@ def start_run(gpus: dict) -> None:
     pool = get_pool()
     ss.start_error, ss.url_errors, ss.run_gone = None, [], False
     try:
-        cfg = run_config(control_values(), gpus)
-        snap = submit_run(cfg)
+        snap = submit_run(run_config(control_values(), gpus))
     except ConfigError as exc:
         ss.start_error = controls.error_text(exc)
         return

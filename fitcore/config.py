@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
 from fitcore import strategies
-from fitcore.devices import parse_devices, run_gpus
+from fitcore.devices import DevicePlan, parse_devices, run_gpus
 from fitcore.errors import ConfigError, Listed, Text
 
 __all__ = [  # ConfigError lives in fitcore.errors; `from fitcore.config import ConfigError` keeps working
@@ -336,6 +336,19 @@ def check_options(strategy: str, values: Mapping[str, Any]) -> None:
             raise ConfigError(field, value, Text("config.option_of", strategies=strategies.owners(field)))
 
 
+@dataclass(frozen=True)
+class Checked:
+    """A config that passed check(), with the device plan check() made of it: what a run starts from.
+
+    The page checks its controls once per Start and hands this to the pool, which hands the plan to the
+    run's trainer: the settings are read once, not again at each layer. Only check() makes one.
+    """
+
+    config: FitConfig
+    plan: DevicePlan
+    limits: Limits
+
+
 def validate(
     cfg: FitConfig,
     limits: Limits = Limits(),
@@ -343,7 +356,18 @@ def validate(
     gpus: Any = None,
     recorded: bool = False,
 ) -> FitConfig:
-    """Check every field of `cfg` against `limits`; return it, or raise ConfigError.
+    """Check every field of `cfg` against `limits`; return it, or raise ConfigError (check()'s config)."""
+    return check(cfg, limits, available, gpus, recorded).config
+
+
+def check(
+    cfg: FitConfig,
+    limits: Limits = Limits(),
+    available: int | None = None,
+    gpus: Any = None,
+    recorded: bool = False,
+) -> Checked:
+    """Check every field of `cfg` against `limits`; return it with its device plan, or raise ConfigError.
 
     A config with a CSV file (`data`) is returned resolved (fitcore.csvdata.resolve): its columns, rows,
     checksum and least-squares parameters filled in from the file; any other config is returned unchanged.
@@ -450,4 +474,4 @@ def validate(
             Text("config.work", steps=MAX_TOTAL_STEPS, rows=MAX_TOTAL_ROWS, has_steps=cfg.total_steps,
                  has_rows=cfg.epochs * cfg.data_size),
         )  # fmt: skip
-    return cfg
+    return Checked(cfg, plan, limits)

@@ -10,7 +10,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
-from fitcore.config import MAX_FEATURES, ConfigError, FitConfig, Limits, parse_number, validate
+from fitcore.config import MAX_FEATURES, Checked, ConfigError, FitConfig, Limits, check, parse_number
 from fitcore.errors import Text
 from fitcore.runner import Run, Snapshot, trainer_for
 from fitcore.train import warm_up
@@ -127,23 +127,28 @@ class RunPool:
     def submit(
         self,
         owner: str,
-        cfg: FitConfig,
+        cfg: FitConfig | Checked,
         pace: float | None = None,
         listener: Callable[[FitConfig], Callable] | None = None,
     ) -> Snapshot:
         """Validate cfg against the server's limits, queue a run and start it if a slot is free.
 
         Args:
+            cfg: a config, or one checked already against this pool's limits (fitcore.config.check: the
+                page checks its controls once per Start); its device plan goes to the run's trainer.
             listener: given the validated config, returns an on_event consumer that sees every event of
                 the run besides the run itself (a page's Recorder); called only once cfg is valid.
         """
-        cfg = validate(cfg, self.settings.limits)  # a CSV source comes back with its rows filled in
+        if not (isinstance(cfg, Checked) and cfg.limits == self.settings.limits):
+            cfg = check(getattr(cfg, "config", cfg), self.settings.limits)  # a CSV source: its rows filled in
+        checked, cfg = cfg, cfg.config
         extra = {}
         if listener is not None:
             extra["trainer"] = _listened(trainer_for(cfg), listener(cfg))
         run = self._run_factory(
-            cfg, pace=pace, max_seconds=self.settings.limits.max_seconds, on_done=self._done, **extra
-        )
+            cfg, pace=pace, max_seconds=self.settings.limits.max_seconds, on_done=self._done,
+            plan=checked.plan, **extra,
+        )  # fmt: skip
         return self._enqueue(owner, run)
 
     def submit_replay(self, owner: str, recording, pace: float | None = None) -> Snapshot:

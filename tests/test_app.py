@@ -229,6 +229,36 @@ def test_an_edited_app_py_keeps_the_one_server_pool(page, tmp_path):
     assert _pool(second)[1] != _pool(first)[1]  # still two sessions, each its own owner
 
 
+def test_a_start_checks_the_controls_once_and_its_run_gets_that_plan(page, monkeypatch):
+    # the settings are read once: the render's check of unchanged controls is the one a Start submits, the
+    # pool takes it as it is, and the run's trainer gets the very plan that check made
+    from fitcore import config
+    from fitcore import pool as pool_module
+
+    checks = []
+
+    def counted(*args, **kwargs):
+        checks.append(config.check(*args, **kwargs))
+        return checks[-1]
+
+    monkeypatch.setattr(controls, "check", counted)
+    monkeypatch.setattr(pool_module, "check", counted)
+    at = page()
+    assert len(checks) == 1  # the first render's
+    checks.clear()
+    at.slider(key="virtual_devices").set_value(3)
+    at.selectbox(key="pace").set_value("max")
+    at.run()
+    assert len(checks) == 1 and len(checks[0].plan.labels) == 3  # the devices changed: checked once
+    at.button(key="start").click()
+    at.run()
+    wait_until_ended(at)
+    assert len(checks) == 1  # no check at Start, none by the pool, none in the reruns after it
+    pool, owner = _pool(at)
+    (run,) = [r for o, r in pool._runs.values() if o == owner]
+    assert run._plan is checks[0].plan and run.config is checks[0].config
+
+
 def test_start_trains_and_shows_the_split_and_the_results(page):
     at = page()
     at.slider(key="virtual_devices").set_value(3)

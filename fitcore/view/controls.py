@@ -17,9 +17,11 @@ from fitcore.config import (
     MAX_FEATURES,
     MAX_WORKERS,
     OPTIMIZERS,
+    Checked,
     ConfigError,
     FitConfig,
     Limits,
+    check,
     check_options,
     integer_range,
     validate,
@@ -287,7 +289,12 @@ def config_values(cfg: FitConfig) -> dict[str, Any]:
 
 def config_from_controls(values: Mapping[str, Any], limits: Limits = Limits(), gpus: Any = None) -> FitConfig:
     """Build and validate the run's config from the controls' values; raise ConfigError naming the field."""
-    return validate(FitConfig.from_mapping(values), limits, gpus=gpus)
+    return checked_from_controls(values, limits, gpus).config
+
+
+def checked_from_controls(values: Mapping[str, Any], limits: Limits = Limits(), gpus: Any = None) -> Checked:
+    """config_from_controls, with the device plan its check made (what the pool's run starts from)."""
+    return check(FitConfig.from_mapping(values), limits, gpus=gpus)
 
 
 def device_widgets(spec: str, gpus: list[GPU] | None = None) -> dict[str, Any]:
@@ -534,9 +541,9 @@ def from_query(
             continue
         values[name] = value
     checks = ((_check_cpu_devices, "devices"), (_check_workers, "workers"), (_check_options, None))
-    for check, name in checks:
+    for refuse, name in checks:
         try:
-            check(values, raws.get(name) if name else raws, gpus)
+            refuse(values, raws.get(name) if name else raws, gpus)
         except ConfigError as exc:
             errors.append(exc)
     pace = None
