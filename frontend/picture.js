@@ -137,7 +137,7 @@ export function drawStepPicture(svg, pic, groups, phase, width, drawer) {
   const dry = markBoxes(svgEl("svg"), pic, groups, { index: groups.length, done: true },
     pictureLayout(pic, width, drawer), drawer);
   const chipHeight = Math.max(CHIP_H, ...dry.layout.boxes.map((box, i) =>
-    chipPlan(box, dry.boxState[i].chips, chipWidth).height));
+    chipPlan(box, chipsOf(dry, box, dry.boxState[i], chipWidth).chips, chipWidth).height));
   const ctx = markBoxes(svg, pic, groups, phase, pictureLayout(pic, width, drawer, chipHeight), drawer);
   ctx.chipWidth = chipWidth;
   const { layout } = ctx;
@@ -220,12 +220,32 @@ export function chip(mark, text, colour, { fresh = false, faded = false } = {}) 
   mark.chips.push({ text, colour, fresh, faded });
 }
 
-// What a rank holds between steps, as it measured it (its parameters, gradients and optimizer state), faded
-// beside its own part: FSDP's and TP's ranks each hold only a part of the model. No chip without a measure.
+// What a device or rank holds between steps, as it measured it (its parameters, gradients and optimizer
+// state), faded: DataParallel's device 0 holds the optimizer state for all, DDP's ranks the whole model,
+// FSDP's and TP's ranks only a part. It sits on the box's title line where the name leaves room (a row of
+// chips less: the first screen keeps its height), else among the chips, where it was added. No chip without
+// a measure.
 export function heldChip(mark, memory, colour) {
   if (!memory) return;
   const total = memory.parameters + memory.gradients + memory.optimizer_state;
-  chip(mark, tr("live.picture.chip_held", { bytes: formatBytes(total) }), colour, { faded: true });
+  mark.held = { text: tr("live.picture.chip_held", { bytes: formatBytes(total) }), colour, fresh: false,
+                faded: true, at: mark.chips.length };
+}
+
+function boxName(ctx, box) {
+  const first = box.index === 0 && ctx.drawer.marksFirst;
+  return (first ? "★ " : "") + (ctx.drawer.boxName ? ctx.drawer.boxName(ctx.pic, box, box.w - 14) : box.device.label);
+}
+
+// A box's chips in their rows, and the held chip where it goes on the title line (null: among the chips).
+function chipsOf(ctx, box, mark, chipWidth) {
+  const held = mark.held;
+  if (!held) return { chips: mark.chips, title: null };
+  const room = box.w - 14 - textWidth(boxName(ctx, box), 15, 700) - 10;
+  if (!ctx.layout.nameApart && chipWidth(held.text) + 12 <= room) return { chips: mark.chips, title: held };
+  const chips = mark.chips.slice();
+  chips.splice(held.at, 0, held);
+  return { chips, title: null };
 }
 
 function drawDeviceBox(ctx, box, mark) {
@@ -244,7 +264,7 @@ function drawDeviceBox(ctx, box, mark) {
   g.append(svgEl("rect", { x: box.x, y: box.y, width: box.w, height: 5, rx: 2, fill: colour }));
   const x = box.x + 7;
   const inner = box.w - 14;
-  const name = (first ? "★ " : "") + (drawer.boxName ? drawer.boxName(pic, box, inner) : d.label);
+  const name = boxName(ctx, box);
   const cut = name.lastIndexOf(":") + 1;
   let top = box.y;  // where the lines below the name start, one line lower when the name takes two
   if (ctx.layout.nameApart && cut > 0 && textWidth(name, 15, 700) > inner) {
@@ -298,7 +318,12 @@ function drawDeviceBox(ctx, box, mark) {
         { size: 14, fill: "#495057", cls: "fl-ids" });
     }
   }
-  drawChips(g, box, mark.chips, ctx.chipWidth);
+  const { chips, title } = chipsOf(ctx, box, mark, ctx.chipWidth);
+  drawChips(g, box, chips, ctx.chipWidth);
+  if (title) {
+    const w = ctx.chipWidth(title.text) + 12;
+    drawChip(g, box.x + box.w - 6 - w, box.y + 9, w, title, [title.text]);
+  }
 }
 
 // A chip's words' width as the SVG draws them, in the picture's own SVG (once per text): the canvas's
@@ -354,16 +379,18 @@ function chipPlan(box, chips, chipWidth) {
 function drawChips(g, box, chips, chipWidth) {
   const plan = chipPlan(box, chips, chipWidth);
   const top = box.y + box.h - 5 - plan.height;
-  for (const { chip: c, x, y, w, h, lines } of plan.placed) {
-    g.append(svgEl("rect", { x: box.x + 6 + x, y: top + y, width: w, height: h, rx: 10, fill: c.colour,
-                             "fill-opacity": c.faded ? 0.25 : 1, class: c.fresh ? "fl-pop" : null }));
-    const text = label(g, box.x + 12 + x, top + y + 15, lines[0], { size: 14, weight: 600, cls: "fl-chip",
-                                                                     fill: c.faded ? "#343a40" : "#ffffff" });
-    text.setAttribute("data-chip", c.text);  // the whole chip, whichever lines it takes
-    if (lines.length > 1) {
-      text.append(svgEl("tspan", { x: box.x + 12 + x, dy: CHIP_LINE }, lines[1]));
-    }
-  }
+  for (const { chip: c, x, y, w, lines } of plan.placed) drawChip(g, box.x + 6 + x, top + y, w, c, lines);
+}
+
+// One chip, its top-left corner at (x, y), w wide: its words on one line or two.
+function drawChip(g, x, y, w, c, lines) {
+  const h = CHIP_H + (lines.length - 1) * CHIP_LINE;
+  g.append(svgEl("rect", { x, y, width: w, height: h, rx: 10, fill: c.colour,
+                           "fill-opacity": c.faded ? 0.25 : 1, class: c.fresh ? "fl-pop" : null }));
+  const text = label(g, x + 6, y + 15, lines[0], { size: 14, weight: 600, cls: "fl-chip",
+                                                   fill: c.faded ? "#343a40" : "#ffffff" });
+  text.setAttribute("data-chip", c.text);  // the whole chip, whichever lines it takes
+  if (lines.length > 1) text.append(svgEl("tspan", { x: x + 6, dy: CHIP_LINE }, lines[1]));
 }
 
 // The footer's left line and the emulation note (its short words where the long ones do not fit beside the
