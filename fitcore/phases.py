@@ -1,8 +1,11 @@
 """What happens in one training step: its phases, their times per device and the bytes each one moves.
 
-One vocabulary for both strategies (docs: the live view's payload):
-  DataParallel: scatter, replicate, parallel_apply, gather, loss, backward, reduce, optimizer;
-  DDP: load, forward, loss, backward, allreduce, optimizer.
+One vocabulary for every strategy (docs: the live view's payload): the phases a rank's step has whatever
+the strategy (load, forward, loss, backward, optimizer) and the time slots they start and stop at; each
+strategy adds its own (DDP's allreduce, in fitcore.strategies.ddp.phases; FSDP's and TP's in their layouts).
+DataParallel's phases (scatter, replicate, parallel_apply, gather, loss, backward, reduce, optimizer) are here
+as long as its wrappers are (fitcore.parallel): the lab's one-device reference and its traps wrap models
+with them.
 
 Recording is split in two so that a step costs little: the static part of a step's phases (names, devices,
 bytes, and which time slots they start and stop at) is a tuple of PhaseSpecs built once per split of the
@@ -26,15 +29,14 @@ from fitcore import strategies
 SCATTER, REPLICATE, PARALLEL_APPLY, GATHER = "scatter", "replicate", "parallel_apply", "gather"
 LOSS, BACKWARD, REDUCE, OPTIMIZER = "loss", "backward", "reduce", "optimizer"
 DATAPARALLEL_PHASES = (SCATTER, REPLICATE, PARALLEL_APPLY, GATHER, LOSS, BACKWARD, REDUCE, OPTIMIZER)
-# DDP's phases (loss, backward and optimizer are the same words), in the order of a step
-LOAD, FORWARD, ALLREDUCE = "load", "forward", "allreduce"
-DDP_PHASES = (LOAD, FORWARD, LOSS, BACKWARD, ALLREDUCE, OPTIMIZER)
+# A rank's own phases, whatever its strategy (loss, backward and optimizer are the same words)
+LOAD, FORWARD = "load", "forward"
 
 # Time slots every layout has: the step's start, and the three the training loop marks after its own calls
 START, LOSS_END, BACKWARD_END, OPTIMIZER_END = 0, 1, 2, 3
-# DDP's other slots, marked by the rank's loop; the all-reduce's two from DDP's communication hook
-LOADED, FORWARD_END, ALLREDUCE_START, ALLREDUCE_END = 4, 5, 6, 7
-DDP_SLOTS = 8
+# A rank's loop marks these two after reading its rows and after its forward (a strategy numbers its own
+# slots from 6 on: fitcore.strategies.ddp.phases' all-reduce, FSDP's collectives)
+LOADED, FORWARD_END = 4, 5
 
 
 class Phase(NamedTuple):
@@ -123,19 +125,6 @@ def reduce_bytes(d: int, itemsize: int, first: bool) -> int:
     return 0 if first else (d + 1) * itemsize
 
 
-def load_bytes() -> int:
-    """A DDP rank reads its own shard on its own device: nothing moves between devices."""
-    return 0
-
-
-def allreduce_bytes(k: int, d: int, itemsize: int) -> int:
-    """What one of k ranks sends in a ring all-reduce of the d + 1 gradients: 2(k-1)/k of them.
-
-    Rounded to whole bytes where k does not divide 2(k-1)(d+1)·itemsize; 0 for a single rank.
-    """
-    return round(2 * (k - 1) * (d + 1) * itemsize / k)
-
-
 def dataparallel_bytes(sizes: Sequence[int], d: int, itemsize: int) -> int:
     """A whole DataParallel step's bytes, for the busy devices' chunk sizes."""
     per_device = sum(
@@ -146,11 +135,6 @@ def dataparallel_bytes(sizes: Sequence[int], d: int, itemsize: int) -> int:
         for i, rows in enumerate(sizes)
     )
     return per_device + backward_bytes(sizes, itemsize)
-
-
-def ddp_bytes(k: int, d: int, itemsize: int) -> int:
-    """A whole DDP step's bytes: every one of the k ranks takes part in the all-reduce."""
-    return k * (load_bytes() + allreduce_bytes(k, d, itemsize))
 
 
 def step_bytes(rows: int, k: int, d: int, itemsize: int, cfg=None) -> dict[str, int]:
@@ -199,21 +183,6 @@ def dataparallel_specs(
         PhaseSpec(BACKWARD, labels[0], backward_bytes(sizes, itemsize), LOSS_END, BACKWARD_END),
         *reduce,
         PhaseSpec(OPTIMIZER, labels[0], 0, BACKWARD_END, OPTIMIZER_END),
-    )
-
-
-def ddp_specs(label: str, k: int, d: int, itemsize: int) -> tuple[PhaseSpec, ...]:
-    """One DDP rank's step specs, over the DDP slots (START ... OPTIMIZER_END, LOADED ... ALLREDUCE_END).
-
-    DDP all-reduces during backward, so allreduce lies inside backward's time, not after it.
-    """
-    return (
-        PhaseSpec(LOAD, label, load_bytes(), START, LOADED),
-        PhaseSpec(FORWARD, label, 0, LOADED, FORWARD_END),
-        PhaseSpec(LOSS, label, 0, FORWARD_END, LOSS_END),
-        PhaseSpec(BACKWARD, label, 0, LOSS_END, BACKWARD_END),
-        PhaseSpec(ALLREDUCE, label, allreduce_bytes(k, d, itemsize), ALLREDUCE_START, ALLREDUCE_END),
-        PhaseSpec(OPTIMIZER, label, 0, BACKWARD_END, OPTIMIZER_END),
     )
 
 

@@ -21,18 +21,17 @@ from torch.nn.parallel import DistributedDataParallel
 from fitcore.config import FitConfig, validate
 from fitcore.engine.rank import ranks_phases, table_ids
 from fitcore.events import Replica, Step
-from fitcore.phases import (
+from fitcore.phases import BACKWARD, LOAD
+from fitcore.shards import Layout, epoch_shards
+from fitcore.strategies.ddp.phases import (
     ALLREDUCE,
     ALLREDUCE_END,
     ALLREDUCE_START,
-    BACKWARD,
     DDP_PHASES,
     DDP_SLOTS,
-    LOAD,
     allreduce_bytes,
     load_bytes,
 )
-from fitcore.shards import Layout, epoch_shards
 from fitcore.strategies.ddp.rank import _AllreduceTimes, _timed_allreduce, ranks_specs
 from fitcore.strategies.ddp.train import train_ddp
 from tests.test_ddp import reference

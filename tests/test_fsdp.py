@@ -19,9 +19,9 @@ from fitcore.data import least_squares, make_data
 from fitcore.events import Detail, RunEnded, RunStarted, Step
 from fitcore.memory import held, held_bytes
 from fitcore.parallel import LinearModel, init_parameters
-from fitcore.phases import allreduce_bytes
 from fitcore.strategies.dataparallel.memory import dataparallel_memory
 from fitcore.strategies.ddp.memory import ddp_memory
+from fitcore.strategies.ddp.phases import allreduce_bytes  # FSDP's ring counts as DDP's
 from fitcore.strategies.ddp.train import train_ddp
 from fitcore.strategies.fsdp.layout import (
     ALL_GATHER,

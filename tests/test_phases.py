@@ -7,12 +7,8 @@ import math
 import pytest
 
 from fitcore.phases import (
-    ALLREDUCE_END,
-    ALLREDUCE_START,
     BACKWARD_END,
     DATAPARALLEL_PHASES,
-    DDP_PHASES,
-    DDP_SLOTS,
     FORWARD_END,
     LOADED,
     LOSS_END,
@@ -23,19 +19,25 @@ from fitcore.phases import (
     Phase,
     PhaseRecorder,
     PhaseSpec,
-    allreduce_bytes,
     assemble,
     backward_bytes,
     chunk_sizes,
     dataparallel_bytes,
     dataparallel_specs,
-    ddp_bytes,
-    ddp_specs,
     gather_bytes,
     replicate_bytes,
     scatter_bytes,
     step_bytes,
     used_slots,
+)
+from fitcore.strategies.ddp.phases import (
+    ALLREDUCE_END,
+    ALLREDUCE_START,
+    DDP_PHASES,
+    DDP_SLOTS,
+    allreduce_bytes,
+    ddp_bytes,
+    ddp_specs,
 )
 
 LABELS = tuple(f"dev:{i}" for i in range(8))

@@ -18,6 +18,7 @@ mean loss over the global batch: DDP matches single-process training on the conc
 
 The package, by responsibility:
   rank.py      one rank's loop (DistributedDataParallel, its all-reduce timed by a comm hook) and its Engine;
+  phases.py    the phases of its step (the all-reduce inside backward), their time slots and their bytes;
   train.py     `train_ddp`: the engine's launcher with DDP's Engine;
   view.py      what each rank holds (the whole model), its parallelism line and console frame;
   check.py     its rows of `fitcore check`; compare.py DDP simulated in one process for `fitcore compare`;
@@ -69,7 +70,7 @@ def _markdown(cfg=None) -> str:
 
 
 def _bytes_of_step(rows: int, k: int, d: int, itemsize: int, cfg=None) -> int:
-    from fitcore.phases import ddp_bytes
+    from fitcore.strategies.ddp.phases import ddp_bytes
 
     return ddp_bytes(k, d, itemsize)  # the same whatever the rows: every rank all-reduces d + 1 numbers
 
@@ -136,7 +137,7 @@ def _presets(tutorial) -> tuple:
 
 
 def _phases() -> tuple[str, ...]:
-    from fitcore.phases import DDP_PHASES
+    from fitcore.strategies.ddp.phases import DDP_PHASES
 
     return DDP_PHASES
 

@@ -36,10 +36,7 @@ from fitcore.events import Status
 from fitcore.memory import held
 from fitcore.parallel import LinearModel, ShapeRecorder
 from fitcore.phases import (
-    ALLREDUCE_END,
-    ALLREDUCE_START,
     BACKWARD_END,
-    DDP_SLOTS,
     FORWARD_END,
     LOADED,
     LOSS_END,
@@ -47,10 +44,10 @@ from fitcore.phases import (
     START,
     PhaseRecorder,
     PhaseSpec,
-    ddp_specs,
 )
 from fitcore.shards import Layout
 from fitcore.strategies.ddp.name import NAME
+from fitcore.strategies.ddp.phases import ALLREDUCE_END, ALLREDUCE_START, DDP_SLOTS, ddp_specs
 from fitcore.train import diverged_message, first_model, make_optimizer
 
 
