@@ -69,7 +69,7 @@ function drawLoad(ctx) {
     // DistributedSampler repeats rows to give every rank as many: this step's repeats, marked on its rank
     const padded = box.device.padded;
     if (isNum(padded) && padded > 0) {
-      chip(ctx.boxState[box.index], tr("live.ddp.chip_padded", { n: padded }), colours.padded);
+      chip(ctx.boxState[box.index], tr("live.picture.chip_padded", { n: padded }), colours.padded);
     }
   }
 }

@@ -58,7 +58,7 @@ function drawLoad(ctx) {
     heldChip(ctx.boxState[box.index], box.device.memory, colours.held);
     const padded = box.device.padded;
     if (isNum(padded) && padded > 0) {
-      chip(ctx.boxState[box.index], tr("live.ddp.chip_padded", { n: padded }), colours.padded);
+      chip(ctx.boxState[box.index], tr("live.picture.chip_padded", { n: padded }), colours.padded);
     }
   }
 }

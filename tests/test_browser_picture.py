@@ -228,7 +228,7 @@ def fsdp_chips(lang: str, k: int, zero: int, phase: int) -> list[list[str]]:
             t("live.picture.chip_held", lang=lang, bytes=f"{held} B"),
         ]
         if padded:
-            rank.append(t("live.ddp.chip_padded", lang=lang, n=padded))
+            rank.append(t("live.picture.chip_padded", lang=lang, n=padded))
         whole = WHOLE[zero][phase]
         if whole is not None:
             rank.append(t("live.fsdp.chip_full" if whole else "live.fsdp.chip_freed", lang=lang))

@@ -1,9 +1,12 @@
 """Predict, then reveal: one multiple-choice question about the step the picture is about to show.
 
 Every answer is read off the run's own events: the snapshot's Step (its replicas and its recorded phases)
-and DDP's Detail('shards'). The distractors come from the mistakes a student makes with the plan's rules
-(tensor.chunk's sizes, fitcore.phases' byte formulas), so they are plausible, and they are distinct from
-the answer and from each other. Nothing is random: a step always asks the same question, in the same order.
+and the ranks' Detail('shards'). Each strategy asks its own (its `questions` hook: DataParallel's in
+fitcore/strategies/dataparallel/quiz.py, TP's in its package); the questions of ranks on shards of their
+own (DistributedSampler's, DDP's and FSDP's) are here, as their panels are in fitcore.view.ranks. The
+distractors come from the mistakes a student makes with the plan's rules (tensor.chunk's sizes, the byte
+formulas), so they are plausible, and they are distinct from the answer and from each other. Nothing is
+random: a step always asks the same question, in the same order.
 """
 
 from __future__ import annotations
@@ -17,8 +20,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 from fitcore import i18n, strategies
 from fitcore.config import FitConfig
 from fitcore.events import Step
-from fitcore.live import ITEMSIZE, short_label
-from fitcore.phases import GATHER, LOSS
+from fitcore.live import short_label
 
 MAX_CHOICES = 4
 KINDS = ("rows", "idle", "meet", "gather_bytes", "padded")
@@ -77,70 +79,19 @@ def _order(option: Any) -> Any:
 # The questions. labels: the selected devices (or ranks), as RunStarted lists them.
 
 
-def rows_question(step: Step, cfg: FitConfig, labels: Sequence[str], shard: bool = False) -> Question:
-    """How many rows a given device gets: the replica's own rows, from the Step."""
+def rows_question(step: Step, cfg: FitConfig, labels: Sequence[str]) -> Question:
+    """How many rows a given rank gets: ceil(B / K) of its own shard, the replica's rows in the Step."""
     replica = step.replicas[step.step % len(step.replicas)]
     batch, k = step.input_shape[0], len(labels)
     size = math.ceil(batch / k)
     device = short_label(replica.device)
     others = [size, batch // k, batch, size - 1, size + 1, batch - replica.rows, replica.rows + 1]
     others = [n for n in others if n > 0]
-    ask = text("classroom.q.rows_shard" if shard else "classroom.q.rows", step=step.step, batch=batch, k=k,
-               device=device)  # fmt: skip
-    if shard:  # one process per rank: each takes ceil(B / K) rows of its own shard
-        per_rank = math.ceil(cfg.batch_size / k)
-        why = text("classroom.why.rows_shard", k=k, batch_size=cfg.batch_size, size=per_rank, device=device,
-                   rows=replica.rows)  # fmt: skip
-    else:
-        why = text("classroom.why.rows", k=k, batch=batch, size=size, device=device, start=replica.start,
-                   stop=replica.stop, rows=replica.rows)  # fmt: skip
+    ask = text("classroom.q.rows_shard", step=step.step, batch=batch, k=k, device=device)
+    per_rank = math.ceil(cfg.batch_size / k)  # one process per rank: each takes ceil(B / K) of its own shard
+    why = text("classroom.why.rows_shard", k=k, batch_size=cfg.batch_size, size=per_rank, device=device,
+               rows=replica.rows)  # fmt: skip
     return _question("rows", step, ask, replica.rows, others, lambda n: Text("count.row", n=n), why)
-
-
-def idle_question(step: Step, cfg: FitConfig, labels: Sequence[str]) -> Question:
-    """Which selected devices stay idle: those without a replica in the Step."""
-    busy = {r.device for r in step.replicas}
-    names = [short_label(label) for label in labels]
-    idle = tuple(short_label(label) for label in labels if label not in busy)
-    k, batch = len(labels), step.input_shape[0]
-    # tensor.chunk leaves the last devices idle: the wrong guesses are one more or fewer of them, or the first
-    others = [tuple(names[k - j :]) if j else () for j in (len(idle) - 1, len(idle) + 1, len(idle) + 2, 0)
-              if 0 <= j < k] + [(names[0],)]  # fmt: skip
-    ask = text("classroom.q.idle", step=step.step, batch=batch, k=k)
-    why = text("classroom.why.idle", k=k, batch=batch, size=math.ceil(batch / k), busy=len(busy),
-               idle=len(idle))  # fmt: skip
-    return _question("idle", step, ask, idle, others, _devices_text, why)
-
-
-def _devices_text(devices: tuple[str, ...]) -> Text:
-    return text("classroom.c.devices", devices=", ".join(devices)) if devices else text("classroom.c.none")
-
-
-def meet_question(step: Step, cfg: FitConfig, labels: Sequence[str]) -> Question:
-    """Where the outputs meet: the device the Step's loss phase ran on, after gather (device_ids[0])."""
-    loss_on = [p.device for p in step.phases.phases() if p.name == LOSS]
-    where = short_label(loss_on[0])
-    names = [short_label(label) for label in labels]
-    own = "(each)"  # the wrong idea that every device computes its own loss, as DDP's ranks do
-    others = [names[-1], names[1], own]
-    show = lambda o: text("classroom.c.own") if o == own else text("classroom.c.device", device=o)  # noqa: E731
-    ask = text("classroom.q.meet", step=step.step, k=len(labels))
-    why = text("classroom.why.meet", device=where)
-    place = {n: i for i, n in enumerate(names + [own])}  # devices in device order, no gather last
-    return _question("meet", step, ask, where, others, show, why, order=place.get)
-
-
-def gather_bytes_question(step: Step, cfg: FitConfig, labels: Sequence[str]) -> Question:
-    """How many bytes gather moves: the sum of the Step's recorded gather phases."""
-    moved = sum(p.bytes for p in step.phases.phases() if p.name == GATHER)
-    batch, d = step.input_shape
-    own = step.replicas[0].rows  # the first device's output is already where the outputs meet
-    others = [batch * ITEMSIZE, (batch - own) * d * ITEMSIZE, batch * d * ITEMSIZE, (batch - own), 0]
-    ask = text("classroom.q.gather_bytes", step=step.step, batch=batch, k=len(step.replicas),
-               first=short_label(labels[0]))  # fmt: skip
-    why = text("classroom.why.gather_bytes", first=short_label(labels[0]), batch=batch, own=own,
-               itemsize=ITEMSIZE, bytes=moved)  # fmt: skip
-    return _question("gather_bytes", step, ask, moved, others, lambda n: Text("classroom.c.bytes", n=n), why)
 
 
 def padded_question(step: Step, cfg: FitConfig, labels: Sequence[str], shards: dict) -> Question:
@@ -176,19 +127,9 @@ def questions(step: Step, cfg: FitConfig, labels: Sequence[str], extra: dict | N
     return strategies.of(cfg).questions(step, cfg, labels, extra)
 
 
-def split_questions(step: Step, cfg: FitConfig, labels: Sequence[str], extra: dict | None = None) -> list:
-    """One process scattering each batch: the rows, the idle devices, where outputs meet, gather's bytes."""
-    out = [rows_question(step, cfg, labels)] if step.replicas else []
-    if len(labels) > 1:
-        out.append(idle_question(step, cfg, labels))
-        if step.phases is not None:
-            out += [meet_question(step, cfg, labels), gather_bytes_question(step, cfg, labels)]
-    return out
-
-
 def shard_questions(step: Step, cfg: FitConfig, labels: Sequence[str], extra: dict | None = None) -> list:
     """Ranks with shards of their own: each rank's rows, and which ranks hold the padded duplicates."""
-    out = [rows_question(step, cfg, labels, shard=True)] if step.replicas else []
+    out = [rows_question(step, cfg, labels)] if step.replicas else []
     shards = (extra or {}).get("shards")
     if shards and shards["padding"] and len(labels) > 1:
         out.append(padded_question(step, cfg, labels, shards))

@@ -6,6 +6,7 @@ The package, by responsibility:
   check.py    its rows of `fitcore check`;
   compare.py  its column of `fitcore compare`; whatif.py its row of `fitcore whatif`;
   memory.py   what each device holds (device 0 the model and the optimizer state, the others a replica);
+  quiz.py     its classroom questions: a device's rows, the idle devices, where outputs meet, gather's bytes;
   locale.json its catalog keys; name.py its name alone (what its modules and the traps import).
 Its hooks below import their modules when called (see fitcore.strategies).
 """
@@ -88,9 +89,9 @@ def _projections() -> tuple:
 
 
 def _questions(step, cfg, labels, extra=None) -> list:
-    from fitcore.view.quiz import split_questions
+    from fitcore.strategies.dataparallel.quiz import questions
 
-    return split_questions(step, cfg, labels, extra)
+    return questions(step, cfg, labels, extra)
 
 
 def _phases() -> tuple[str, ...]:

@@ -14,6 +14,13 @@ def _wire(params: float, k: int, batch_bytes: float = 0.0) -> float:
 PROJECTIONS = (
     # device 0 holds the master copy and the optimizer state: all of it
     # beyond each replica's copy of the parameters and gradients: all of the state, and the gathered outputs
-    Projection(NAME, "DataParallel", lambda p, g, o, k: p + g + o, _wire, 4, one_machine=True,
-               excess=lambda p, g, o, k, outputs: o + outputs),
+    Projection(
+        NAME,
+        "DataParallel",
+        lambda p, g, o, k: p + g + o,
+        _wire,
+        4,
+        one_machine=True,
+        excess=lambda p, g, o, k, outputs: o + outputs,
+    ),
 )
