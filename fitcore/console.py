@@ -1,7 +1,8 @@
 """Every line the user reads in a console, made from events: the command line prints them, so does the page.
 
-DataParallel's are the tutorial's `In Model:` / `Outside:` lines; DistributedDataParallel's say what each rank
-did, and describe the process group, the shards and every rank's final parameters (its Detail values).
+The lines every run prints (its data, its summary) and those of ranks, whatever their strategy: what each
+rank did, the process group, the shards and every rank's final parameters (the engine's Detail values).
+DataParallel's own, the tutorial's `In Model:` / `Outside:` lines, are its package's (its console.py).
 """
 
 from __future__ import annotations
@@ -28,33 +29,6 @@ def device_label(label: str) -> str:
     """
     name, host = label_parts(label)
     return t("cli.console.emulated", name=name, host=host) if host else label
-
-
-def in_model_line(replica: Replica) -> str:
-    """The tutorial's `In Model:` line, printed from inside each replica's forward, plus its device."""
-    return t(
-        "cli.console.in_model",
-        input=size(replica.input_shape),
-        output=size(replica.output_shape),
-        device=device_label(replica.device),
-    )
-
-
-def outside_line(step: Step) -> str:
-    """The tutorial's `Outside:` line, printed by the loop after the gather, plus the loss."""
-    return t(
-        "cli.console.outside",
-        input=size(step.input_shape),
-        output=size(step.output_shape),
-        loss=f"{step.loss:.6g}",
-        epoch=step.epoch,
-        step=step.step,
-    )
-
-
-def step_lines(step: Step) -> list[str]:
-    """A DataParallel step: one `In Model:` line per replica, then the `Outside:` line."""
-    return [in_model_line(r) for r in step.replicas] + [outside_line(step)]
 
 
 def _vector(values) -> str:

@@ -3,6 +3,7 @@
 The package, by responsibility:
   train.py    `train`: the loop (scatter, replicate, parallel_apply, gather, loss, backward, step);
   view.py     the page's split table, its parallelism line and console frame, the planned first step;
+  console.py  the tutorial's `In Model:` and `Outside:` lines of each step;
   check.py    its rows of `fitcore check`;
   compare.py  its column of `fitcore compare`; whatif.py its row of `fitcore whatif`;
   memory.py   what each device holds (device 0 the model and the optimizer state, the others a replica);
@@ -31,7 +32,7 @@ def _train(*args, **kwargs):
 
 
 def _step_lines(step) -> list[str]:
-    from fitcore.console import step_lines
+    from fitcore.strategies.dataparallel.console import step_lines
 
     return step_lines(step)
 
