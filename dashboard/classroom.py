@@ -194,7 +194,8 @@ def reveal_question(question: quiz.Question) -> None:
 
 
 def await_step() -> None:
-    """After Step in ask mode: wait (briefly) for the new step, so the rerun asks about it, not the last."""
+    """After Step in ask mode: wait (briefly) for the new step to end and the run to hold again, so that the
+    rerun asks about it, not the last (while its step is under way the run says it is running)."""
     ss = st.session_state
     before = ss.snap.step if ss.snap is not None else 0
     deadline = time.monotonic() + STEP_WAIT_S
@@ -203,7 +204,7 @@ def await_step() -> None:
             snap = get_pool().snapshot(ss.owner, ss.run_id)
         except RunNotFound:
             return
-        if snap.step > before or not snap.active:
+        if (snap.step > before and snap.status == Status.PAUSED) or not snap.active:
             return
         time.sleep(0.02)
 

@@ -289,7 +289,7 @@ class Run:
         pace), read in microseconds: a page's shared answer is made again only when this moves."""
         with self._lock:
             status = self._status
-            if status == Status.RUNNING and self.control.paused:
+            if status == Status.RUNNING and self.control.holding:  # paused, its last step ended
                 status = Status.PAUSED
             return (status, self._latest.step if self._latest else 0, self._latest_time, self.control.pace,
                     self._ended is not None, len(self._extra))  # fmt: skip
@@ -299,7 +299,7 @@ class Run:
         with self._lock:
             started, latest, ended = self._started, self._latest, self._ended
             status = self._status
-            if status == Status.RUNNING and self.control.paused:
+            if status == Status.RUNNING and self.control.holding:  # paused, its last step ended
                 status = Status.PAUSED
             if ended is not None:
                 weights, bias, elapsed = ended.weights, ended.bias, ended.elapsed

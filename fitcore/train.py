@@ -35,6 +35,7 @@ class Control:
         self._one_step = threading.Event()  # Step while paused: let exactly one step through
         self._started = None
         self._next = None
+        self._stepping = False  # between a wait() that let a step through and the next wait(): a step is on
 
     def pause(self) -> None:
         self._running.clear()
@@ -59,11 +60,23 @@ class Control:
         return not self._running.is_set() and not self._stop.is_set()
 
     @property
+    def holding(self) -> bool:
+        """Paused, and no step under way: a Pause that came during a step holds once that step has ended,
+        and a run says it is paused from then (its status, the step it shows)."""
+        return self.paused and not self._stepping
+
+    @property
     def stopped(self) -> bool:
         return self._stop.is_set()
 
     def wait(self) -> bool:
         """Block while paused or until the pace allows the next step; False means end the run now."""
+        self._stepping = False
+        go = self._wait()
+        self._stepping = go
+        return go
+
+    def _wait(self) -> bool:
         if self._started is None:
             self._started = self.clock()
         if not self._running.is_set():  # checked first: waiting on a set Event takes its lock every step

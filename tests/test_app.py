@@ -398,7 +398,9 @@ def test_pause_resume_stop_and_reset(page):
     at.button(key="step").click()
     at.run()
     wait_for(lambda: pool.snapshot(owner, run_id).step == paused_at + 1, what="exactly one more step")
-    assert pool.snapshot(owner, run_id).status == "paused"
+    # running while its one step is under way, paused again once it has ended, at that step
+    wait_for(lambda: pool.snapshot(owner, run_id).status == "paused", what="the run held after its step")
+    assert pool.snapshot(owner, run_id).step == paused_at + 1
     at.button(key="resume").click()
     at.run()
     pool, owner = _pool(at)

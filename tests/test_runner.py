@@ -207,15 +207,43 @@ def pausing_at(n: int):
     return trainer, reached, watches
 
 
+def test_a_pause_during_a_step_says_paused_once_that_step_has_ended():
+    # the status is the run's: Pause came while step 3 was under way, so the run says it is running until
+    # step 3 has ended and it holds; then it says paused, at step 3, and takes no step more
+    inside, finish_step = threading.Event(), threading.Event()
+
+    def trainer(cfg, on_event, control, plan=None):
+        def on_step(event):
+            on_event(event)
+            if isinstance(event, Step) and event.step == 3:
+                inside.set()
+                finish_step.wait(30)  # step 3 is still under way: its event is out, its end is not
+
+        return train(cfg, on_step, control, plan=plan)
+
+    run = make_run(cfg={"epochs": 60, "devices": "virtual:2"}, trainer=trainer).start()
+    assert inside.wait(30)
+    watch = PauseWatch(run.control)
+    run.pause()
+    snap = run.snapshot()
+    assert (snap.status, snap.step) == ("running", 3)  # paused in the middle of step 3: not held yet
+    assert run.control.paused and not run.control.holding
+    finish_step.set()
+    assert watch.held(2)
+    snap = run.snapshot()
+    assert (snap.status, str(snap.message), snap.step) == ("paused", "paused between steps", 3)
+    run.stop()
+    assert finish(run).step == 3
+
+
 def test_pause_holds_the_step_and_resume_finishes():
     trainer, reached, watches = pausing_at(5)
     run = make_run(cfg={"epochs": 60, "devices": "virtual:2"}, trainer=trainer).start()
     assert reached.wait(30)
+    assert watches[0].held(3), "the paused run did not poll its pause"  # held for 3 polls (0.15 s)
     snap = run.snapshot()
     assert (snap.status, str(snap.message), snap.step) == ("paused", "paused between steps", 5)
-    assert snap.active
-    assert watches[0].held(3), "the paused run did not poll its pause"  # held for 3 polls (0.15 s)
-    assert run.snapshot().step == 5 and run.thread.is_alive()
+    assert snap.active and run.thread.is_alive()
     run.resume()
     snap = finish(run)
     assert (snap.status, snap.step) == ("finished", 60)
