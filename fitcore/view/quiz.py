@@ -79,14 +79,20 @@ def _order(option: Any) -> Any:
 # The questions. labels: the selected devices (or ranks), as RunStarted lists them.
 
 
-def rows_question(step: Step, cfg: FitConfig, labels: Sequence[str]) -> Question:
-    """How many rows a given rank gets: ceil(B / K) of its own shard, the replica's rows in the Step."""
+def asked_rows(step: Step, labels: Sequence[str]) -> tuple[Any, list[int]]:
+    """The replica a question of rows asks about (each step in turn another), and the counts a student
+    mistakes for its rows: ceil and floor of B / K, the whole batch, one off, the others' rows."""
     replica = step.replicas[step.step % len(step.replicas)]
     batch, k = step.input_shape[0], len(labels)
     size = math.ceil(batch / k)
-    device = short_label(replica.device)
     others = [size, batch // k, batch, size - 1, size + 1, batch - replica.rows, replica.rows + 1]
-    others = [n for n in others if n > 0]
+    return replica, [n for n in others if n > 0]
+
+
+def rows_question(step: Step, cfg: FitConfig, labels: Sequence[str]) -> Question:
+    """How many rows a given rank gets: ceil(B / K) of its own shard, the replica's rows in the Step."""
+    replica, others = asked_rows(step, labels)
+    batch, k, device = step.input_shape[0], len(labels), short_label(replica.device)
     ask = text("classroom.q.rows_shard", step=step.step, batch=batch, k=k, device=device)
     per_rank = math.ceil(cfg.batch_size / k)  # one process per rank: each takes ceil(B / K) of its own shard
     why = text("classroom.why.rows_shard", k=k, batch_size=cfg.batch_size, size=per_rank, device=device,

@@ -11,17 +11,14 @@ from fitcore.config import FitConfig
 from fitcore.events import Step
 from fitcore.live import ITEMSIZE, short_label
 from fitcore.phases import GATHER, LOSS
-from fitcore.view.quiz import Question, Text, _question, text
+from fitcore.view.quiz import Question, Text, _question, asked_rows, text
 
 
 def rows_question(step: Step, cfg: FitConfig, labels: Sequence[str]) -> Question:
     """How many rows a given device gets: scatter's chunk, the replica's own rows, from the Step."""
-    replica = step.replicas[step.step % len(step.replicas)]
-    batch, k = step.input_shape[0], len(labels)
+    replica, others = asked_rows(step, labels)
+    batch, k, device = step.input_shape[0], len(labels), short_label(replica.device)
     size = math.ceil(batch / k)
-    device = short_label(replica.device)
-    others = [size, batch // k, batch, size - 1, size + 1, batch - replica.rows, replica.rows + 1]
-    others = [n for n in others if n > 0]
     ask = text("classroom.q.rows", step=step.step, batch=batch, k=k, device=device)
     why = text("classroom.why.rows", k=k, batch=batch, size=size, device=device, start=replica.start,
                stop=replica.stop, rows=replica.rows)  # fmt: skip
