@@ -177,7 +177,7 @@ def whatif_ui(cfg: FitConfig) -> None:
                 t("lab.col.sent"): [whatif.human(r["comm_bytes_per_device"], "B") for r in rows],
                 t("lab.col.step"): [whatif.seconds_text(r["step_seconds"]) for r in rows],
                 t("lab.col.share"): [whatif.share_text(r["comm_share"]) for r in rows],
-                t("lab.col.note"): [", ".join(_tag(r, tag) for tag in r["tags"]) for r in rows],
+                t("lab.col.note"): [t("lab.tag.join").join(_tag(r, tag) for tag in r["tags"]) for r in rows],
             }
         ),
         hide_index=True,

@@ -369,7 +369,7 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured) 
 def _note(row: dict, tag: str, text: str) -> None:
     """Add a note to a row: its tag (NOTE_TAGS) and its sentence, after the notes it has."""
     row["tags"].append(tag)
-    row["note"] = "; ".join(filter(None, (row["note"], text)))
+    row["note"] = t("cli.whatif.note.join").join(filter(None, (row["note"], text)))
 
 
 def _link(link: Link | str) -> Link:
