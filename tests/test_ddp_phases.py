@@ -7,6 +7,7 @@ communication hook and the message arithmetic are checked without spawning.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -165,35 +166,51 @@ def test_torchrun_steps_carry_every_ranks_phases_and_ids(tmp_path):
 # Without spawning: the hook, the specs of K ranks, the ids in the gathered table.
 
 
+def _hook_marks(store: str, out) -> None:
+    """One rank of gloo in a process of its own, a tiny bucket cap giving the model several buckets: the marks
+    of each step's all-reduces, and whether the gradients are one device's. It leaves without tearing gloo
+    down, as fitcore's ranks do (fitcore.engine.torchrun.exit_rank): destroying a group whose comm hook
+    returned Python futures can deadlock (its loop thread waits for the GIL its destructor holds)."""
+    dist.init_process_group("gloo", store=dist.FileStore(store, 1), rank=0, world_size=1)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 300), torch.nn.Linear(300, 1))
+    ddp = DistributedDataParallel(model, bucket_cap_mb=0.001)
+    marks = []
+    times = _AllreduceTimes(marks.append)
+    ddp.register_comm_hook(times, _timed_allreduce)
+    reference = torch.nn.Sequential(torch.nn.Linear(2, 300), torch.nn.Linear(300, 1))
+    reference.load_state_dict(model.state_dict())
+    per_step = []
+    for _ in range(3):
+        x = torch.randn(4, 2)
+        times.started = False
+        ddp(x).sum().backward()
+        reference(x).sum().backward()
+        per_step.append(marks[:])
+        marks.clear()
+    same = all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), reference.parameters()))
+    out.put((per_step, same))
+    out.close()
+    out.join_thread()
+    os._exit(0)
+
+
 def test_hook_marks_the_first_start_and_the_last_end_of_each_steps_all_reduce(tmp_path):
-    """One rank of gloo in this process; a tiny bucket cap gives the model several buckets."""
-    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    rank = ctx.Process(target=_hook_marks, args=(str(tmp_path / "store"), out))
+    rank.start()
     try:
-        torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(2, 300), torch.nn.Linear(300, 1))
-        ddp = DistributedDataParallel(model, bucket_cap_mb=0.001)
-        marks = []
-        times = _AllreduceTimes(marks.append)
-        ddp.register_comm_hook(times, _timed_allreduce)
-        reference = torch.nn.Sequential(torch.nn.Linear(2, 300), torch.nn.Linear(300, 1))
-        reference.load_state_dict(model.state_dict())
-        per_step = []
-        for _ in range(3):
-            x = torch.randn(4, 2)
-            times.started = False
-            ddp(x).sum().backward()
-            reference(x).sum().backward()
-            per_step.append(marks[:])
-            marks.clear()
-        # one start a step; DDP rebuilds its buckets after the first step, then each bucket ends once
-        buckets = [len(step) - 1 for step in per_step]
-        assert all(step[0] == ALLREDUCE_START and set(step[1:]) == {ALLREDUCE_END} for step in per_step)
-        assert buckets[0] >= 1 and buckets[1] == buckets[2] > 1
-        # torch's own all-reduce: one rank's average is its own gradient
-        for p, q in zip(model.parameters(), reference.parameters()):
-            assert torch.equal(p.grad, q.grad)
+        per_step, same = out.get(timeout=120)
     finally:
-        dist.destroy_process_group()
+        rank.join(30)
+        if rank.is_alive():
+            rank.kill()
+    # one start a step; DDP rebuilds its buckets after the first step, then each bucket ends once
+    buckets = [len(step) - 1 for step in per_step]
+    assert all(step[0] == ALLREDUCE_START and set(step[1:]) == {ALLREDUCE_END} for step in per_step)
+    assert buckets[0] >= 1 and buckets[1] == buckets[2] > 1
+    assert same  # torch's own all-reduce: one rank's average is its own gradient
 
 
 def test_ranks_specs_offset_each_ranks_slots_and_keep_its_label():
