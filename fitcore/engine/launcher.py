@@ -130,6 +130,12 @@ def first_memory_details(cfg, labels, reports) -> list[Detail]:
     return [Detail("memory", rows)] if rows and len(rows) == len(reports) else []
 
 
+def memory_on_step_one(memory_of: Callable, rank: int, model, step: int) -> dict | None:
+    """A rank's `step_extra` (as partial(memory_on_step_one, memory_of)): on step 1 what it holds,
+    memory_of(rank, model), once its optimizer has stepped (Adam's state exists); nothing on other steps."""
+    return {"memory": memory_of(rank, model)} if step == 1 else None
+
+
 def no_step_extra(rank: int, raw, step: int) -> dict | None:
     return None
 

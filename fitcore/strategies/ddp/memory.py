@@ -20,5 +20,5 @@ def ddp_memory(params: Sequence[torch.Tensor], optimizer, k: int) -> list[dict]:
 
 
 def planned_memory(cfg, rank: int, k: int) -> dict:
-    """What rank `rank` of k will hold, by the formula: the whole model (whole_model), as every rank."""
-    return {"rank": rank, **whole_model(cfg)}
+    """What rank `rank` of k will hold, by the formula (ddp_rows of whole_model): the whole model."""
+    return ddp_rows(whole_model(cfg), k)[rank]

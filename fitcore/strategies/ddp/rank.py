@@ -8,6 +8,7 @@ the clock and the events.
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Callable, Sequence
 
 import torch
@@ -19,7 +20,7 @@ from torch.utils.data import DistributedSampler, TensorDataset
 
 from fitcore.config import FitConfig
 from fitcore.data import make_data
-from fitcore.engine.launcher import Engine, first_memory_details
+from fitcore.engine.launcher import Engine, first_memory_details, memory_on_step_one
 from fitcore.engine.rank import (
     LOSS_COL,
     MAX_IDS,
@@ -33,7 +34,7 @@ from fitcore.engine.rank import (
     share_step,
 )
 from fitcore.events import Status
-from fitcore.memory import held
+from fitcore.memory import rank_memory
 from fitcore.parallel import LinearModel, ShapeRecorder
 from fitcore.phases import (
     BACKWARD_END,
@@ -200,12 +201,7 @@ def own_params(raw) -> tuple[tuple[float, ...], float]:
 
 def holds_memory(rank: int, raw) -> dict:
     """What a DDP rank measured it holds: every parameter, its gradient and its optimizer state."""
-    return {"rank": rank, **held(raw.parameters(), raw.optimizer)}
-
-
-def first_step_memory(rank: int, raw, step: int) -> dict | None:
-    """A rank's report on step 1: the bytes it holds once its optimizer has stepped (Adam's state exists)."""
-    return {"memory": holds_memory(rank, raw)} if step == 1 else None
+    return rank_memory(rank, raw.parameters(), raw.optimizer)
 
 
 def final_params(raw) -> tuple[tuple[tuple[float, ...], float], dict]:
@@ -220,5 +216,6 @@ def specs_of(labels, d: int, itemsize: int, reports) -> tuple:
 
 ENGINE = Engine(
     train=train_rank, step_params=lead_params, final=final_params, specs=specs_of, slots=DDP_SLOTS,
-    words=NAME, joined=own_params, step_extra=first_step_memory, step_details=first_memory_details,
+    words=NAME, joined=own_params, step_extra=partial(memory_on_step_one, holds_memory),
+    step_details=first_memory_details,
 )  # fmt: skip

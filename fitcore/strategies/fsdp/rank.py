@@ -273,6 +273,11 @@ def shard_params(rank: int, held: FsdpRank) -> tuple[tuple[float, ...], float | 
     return tuple(local_values(held.model.weight)), (bias[0] if bias else None)
 
 
+def holds_memory(rank: int, held: FsdpRank) -> dict:
+    """What a rank measured it holds: its shards of W and b, their gradients' shards and their Adam state."""
+    return rank_memory(rank, [held.model.weight, held.model.bias], held.optimizer)
+
+
 def final_params(held: FsdpRank) -> tuple[tuple[tuple[float, ...], float], dict]:
     """After the loop: the gathered parameters as this rank sees them (full_tensor, one collective every
     rank makes), and its shard, its memory and the buffers of its first step's collectives."""
@@ -281,10 +286,9 @@ def final_params(held: FsdpRank) -> tuple[tuple[tuple[float, ...], float], dict]
     bias = model.bias.full_tensor().item()
     rank = model.weight.device_mesh.get_local_rank()
     w_local, b_local = local_values(model.weight), local_values(model.bias)
-    params = [model.weight, model.bias]
     extra = {
         "shard": {"weights": w_local, "bias": b_local},
-        "memory": rank_memory(rank, params, held.optimizer),
+        "memory": holds_memory(rank, held),
         "collectives": held.collectives.buffers,
     }
     return (weights, bias), extra

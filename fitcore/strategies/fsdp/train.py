@@ -14,12 +14,11 @@ from typing import Callable
 
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
-from fitcore.engine.launcher import Engine, joined_parts, launch, memory_details
+from fitcore.engine.launcher import Engine, joined_parts, launch, memory_details, memory_on_step_one
 from fitcore.events import Detail, Event, RunEnded
-from fitcore.memory import rank_memory
 from fitcore.strategies.fsdp.layout import FSDP_SLOTS, ranks_fsdp_specs, shards_value
 from fitcore.strategies.fsdp.name import NAME
-from fitcore.strategies.fsdp.rank import final_params, full_params, rank_loop, shard_params
+from fitcore.strategies.fsdp.rank import final_params, full_params, holds_memory, rank_loop, shard_params
 from fitcore.strategies.fsdp.view import layout_lines
 from fitcore.train import Control
 
@@ -37,14 +36,6 @@ def fsdp_value(cfg: FitConfig, labels, finals, reshard_after_forward: bool) -> d
 def _details(reshard_after_forward: bool, cfg, labels, finals) -> list[Detail]:
     value = fsdp_value(cfg, labels, finals, reshard_after_forward)
     return [Detail(NAME, value), *memory_details(cfg, labels, finals)]  # printed after step 1 already
-
-
-def first_step_extra(rank: int, held, step: int) -> dict | None:
-    """A rank's report on step 1: the bytes it holds once its optimizer has stepped (Adam's state exists)."""
-    if step != 1:
-        return None
-    params = [held.model.weight, held.model.bias]
-    return {"memory": rank_memory(rank, params, held.optimizer)}
 
 
 def _first_step_details(reshard_after_forward: bool, cfg, labels, reports) -> list[Detail]:
@@ -66,7 +57,7 @@ def engine(reshard_after_forward: bool = True) -> Engine:
         specs=partial(ranks_fsdp_specs, reshard_after_forward),
         slots=FSDP_SLOTS,
         details=partial(_details, reshard_after_forward),
-        step_extra=first_step_extra,
+        step_extra=partial(memory_on_step_one, holds_memory),
         step_details=partial(_first_step_details, reshard_after_forward),
         words=NAME,
         joined=full_params,

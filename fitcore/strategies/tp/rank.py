@@ -40,7 +40,7 @@ from fitcore.engine.rank import (
     share_step,
 )
 from fitcore.events import Status
-from fitcore.memory import held
+from fitcore.memory import rank_memory
 from fitcore.phases import BACKWARD_END, LOSS_END, OPTIMIZER_END, START
 from fitcore.strategies.tp.layout import (
     ALLREDUCE_END,
@@ -190,12 +190,7 @@ def whole_params(holds: TpRank) -> tuple[tuple[float, ...], float]:
 
 def holds_memory(rank: int, holds: TpRank) -> dict:
     """What a rank measured it holds: its rows of W and b, their gradients and their optimizer state."""
-    return {"rank": rank, **held(holds.fc.parameters(), holds.optimizer)}
-
-
-def first_step_memory(rank: int, holds: TpRank, step: int) -> dict | None:
-    """A rank's report on step 1: the bytes it holds once its optimizer has stepped (Adam's state exists)."""
-    return {"memory": holds_memory(rank, holds)} if step == 1 else None
+    return rank_memory(rank, holds.fc.parameters(), holds.optimizer)
 
 
 def final_rows(holds: TpRank) -> tuple[tuple[tuple[float, ...], float], dict]:

@@ -8,18 +8,19 @@ holds, measured) and again at the end (with each rank's own rows of W and b).
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Callable
 
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
-from fitcore.engine.launcher import Engine, joined_parts, launch, memory_details
+from fitcore.engine.launcher import Engine, joined_parts, launch, memory_details, memory_on_step_one
 from fitcore.events import Detail, Event, RunEnded
 from fitcore.shards import Layout
 from fitcore.strategies.tp.layout import TP_SLOTS, columns, ranks_tp_specs
 from fitcore.strategies.tp.name import NAME
 from fitcore.strategies.tp.rank import (
     final_rows,
-    first_step_memory,
+    holds_memory,
     own_rows,
     train_tp_rank,
     whole_params,
@@ -69,7 +70,7 @@ ENGINE = Engine(
     words=NAME,
     weights=joined_parts,
     details=_details,
-    step_extra=first_step_memory,
+    step_extra=partial(memory_on_step_one, holds_memory),
     step_details=_first_step_details,
     joined=whole_params,
     layout=whole_batch,
