@@ -308,11 +308,11 @@ def main(argv: list[str] | None = None) -> int:
             name = f"2 hosts, {'tbf ' + rate if rate else 'veth unlimited'}"
             fits[rate] = repeated(name, functools.partial(on_hosts, rate, args.quick), repeats)
     if "loopback" in args.where:
-        sweep = lambda: on_one_host("gloo", args.quick)  # noqa: E731
+        sweep = functools.partial(on_one_host, "gloo", args.quick)
         summary["loopback"] = repeated("1 host, gloo over loopback", sweep, repeats)
     if "nccl" in args.where:
         if torch.cuda.device_count() >= 2:
-            sweep = lambda: on_one_host("nccl", args.quick)  # noqa: E731
+            sweep = functools.partial(on_one_host, "nccl", args.quick)
             summary["nccl"] = repeated("1 host, nccl on 2 GPUs", sweep, repeats)
         else:
             print("\nnccl: skipped: needs 2 GPUs")

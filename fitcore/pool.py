@@ -139,9 +139,10 @@ class RunPool:
             listener: given the validated config, returns an on_event consumer that sees every event of
                 the run besides the run itself (a page's Recorder); called only once cfg is valid.
         """
+        checked = cfg  # checked here unless checked against these limits (a CSV source: its rows filled in)
         if not (isinstance(cfg, Checked) and cfg.limits == self.settings.limits):
-            cfg = check(getattr(cfg, "config", cfg), self.settings.limits)  # a CSV source: its rows filled in
-        checked, cfg = cfg, cfg.config
+            checked = check(getattr(cfg, "config", cfg), self.settings.limits)
+        cfg = checked.config
         extra = {}
         if listener is not None:
             extra["trainer"] = _listened(trainer_for(cfg), listener(cfg))

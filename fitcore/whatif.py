@@ -617,10 +617,9 @@ def projection(args: argparse.Namespace, measured: Measured) -> dict:
         latency = _number("--latency", args.latency, Text("cli.whatif.allowed.microseconds")) * 1e-6
         if latency < 0:
             raise ConfigError("--latency", args.latency, Text("cli.whatif.allowed.microseconds"))
-    link = Link(link_name(args.link), bandwidth, latency, base.source)
-    if args.bandwidth is None and args.latency is None:  # a figure given is the figure: no measured spread
-        spread = (base.bandwidth_range, base.latency_range, base.repeats)
-        link = dataclasses.replace(link, **dict(zip(("bandwidth_range", "latency_range", "repeats"), spread)))
+    link = dataclasses.replace(base, name=link_name(args.link), bandwidth=bandwidth, latency=latency)
+    if args.bandwidth is not None or args.latency is not None:  # a figure given is the figure: no spread
+        link = dataclasses.replace(link, bandwidth_range=None, latency_range=None, repeats=1)
     memory = _scaled("--memory-gb", args.memory_gb, "GB", 1e9)
     flops = _scaled("--tflops", args.tflops, "TFLOP/s", 1e12)
     params = None

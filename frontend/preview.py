@@ -33,7 +33,7 @@ sys.path.insert(0, str(HERE.parent))  # fitcore's catalog, run as `python fronte
 from fitcore import i18n, live, strategies  # noqa: E402
 from fitcore.config import FitConfig  # noqa: E402
 from fitcore.events import Step  # noqa: E402
-from fitcore.memory import HELD  # noqa: E402
+from fitcore.memory import memory_part  # noqa: E402
 from fitcore.phases import StepPhases  # noqa: E402
 from fitcore.shards import Layout, epoch_shards  # noqa: E402
 
@@ -223,9 +223,7 @@ def picture(run: FakeRun, step: int) -> dict | None:
     # what each device holds, the strategy's formula as its run measures it (the chips' bytes)
     cfg = FitConfig(weights=sc.weights, bias=sc.bias, strategy=sc.strategy)
     memory = importlib.import_module(f"fitcore.strategies.{sc.strategy}.memory")
-    for rank, x in enumerate(devices):
-        if x["busy"]:
-            x["memory"] = {key: memory.planned_memory(cfg, rank, sc.devices)[key] for key in HELD}
+    memory_part(devices, [memory.planned_memory(cfg, r, sc.devices) for r in range(sc.devices)])
     busy = [x for x in devices if x["busy"]]
     k = len(busy)
     # per non-first busy device: scatter rows*d, replicate d+1, gather rows, backward rows, reduce d+1

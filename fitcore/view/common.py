@@ -72,7 +72,7 @@ def memory_rows(
             t("view.memory.parameters"): format_bytes(held["parameters"]),
             t("view.memory.gradients"): format_bytes(held["gradients"]),
             t("view.memory.optimizer_state"): format_bytes(held["optimizer_state"]),
-            **({t("view.memory.allocated"): format_bytes(held["allocated"])} if "allocated" in held else {}),
+            **allocated_cell(held),
             **(extra or {}).get(i, {}),
         }
         for i, (label, held) in enumerate(zip(labels, memory))
@@ -81,11 +81,20 @@ def memory_rows(
     return [{key: row.get(key, t("view.none")) for key in keys} for row in rows]
 
 
+def allocated_cell(held: dict) -> dict[str, str]:
+    """A memory table's cell of a GPU's allocated bytes, where the row has them (a CUDA run's)."""
+    return {t("view.memory.allocated"): format_bytes(held["allocated"])} if "allocated" in held else {}
+
+
+def allocated_note(memory: Sequence[dict] | None) -> tuple[str, ...]:
+    """What a GPU's allocated bytes are, where a row of the table has them."""
+    return (t("view.memory.allocated_note"),) if any("allocated" in m for m in memory or ()) else ()
+
+
 def memory_notes(memory: Sequence[dict], measured: bool) -> tuple[str, ...]:
     """The notes under a memory table: measured or by the formula, and what a GPU's allocated bytes are where
     a row has them."""
-    note = t("view.memory.measured" if measured else "view.memory.planned")
-    return (note, t("view.memory.allocated_note")) if any("allocated" in m for m in memory) else (note,)
+    return (t("view.memory.measured" if measured else "view.memory.planned"), *allocated_note(memory))
 
 
 @dataclass(frozen=True)

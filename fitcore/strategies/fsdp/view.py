@@ -18,7 +18,7 @@ from fitcore.strategies.fsdp.layout import planned_memory, shard_rows, shards_va
 from fitcore.strategies.fsdp.name import NAME
 from fitcore.text import format_bytes
 from fitcore.view import ranks as rank_view
-from fitcore.view.common import Section, fitted_names
+from fitcore.view.common import Section, allocated_cell, allocated_note, fitted_names
 
 CONSOLE_HINT = "view.console_hint.fsdp"
 planned_step = rank_view.planned_step  # the same rows per rank: DistributedSampler's shards
@@ -74,7 +74,7 @@ def holdings_rows(cfg: FitConfig, labels, memory: list[dict] | None) -> list[dic
             t("fsdp.col.parameters"): format_bytes(held["parameters"]),
             t("fsdp.col.gradients"): format_bytes(held["gradients"]),
             t("fsdp.col.optimizer_state"): format_bytes(held["optimizer_state"]),
-            **({t("view.memory.allocated"): format_bytes(held["allocated"])} if "allocated" in held else {}),
+            **allocated_cell(held),
         })  # fmt: skip
     return rows
 
@@ -87,8 +87,7 @@ def _holdings_section(cfg: FitConfig, labels, extra: dict | None) -> Section:
         title=t("fsdp.holdings.title", zero=zero_stage(cfg)),
         tables=(holdings_rows(cfg, labels, memory),),
         text_columns=(t("view.col.rank"),),
-        notes=(note, t(f"fsdp.holdings.zero{zero_stage(cfg)}"))
-        + ((t("view.memory.allocated_note"),) if any("allocated" in m for m in memory or ()) else ()),
+        notes=(note, t(f"fsdp.holdings.zero{zero_stage(cfg)}"), *allocated_note(memory)),
     )
 
 
