@@ -7,7 +7,6 @@ The link is read once, when the session starts (dashboard.state.init_classroom, 
 from __future__ import annotations
 
 import dataclasses
-import time
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -20,8 +19,6 @@ from fitcore.pool import RunNotFound
 from fitcore.runner import Snapshot
 from fitcore.view import controls, quiz
 from fitcore.view.common import escape_markdown
-
-STEP_WAIT_S = 3.0  # how long Step waits, in ask mode, for its step, so that the rerun asks about that step
 
 
 class Obeying:
@@ -191,22 +188,6 @@ def answer_question(question_id: str, question: quiz.Question, choice: int) -> N
 def reveal_question(question: quiz.Question) -> None:
     ss = st.session_state
     rooms.server_rooms().reveal(ss.room, ss.owner, question_key(question))
-
-
-def await_step() -> None:
-    """After Step in ask mode: wait (briefly) for the new step to end and the run to hold again, so that the
-    rerun asks about it, not the last (while its step is under way the run says it is running)."""
-    ss = st.session_state
-    before = ss.snap.step if ss.snap is not None else 0
-    deadline = time.monotonic() + STEP_WAIT_S
-    while ss.run_id is not None and time.monotonic() < deadline:
-        try:
-            snap = get_pool().snapshot(ss.owner, ss.run_id)
-        except RunNotFound:
-            return
-        if (snap.step > before and snap.status == Status.PAUSED) or not snap.active:
-            return
-        time.sleep(0.02)
 
 
 def ask_room(snap: Snapshot | None) -> None:

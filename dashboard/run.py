@@ -5,9 +5,11 @@ Every action goes through the server's pool, as this session's owner.
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
-from dashboard.classroom import await_step, obey
+from dashboard.classroom import obey
 from dashboard.data import run_config, submit_run
 from dashboard.state import archive_current, control_values, get_pool, run_dropped
 from fitcore.config import ConfigError
@@ -17,6 +19,11 @@ from fitcore.pool import RunNotFound
 from fitcore.runner import Snapshot
 from fitcore.view import controls
 from fitcore.view.common import escape_markdown
+
+# how long Pause and Step wait for the run to hold, so that the rerun draws a paused run's buttons (and, in
+# ask mode, asks about the step that Step ran): a step under way ends first, and meanwhile the run says it is
+# running
+HOLD_WAIT_S = 3.0
 
 
 def error_ui(text: str) -> None:
@@ -105,8 +112,24 @@ def _on_run(action: str) -> None:
         getattr(get_pool(), action)(ss.owner, ss.run_id)
     except RunNotFound:
         run_dropped()  # already dropped by the pool: shown stopped, saying why, not as running or Ready
-    if action == "step_once" and ss.ask:
-        await_step()
+    if action in ("pause", "step_once"):
+        await_hold(stepped=action == "step_once")
+
+
+def await_hold(stepped: bool) -> None:
+    """After Pause or Step: wait (briefly) for the step under way, or the one Step let through, to end and the
+    run to hold, so that the rerun shows Resume and Step, and asks about that step."""
+    ss = st.session_state
+    before = ss.snap.step if ss.snap is not None else 0
+    deadline = time.monotonic() + HOLD_WAIT_S
+    while ss.run_id is not None and time.monotonic() < deadline:
+        try:
+            snap = get_pool().snapshot(ss.owner, ss.run_id)
+        except RunNotFound:
+            return
+        if (snap.status == Status.PAUSED and (snap.step > before or not stepped)) or not snap.active:
+            return
+        time.sleep(0.02)
 
 
 def reset_run() -> None:

@@ -11,6 +11,7 @@ import json
 import multiprocessing
 import os
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -375,6 +376,49 @@ def test_the_page_never_reruns_on_a_timer_the_browser_polls_instead(page, monkey
     wait_until_ended(at)
     assert live_view(at)["payload"]["run"]["active"] is False
     assert fragments == []
+
+
+def test_pause_and_step_during_a_long_step_draw_a_paused_runs_buttons(page, monkeypatch):
+    # each step takes 0.3 s, so Pause comes while one is under way; the run holds once it has ended, and the
+    # rerun that the click makes waits for the hold: it draws Resume and Step, not the running run's Pause
+    # (a browser would keep those until the next rerun), and after Step it shows the step that Step ran
+    from fitcore import pool as pool_module
+    from fitcore.events import Step
+
+    real = pool_module.trainer_for
+
+    def slow_trainer_for(cfg):
+        def train(cfg, on_event, control, **kwargs):
+            def slow(event):
+                on_event(event)
+                if isinstance(event, Step):
+                    time.sleep(0.3)  # the step is under way until its loop comes back to the gate
+
+            return real(cfg)(cfg, slow, control, **kwargs)
+
+        return train
+
+    monkeypatch.setattr(pool_module, "trainer_for", slow_trainer_for)
+    at = page()
+    at.selectbox(key="pace").set_value("max")
+    at.run()
+    at.button(key="start").click()
+    at.run()
+    wait_for_run(at, lambda snap: snap.step >= 1)
+    at.button(key="pause").click()
+    at.run()
+    paused_at = at.session_state["snap"].step
+    assert at.session_state["snap"].status == "paused" and status_text(at).startswith("Paused · ")
+    assert [b.key for b in at.button if b.key in ("pause", "resume")] == ["resume"]
+    assert not at.button(key="step").disabled
+    at.button(key="step").click()
+    at.run()
+    snap = at.session_state["snap"]
+    assert (snap.status, snap.step) == ("paused", paused_at + 1)
+    assert [b.key for b in at.button if b.key in ("pause", "resume")] == ["resume"]
+    at.button(key="stop").click()
+    at.run()
+    wait_until_ended(at)
 
 
 def test_pause_resume_stop_and_reset(page):
