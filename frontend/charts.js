@@ -13,6 +13,8 @@ import {
 
 const CHART_H = 180;
 const HEAD_H = 22;  // a chart's title line (live.css .fl-chart-head)
+const CHART_MIN = 130;  // the lowest the plots go to stay on the first screen: a loss curve still reads
+const BELOW_PLOTS = 7;  // the live view's padding and border under its charts (live.css .fl-root: 4 + 3 px)
 const MARGIN = { l: 58, r: 14, t: 14, b: 26, pad: 0 };
 const PRESENTER_MARGIN = { ...MARGIN, t: 8, b: 22 };  // the least that holds the ticks' labels: more plot
 const COLUMNS = 500;         // a history longer than two points a column is thinned to each column's extremes
@@ -141,10 +143,34 @@ function line(points, name, colour, { width = 2.5, dash, hover = ".4~g" } = {}) 
 }
 
 // live.css may make the plots lower (the presenter's bigger picture on a short screen): --fl-chart-h; a
-// legend's second line comes out of the plots' height, so that the charts keep theirs on the first screen
+// legend's second line comes out of the plots' height, and so does what a tall picture (eight devices, a
+// box of many chips) leaves of the first screen, down to CHART_MIN: the charts stay on a projector's screen
 function chartHeight(state) {
   const base = parseFloat(getComputedStyle(state.dom.root).getPropertyValue("--fl-chart-h")) || CHART_H;
-  return base - (state.legendExtra || 0);
+  const wanted = base - (state.legendExtra || 0);
+  return Math.max(Math.min(CHART_MIN, wanted), Math.min(wanted, state.roomLeft ?? Infinity));
+}
+
+// an element's parent, across the shadow root's edge to its host
+const parentOf = (node) => node.parentElement || (node.parentNode && node.parentNode.host) || null;
+
+// The first screen's height less everything above the plots and the live view's bottom edge below them.
+function roomLeft(state) {
+  return Math.floor(window.innerHeight - topOnPage(state.dom.lossFig.plot) - BELOW_PLOTS);
+}
+
+// Did what lies above the plots (a picture drawn taller or lower) or the screen's height change the room
+// the plots have? Then they are drawn again at their new height.
+export function chartRoomChanged(state) {
+  return state.roomLeft !== undefined && roomLeft(state) !== state.roomLeft;
+}
+
+// How far below the top of the page the element sits when the page is scrolled to its top: its place on
+// the screen plus what every scrolled box above it (Streamlit's main column, the window) has scrolled by.
+function topOnPage(element) {
+  let top = element.getBoundingClientRect().top + window.scrollY;
+  for (let box = parentOf(element); box; box = parentOf(box)) top += box.scrollTop || 0;
+  return top;
 }
 
 // Both heads as tall as the taller one (the plots stay side by side), the plots lower by what that adds.
@@ -154,6 +180,7 @@ function fitLegendLines(state) {
   const extra = Math.max(0, ...heads.map((head) => head.offsetHeight - HEAD_H));
   heads.forEach((head) => { head.style.minHeight = `${HEAD_H + extra}px`; });
   state.legendExtra = extra;
+  state.roomLeft = roomLeft(state);
   // the plots' height follows the legend's lines and live.css's --fl-chart-h (the presenter's screen)
   const height = `${chartHeight(state)}px`;
   for (const fig of [state.dom.lossFig, state.dom.paramFig]) {

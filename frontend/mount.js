@@ -9,7 +9,7 @@
 // app.py's live_data; payload is fitcore/live.py's payload with since=0; texts are the view's words in
 // the page's language (words.js).
 
-import { chartFigure, disposeCharts, renderCharts } from "./charts.js";
+import { chartFigure, chartRoomChanged, disposeCharts, renderCharts } from "./charts.js";
 import { el, svgEl } from "./dom.js";
 import { isNum } from "./format.js";
 import { currentLang, setTexts, tr } from "./words.js";
@@ -66,6 +66,8 @@ function createState(parentElement) {
   state.connTimer = setInterval(() => renderConnection(state), 500);
   state.onPageHide = () => sayGoodbye(state);
   window.addEventListener("pagehide", state.onPageHide);
+  state.onScreenResize = () => onScreenResize(state);  // a taller or shorter screen: the charts' room
+  window.addEventListener("resize", state.onScreenResize);
   state.onPress = (event) => pauseAtOnce(state, event);
   document.addEventListener("pointerdown", state.onPress, true);
   return state;
@@ -119,6 +121,7 @@ function dispose(state) {
   clearTimeout(state.poll.goneTimer);
   clearInterval(state.connTimer);
   window.removeEventListener("pagehide", state.onPageHide);
+  window.removeEventListener("resize", state.onScreenResize);
   if (state.raf) cancelAnimationFrame(state.raf);
   state.resizeObserver.disconnect();
   disposeCharts(state);
@@ -238,13 +241,21 @@ function onResize(state) {
   render(state);
 }
 
+function onScreenResize(state) {
+  if (!chartRoomChanged(state)) return;
+  state.dirty.charts = true;
+  render(state);
+}
+
 function render(state) {
   if (state.disposed) return;
   if (!state.width) state.width = Math.floor(state.dom.root.clientWidth) || 960;
   renderStatus(state);
+  const pictureDrawn = state.dirty.picture;
   renderPicture(state);
   renderVeil(state);
   postWalk(state, performance.now());
+  if (pictureDrawn && !state.dirty.charts && chartRoomChanged(state)) state.dirty.charts = true;
   if (state.dirty.timeline) renderTimeline(state);
   if (state.dirty.charts) renderCharts(state);
   state.dirty.timeline = false;

@@ -59,8 +59,9 @@ export function deviceColour(index) {
 }
 
 // Where everything sits, in px of the real width (no viewBox scaling: 15 px text stays 15 px).
-// `chipRows` is the height the chips need in the fullest box (chipPlan), so that no chip is dropped.
-export function pictureLayout(pic, width, drawer, chipHeight = CHIP_H) {
+// `chipHeights` are the heights each box's chips need (chipPlan over the whole step), so that no chip is
+// dropped; the boxes are as tall as the box whose lines and chips together need the most.
+export function pictureLayout(pic, width, drawer, chipHeights = []) {
   const devices = pic.devices || [];
   const k = Math.max(1, devices.length);
   const gap = k > 6 ? BOX_GAP / 2 : BOX_GAP;  // eight boxes still fit a 780 px picture
@@ -70,17 +71,15 @@ export function pictureLayout(pic, width, drawer, chipHeight = CHIP_H) {
   const weights = devices.map((d, i) => (i === 0 && widerFirst ? 1.5 : 1));
   const unit = (width - 2 * SIDE - (k - 1) * gap) / Math.max(1, weights.reduce((a, b) => a + b, 0));
   const widths = weights.map((w) => Math.max(60, unit * w));
-  const narrowest = Math.min(...widths);
-  // shapes on two lines when "[67, 2] → [67, 1]" does not fit the box
-  const wide = busy(pic).every((d) => textWidth(`${shape(d.input_shape)} → ${shape(d.output_shape)}`, 14)
-    <= narrowest - 14);
-  // the ids on a line of their own when fewer than two of them fit beside their name
-  const idsApart = !!drawer.showsIds && busy(pic).some((d) => (d.ids || []).length > 1
-    && textWidth(`${tr("live.box.ids")} ${d.ids[0]}, ${d.ids[1]}`, 14) > narrowest - 14);
   // a device's name over two lines ("virtual:" / "7") when a narrow box would cut it
   const nameApart = !drawer.boxName && devices.some((d, i) =>
     textWidth((i === 0 && drawer.marksFirst ? "★ " : "") + d.label, 15, 700) > widths[i] - 14);
-  const boxH = (wide ? 112 : 129) + (idsApart ? 18 : 0) + (nameApart ? NAME_LINE : 0) + chipHeight - CHIP_H;
+  // each box's lines: its shapes on two when "[67, 2] → [67, 1]" does not fit it, its ids on two when fewer
+  // than two of them fit beside their name (drawDeviceBox draws them so)
+  const idsApart = devices.map((d, i) => idsApartIn(d, widths[i] - 14, drawer));
+  const linesH = devices.map((d, i) => (d.busy && !shapesFit(d, widths[i] - 14) ? 129 : 112)
+    + (idsApart[i] ? 18 : 0) + (nameApart ? NAME_LINE : 0));
+  const boxH = Math.max(...linesH.map((h, i) => h + (chipHeights[i] ?? CHIP_H) - CHIP_H));
   const barY = 2;
   const barH = 26;
   const boxY = barY + barH + 24;
@@ -94,12 +93,17 @@ export function pictureLayout(pic, width, drawer, chipHeight = CHIP_H) {
     return box;
   });
   const height = footY + 8 + (footerTexts(pic, width, drawer).own ? FOOT_LINE : 0);
-  const layout = { width, barY, barH, boxY, boxH, outY, outH, footY, height, boxes,
-                   narrow: !wide, idsApart, nameApart };
+  const layout = { width, barY, barH, boxY, boxH, outY, outH, footY, height, boxes, idsApart, nameApart };
   layout.rowLabels = rowLabels(pic, drawer);
   layout.segments = segments(pic, barRange(layout));
   return layout;
 }
+
+const shapes = (d) => `${shape(d.input_shape)} → ${shape(d.output_shape)}`;
+const shapesFit = (d, inner) => textWidth(shapes(d), 14) <= inner;
+// the ids on a line of their own when their line would show fewer than two of them (drawDeviceBox's line)
+const idsApartIn = (d, inner, drawer) => !!drawer.showsIds && !!d.busy && (d.ids || []).length > 1
+  && fitList(d.ids.map(String), inner - textWidth(`${tr("live.box.ids")} `, 14), 14, "").split(",").length < 2;
 
 function rowLabels(pic, drawer) {
   const texts = drawer.rowLabels ? drawer.rowLabels(pic) : null;
@@ -136,9 +140,9 @@ export function drawStepPicture(svg, pic, groups, phase, width, drawer) {
   //    dropped and the picture keeps its height from phase to phase
   const dry = markBoxes(svgEl("svg"), pic, groups, { index: groups.length, done: true },
     pictureLayout(pic, width, drawer), drawer);
-  const chipHeight = Math.max(CHIP_H, ...dry.layout.boxes.map((box, i) =>
-    chipPlan(box, chipsOf(dry, box, dry.boxState[i], chipWidth).chips, chipWidth).height));
-  const ctx = markBoxes(svg, pic, groups, phase, pictureLayout(pic, width, drawer, chipHeight), drawer);
+  const chipHeights = dry.layout.boxes.map((box, i) =>
+    chipPlan(box, chipsOf(dry, box, dry.boxState[i], chipWidth).chips, chipWidth).height);
+  const ctx = markBoxes(svg, pic, groups, phase, pictureLayout(pic, width, drawer, chipHeights), drawer);
   ctx.chipWidth = chipWidth;
   const { layout } = ctx;
   svg.setAttribute("width", layout.width);
@@ -291,9 +295,8 @@ function drawDeviceBox(ctx, box, mark) {
   const rows = textWidth(`${count}${range}`, 15) <= inner ? `${count}${range}` : count;
   label(g, x, top + 42, fitText(rows, inner, 15), { size: 15 });
   let y = top + 60;
-  const shapes = `${shape(d.input_shape)} → ${shape(d.output_shape)}`;
-  if (textWidth(shapes, 14) <= inner) {
-    label(g, x, y, shapes, { size: 14, fill: "#343a40" });
+  if (shapesFit(d, inner)) {
+    label(g, x, y, shapes(d), { size: 14, fill: "#343a40" });
   } else {
     label(g, x, y, `${shape(d.input_shape)} →`, { size: 14, fill: "#343a40" });
     y += 17;
@@ -305,7 +308,7 @@ function drawDeviceBox(ctx, box, mark) {
   } else if (drawer.showsIds && (d.ids || []).length) {  // before a run no row has been drawn: no ids line
     const ids = d.ids.map(String);
     const name = tr("live.box.ids");
-    if (ctx.layout.idsApart) {  // a narrow box: the ids over two lines, so that it still shows more than one
+    if (ctx.layout.idsApart[box.index]) {  // a narrow box: the ids over two lines, so that it still shows more than one
       const head = ids.length > 1 && textWidth(`${name} ${ids[0]},`, 14) <= inner ? 1 : 0;
       const first = head ? `${name} ${ids[0]},` : name;
       label(g, x, y, first, { size: 14, fill: "#495057", cls: "fl-ids" });

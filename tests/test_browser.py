@@ -186,6 +186,52 @@ def test_one_projector_screen_holds_the_step_the_loss_and_the_parameters(server,
     wait_for(lambda: status(page).startswith(stopped), 15, interval=0.1, what="the run to stop")
 
 
+CHART_MIN, CHART_H = 130, 180  # frontend/charts.js: the plots' floor and their height on a screen with room
+BELOW_PLOTS = 7  # live.css: the live view's padding and border under its charts
+
+
+def plots(page) -> list[dict]:
+    """Each plot's height and bottom edge on the screen, and the lines its legend takes more than one."""
+    return page.locator(".fl-plot").evaluate_all(
+        """(ps) => ps.map((p) => ({
+            height: Math.round(p.getBoundingClientRect().height), bottom: p.getBoundingClientRect().bottom,
+            legend: p.parentElement.querySelector('.fl-chart-head').offsetHeight - 22}))"""
+    )
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_eight_devices_keep_the_charts_on_the_first_screen(server, context, lang):
+    # DataParallel on 8 devices draws a taller picture (device 0's box wears four rows of chips in Chinese):
+    # the plots give up what it takes, down to their floor, and take it back on a taller screen
+    page = open_page(context, server + f"/?pace=20&devices=virtual:8&lang={lang}", lang)
+    page.get_by_role("button", name=t("page.start", lang)).click()
+    wait_for(lambda: step_of(page)[0] >= 10, 30, interval=0.1, what="ten steps")
+    page.get_by_role("button", name=t("page.pause", lang)).click()
+    wait_for(lambda: page.get_by_role("button", name=t("page.resume", lang)).count() == 1, 10, what="paused")
+    for _ in range(6):  # to the reduce, where device 0 wears the most chips
+        page.locator("button.fl-btn", has_text="▶").first.click()
+    time.sleep(0.6)
+    boxes = {name: inside(page, sel) for name, sel in (
+        ("picture", ".fl-picture"), ("loss", ".fl-chart >> nth=0"), ("params", ".fl-chart >> nth=1"),
+    )}  # fmt: skip
+    assert all(b["inside"] for b in boxes.values()), (lang, boxes)
+    short = plots(page)
+    height = short[0]["height"]
+    assert {p["height"] for p in short} == {height}, short
+    assert CHART_MIN <= height < CHART_H - short[0]["legend"], short
+    # the plots end at the live view's bottom edge on the first screen, or they stand at their floor
+    assert height == CHART_MIN or 720 - BELOW_PLOTS - 1 <= short[0]["bottom"] <= 720 - BELOW_PLOTS, short
+    page.screenshot(path=str(ARTIFACTS / f"dataparallel-8-1280x720-{lang}.png"))
+    # only the screen's height changes (the page's width and the run stay): the plots get their room back,
+    # all but what their legend's second line takes
+    page.set_viewport_size({"width": 1280, "height": 900})
+    wait_for(lambda: plots(page)[0]["height"] > height, 5, interval=0.1, what="the plots' room")
+    tall = plots(page)
+    assert [p["height"] for p in tall] == [CHART_H - p["legend"] for p in tall], tall
+    assert all(p["bottom"] < 900 - BELOW_PLOTS for p in tall), tall
+
+
+
 def test_eight_devices_each_labelled_and_idle_ones_shown(server, context):
     page = open_page(context, server + "/?data_size=40&batch_size=5&epochs=25&devices=virtual:8&pace=5")
     page.get_by_role("button", name="Start training").click()
