@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from fitcore import strategies
 from fitcore.devices import DevicePlan, parse_devices, run_gpus
 from fitcore.errors import ConfigError, Listed, Text
+from fitcore.uploads import shown_path
 
 __all__ = [  # ConfigError lives in fitcore.errors; `from fitcore.config import ConfigError` keeps working
     "GATHER_ROWS",
@@ -388,7 +389,9 @@ def check(
 
         cfg = csvdata.resolve(cfg)
         if limits.max_data_size is not None and cfg.data_size > limits.max_data_size:
-            raise ConfigError("data", cfg.data, Text("config.data_rows", most=limits.max_data_size))
+            # as given; an upload by its own name: the server's directory is the server's
+            most = Text("config.data_rows", most=limits.max_data_size)
+            raise ConfigError("data", shown_path(cfg.data), most)
     elif not cfg.data and (cfg.target or cfg.features):
         raise ConfigError("target" if cfg.target else "features", cfg.target or ",".join(cfg.features),
                           Text("config.needs_data"))  # fmt: skip

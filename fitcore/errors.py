@@ -96,6 +96,13 @@ class ConfigError(ValueError):
 SHOWN_CHARS = 80  # the most of a value an error line quotes: a 10 kB link value stays one readable line
 
 
+class PathValue(str):
+    """A file's path as an error quotes it: a long one is cut at its start, not its end, so that the line
+    still names the file ('…/week3/houses.csv'), where another value keeps its beginning."""
+
+    __slots__ = ()
+
+
 def _shown(value: Any) -> str:
     try:
         text = repr(value)
@@ -104,6 +111,16 @@ def _shown(value: Any) -> str:
         return digits if isinstance(value, int) else f"a {type(value).__name__} holding {digits}"
     if len(text) <= SHOWN_CHARS:
         return text
+    if isinstance(value, PathValue):
+        end = ""  # the path's last characters, as many as fit the line once quoted (repr escapes some)
+        for char in reversed(str(value)):
+            if len(repr(char + end)) > SHOWN_CHARS - 10:
+                break
+            end = char + end
+        if end.find("/", 1) > 0:  # from a folder's start: '…/week3/houses.csv'
+            end = end[end.find("/", 1) :]
+        quoted = repr(end)
+        return t("config.value.cut_path", end=f"{quoted[0]}…{quoted[1:]}", length=len(value))
     if isinstance(value, (list, tuple)):  # weights: their count says more than their characters
         return t("config.value.cut_items", start=text[: SHOWN_CHARS - 8], length=len(value))
     length = len(value) if isinstance(value, str) else len(text)

@@ -13,7 +13,7 @@ import os
 import secrets
 from typing import IO, Mapping
 
-from fitcore.errors import ConfigError, Text
+from fitcore.errors import ConfigError, PathValue, Text
 
 
 def same_file(a: str, b: str) -> bool:
@@ -37,7 +37,8 @@ def check_outputs(inputs: Mapping[str, str | None], outputs: Mapping[str, str | 
             continue
         for other, taken in seen:
             if same_file(path, taken):
-                raise ConfigError(name, path, Text("outfiles.distinct", other=_named(other), path=taken))
+                why = Text("outfiles.distinct", other=_named(other), path=taken)
+                raise ConfigError(name, PathValue(path), why)
         seen.append((name, path))
 
 
@@ -78,13 +79,14 @@ class Pending:
 
     def __init__(self, path: str, flag: str):
         self.path = str(path)
+        shown = PathValue(self.path)  # a long path keeps its file's name in the error
         if os.path.isdir(self.path):
-            raise ConfigError(flag, self.path, Text("recording.writable", why=os.strerror(errno.EISDIR)))
+            raise ConfigError(flag, shown, Text("recording.writable", why=os.strerror(errno.EISDIR)))
         folder, name = os.path.split(os.path.abspath(self.path))
         try:
             fd, self.temp = _new_file(folder, name)
         except OSError as exc:
-            raise ConfigError(flag, self.path, Text("recording.writable", why=exc.strerror or exc)) from None
+            raise ConfigError(flag, shown, Text("recording.writable", why=exc.strerror or exc)) from None
         self.file: IO[str] | None = os.fdopen(fd, "w", encoding="utf-8")
 
     def commit(self) -> None:

@@ -24,6 +24,8 @@ import threading
 import uuid
 from pathlib import Path
 
+from fitcore.errors import PathValue
+
 KEEP_PER_KIND = 2  # per owner and kind: the file in use and the one it replaced
 MAX_TOTAL_BYTES = 512 * 2**20  # every owner's files together (eight CSV files at the upload limit)
 MAX_NAME = 80  # characters of a file's own name kept
@@ -33,16 +35,16 @@ KINDS = ("csv", "fitrec", "record")
 _ROOTS: set[Path] = set()  # every store's directory in this process: files a user knows by their own name
 
 
-def shown_path(path: str | os.PathLike) -> str:
+def shown_path(path: str | os.PathLike) -> PathValue:
     """A path as an error names it: as the user gave it (`./data/x.csv`, `~/runs/a.fitrec`), but an upload
     by its own name (`houses.csv`): the server's directory is not the user's, and is nobody's business."""
     text = str(path)
     try:
         resolved = Path(text).resolve()
     except (OSError, RuntimeError, ValueError):
-        return text
+        return PathValue(text)
     inside = any(resolved.is_relative_to(root) for root in _ROOTS)
-    return os.path.basename(text) if inside else text
+    return PathValue(os.path.basename(text) if inside else text)
 
 
 def safe_name(name: str, default: str) -> str:

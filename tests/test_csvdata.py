@@ -117,10 +117,11 @@ REFUSALS = [
 @pytest.mark.parametrize(
     "content, flags, flag, text", [r[1:] for r in REFUSALS], ids=[r[0] for r in REFUSALS]
 )
-def test_every_bad_file_is_refused_with_one_line(tmp_path, capsys, content, flags, flag, text):
-    path = tmp_path / "bad.csv"
-    path.write_bytes(content)
-    args = ["--data", str(path), "--target", "y", *flags]
+def test_every_bad_file_is_refused_with_one_line(tmp_path, monkeypatch, capsys, content, flags, flag, text):
+    monkeypatch.chdir(tmp_path)  # the file named as given, however long the test's folder is
+    path = "bad.csv"
+    Path(path).write_bytes(content)
+    args = ["--data", path, "--target", "y", *flags]
     code, out, err = run_cli(capsys, *args)
     assert code == 2
     assert out == []
@@ -131,8 +132,24 @@ def test_every_bad_file_is_refused_with_one_line(tmp_path, capsys, content, flag
         assert err[0].startswith(f"fitcore: error: --data: got '{path}'; allowed: "), err[0]
 
 
-def test_a_file_over_the_size_limit_is_refused_before_it_is_read(tmp_path, capsys):
-    path = tmp_path / "huge.csv"
+def test_a_long_paths_error_keeps_the_files_name(tmp_path, capsys):
+    # a path longer than an error quotes is cut at its start, from a folder's: the file is still named
+    folder = tmp_path.joinpath("courses", "2026", "machine-learning", "data", "week3", "x" * 40)
+    folder.mkdir(parents=True)
+    path = folder / "houses.csv"
+    path.write_bytes(b"a;b;y\n1;2;3\n")
+    code, out, err = run_cli(capsys, "--data", str(path), "--target", "y")
+    assert (code, out, len(err)) == (2, [], 1)
+    got = re.match(r"fitcore: error: --data: got '…(/[^']*)' \((\d+) characters in all\); allowed: ", err[0])
+    assert got, err[0]
+    end, length = got.group(1), int(got.group(2))
+    assert length == len(str(path)) and str(path).endswith(end) and end.endswith(f"/{'x' * 40}/houses.csv")
+    assert len(end) <= 68  # within what an error quotes of a value (80 characters, with its quotes and count)
+
+
+def test_a_file_over_the_size_limit_is_refused_before_it_is_read(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    path = Path("huge.csv")
     with open(path, "wb") as f:  # sparse: MAX_BYTES + 1 bytes of size, none of them written
         f.truncate(csvdata.MAX_BYTES + 1)
     code, out, err = run_cli(capsys, "--data", str(path), "--target", "y")
@@ -181,7 +198,7 @@ def _rows_file(path, rows: int) -> None:
     path.write_text("a,y\n" + block * whole + block[: sum(len(x) + 1 for x in block.splitlines()[:rest])])
 
 
-def test_a_million_rows_are_accepted_and_one_more_is_refused(tmp_path, capsys):
+def test_a_million_rows_are_accepted_and_one_more_is_refused(tmp_path, monkeypatch, capsys):
     path = tmp_path / "million.csv"
     _rows_file(path, csvdata.MAX_ROWS)
     assert path.stat().st_size < csvdata.MAX_BYTES
@@ -190,7 +207,8 @@ def test_a_million_rows_are_accepted_and_one_more_is_refused(tmp_path, capsys):
     X, y = make_data(cfg)
     assert X.shape == (1_000_000, 1) and y.shape == (1_000_000, 1)
 
-    over = tmp_path / "over.csv"
+    monkeypatch.chdir(tmp_path)  # named as given, however long the test's folder is
+    over = Path("over.csv")
     _rows_file(over, csvdata.MAX_ROWS + 1)
     code, _, err = run_cli(capsys, "--data", str(over), "--target", "y")
     assert code == 2

@@ -29,6 +29,7 @@ from fitcore import api, strategies
 from fitcore.cli import build_parser, config_from_args, main
 from fitcore.config import MAX_WORKERS, ConfigError, FitConfig, Limits, validate
 from fitcore.devices import GPU, parse_devices
+from fitcore.errors import SHOWN_CHARS, PathValue
 from fitcore.errors import ConfigError as BaseConfigError
 from fitcore.pool import CLASSROOM_LIMITS
 from fitcore.view.controls import (  # the link
@@ -129,6 +130,21 @@ def test_any_mapping_gives_a_valid_config_or_one_refusal(values, limits, gpus):
 
 
 @settings(max_examples=400)
+@given(st.lists(hostile_text(), min_size=1, max_size=12).map("/".join))
+def test_a_path_in_an_error_is_one_line_that_ends_as_the_path_does(text):
+    # a long path is cut at its start, never its end: what is quoted is the path's own last characters,
+    # escaped as repr escapes them (a newline, a control character), on one line of bounded length
+    line = BaseConfigError("data", PathValue(text), "x").named("--data")
+    assert "\n" not in line and "\r" not in line and len(line) <= 140, line
+    if len(repr(text)) <= SHOWN_CHARS:
+        assert line == f"--data: got {text!r}; allowed: x"
+    else:
+        got = re.match(r"--data: got (.)…(.*)\1 \((\d+) characters in all\); allowed: x$", line, re.S)
+        assert got and int(got.group(3)) == len(text), line
+        end = eval(got.group(1) + got.group(2) + got.group(1))  # the quoted end, as repr wrote it
+        assert text.endswith(end) and 0 < len(repr(end)) <= SHOWN_CHARS - 10
+
+
 @given(hostile_text())
 def test_numbers_are_read_in_ascii_only_and_exactly(text):
     """An integer field reads exactly what int() reads of ASCII digits; anything non-ASCII is refused."""
