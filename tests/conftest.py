@@ -46,6 +46,29 @@ def no_leftover_threads():
     assert not alive, f"threads still running after the test: {alive}"
 
 
+# The files that take longest, mostly waiting (paced runs, servers, browsers, namespaces), first: the two
+# workers take whole files in collection order (--dist loadfile), so a long one left for last would run
+# alone at the end while the other worker idles.
+FIRST = ("test_load.py", "test_multinode.py", "test_browser_restart.py", "test_check.py",
+         "test_page_state.py")  # fmt: skip
+
+
+def pytest_collection_modifyitems(items):
+    """Long files first (FIRST, then every file with slow tests), each file's tests in their own order."""
+
+    def weight(item) -> tuple[int, int]:
+        name = item.path.name
+        if name in FIRST:
+            return (0, FIRST.index(name))
+        return (1, 0) if slow_files.get(name) else (2, 0)
+
+    slow_files: dict[str, bool] = {}
+    for item in items:
+        slow = item.get_closest_marker("slow") is not None
+        slow_files[item.path.name] = slow_files.get(item.path.name, False) or slow
+    items.sort(key=weight)  # stable: a file's tests keep their order
+
+
 @pytest.fixture(scope="session")
 def fitcore_wheel(tmp_path_factory):
     """This checkout's wheel, built once per session (benchmarks/wheel.py: about a second)."""
