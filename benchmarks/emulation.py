@@ -38,7 +38,7 @@ class InlineExecutor:
 
 
 def without_threads(cfg) -> dict:
-    with mock.patch("fitcore.parallel.ThreadPoolExecutor", InlineExecutor):
+    with mock.patch("fitcore.strategies.dataparallel.wrappers.ThreadPoolExecutor", InlineExecutor):
         return common.time_fitcore(cfg)
 
 

@@ -15,7 +15,6 @@ import torch.nn.functional as F
 from fitcore import strategies
 from fitcore.config import FitConfig, _parse_bool
 from fitcore.errors import ConfigError, Listed, Text
-from fitcore.parallel import EmulatedDataParallel
 from fitcore.shards import epoch_shards, is_padding
 from fitcore.train import first_model, make_optimizer
 
@@ -129,8 +128,9 @@ class Trainer:
         return torch.cat([p.detach().reshape(-1) for p in self.params])
 
     def close(self) -> None:
-        if isinstance(self.model, EmulatedDataParallel):
-            self.model.close()
+        close = getattr(self.model, "close", None)  # DataParallel's emulation stops its replica threads
+        if callable(close):
+            close()
 
 
 def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -3,18 +3,17 @@
 One vocabulary for every strategy (docs: the live view's payload): the phases a rank's step has whatever
 the strategy (load, forward, loss, backward, optimizer) and the time slots they start and stop at; each
 strategy adds its own (DDP's allreduce, in fitcore.strategies.ddp.phases; FSDP's and TP's in their layouts).
-DataParallel's phases (scatter, replicate, parallel_apply, gather, loss, backward, reduce, optimizer) are here
-as long as its wrappers are (fitcore.parallel): the lab's one-device reference and its traps wrap models
-with them.
+DataParallel's phases (scatter, replicate, parallel_apply, gather, loss, backward, reduce, optimizer), their
+bytes and specs are its package's (fitcore.strategies.dataparallel.phases), beside its wrappers.
 
 Recording is split in two so that a step costs little: the static part of a step's phases (names, devices,
 bytes, and which time slots they start and stop at) is a tuple of PhaseSpecs built once per split of the
 batch, and each step only writes times into a flat list of slots. `StepPhases.phases()` joins the two into
 Phase tuples when a consumer wants them.
 
-Who marks which slot: the wrapper (fitcore.parallel) marks START and the other slots of its forward; the
-training loop marks LOSS_END, BACKWARD_END and OPTIMIZER_END after its own calls, then takes the step with
-PhaseRecorder.take().
+Who marks which slot: DataParallel's wrapper (or a rank's loop) marks START and the other slots of its
+forward; the training loop marks LOSS_END, BACKWARD_END and OPTIMIZER_END after its own calls, then takes the
+step with PhaseRecorder.take().
 """
 
 from __future__ import annotations
@@ -25,10 +24,11 @@ from typing import Callable, NamedTuple, Sequence
 
 from fitcore import strategies
 
-# DataParallel's phases, in the order of a step
-SCATTER, REPLICATE, PARALLEL_APPLY, GATHER = "scatter", "replicate", "parallel_apply", "gather"
+# The words of more than one strategy's step: DataParallel scatters and gathers, and so does FSDP (its shards,
+# all-gathered and reduce-scattered); every strategy has a loss, a backward and an optimizer step, and
+# DataParallel's reduce and the ranks' all-reduce sum gradients
+SCATTER, GATHER = "scatter", "gather"
 LOSS, BACKWARD, REDUCE, OPTIMIZER = "loss", "backward", "reduce", "optimizer"
-DATAPARALLEL_PHASES = (SCATTER, REPLICATE, PARALLEL_APPLY, GATHER, LOSS, BACKWARD, REDUCE, OPTIMIZER)
 # A rank's own phases, whatever its strategy (loss, backward and optimizer are the same words)
 LOAD, FORWARD = "load", "forward"
 
@@ -105,36 +105,14 @@ def scatter_bytes(rows: int, d: int, itemsize: int, first: bool) -> int:
     return 0 if first else rows * d * itemsize
 
 
-def replicate_bytes(d: int, itemsize: int, first: bool) -> int:
-    """W and b, d + 1 numbers, broadcast from the first device to each other busy device."""
-    return 0 if first else (d + 1) * itemsize
-
-
 def gather_bytes(rows: int, itemsize: int, first: bool) -> int:
     """A busy device's output, (rows, 1), copied to the first device."""
     return 0 if first else rows * itemsize
 
 
-def backward_bytes(sizes: Sequence[int], itemsize: int) -> int:
-    """The output gradients scattered back from the first device: (rows, 1) to each other busy device."""
-    return sum(sizes[1:]) * itemsize
-
-
 def reduce_bytes(d: int, itemsize: int, first: bool) -> int:
     """A replica's gradients of W and b, d + 1 numbers, summed onto the first device."""
     return 0 if first else (d + 1) * itemsize
-
-
-def dataparallel_bytes(sizes: Sequence[int], d: int, itemsize: int) -> int:
-    """A whole DataParallel step's bytes, for the busy devices' chunk sizes."""
-    per_device = sum(
-        scatter_bytes(rows, d, itemsize, i == 0)
-        + replicate_bytes(d, itemsize, i == 0)
-        + gather_bytes(rows, itemsize, i == 0)
-        + reduce_bytes(d, itemsize, i == 0)
-        for i, rows in enumerate(sizes)
-    )
-    return per_device + backward_bytes(sizes, itemsize)
 
 
 def step_bytes(rows: int, k: int, d: int, itemsize: int, cfg=None) -> dict[str, int]:
@@ -146,45 +124,6 @@ def step_bytes(rows: int, k: int, d: int, itemsize: int, cfg=None) -> dict[str, 
 
 # ---------------------------------------------------------------------------------------------------------
 # Layouts: the specs of a step, and which slots they read.
-
-# Slots of one busy device i in a DataParallel step:
-# (start, scattered, replicated, apply_start, applied, gather_start); GATHERED is the gathered output's.
-Bounds = Callable[[int], tuple[int, int, int, int, int, int]]
-
-
-def dataparallel_specs(
-    labels: Sequence[str], sizes: Sequence[int], d: int, itemsize: int, bounds: Bounds, gathered: int
-) -> tuple[PhaseSpec, ...]:
-    """A DataParallel step's specs for the busy devices (labels[:len(sizes)]), in the order of the step.
-
-    Args:
-        sizes: rows per busy device (chunk_sizes).
-        bounds: the slots of busy device i's per-device phases (the emulation shares some of them).
-        gathered: the slot of the end of gather, where the loss starts.
-    """
-    scatter, replicate, apply, gather, reduce = [], [], [], [], []
-    for i, rows in enumerate(sizes):
-        dev, first = labels[i], i == 0
-        start, scattered, replicated, apply_start, applied, gather_start = bounds(i)
-        scatter.append(PhaseSpec(SCATTER, dev, scatter_bytes(rows, d, itemsize, first), start, scattered))
-        replicate.append(
-            PhaseSpec(REPLICATE, dev, replicate_bytes(d, itemsize, first), scattered, replicated)
-        )
-        apply.append(PhaseSpec(PARALLEL_APPLY, dev, 0, apply_start, applied))
-        gather.append(PhaseSpec(GATHER, dev, gather_bytes(rows, itemsize, first), gather_start, gathered))
-        # autograd sums the replicas' gradients at the end of backward: its time is inside backward's
-        reduce.append(PhaseSpec(REDUCE, dev, reduce_bytes(d, itemsize, first), BACKWARD_END, BACKWARD_END))
-    return (
-        *scatter,
-        *replicate,
-        *apply,
-        *gather,
-        PhaseSpec(LOSS, labels[0], 0, gathered, LOSS_END),
-        PhaseSpec(BACKWARD, labels[0], backward_bytes(sizes, itemsize), LOSS_END, BACKWARD_END),
-        *reduce,
-        PhaseSpec(OPTIMIZER, labels[0], 0, BACKWARD_END, OPTIMIZER_END),
-    )
-
 
 def used_slots(specs: Sequence[PhaseSpec]) -> tuple[int, ...]:
     """The slots the specs read, START first."""

@@ -9,10 +9,11 @@ import pytest
 
 from fitcore import strategies
 from fitcore.cli import main
-from fitcore.compare import run, train_all
+from fitcore.compare import run
 from fitcore.config import FitConfig, validate
 from fitcore.devices import parse_devices
 from fitcore.equivalence import TOL, Toggles, first_divergent, schedule
+from fitcore.lab import train_all
 
 # small and quick: 20 epochs of 4 batches, SGD so that a constant scale of the gradient shows
 SMALL = FitConfig(data_size=24, batch_size=6, epochs=20, optimizer="sgd", lr=0.05, devices="virtual:2")

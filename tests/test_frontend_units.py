@@ -14,7 +14,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from fitcore import phases, strategies
+from fitcore import strategies
+from fitcore.strategies.dataparallel import phases
 
 ROOT = Path(__file__).resolve().parents[1]
 

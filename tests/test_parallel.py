@@ -13,21 +13,19 @@ from torch import nn
 
 from fitcore import phases
 from fitcore.devices import GPU, parse_devices
-from fitcore.parallel import (
+from fitcore.parallel import LinearModel, ShapeRecorder, chunk_sizes, init_parameters
+from fitcore.phases import CudaClock, step_bytes
+from fitcore.strategies.dataparallel.phases import DATAPARALLEL_PHASES
+from fitcore.strategies.dataparallel.wrappers import (
     EmulatedDataParallel,
-    LinearModel,
-    ShapeRecorder,
     TimedDataParallel,
     _cuda_bounds,
     _cuda_slot_devices,
-    chunk_sizes,
-    init_parameters,
     phase_recorder,
     replica_ids,
     unwrap,
     wrap,
 )
-from fitcore.phases import CudaClock, step_bytes
 
 GPUS = [GPU(0, "A", 16 << 30), GPU(1, "B", 16 << 30)]
 
@@ -262,13 +260,13 @@ def check_step_phases(taken, labels, sizes, d, itemsize):
     busy = list(labels[: len(sizes)])
     # 1. the order of the step, and exactly one record per busy device for each per-device phase
     names = [p.name for p in got]
-    assert names == sorted(names, key=phases.DATAPARALLEL_PHASES.index)
+    assert names == sorted(names, key=DATAPARALLEL_PHASES.index)
     for name in PER_DEVICE:
         assert [p.device for p in got if p.name == name] == busy
     assert [p.device for p in got if p.name not in PER_DEVICE] == [labels[0]] * 3
     # 2. bytes: the formulas for these shapes and this dtype
     first = [True] + [False] * (len(sizes) - 1)
-    bytes_of = {name: [p.bytes for p in got if p.name == name] for name in phases.DATAPARALLEL_PHASES}
+    bytes_of = {name: [p.bytes for p in got if p.name == name] for name in DATAPARALLEL_PHASES}
     assert bytes_of["scatter"] == [0 if f else r * d * itemsize for r, f in zip(sizes, first)]
     assert bytes_of["replicate"] == [0 if f else (d + 1) * itemsize for f in first]
     assert bytes_of["gather"] == [0 if f else r * itemsize for r, f in zip(sizes, first)]
@@ -280,8 +278,8 @@ def check_step_phases(taken, labels, sizes, d, itemsize):
     # 3. times: present, non-negative, and each phase starts no earlier than every start of the one before
     assert got[0].start == 0.0
     assert all(p.start >= 0 and p.duration >= 0 for p in got)
-    starts = {name: [p.start for p in got if p.name == name] for name in phases.DATAPARALLEL_PHASES}
-    for before, after in zip(phases.DATAPARALLEL_PHASES, phases.DATAPARALLEL_PHASES[1:]):
+    starts = {name: [p.start for p in got if p.name == name] for name in DATAPARALLEL_PHASES}
+    for before, after in zip(DATAPARALLEL_PHASES, DATAPARALLEL_PHASES[1:]):
         assert max(starts[before]) <= min(starts[after]), (before, after)
     return got
 

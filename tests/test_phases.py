@@ -8,7 +8,6 @@ import pytest
 
 from fitcore.phases import (
     BACKWARD_END,
-    DATAPARALLEL_PHASES,
     FORWARD_END,
     LOADED,
     LOSS_END,
@@ -20,15 +19,18 @@ from fitcore.phases import (
     PhaseRecorder,
     PhaseSpec,
     assemble,
-    backward_bytes,
     chunk_sizes,
-    dataparallel_bytes,
-    dataparallel_specs,
     gather_bytes,
-    replicate_bytes,
     scatter_bytes,
     step_bytes,
     used_slots,
+)
+from fitcore.strategies.dataparallel.phases import (
+    DATAPARALLEL_PHASES,
+    backward_bytes,
+    dataparallel_bytes,
+    dataparallel_specs,
+    replicate_bytes,
 )
 from fitcore.strategies.ddp.phases import (
     ALLREDUCE_END,

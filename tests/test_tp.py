@@ -180,8 +180,8 @@ def test_the_labs_tp_column_is_torchs_rowwise_parallel_on_gloo():
     """The lab's TP arithmetic in one process against the real RowwiseParallel run on 2 gloo ranks: with one
     batch an epoch both step on every row, so they meet to 1e-5; and the lab's column meets one device."""
     from fitcore.compare import run as lab
-    from fitcore.compare import train_all
     from fitcore.equivalence import TOL, Toggles
+    from fitcore.lab import train_all
 
     cfg = validate(FitConfig(weights=(5.2, 9.6, -1.0), data_size=12, batch_size=12, epochs=6, strategy="tp",
                              workers=2, devices="cpu"))  # fmt: skip

@@ -551,8 +551,8 @@ def test_finished_message_says_how_long_it_ran_and_was_paused():
 
 
 def test_every_emulated_step_carries_its_phases_and_the_dataset_ids_of_each_chunk():
-    from fitcore import phases
     from fitcore.data import batch_indices
+    from fitcore.strategies.dataparallel import phases
 
     cfg = validate(FitConfig(data_size=10, batch_size=5, epochs=2, devices="virtual:3"), gpus=[])
     events, ended = collect(cfg)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -15,7 +16,7 @@ from fitcore.compare import TOL, Toggles, run
 from fitcore.config import FitConfig, validate
 from fitcore.data import make_data
 from fitcore.traps import Traps
-from fitcore.traps.batchnorm import sync_batchnorm
+from fitcore.traps.syncbn import sync_batchnorm
 from fitcore.traps.uneven import step_counts
 
 # 24 rows in batches of 8: 4 rows a rank on 2 ranks, 3 steps an epoch
@@ -86,6 +87,23 @@ def test_sync_batchnorm_arithmetic_is_batch_norm_over_the_whole_batch():
     theirs_grads = torch.autograd.grad((theirs * probe).sum(), [w, b])
     for a, c in zip(ours_grads, theirs_grads):
         assert torch.allclose(a, c, atol=1e-12)
+
+
+@pytest.mark.parametrize("sync", [False, True])
+def test_the_checks_ddp_column_is_the_questions_to_the_last_bit(sync):
+    # `fitcore check` holds torch's SyncBatchNorm to fitcore.traps.syncbn.ddp_column, which trains DDP's
+    # column alone (no DataParallel emulation): it ends with the question's DDP parameters and running means
+    from fitcore.devices import parse_devices
+    from fitcore.equivalence import Toggles
+    from fitcore.traps import batchnorm, syncbn
+
+    cfg = validate(replace(SMALL, data_size=30, batch_size=30, lr=0.1, devices="virtual:3"))
+    _, means, steps, finals = batchnorm.train(cfg, parse_devices(cfg.devices), Toggles(), sync=sync)
+    column, alone = syncbn.ddp_column(cfg, 3, Toggles(), sync=sync)
+    assert [s.ranks for s in alone] == [s.ranks for s in steps] and len(alone) == 4
+    assert column.flat().tolist() == finals["ddp"]
+    assert column.running_mean() == means["ddp"]
+    assert means["ddp"] != [0.0] * cfg.n_features  # the statistics moved
 
 
 def test_every_ddp_result_has_its_all_reduces():

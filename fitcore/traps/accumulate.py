@@ -16,8 +16,8 @@ from fitcore.data import make_data
 from fitcore.equivalence import Trainer, finite, loss_of, max_diff, result, schedule
 from fitcore.errors import ConfigError, Text
 from fitcore.i18n import t
-from fitcore.parallel import wrap
 from fitcore.strategies.dataparallel.name import NAME as DP
+from fitcore.strategies.dataparallel.wrappers import wrap
 from fitcore.strategies.ddp.name import NAME as DDP
 from fitcore.traps.gloo import ENGINE, RankJob, per_step_calls, run_ranks
 

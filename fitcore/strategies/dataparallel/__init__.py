@@ -2,6 +2,8 @@
 
 The package, by responsibility:
   train.py    `train`: the loop (scatter, replicate, parallel_apply, gather, loss, backward, step);
+  wrappers.py the timed nn.DataParallel and its CPU emulation (`wrap`), which the lab's traps use too;
+  phases.py   its phases in the order of a step, their bytes and the specs the wrappers record;
   view.py     the page's split table, its parallelism line and console frame, the planned first step;
   console.py  the tutorial's `In Model:` and `Outside:` lines of each step;
   check.py    its rows of `fitcore check`;
@@ -44,7 +46,8 @@ def _markdown(cfg=None) -> str:
 
 
 def _bytes_of_step(rows: int, k: int, d: int, itemsize: int, cfg=None) -> int:
-    from fitcore.phases import chunk_sizes, dataparallel_bytes
+    from fitcore.phases import chunk_sizes
+    from fitcore.strategies.dataparallel.phases import dataparallel_bytes
 
     return dataparallel_bytes(chunk_sizes(rows, k), d, itemsize)
 
@@ -96,7 +99,7 @@ def _questions(step, cfg, labels, extra=None) -> list:
 
 
 def _phases() -> tuple[str, ...]:
-    from fitcore.phases import DATAPARALLEL_PHASES
+    from fitcore.strategies.dataparallel.phases import DATAPARALLEL_PHASES
 
     return DATAPARALLEL_PHASES
 

@@ -31,8 +31,8 @@ from fitcore.check import (
 from fitcore.config import validate
 from fitcore.devices import GPU, parse_devices
 from fitcore.i18n import t
-from fitcore.phases import dataparallel_bytes
 from fitcore.strategies.dataparallel.name import NAME
+from fitcore.strategies.dataparallel.phases import dataparallel_bytes
 
 
 def check_dataparallel(spec: str, gpus: tuple[GPU, ...] = (), reference: bool = True) -> Verified:

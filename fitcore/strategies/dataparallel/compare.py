@@ -7,8 +7,8 @@ from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
 from fitcore.equivalence import StepRows, Toggles, Trainer, finite, max_diff
 from fitcore.i18n import t
-from fitcore.parallel import wrap
 from fitcore.strategies.dataparallel.name import NAME
+from fitcore.strategies.dataparallel.wrappers import wrap
 
 
 class Comparer(Trainer):

@@ -17,16 +17,10 @@ from fitcore.data import epoch_order, least_squares, make_data, ordered_batches
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.errors import Text
 from fitcore.events import Detail, Event, Replica, RunEnded, Status, Step, run_started
-from fitcore.parallel import (
-    EmulatedDataParallel,
-    LinearModel,
-    ShapeRecorder,
-    phase_recorder,
-    replica_ids,
-    wrap,
-)
+from fitcore.parallel import LinearModel, ShapeRecorder
 from fitcore.phases import BACKWARD_END, LOSS_END, OPTIMIZER_END
 from fitcore.strategies.dataparallel.memory import dataparallel_memory
+from fitcore.strategies.dataparallel.wrappers import EmulatedDataParallel, phase_recorder, replica_ids, wrap
 from fitcore.train import (
     Control,
     clear_grads,

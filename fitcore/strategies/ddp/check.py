@@ -38,7 +38,7 @@ def check_ddp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
 
 def check_sync_batchnorm(gpus: int) -> Verified:
     """torch's SyncBatchNorm on `gpus` ranks against the lab's one-process arithmetic (fitcore.traps)."""
-    from fitcore.traps.batchnorm import check_sync_batchnorm as measure
+    from fitcore.traps.syncbn import check_sync_batchnorm as measure
 
     figures = measure(gpus)
     for name in ("params_diff", "running_mean_diff"):
