@@ -40,6 +40,9 @@ class ShapeRecorder:
 
     def __init__(self):
         self._records: list[ReplicaRecord] = []
+        # whether forwards record now: a loop whose batches split as the step before's did turns it off
+        # (tensor.chunk gives the same chunks for the same rows), and on again when the rows change
+        self.on = True
 
     def record(self, device: str, input_shape: tuple[int, ...], output_shape: tuple[int, ...]) -> None:
         self._records.append(ReplicaRecord(device, input_shape, output_shape))
@@ -69,8 +72,9 @@ class LinearModel(nn.Module):
         # self.fc is looked up once, as each lookup goes through nn.Module.__getattr__
         fc = self.fc
         out = F.linear(x, fc.weight, fc.bias)  # (rows, d) -> (rows, 1)
-        if self.recorder is not None:
-            self.recorder.record(self.device_label or _device_name(x), x.shape, out.shape)
+        recorder = self.recorder
+        if recorder is not None and recorder.on:
+            recorder.record(self.device_label or _device_name(x), x.shape, out.shape)
         return out
 
 

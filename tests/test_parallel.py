@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import itertools
 import threading
-import time
 
 import pytest
 import torch
@@ -327,11 +327,17 @@ def test_plain_model_has_no_phase_recorder():
     assert phase_recorder(wrap(model, parse_devices("cpu", gpus=[]))) is None
 
 
+TICKS = itertools.count()
+
+
 class ClockEvent:
     """torch.cuda.Event's four calls on the host's clock; remembers the stream (here, a device index)."""
 
     def record(self, stream):
-        self.t, self.stream = time.perf_counter(), stream
+        # one microsecond a mark, in the order of the marks: with the host's clock, a worker preempted
+        # between two devices' start marks moved one device's anchor past the other's next phase, and the
+        # order of the phases, which each device times from its own anchor, failed under load
+        self.t, self.stream = next(TICKS) * 1e-6, stream
 
     def synchronize(self):
         pass

@@ -591,3 +591,27 @@ def test_a_single_device_records_no_phases():
     steps = [e for e in collect(cfg)[0] if isinstance(e, Step)]
     assert [s.phases for s in steps] == [None, None]
     assert [s.replicas[0].ids for s in steps] == [(0, 1, 2, 3, 4), (5, 6, 7, 8, 9)]  # rows in order
+
+
+@pytest.mark.parametrize(("batch", "recorded_at"), [(5, [1]), (4, [1, 3, 4, 6, 7, 9])])
+def test_the_replicas_record_what_they_see_when_the_batchs_rows_change(monkeypatch, batch, recorded_at):
+    # tensor.chunk splits the same rows the same way, so a step like the step before reuses its records:
+    # 10 rows in batches of 5 record on step 1 only; in batches of 4, 4, 2 on each step whose rows changed.
+    # Every step's replicas are still the chunks of its own batch, with its own rows' ids.
+    from fitcore.parallel import ShapeRecorder
+
+    recorded, steps = [], []
+    real = ShapeRecorder.record
+    monkeypatch.setattr(
+        ShapeRecorder, "record", lambda self, *a: recorded.append(len(steps) + 1) or real(self, *a)
+    )
+    cfg = validate(FitConfig(data_size=10, batch_size=batch, epochs=3, devices="virtual:2"), gpus=[])
+    train(cfg, lambda e: steps.append(e) if isinstance(e, Step) else None)
+    assert sorted(set(recorded)) == recorded_at and len(recorded) == 2 * len(recorded_at)  # two replicas each
+    for s in steps:
+        rows = s.input_shape[0]
+        assert [r.stop - r.start for r in s.replicas] == list(chunk_sizes(rows, 2))
+        assert [r.input_shape for r in s.replicas] == [(n, 2) for n in chunk_sizes(rows, 2)]
+        ids = [i for r in s.replicas for i in r.ids]
+        assert len(ids) == len(set(ids)) == rows  # up to 8 a replica: these chunks have at most 5
+    assert len(steps) == 3 * -(-10 // batch)

@@ -126,17 +126,20 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, Text]:
     # 2. each batch is scattered, run on every replica and gathered; the loss is computed on the
     # gathered output, outside the wrapped module (DataParallel warns about scalar outputs).
     # The wrapper times its own phases (scatter ... gather); the loop marks the end of the loss, of
-    # backward and of the optimizer step. A split like the step before's reuses its row ranges and shapes.
+    # backward and of the optimizer step. The replicas record what they saw when the batch's rows change
+    # (tensor.chunk splits the same rows the same way): a step like the step before reuses its records.
     weight, bias = _readable(raw.fc.weight), _readable(raw.fc.bias)
     phases = phase_recorder(model)  # None for a single device: no DataParallel, no phases
-    records, ranges, spans, in_shape, out_shape = None, (), (), (), ()
+    rows, ranges, spans, in_shape, out_shape = 0, (), (), (), ()
     for epoch in range(1, cfg.epochs + 1):
         order = epoch_order(X.shape[0], cfg.shuffle, perm_gen)  # this epoch's row order (None: 0..N-1)
-        ids_of = order.numpy() if order is not None else None  # slices of a NumPy view are cheapest
+        # a memoryview of the order's memory: its slices' tolist() are the cheapest way to each replica's ids
+        ids_of = memoryview(order.numpy()) if order is not None else None
         offset = 0  # the batch's first position in the order
         for batch, (xb, yb) in enumerate(ordered_batches(X, y, cfg.batch_size, order), 1):  # (B, d), (B, 1)
             if not control.wait():
                 return Status.STOPPED, control.stop_reason
+            recorder.on = xb.shape[0] != rows  # a new split: the replicas say what they see
             out = model(xb)  # (B, 1), gathered on the first device
             loss = F.mse_loss(out, yb)
             value = loss.item()
@@ -152,11 +155,10 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, Text]:
             if phases:
                 phases.mark(OPTIMIZER_END)
             state.step, state.loss = state.step + 1, value
-            seen = recorder.take()
-            if seen != records:  # a new split: the batch, and so its shapes, changed too
-                records, ranges = seen, _replicas(seen, plan)
+            if recorder.on:  # a new split: its row ranges and shapes, as the replicas recorded them
+                ranges = _replicas(recorder.take(), plan)
                 spans = [(r.start, r.stop) for r in ranges]
-                in_shape, out_shape = tuple(xb.shape), tuple(out.shape)
+                rows, in_shape, out_shape = xb.shape[0], tuple(xb.shape), tuple(out.shape)
             ids = replica_ids(ids_of, offset, spans)  # where this step's rows came from in the dataset
             replicas = tuple(
                 Replica(r.device, r.start, r.stop, r.input_shape, r.output_shape, None, i)
