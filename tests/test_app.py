@@ -74,6 +74,15 @@ def _pool(at: AppTest):
     return at.session_state["pool"], at.session_state["owner"]
 
 
+def started(page, pace: str) -> AppTest:
+    """A fresh page at `pace` whose Start was pressed: its run is submitted."""
+    at = page()
+    at.selectbox(key="pace").set_value(pace)
+    at.run()
+    at.button(key="start").click()
+    return at.run()
+
+
 def wait_for_run(at: AppTest, done, timeout: float = 30.0) -> AppTest:
     """Poll the run's snapshot through the pool until done(snapshot), then rerun the page."""
     pool, owner = _pool(at)
@@ -354,11 +363,7 @@ def test_the_page_never_reruns_on_a_timer_the_browser_polls_instead(page, monkey
         return real(func, run_every=run_every, **kw)
 
     monkeypatch.setattr(st, "fragment", spy)
-    at = page()
-    at.selectbox(key="pace").set_value("20")
-    at.run()
-    at.button(key="start").click()
-    at.run()
+    at = started(page, "20")
     data = live_view(at)
     assert (data["endpoint"], data["bye"]) == ("/fitcore/live", "/fitcore/bye")
     assert (data["poll_ms"], data["queued_poll_ms"]) == (400, 1000)
@@ -399,11 +404,7 @@ def test_pause_and_step_during_a_long_step_draw_a_paused_runs_buttons(page, monk
         return train
 
     monkeypatch.setattr(pool_module, "trainer_for", slow_trainer_for)
-    at = page()
-    at.selectbox(key="pace").set_value("max")
-    at.run()
-    at.button(key="start").click()
-    at.run()
+    at = started(page, "max")
     wait_for_run(at, lambda snap: snap.step >= 1)
     at.button(key="pause").click()
     at.run()
@@ -422,11 +423,7 @@ def test_pause_and_step_during_a_long_step_draw_a_paused_runs_buttons(page, monk
 
 
 def test_pause_resume_stop_and_reset(page):
-    at = page()
-    at.selectbox(key="pace").set_value("1")  # slow motion: one step a second
-    at.run()
-    at.button(key="start").click()
-    at.run()
+    at = started(page, "1")  # slow motion: one step a second
     run_id = at.session_state["run_id"]
     wait_for_run(at, lambda snap: snap.step >= 1)
     assert status_text(at).startswith("Running · epoch ")
@@ -468,11 +465,7 @@ def test_pause_resume_stop_and_reset(page):
 
 
 def test_changing_controls_during_a_run_does_not_alter_it(page):
-    at = page()
-    at.selectbox(key="pace").set_value("1")
-    at.run()
-    at.button(key="start").click()
-    at.run()
+    at = started(page, "1")
     at.number_input(key="batch_size").set_value(100)
     at.run()
     warning = at.warning[0].value
@@ -486,11 +479,7 @@ def test_changing_controls_during_a_run_does_not_alter_it(page):
 
 
 def test_pace_changes_live(page):
-    at = page()
-    at.selectbox(key="pace").set_value("1")
-    at.run()
-    at.button(key="start").click()
-    at.run()
+    at = started(page, "1")
     pool, owner = _pool(at)
     run_id = at.session_state["run_id"]
     assert pool.snapshot(owner, run_id).pace == 1.0
@@ -502,11 +491,7 @@ def test_pace_changes_live(page):
 
 
 def test_a_dropped_run_keeps_what_the_page_last_read(page):
-    at = page()
-    at.selectbox(key="pace").set_value("max")
-    at.run()
-    at.button(key="start").click()
-    at.run()
+    at = started(page, "max")
     wait_until_ended(at)
     pool, owner = _pool(at)
     pool.forget(owner, at.session_state["run_id"])  # what the reaper does to a run nobody reads
