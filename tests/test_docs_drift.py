@@ -101,3 +101,15 @@ def test_the_link_reference_names_every_parameter_the_page_reads(page):
     params = {*controls.LABELLED_FIELDS, *controls.CLASSROOM_PARAMS, "room"}
     assert params - named == set() and named - params == set()
     assert all(f"`{name}`" in text for name in strategies.NAMES)  # every strategy as the link names it
+
+
+@pytest.mark.parametrize("name", ["README.md", "README.zh-CN.md"])
+def test_the_readmes_drawing_of_the_layers_is_the_architecture_pages(name):
+    # drawn twice, kept one: the README's mermaid block is the architecture page's, character for character
+    def drawing(text: str) -> str:
+        blocks = re.findall(r"```mermaid\n.*?```", text, re.S)
+        assert len(blocks) == 1, len(blocks)
+        return blocks[0]
+
+    readme, page = ((ROOT / n).read_text(encoding="utf-8") for n in (name, "docs/architecture.md"))
+    assert drawing(readme) == drawing(page) and "fitcore/strategies/&lt;name&gt;/" in drawing(page)
