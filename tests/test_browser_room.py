@@ -25,7 +25,11 @@ server, browser = test_browser.server, test_browser.browser  # the fixtures
 STEP = re.compile(r"step (\d+) / (\d+)")
 STEP_ZH = re.compile(r"步数 (\d+) / (\d+)")
 PARTS = (".fl-picture", ".fl-chart >> nth=0", ".fl-chart >> nth=1")
-SECOND = 1.0  # what the room promises: a student's page shows the teacher's step, phase and reveal within it
+# The room promises a student's page the teacher's step, phase and reveal within a second: that is measured by
+# benchmarks/room_follow.py (docs/reliability.md), not here. This test holds the page to following on its next
+# few polls (0.4 s each): in CI's two workers on 2 cores, three Chromium pages and a server beside another
+# worker's tests took up to 1.8 s; a page that followed only on a timer or a rerun would take far longer.
+FOLLOW = 3.0
 
 
 def new_context(browser):
@@ -83,12 +87,12 @@ def test_two_students_follow_the_teachers_run_answer_and_see_the_reveal(server, 
             students.append(page)
         ann, ben = students
 
-        # the teacher starts: both students see its steps, each within a second of the teacher's own
+        # the teacher starts: both students see its steps, each on its next polls
         teacher.get_by_role("button", name="Start training").click()
         wait_for(lambda: step_shown(teacher) >= 3, 30, interval=0.05, what="three steps")
         for page in students:
             within(
-                SECOND, lambda p=page: step_shown(p) >= step_shown(teacher), "a student at the teacher's step"
+                FOLLOW, lambda p=page: step_shown(p) >= step_shown(teacher), "a student at the teacher's step"
             )
         assert status(ann).startswith("The teacher's run · ") and status(ben).startswith("老师的训练 · ")
 
@@ -98,21 +102,21 @@ def test_two_students_follow_the_teachers_run_answer_and_see_the_reveal(server, 
         question = teacher.locator(".fl-question-text").inner_text()
         for page in students:
             within(
-                SECOND,
+                FOLLOW,
                 lambda p=page: p.locator(".fl-choice").count() >= 2,
                 "the question on a student's page",
             )
         assert ann.locator(".fl-question-text").inner_text() == question
         assert ben.locator(".fl-question-text").inner_text() != question  # in Chinese, the same step's
         # the step the run held at, on every page (the room's promise: within a second of the teacher's)
-        within(SECOND, lambda: step_shown(ann) == step_shown(ben) == step_shown(teacher), "the paused step")
+        within(FOLLOW, lambda: step_shown(ann) == step_shown(ben) == step_shown(teacher), "the paused step")
         for name, page in (("teacher-asks", teacher), ("student-asked-en", ann), ("student-asked-zh", ben)):
             on_first_screen(page, name)
 
         # the students answer; the teacher's counts say so within a second; only the teacher sees counts
         ann.locator(".fl-choice").nth(0).click()
         ben.locator(".fl-choice").nth(1).click()
-        within(SECOND, lambda: "2 answered" in teacher.locator(".fl-question").inner_text(), "the counts")
+        within(FOLLOW, lambda: "2 answered" in teacher.locator(".fl-question").inner_text(), "the counts")
         counts = [int(n) for n in teacher.locator(".fl-count-n").all_inner_texts()]
         assert sorted(counts, reverse=True)[:2] == [1, 1] and sum(counts) == 2
         assert ann.locator(".fl-count-n").count() == 0 and ben.locator(".fl-count-n").count() == 0
@@ -134,7 +138,7 @@ def test_two_students_follow_the_teachers_run_answer_and_see_the_reveal(server, 
         teacher.locator(".fl-reveal").click()
         for page in students:
             within(
-                SECOND, lambda p=page: p.locator(".fl-answer").is_visible(), "the reveal on a student's page"
+                FOLLOW, lambda p=page: p.locator(".fl-answer").is_visible(), "the reveal on a student's page"
             )
         assert ann.locator(".fl-veil").is_hidden() and ben.locator(".fl-veil").is_hidden()
         texts = [p.locator(".fl-answer").inner_text() for p in students]
@@ -146,7 +150,7 @@ def test_two_students_follow_the_teachers_run_answer_and_see_the_reveal(server, 
             teacher.locator("button.fl-btn", has_text="▶").first.click()
             title = teacher.locator(".fl-phase-title").inner_text()
             within(
-                SECOND, lambda want=title: ann.locator(".fl-phase-title").inner_text() == want, "the phase"
+                FOLLOW, lambda want=title: ann.locator(".fl-phase-title").inner_text() == want, "the phase"
             )
         assert ann.locator("button.fl-btn").first.is_hidden()  # a student's page has no stepper of its own
 
