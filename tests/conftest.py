@@ -46,34 +46,25 @@ def no_leftover_threads():
     assert not alive, f"threads still running after the test: {alive}"
 
 
-# How the two workers share the suite (--dist loadgroup): each file is one unit of work, so that its module's
-# server, browser and namespaces stay in one process, except that every browser file is one unit together:
-# one worker drives Chromium at a time (two pages' timings at once on 2 cores made a room's student 1.8 s
-# late). The longest units go first, the browser's first of all (about half the suite's waiting): a long one
-# left for last would run alone while the other worker idles.
-FIRST = ("browser", "test_load.py", "test_multinode.py", "test_check.py", "test_page_state.py")
+# How the two workers share the suite (--dist loadfile): each takes whole files, so that a module's server,
+# browser or namespaces stay in one process, in this order: the longest first, as a long one left for last
+# would run alone while the other worker idles.
+FIRST = ("test_load.py", "test_multinode.py", "test_browser_restart.py", "test_check.py",
+         "test_page_state.py")  # fmt: skip
 
 
-def unit(item) -> str:
-    """The unit of work an item belongs to: its file, or "browser" for every file that drives Chromium."""
-    return "browser" if item.get_closest_marker("browser") else item.path.name
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks
 def pytest_collection_modifyitems(items):
-    """Long units first (FIRST, then every unit with slow tests), each file's tests in their own order."""
+    """Long files first (FIRST, then every file with slow tests), each file's tests in their own order."""
     slow: dict[str, bool] = {}
     for item in items:
-        slow[unit(item)] = slow.get(unit(item), False) or item.get_closest_marker("slow") is not None
+        slow[item.path.name] = slow.get(item.path.name, False) or item.get_closest_marker("slow") is not None
 
     def weight(item) -> tuple[int, int]:
-        if unit(item) in FIRST:
-            return (0, FIRST.index(unit(item)))
-        return (1, 0) if slow[unit(item)] else (2, 0)
+        if item.path.name in FIRST:
+            return (0, FIRST.index(item.path.name))
+        return (1, 0) if slow[item.path.name] else (2, 0)
 
     items.sort(key=weight)  # stable: a file's tests keep their order
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(unit(item)))
 
 
 @pytest.fixture(scope="session")
