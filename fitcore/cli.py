@@ -16,7 +16,7 @@ from fitcore.config import ConfigError, FitConfig, integer_range
 from fitcore.console import data_lines, final_lines, group_line, shard_lines, summary_lines
 from fitcore.csvdata import data_result
 from fitcore.engine.torchrun import exit_rank, torchrun_env
-from fitcore.errors import Listed, PathValue, Text
+from fitcore.errors import Listed, Text
 from fitcore.events import Detail, RunStarted, Status, Step
 from fitcore.flags import add_training_flags, config_from_args, flag_error
 from fitcore.i18n import t
@@ -26,6 +26,7 @@ from fitcore.recording import read as read_recording
 from fitcore.runner import trainer_for
 from fitcore.trace import TraceBuilder
 from fitcore.train import Control
+from fitcore.uploads import shown_path
 from fitcore.view.results import result_dict
 
 
@@ -136,7 +137,7 @@ def replay_main(argv: list[str]) -> int:
     try:
         _check_print_every(args.print_every)
         if args.record:
-            raise ConfigError("record", PathValue(args.record), Text("cli.replay.no_record"))
+            raise ConfigError("record", shown_path(args.record), Text("cli.replay.no_record"))
         path = recording_asked(args.recording, args.example)
         check_outputs({"recording": path}, {"trace": args.trace})
         recording = read_recording(path)

@@ -13,7 +13,8 @@ import os
 import secrets
 from typing import IO, Mapping
 
-from fitcore.errors import ConfigError, PathValue, Text
+from fitcore.errors import ConfigError, Text
+from fitcore.uploads import shown_path
 
 
 def same_file(a: str, b: str) -> bool:
@@ -38,7 +39,7 @@ def check_outputs(inputs: Mapping[str, str | None], outputs: Mapping[str, str | 
         for other, taken in seen:
             if same_file(path, taken):
                 why = Text("outfiles.distinct", other=_named(other), path=taken)
-                raise ConfigError(name, PathValue(path), why)
+                raise ConfigError(name, shown_path(path), why)
         seen.append((name, path))
 
 
@@ -79,7 +80,7 @@ class Pending:
 
     def __init__(self, path: str, flag: str):
         self.path = str(path)
-        shown = PathValue(self.path)  # a long path keeps its file's name in the error
+        shown = shown_path(self.path)  # as given (a page's recording by its own name), its file's name kept
         if os.path.isdir(self.path):
             raise ConfigError(flag, shown, Text("recording.writable", why=os.strerror(errno.EISDIR)))
         folder, name = os.path.split(os.path.abspath(self.path))

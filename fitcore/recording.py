@@ -31,7 +31,7 @@ from string import Formatter
 from typing import Any, Callable, NamedTuple
 
 from fitcore.config import FitConfig, validate
-from fitcore.errors import ConfigError, Listed, PathValue, Text
+from fitcore.errors import ConfigError, Listed, Text
 from fitcore.events import Detail, Event, Replica, RunEnded, RunStarted, Status, Step
 from fitcore.i18n import LANGUAGES, catalog, t, using
 from fitcore.outfiles import Pending
@@ -375,7 +375,7 @@ def check_recordable(cfg: FitConfig, path: str) -> None:
     """Refuse, before the run, a run too long to record (MAX_STEPS)."""
     if cfg.total_steps > MAX_STEPS:
         raise ConfigError(
-            "record", PathValue(path), Text("recording.too_long", most=MAX_STEPS, steps=cfg.total_steps)
+            "record", shown_path(path), Text("recording.too_long", most=MAX_STEPS, steps=cfg.total_steps)
         )
 
 

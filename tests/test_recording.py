@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fitcore import i18n, recording
-from fitcore.config import FitConfig, validate
+from fitcore.config import ConfigError, FitConfig, validate
 from fitcore.events import RunEnded, RunStarted, Status, Step
 from fitcore.recording import Recorder, RecordingError, read, replayer
 from fitcore.runner import Run
@@ -488,3 +488,19 @@ def test_a_replay_shows_the_data_path_it_names_never_opening_it(tmp_path, capsys
     assert run.wait(10) and run.snapshot().config.data == data
     assert str(path) in opened  # the spy sees what is opened
     assert str(secret.resolve()) not in opened
+
+
+def test_a_pages_recording_that_cannot_be_written_is_named_by_its_own_name(tmp_path):
+    # the page records into the server's store: a refusal names `run.fitrec`, not the server's directory
+    from fitcore.outfiles import Pending
+    from fitcore.uploads import UploadStore
+
+    store = UploadStore(str(tmp_path / "store"))
+    path = store.new_path("owner", "record", "run.fitrec")
+    path.mkdir()  # a folder where the recording would go: it cannot be written
+    with pytest.raises(ConfigError) as info:
+        Pending(str(path), "record")
+    assert info.value.value == "run.fitrec" and str(store.root) not in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        recording.check_recordable(validate(FitConfig(batch_size=1, epochs=501)), str(path))
+    assert info.value.value == "run.fitrec"
