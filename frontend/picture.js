@@ -101,9 +101,11 @@ export function pictureLayout(pic, width, drawer, chipHeights = []) {
 
 const shapes = (d) => `${shape(d.input_shape)} → ${shape(d.output_shape)}`;
 const shapesFit = (d, inner) => textWidth(shapes(d), 14) <= inner;
-// the ids on a line of their own when their line would show fewer than two of them (drawDeviceBox's line)
+// the ids that fit beside their name on one line of a box `inner` px wide
+const idsBeside = (ids, inner) => fitList(ids, inner - textWidth(`${tr("live.box.ids")} `, 14), 14, "");
+// the ids on a line of their own when that line would show fewer than two of them
 const idsApartIn = (d, inner, drawer) => !!drawer.showsIds && !!d.busy && (d.ids || []).length > 1
-  && fitList(d.ids.map(String), inner - textWidth(`${tr("live.box.ids")} `, 14), 14, "").split(",").length < 2;
+  && idsBeside(d.ids.map(String), inner).split(",").length < 2;
 
 function rowLabels(pic, drawer) {
   const texts = drawer.rowLabels ? drawer.rowLabels(pic) : null;
@@ -308,7 +310,7 @@ function drawDeviceBox(ctx, box, mark) {
   } else if (drawer.showsIds && (d.ids || []).length) {  // before a run no row has been drawn: no ids line
     const ids = d.ids.map(String);
     const name = tr("live.box.ids");
-    if (ctx.layout.idsApart[box.index]) {  // a narrow box: the ids over two lines, so that it still shows more than one
+    if (ctx.layout.idsApart[box.index]) {  // a narrow box: the ids over two lines, to show more than one
       const head = ids.length > 1 && textWidth(`${name} ${ids[0]},`, 14) <= inner ? 1 : 0;
       const first = head ? `${name} ${ids[0]},` : name;
       label(g, x, y, first, { size: 14, fill: "#495057", cls: "fl-ids" });
@@ -317,8 +319,7 @@ function drawDeviceBox(ctx, box, mark) {
       if (!head && rest.split(",").length < 2) rest = fitList(ids.slice(0, 2), inner, 14, "");
       label(g, x, y + 18, rest, { size: 14, fill: "#495057", cls: "fl-ids" });
     } else {
-      label(g, x, y, `${name} ${fitList(ids, inner - textWidth(`${name} `, 14), 14, "")}`,
-        { size: 14, fill: "#495057", cls: "fl-ids" });
+      label(g, x, y, `${name} ${idsBeside(ids, inner)}`, { size: 14, fill: "#495057", cls: "fl-ids" });
     }
   }
   const { chips, title } = chipsOf(ctx, box, mark, ctx.chipWidth);
