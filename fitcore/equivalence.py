@@ -46,6 +46,10 @@ class Toggles:
                 kwargs[name] = _parse_bool(name, raw)
         return cls(**kwargs).validate()
 
+    def ranks_lr(self, cfg: FitConfig, k: int) -> float:
+        """The learning rate of K ranks on their own rows: --lr, times K where scale_lr says so."""
+        return cfg.lr * k if self.scale_lr else cfg.lr
+
     def validate(self) -> "Toggles":
         if self.loss_reduction not in LOSS_REDUCTIONS:
             raise ConfigError("loss_reduction", self.loss_reduction, Listed(LOSS_REDUCTIONS))

@@ -103,7 +103,7 @@ class RanksComparer(Trainer):
 
     def __init__(self, cfg: FitConfig, data, device, plan: DevicePlan, toggles: Toggles):
         k = len(plan.labels)
-        super().__init__(cfg, data, device, lr=cfg.lr * k if toggles.scale_lr else cfg.lr)
+        super().__init__(cfg, data, device, lr=toggles.ranks_lr(cfg, k))
 
     def batch(self, ids: list[int], reduction: str, n: int, reference: Trainer) -> None:
         pass  # the ranks step once on the whole step's rows

@@ -74,7 +74,7 @@ def results(cfg, plan, toggles, traps) -> list[dict]:
     finally:
         dp.close()
     job = RankJob(
-        cfg, cfg.lr * k if toggles.scale_lr else cfg.lr,
+        cfg, toggles.ranks_lr(cfg, k),
         tuple(tuple(split(s.ranks[r], n) for s in steps) for r in range(k)),
         red, scale, traps.no_sync, False, TIMEOUT_S,
     )  # fmt: skip

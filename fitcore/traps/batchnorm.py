@@ -66,7 +66,7 @@ def train(cfg, plan, toggles, sync: bool):
     data = make_data(cfg, device)
     reference = _BatchNormTrainer(cfg, data, device)
     dp = _BatchNormTrainer(cfg, data, device, lambda raw: _wrap(raw, plan))
-    ddp = _BatchNormTrainer(cfg, data, device, lr=cfg.lr * k if toggles.scale_lr else cfg.lr)
+    ddp = _BatchNormTrainer(cfg, data, device, lr=toggles.ranks_lr(cfg, k))
     per_step = {DP: [], DDP: []}
     red = toggles.loss_reduction
     steps = list(schedule(cfg, k, toggles))

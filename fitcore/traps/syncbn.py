@@ -84,8 +84,7 @@ def ddp_column(cfg, k: int, toggles, sync: bool) -> tuple[_BatchNormTrainer, lis
     """DDP's arithmetic alone on the BatchNorm model, K ranks on compare's schedule: the trained column and
     the steps (each rank's rows), as fitcore.traps.batchnorm trains it beside the reference."""
     device = torch.device("cpu")
-    lr = cfg.lr * k if toggles.scale_lr else cfg.lr
-    ddp = _BatchNormTrainer(cfg, make_data(cfg, device), device, lr=lr)
+    ddp = _BatchNormTrainer(cfg, make_data(cfg, device), device, lr=toggles.ranks_lr(cfg, k))
     steps = list(schedule(cfg, k, toggles))
     for n, rows in enumerate(steps, 1):
         finite(ddp.ddp_step(rows.ranks, toggles.loss_reduction, sync), DDP, n, cfg.lr)

@@ -48,7 +48,7 @@ def results(cfg, plan, toggles, join: bool) -> list[dict]:
         raise ConfigError("devices", cfg.devices, Text("traps.uneven.ranks", k=k, steps=len(steps)))
     counts = step_counts(len(steps), k)
     job = RankJob(
-        cfg, cfg.lr * k if toggles.scale_lr else cfg.lr,
+        cfg, toggles.ranks_lr(cfg, k),
         tuple(tuple((tuple(s.ranks[r]),) for s in steps[: counts[r]]) for r in range(k)),
         "mean", 1.0, False, join, TIMEOUT_S,
     )  # fmt: skip
