@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import math
 import platform
 import shutil
@@ -35,6 +34,7 @@ from fitcore.devices import GPU, cuda_gpus, parse_devices
 from fitcore.engine.hosts import available as hosts_available
 from fitcore.events import Detail, Step
 from fitcore.i18n import t
+from fitcore.schema import dumps
 from fitcore.text import pad, width
 
 # The tutorial's 200 rows in one batch of 200, with SGD at lr 0.3: full-batch gradient descent on standard
@@ -382,7 +382,7 @@ def main(argv: list[str], machine: Machine | None = None) -> int:
     machine = safe_probe() if machine is None else machine
     results = [run_row(row) for row in plan_rows(machine)]
     if args.json:
-        print(json.dumps(json_object(results)), flush=True)
+        print(dumps(json_object(results)), flush=True)
     else:
         print("\n".join(table_lines(results) + [summary_line(results)]), flush=True)
     return exit_code(results)

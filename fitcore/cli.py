@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import signal
@@ -24,6 +23,7 @@ from fitcore.outfiles import Pending, check_outputs
 from fitcore.recording import GROUP, Recorder, check_recordable, replayer
 from fitcore.recording import read as read_recording
 from fitcore.runner import trainer_for
+from fitcore.schema import dumps
 from fitcore.trace import TraceBuilder
 from fitcore.train import Control
 from fitcore.uploads import shown_path
@@ -289,7 +289,7 @@ def play(cfg, trainer, args, torchrun, source: dict | None = None, label: str = 
                 result["per_rank_memory"] = seen["details"]["memory"]
         if source:  # your own data: the file, and the parameters in its units
             result["data"] = data_result(source, ended.weights, ended.bias)
-        say(json.dumps(result))
+        say(dumps(result))
     else:
         rate = ended.steps / ended.elapsed if ended.elapsed > 0 else 0.0
         lstsq = (started.lstsq_weights, started.lstsq_bias) if started else (None, None)

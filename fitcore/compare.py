@@ -20,7 +20,6 @@ difference is the strategy's arithmetic and not the shuffle.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import asdict, replace
@@ -42,6 +41,7 @@ from fitcore.errors import ConfigError, Text
 from fitcore.flags import add_training_flags, config_from_args, flag_error
 from fitcore.i18n import t
 from fitcore.lab import train_all
+from fitcore.schema import dumps
 from fitcore.shards import steps_per_epoch
 from fitcore.text import pad
 from fitcore.traps import FLAGS as TRAP_FLAGS
@@ -217,5 +217,5 @@ def main(argv: list[str]) -> int:
     except ConfigError as exc:
         print(error_line("fitcore compare", _flag(exc)), file=sys.stderr)
         return 2
-    print(json.dumps(result) if args.json else "\n".join(table_lines(result, plan)), flush=True)
+    print(dumps(result) if args.json else "\n".join(table_lines(result, plan)), flush=True)
     return 1 if any(r["status"] == FAILED for r in result["results"]) else 0  # a failed run is no pass

@@ -22,6 +22,7 @@ import itertools
 import math
 import os
 import re
+import stat
 import threading
 from collections import OrderedDict
 from typing import Any, NamedTuple
@@ -81,16 +82,45 @@ def _refuse(path: str, allowed: Text) -> ConfigError:
 
 def _read_bytes(path: str) -> bytes:
     try:
-        size = os.path.getsize(path)
-        if size > MAX_BYTES:
-            raise _refuse(path, Text("csv.too_big", most=MAX_BYTES, size=size))
-        with open(path, "rb") as f:  # a folder, a file without read permission: refused here, in one line
+        # O_NONBLOCK: a FIFO opens at once, writer or not, and is refused below rather than hang the read
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):  # a FIFO, a device, a folder: no CSV file with a size to read
+                raise _refuse(path, Text("csv.regular", kind=_kind(mode)))
+            f = open(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+        with f:
+            size = os.fstat(fd).st_size
+            if size > MAX_BYTES:
+                raise _refuse(path, Text("csv.too_big", most=MAX_BYTES, size=size))
             raw = f.read(size + 1)  # not read(MAX_BYTES + 1), which allocates 64 MiB for any file
             if len(raw) > size:  # it grew after the size was read: enough more to know whether it is too big
                 raw += f.read(MAX_BYTES + 1 - len(raw))
             return raw
     except OSError as exc:
         raise _refuse(path, Text("csv.readable", why=exc.strerror or exc)) from None
+
+
+def _kind(mode: int) -> Text:
+    """What a path that is no regular file is, in words: a folder, a FIFO, a device, a socket."""
+    for test, key in ((stat.S_ISDIR, "dir"), (stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return Text(f"csv.kind.{key}")
+    return Text("csv.kind.device")
+
+
+def _split(path: str, lines, first: int = 1) -> list[list[str]]:
+    """csv.reader's rows of `lines` (the file's line `first` on), a cell over the csv module's limit refused
+    in one line."""
+    reader = csv.reader(lines)
+    try:
+        return list(reader)
+    except csv.Error:  # "field larger than field limit (131072)"
+        line = first + reader.line_num - 1
+        raise _refuse(path, Text("csv.long_cell", most=csv.field_size_limit(), line=line)) from None
 
 
 def _text(path: str, raw: bytes) -> str:
@@ -125,7 +155,7 @@ def _lines(text: str):
 
 def _header(path: str, text: str) -> list[str]:
     first = next(_lines(text))
-    names = [n.strip() for n in next(csv.reader([first]))]
+    names = [n.strip() for n in _split(path, [first])[0]]
     if len(names) < 2:
         other = next((sep for sep in ";\t|" if sep in first), None)  # ; where , is the decimal mark
         if other is not None:
@@ -323,7 +353,7 @@ def preview(path: str, rows: int = PREVIEW_ROWS) -> tuple[tuple[str, ...], list[
     text = _text(path, _read_bytes(path))
     names = _header(path, text)
     lines = list(itertools.islice((line for line in _lines(text) if line.strip()), 1, rows + 1))
-    return tuple(names), [[c.strip() for c in cells] for cells in csv.reader(lines)]
+    return tuple(names), [[c.strip() for c in cells] for cells in _split(path, lines, 2)]
 
 
 CACHED_TABLES = 2  # tables kept by load: the file in use and the one before it (validation and training)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from fitcore.i18n import t
+from fitcore.i18n import int_text, t
 
 
 class Text:
@@ -104,11 +104,13 @@ class PathValue(str):
 
 
 def _shown(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int_text(value)  # "7777…(4300 digits)", never a ValueError from printing it
     try:
         text = repr(value)
-    except ValueError:  # an int (or a container of one) of more digits than Python turns into text
-        digits = f"an integer of more than {sys.get_int_max_str_digits()} digits"
-        return digits if isinstance(value, int) else f"a {type(value).__name__} holding {digits}"
+    except ValueError:  # a container of an int of more digits than Python turns into text
+        most = sys.get_int_max_str_digits()
+        return f"a {type(value).__name__} holding an integer of more than {most} digits"
     if len(text) <= SHOWN_CHARS:
         return text
     if isinstance(value, PathValue):

@@ -95,7 +95,46 @@ def t(key: str, /, lang: str | None = None, **fields: Any) -> str:
     """
     entry = catalog()[key]
     text = entry.get(lang or _current.get()) or entry[DEFAULT]
-    return text.format(**fields) if fields else text
+    if not fields:
+        return text
+    # an int too long to read (a product of two huge flags) is quoted by its start and its length
+    return text.format(**{k: _long_int(v) if _is_long_int(v) else v for k, v in fields.items()})
+
+
+LONG_DIGITS = 24  # an int of more digits is shown as "7777…(4300 digits)": Python prints not all of them
+
+
+def _is_long_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**LONG_DIGITS
+
+
+def digits(n: int) -> int:
+    """How many decimal digits abs(n) has, counted without str(n): Python refuses to print an int of over
+    sys.get_int_max_str_digits() digits, and an error that quotes one must not raise."""
+    a, k = abs(n), max(1, int(abs(n).bit_length() * 0.3010299956639812))  # log10(2): k is right or 1 short
+    while a >= 10**k:
+        k += 1
+    while k > 1 and a < 10 ** (k - 1):
+        k -= 1
+    return k
+
+
+def int_text(n: int) -> str:
+    """An int as a line quotes it: whole up to LONG_DIGITS digits, else its first four and its length."""
+    return _long_int(n) if _is_long_int(n) else str(n)
+
+
+def _long_int(n: int) -> str:
+    k = digits(n)
+    start = ("-" if n < 0 else "") + str(abs(n) // 10 ** (k - 4))
+    return _AsIs(t("config.value.long_int", start=start, digits=k))
+
+
+class _AsIs(str):
+    """Text that a field's format spec leaves as it is ("{n:,}" of a long int is its cut form)."""
+
+    def __format__(self, spec: str) -> str:
+        return str(self)
 
 
 def count(key: str, n: int, /, lang: str | None = None, **fields: Any) -> str:

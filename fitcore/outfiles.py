@@ -4,6 +4,12 @@ written whole or not at all.
 A recording written straight over `--data X.csv` empties the CSV before the run reads it, and a run that
 fails half-way leaves half a file where a good one was. So an output is written to a temporary file beside
 it and renamed over it only once it is whole; a run that dies leaves the old file as it was.
+
+What sits at the path is never replaced by anything but a newer regular file:
+- a symbolic link is followed: the file it names is written, the link stays a link;
+- a character device (`/dev/null`) or a FIFO with a reader is written through, as a shell's `>` would; a FIFO
+  with no reader is refused at once (never a hang), and so is a block device, a socket or a folder;
+- a read-only file is refused, as `cp` refuses it, even for root (who could write it, but did not mean to).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import stat
 from typing import IO, Mapping
 
 from fitcore.errors import ConfigError, Text
@@ -51,7 +58,7 @@ def _named(name: str) -> Text | str:
 def being_written(path: str) -> list[str]:
     """The temporary files a Pending is writing for `path` now (a run in progress), then `path` itself if it
     exists: what a reader that follows a run's recording as it grows opens."""
-    folder, name = os.path.split(os.path.abspath(str(path)))
+    folder, name = os.path.split(os.path.realpath(str(path)))  # a link's file is the one written
     try:
         parts = sorted(f for f in os.listdir(folder) if f.startswith(f".{name}.") and f.endswith(".part"))
     except OSError:
@@ -72,7 +79,8 @@ def _new_file(folder: str, name: str) -> tuple[int, str]:
 
 
 class Pending:
-    """An output being written: a temporary file beside `path`, renamed over it by commit().
+    """An output being written: a temporary file beside `path` (beside the file a link names), renamed over
+    it by commit(); or, for a character device or a FIFO with a reader, the path itself, written through.
 
     Made before the run, so that a path that cannot be written is refused before any work (ConfigError
     naming `flag`); nothing at `path` changes until commit().
@@ -80,14 +88,19 @@ class Pending:
 
     def __init__(self, path: str, flag: str):
         self.path = str(path)
+        self.temp: str | None = None  # None: written through, nothing to rename
         shown = shown_path(self.path)  # as given (a page's recording by its own name), its file's name kept
-        if os.path.isdir(self.path):
-            raise ConfigError(flag, shown, Text("recording.writable", why=os.strerror(errno.EISDIR)))
-        folder, name = os.path.split(os.path.abspath(self.path))
+        target = os.path.realpath(self.path)  # a symlink is followed, never replaced by a file
         try:
-            fd, self.temp = _new_file(folder, name)
+            fd = _through(target) if _special(target) else None
+            if fd is None:
+                folder, name = os.path.split(target)
+                fd, self.temp = _new_file(folder, name)
+        except _Refused as no:
+            raise ConfigError(flag, shown, Text("recording.writable", why=no.why)) from None
         except OSError as exc:
             raise ConfigError(flag, shown, Text("recording.writable", why=exc.strerror or exc)) from None
+        self.target = target
         self.file: IO[str] | None = os.fdopen(fd, "w", encoding="utf-8")
 
     def commit(self) -> None:
@@ -96,15 +109,59 @@ class Pending:
             return
         self.file.close()
         self.file = None
-        os.replace(self.temp, self.path)
+        if self.temp is not None:
+            try:  # the file it replaces keeps its mode, as `cp` keeps it: a private file stays private
+                os.chmod(self.temp, stat.S_IMODE(os.stat(self.target).st_mode))
+            except FileNotFoundError:
+                pass
+            os.replace(self.temp, self.target)
 
     def discard(self) -> None:
-        """The file will not be whole: remove it, and leave `path` as it was."""
+        """The file will not be whole: remove it, and leave `path` as it was (a device's bytes are sent)."""
         if self.file is None:
             return
         self.file.close()
         self.file = None
+        if self.temp is None:
+            return
         try:
             os.unlink(self.temp)
         except FileNotFoundError:
             pass
+
+
+class _Refused(Exception):
+    def __init__(self, why: Text | str):
+        self.why = why
+
+
+def _special(target: str) -> bool:
+    """Is there something at `target` that a rename must not replace? A regular file that may be written is
+    not; a read-only one and a folder are refused here."""
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        return False  # a new file (a dangling link's target too)
+    if stat.S_ISDIR(st.st_mode):
+        raise _Refused(os.strerror(errno.EISDIR))
+    if stat.S_ISREG(st.st_mode):
+        # root may write anything: the file's own bits say whether its owner meant it to be written
+        if not (st.st_mode & 0o222) or not os.access(target, os.W_OK):
+            raise _Refused(Text("outfiles.read_only"))
+        return False
+    return True
+
+
+def _through(target: str) -> int:
+    """A descriptor that writes to a character device or a FIFO itself; anything else is refused."""
+    mode = os.stat(target).st_mode
+    if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):  # a block device, a socket: not a file to write
+        raise _Refused(Text("outfiles.special"))
+    try:  # O_NONBLOCK: a FIFO with no reader fails at once with ENXIO instead of waiting for one forever
+        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise _Refused(Text("outfiles.no_reader")) from None
+        raise
+    os.set_blocking(fd, True)  # a reader is there: write as a shell's `>` does, at the reader's pace
+    return fd

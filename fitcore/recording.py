@@ -27,15 +27,18 @@ import os
 import platform
 import stat
 import time
+from collections import Counter
 from string import Formatter
 from typing import Any, Callable, NamedTuple
 
-from fitcore.config import FitConfig, validate
+from fitcore import strategies
+from fitcore.config import MAX_FEATURES, FitConfig, validate
 from fitcore.errors import ConfigError, Listed, Text
-from fitcore.events import Detail, Event, Replica, RunEnded, RunStarted, Status, Step
+from fitcore.events import ACTIVE, Detail, Event, Replica, RunEnded, RunStarted, Status, Step
 from fitcore.i18n import LANGUAGES, catalog, t, using
 from fitcore.outfiles import Pending
 from fitcore.phases import PhaseSpec, StepPhases
+from fitcore.schema import MEMORY_ROW, RANK, Bool, Int, List, Num, Obj, Opt, SchemaError, Str, dumps, shown
 from fitcore.uploads import shown_path
 
 FORMAT = "fitcore-recording"
@@ -85,17 +88,22 @@ def machine() -> dict[str, Any]:
     }
 
 
+SHOWN_GPUS = 3  # the most GPU names a label spells out; the rest are counted ("and 29,997 more")
+
+
 def machine_label(header: dict[str, Any], detail: bool = True) -> str:
     """What a replay is labelled with: "recorded on 2 x NVIDIA H100 (CUDA 12.4, torch 2.13.0) on ...", or with
-    detail=False the page's short form, "recorded on 2 x NVIDIA H100 on ...", which fits its status line."""
-    m = header.get("machine")
-    m = m if isinstance(m, dict) else {}
-    gpus = [str(g) for g in m.get("gpus") or [] if isinstance(m.get("gpus"), list)]
+    detail=False the page's short form, "recorded on 2 x NVIDIA H100 on ...", which fits its status line.
+    `header` is read (its machine checked by HEADER's shape) or this machine's own."""
+    m = header.get("machine") or {}
     date = str(header.get("recorded", ""))[:10] or t("recording.no_date")
     torch = m.get("torch", "?")
-    if gpus:
-        names = sorted(set(gpus))
-        where = ", ".join(f"{gpus.count(n)} x {n}" for n in names)
+    if m.get("gpus"):
+        counted = Counter(m["gpus"])  # one pass: 30,000 names cost what 30,000 do, not their square
+        names = sorted(counted)
+        where = ", ".join(f"{counted[n]} x {n}" for n in names[:SHOWN_GPUS])
+        if len(names) > SHOWN_GPUS:
+            where = t("recording.more_gpus", gpus=where, more=len(names) - SHOWN_GPUS)
         if not detail:
             return t("recording.on.gpus_short", gpus=where, date=date)
         return t("recording.on.gpus", gpus=where, cuda=m.get("cuda"), torch=torch, date=date)
@@ -173,106 +181,86 @@ def event_dict(event: Event) -> dict[str, Any]:
     raise TypeError(f"not a fitcore event: {type(event).__name__}")
 
 
-def _num(v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ValueError(f"a number, found {v!r:.40}")
-    return float(v)
+# Every event and detail is read through its declared shape (fitcore.schema): a field of the wrong type, a
+# number that is not finite, a list too long or of the wrong length is refused with the line and the field,
+# before any page or replay sees it.
+NUM, COUNT, INT, TEXT = Num(), Int(0), Int(), Str()
+DEVICE = Str(200)
+SHAPE = List(COUNT, least=2, most=2)  # (rows, columns) of a batch or a replica's part of it
+SECONDS = Num(0)
 
 
-def _int(v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ValueError(f"an integer, found {v!r:.40}")
-    return v
-
-
-def _str(v: Any) -> str:
-    if not isinstance(v, str):
-        raise ValueError(f"text, found {v!r:.40}")
-    return v
-
-
-def _list(v: Any, item: Callable[[Any], Any]) -> tuple:
-    if not isinstance(v, list):
-        raise ValueError(f"a list, found {v!r:.40}")
-    return tuple(item(x) for x in v)
-
-
-def _opt(item: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    return lambda v: None if v is None else item(v)
-
-
-def _columns(v: Any) -> tuple[int, int] | None:
+def _columns(v: Any, where: str) -> tuple[int, int] | None:
     if v is None:
         return None
-    lo, hi = _list(v, _int) if len(v) == 2 else ((),) * 2
+    lo, hi = SHAPE(v, where)
     return lo, hi
 
 
-def _replica(v: Any) -> Replica:
-    fields = _list(v, lambda x: x)
-    if len(fields) == 7:  # before version 3: no columns (every replica held all of them)
-        fields = (*fields, None)
-    device, start, stop, ins, outs, loss, ids, cols = fields if len(fields) == 8 else ((),) * 8
+def _replica(v: Any, where: str) -> Replica:
+    if isinstance(v, list) and len(v) == 7:  # before version 3: no columns (every replica held all of them)
+        v = [*v, None]
+    device, start, stop, ins, outs, loss, ids, cols = List(lambda x, w: x, least=8, most=8)(v, where)
     return Replica(
-        _str(device),
-        _int(start),
-        _int(stop),
-        _list(ins, _int),
-        _list(outs, _int),
-        _opt(_num)(loss),
-        _list(ids, _int),
-        _columns(cols),
+        DEVICE(device, f"{where}[0]"),
+        COUNT(start, f"{where}[1]"),
+        COUNT(stop, f"{where}[2]"),
+        tuple(SHAPE(ins, f"{where}[3]")),
+        tuple(SHAPE(outs, f"{where}[4]")),
+        Opt(NUM)(loss, f"{where}[5]"),
+        tuple(List(COUNT)(ids, f"{where}[6]")),
+        _columns(cols, f"{where}[7]"),
     )
 
 
-def _spec(v: Any) -> PhaseSpec:
-    if not isinstance(v, list) or len(v) != 5:
-        raise ValueError(f"a phase [name, device, bytes, start, stop], found {v!r:.40}")
-    return PhaseSpec(_str(v[0]), _str(v[1]), _int(v[2]), _int(v[3]), _int(v[4]))
+def _spec(v: Any, where: str) -> PhaseSpec:
+    name, device, size, start, stop = List(lambda x, w: x, least=5, most=5)(v, where)
+    return PhaseSpec(
+        Str(64)(name, f"{where}[0]"), DEVICE(device, f"{where}[1]"), COUNT(size, f"{where}[2]"),
+        COUNT(start, f"{where}[3]"), COUNT(stop, f"{where}[4]"),
+    )  # fmt: skip
 
 
-def _phases(v: Any) -> StepPhases | None:
+def _phases(v: Any, where: str) -> StepPhases | None:
     if v is None:
         return None
-    specs, times = _list(v["specs"], _spec), _list(v["times"], _num)
+    d = Obj({"specs": List(_spec, most=4096), "times": List(NUM, most=8192)})(v, where)
+    specs, times = tuple(d["specs"]), tuple(d["times"])
     if any(not (0 <= s.start < len(times) and 0 <= s.stop < len(times)) for s in specs):
-        raise ValueError("phase slots within the step's times")
+        raise SchemaError(f"{where}.specs", "phase slots within the step's times", f"{len(times)} times")
     return StepPhases(specs, times)
 
 
 def _step(d: dict) -> Step:
     return Step(
-        _int(d["step"]),
-        _int(d["epoch"]),
-        _int(d["batch"]),
-        _num(d["loss"]),
-        _list(d["input_shape"], _int),
-        _list(d["output_shape"], _int),
-        _list(d["replicas"], _replica),
-        _list(d["weights"], _num),
-        _num(d["bias"]),
-        _num(d["elapsed"]),
-        _phases(d.get("phases")),
+        INT(d["step"], "step"),
+        INT(d["epoch"], "epoch"),
+        INT(d["batch"], "batch"),
+        NUM(d["loss"], "loss"),
+        tuple(SHAPE(d["input_shape"], "input_shape")),
+        tuple(SHAPE(d["output_shape"], "output_shape")),
+        tuple(List(_replica, most=MAX_DEVICES, least=1)(d["replicas"], "replicas")),
+        tuple(List(NUM, least=1, most=MAX_FEATURES)(d["weights"], "weights")),
+        NUM(d["bias"], "bias"),
+        SECONDS(d["elapsed"], "elapsed"),
+        _phases(d.get("phases"), "phases"),
     )
 
 
 def _started(d: dict) -> RunStarted:
     if not isinstance(d["config"], dict):
-        raise ValueError("a config object")
+        raise SchemaError("config", "an object", d["config"])
     cfg = validate(FitConfig.from_mapping(d["config"]), recorded=True)
-    devices = _list(d["devices"], _str)
-    if not 1 <= len(devices) <= MAX_DEVICES:
-        raise ValueError(f"1 to {MAX_DEVICES} devices, found {len(devices)}")
     return RunStarted(
         cfg,
-        devices,
-        bool(d["emulated"]),
-        bool(d["data_parallel"]),
-        _str(d["header"]),
-        _int(d["total_steps"]),
-        _int(d["batches_per_epoch"]),
-        _list(d["lstsq_weights"], _num),
-        _num(d["lstsq_bias"]),
+        tuple(List(DEVICE, least=1, most=MAX_DEVICES)(d["devices"], "devices")),
+        Bool()(d["emulated"], "emulated"),
+        Bool()(d["data_parallel"], "data_parallel"),
+        TEXT(d["header"], "header"),
+        INT(d["total_steps"], "total_steps"),
+        INT(d["batches_per_epoch"], "batches_per_epoch"),
+        tuple(List(NUM, least=1, most=MAX_FEATURES)(d["lstsq_weights"], "lstsq_weights")),
+        NUM(d["lstsq_bias"], "lstsq_bias"),
     )
 
 
@@ -280,45 +268,96 @@ def _message(v: Any, depth: int = 0) -> Text:
     """A recorded message: a key of this fitcore's catalog and exactly its fields, each text, a number or a
     message in turn; checked by putting it into words in every language, so that no page fails on it."""
     if not isinstance(v, dict) or set(v) != {"key", "fields"} or not isinstance(v["fields"], dict):
-        raise ValueError(f'a message {{"key": ..., "fields": {{...}}}}, found {v!r:.40}')
-    key = _str(v["key"])
+        raise SchemaError("message", 'a message {"key": ..., "fields": {...}}', v)
+    key = Str(200)(v["key"], "message.key")
     if key not in catalog():
-        raise ValueError(f"a message key of this fitcore, found {key!r:.40}")
+        raise SchemaError("message.key", "a message key of this fitcore", key)
     fields = {}
     for name, value in v["fields"].items():
         if isinstance(value, dict) and depth < MESSAGE_DEPTH:
             fields[name] = _message(value, depth + 1)
-        elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        elif isinstance(value, str):
+            fields[name] = Str(1000)(value, f"message.fields.{name}")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            NUM(value, f"message.fields.{name}")  # finite; an int stays an int
             fields[name] = value
         else:
-            raise ValueError(f"a message field of text, a number or a message, found {value!r:.40}")
+            raise SchemaError(f"message.fields.{name}", "text, a number or a message", value)
     for lang in LANGUAGES:
         names = {name for _, name, _, _ in Formatter().parse(catalog()[key][lang]) if name is not None}
         if names != set(fields):
-            raise ValueError(f"the fields of {key!r}: {sorted(names)}, found {sorted(fields)}")
+            raise SchemaError("message.fields", f"the fields of {key!r}: {sorted(names)}", sorted(fields))
         with using(lang):
             str(Text(key, **fields))  # a field the text cannot format ({n:d} given text) raises here
     return Text(key, **fields)
 
 
 def _ended(d: dict, version: int = VERSION) -> RunEnded:
-    message = _message(d["message"]) if version > 1 else Text("run.message.recorded", text=_str(d["message"]))
+    if version > 1:
+        message = _message(d["message"])
+    else:
+        message = Text("run.message.recorded", text=Str(1000)(d["message"], "message"))
+    status = Str(32)(d["status"], "status")
+    if status not in set(Status):
+        raise SchemaError("status", f"one of {', '.join(Status)}", status)
+    if status in ACTIVE:  # written while the run still ran: the replay ends at its last event, and says so
+        message, status = Text("recording.mid_run", status=Text(f"cli.status.{status}")), Status.STOPPED
     return RunEnded(
-        Status(_str(d["status"])),
+        Status(status),
         message,
-        _int(d["steps"]),
-        _list(d["weights"], _num),
-        _num(d["bias"]),
-        _opt(_num)(d["final_loss"]),
-        _num(d["elapsed"]),
+        INT(d["steps"], "steps"),
+        tuple(List(NUM, most=MAX_FEATURES)(d["weights"], "weights")),
+        NUM(d["bias"], "bias"),
+        Opt(NUM)(d["final_loss"], "final_loss"),
+        SECONDS(d["elapsed"], "elapsed"),
     )
 
 
+# The engine's own details; a strategy declares its own (Strategy.detail_schemas).
+RANKS = List(MEMORY_ROW, least=1, most=MAX_DEVICES)
+_SHARDS_EPOCH = Obj({
+    "epoch": COUNT, "set_epoch": COUNT, "repeated": List(COUNT),
+    "ranks": List(Obj({"rank": RANK, "device": DEVICE, "count": COUNT, "first": COUNT, "last": COUNT,
+                       "indices": List(COUNT), "truncated": Bool(), "padded": List(COUNT)}),
+                  most=MAX_DEVICES),
+})  # fmt: skip
+ENGINE_DETAILS = {
+    GROUP: Obj(
+        {"backend": Str(32), "world_size": Int(1, MAX_DEVICES), "master_addr": Str(256),
+         "master_port": Int(0, 65535), "launcher": Str(64), "devices": List(DEVICE, most=MAX_DEVICES),
+         "labels": List(DEVICE, most=MAX_DEVICES), "rows_per_rank": COUNT, "padding": COUNT,
+         "per_rank_batch": COUNT, "global_batch": COUNT, "steps_per_epoch": COUNT},
+        optional={"pids": List(COUNT, most=MAX_DEVICES), "hosts": List(Str(256), most=MAX_DEVICES),
+                  "startup_seconds": SECONDS},
+    ),
+    "shards": Obj(
+        {"data_size": COUNT, "world_size": Int(1, MAX_DEVICES), "rows_per_rank": COUNT, "total_size": COUNT,
+         "padding": COUNT, "shuffle": Bool(), "seed": INT, "drop_last": Bool(), "per_rank_batch": COUNT,
+         "steps_per_epoch": COUNT, "first": _SHARDS_EPOCH, "latest": _SHARDS_EPOCH},
+    ),
+    "final": Obj(
+        {"ranks": List(Obj({"rank": RANK, "device": DEVICE, "weights": List(NUM, most=MAX_FEATURES),
+                            "bias": NUM}), least=1, most=MAX_DEVICES),
+         "identical": Bool(), "max_abs_diff": Num(0)},
+    ),
+    "memory": RANKS,
+}  # fmt: skip
+
+
+def detail_schemas() -> dict[str, Any]:
+    """Every detail key this fitcore writes, with its declared shape: the engine's and each strategy's."""
+    own = {key: check for s in strategies.STRATEGIES.values() for key, check in s.detail_schemas.items()}
+    return {**ENGINE_DETAILS, **own}
+
+
 def _detail(d: dict, version: int = VERSION) -> Detail:
-    key, value = _str(d["key"]), d["value"]
+    key, value = Str(64)(d["key"], "key"), d["value"]
     if version < 3 and isinstance(value, dict) and "master_addr" in value:  # the process group, keyed then
         key = GROUP  # by the strategy that owned the launcher whatever the run's strategy
-    return Detail(key, value, _str(d.get("text", "")))
+    known = detail_schemas()
+    if key not in known:
+        raise SchemaError("key", f"a detail this fitcore writes ({', '.join(sorted(known))})", key)
+    return Detail(key, known[key](value, "value"), TEXT(d.get("text", ""), "text"))
 
 
 _READERS = {"step": _step, "started": _started, "ended": _ended, "detail": _detail}
@@ -352,7 +391,8 @@ class Recorder:
         self._write(header)
 
     def _write(self, data: dict) -> None:
-        self._pending.file.write(json.dumps(data, separators=(",", ":")) + "\n")
+        # strict JSON, as every reader expects: a value that is no longer finite is written as null
+        self._pending.file.write(dumps(data, separators=(",", ":")) + "\n")
 
     def __call__(self, event: Event) -> None:
         if self._pending is None:
@@ -426,6 +466,20 @@ def _json(path: str, number: int, line: str) -> Any:
     raise RecordingError(path, problem, number)
 
 
+MACHINE = Obj({}, optional={
+    "python": Str(64), "torch": Str(64), "cuda": Opt(Str(64)), "cpu": Str(64), "os": Str(64),
+    "gpus": List(Str(200)),
+})  # fmt: skip
+SOURCE = Obj(
+    {"file": Str(4096), "sha256": Opt(Str(64)), "target": Str(1000), "rows": COUNT, "standardized": Bool(),
+     "features": List(Str(1000), most=MAX_FEATURES)},
+    optional={"mean": List(NUM, most=MAX_FEATURES), "scale": List(Num(1e-300), most=MAX_FEATURES),
+              "target_mean": NUM, "target_scale": Num(1e-300)},
+)  # fmt: skip
+HEADER = Obj({"format": Str(64), "version": Int()}, optional={"recorded": Str(64), "machine": MACHINE,
+                                                              "data": SOURCE})
+
+
 def _header(path: str, line: str) -> dict[str, Any]:
     try:
         header = _json(path, 1, line)
@@ -435,8 +489,11 @@ def _header(path: str, line: str) -> dict[str, Any]:
         raise RecordingError(path, Text("recording.no_header", expected=f'{{"format": "{FORMAT}", ...}}'), 1)
     version = header.get("version")
     if type(version) is not int or version not in READABLE:  # true and 1.0 equal 1 but are no version
-        raise RecordingError(path, Text("recording.version", version=repr(header.get("version"))), 1)
-    return header
+        raise RecordingError(path, Text("recording.version", version=shown(header.get("version"))), 1)
+    try:
+        return HEADER(header, "header")
+    except SchemaError as exc:
+        raise RecordingError(path, Text("recording.bad_header", what=exc), 1) from None
 
 
 def _event(path: str, number: int, line: str, version: int = VERSION) -> Event:
@@ -444,7 +501,7 @@ def _event(path: str, number: int, line: str, version: int = VERSION) -> Event:
     kind = data.get("event") if isinstance(data, dict) else None
     if not isinstance(kind, str) or kind not in _READERS:  # a list or a dict cannot even be looked up
         raise RecordingError(
-            path, Text("recording.unknown_event", kind=repr(kind), known=", ".join(_READERS)), number
+            path, Text("recording.unknown_event", kind=shown(kind), known=", ".join(_READERS)), number
         )
     try:
         if kind in ("ended", "detail"):

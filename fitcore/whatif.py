@@ -36,6 +36,7 @@ from fitcore.config import FitConfig, parse_number
 from fitcore.errors import ConfigError, Listed, Text
 from fitcore.flags import add_training_flags, config_from_args, flag_error
 from fitcore.i18n import current, t
+from fitcore.schema import dumps
 from fitcore.text import pad
 
 PROJECTED = "projected, not measured"  # the rows' label in the JSON; the table says it in its language
@@ -50,6 +51,8 @@ DEVICE_MEMORY = 80e9  # bytes: an 80 GB H100 or A100
 DEVICE_FLOPS = 400e12
 DEVICES_PER_MACHINE = 8  # nn.DataParallel is one process: it reaches only one machine's devices
 MAX_PARAMS = 1e12
+MAX_ROWS = 1e12  # rows per device: every projected figure stays finite (1e308 rows made Infinity)
+MAX_LATENCY = 1e9  # microseconds (a quarter of an hour a message): beyond it a time is no longer a number
 MAX_DEVICES = 65_536
 
 
@@ -577,7 +580,11 @@ def _number(flag: str, raw: str, allowed: Text, kind: type = float) -> float:
         value = parse_number(flag, str(raw), kind)
     except ConfigError:
         raise ConfigError(flag, raw, allowed) from None
-    if not math.isfinite(value):
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int beyond float's range: 310 digits of --counts
+        finite = False
+    if not finite:
         raise ConfigError(flag, raw, allowed)
     return value
 
@@ -615,7 +622,7 @@ def projection(args: argparse.Namespace, measured: Measured) -> dict:
     latency = base.latency
     if args.latency is not None:
         latency = _number("--latency", args.latency, Text("cli.whatif.allowed.microseconds")) * 1e-6
-        if latency < 0:
+        if not 0 <= latency <= MAX_LATENCY * 1e-6:
             raise ConfigError("--latency", args.latency, Text("cli.whatif.allowed.microseconds"))
     link = dataclasses.replace(base, name=link_name(args.link), bandwidth=bandwidth, latency=latency)
     if args.bandwidth is not None or args.latency is not None:  # a figure given is the figure: no spread
@@ -630,7 +637,7 @@ def projection(args: argparse.Namespace, measured: Measured) -> dict:
     per_device = None
     if args.rows_per_device is not None:
         per_device = _number("--rows-per-device", args.rows_per_device, Text("cli.whatif.allowed.rows"))
-        if per_device < 1:
+        if not 1 <= per_device <= MAX_ROWS:
             raise ConfigError("--rows-per-device", args.rows_per_device, Text("cli.whatif.allowed.rows"))
     rows = table(measured, params, _counts(args.counts), link, memory, flops, per_device)
     return to_dict(measured, rows, link, memory, flops)
@@ -652,5 +659,5 @@ def main(argv: list[str]) -> int:
     except ConfigError as exc:
         print(error_line("fitcore whatif", flag_error(exc)), file=sys.stderr)
         return 2
-    print(json.dumps(result) if args.json else "\n".join(table_lines(result)), flush=True)
+    print(dumps(result) if args.json else "\n".join(table_lines(result)), flush=True)
     return 0

@@ -13,7 +13,10 @@ import json
 import logging
 import os
 import shutil
+import stat
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -120,6 +123,103 @@ def test_an_output_that_is_a_folder_is_refused_before_the_run(capsys, tmp_path, 
     assert one_line(err) == f"fitcore: error: {flag}: got '{tmp_path}'; allowed: {allowed}"
 
 
+def _char_device(path) -> None:
+    """A character device like /dev/null (major 1, minor 3), made in the test's own folder."""
+    os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+
+
+@pytest.mark.parametrize("flag", ["--record", "--trace"])
+def test_an_output_onto_a_device_writes_through_and_leaves_the_device(capsys, tmp_path, flag):
+    """`--record /dev/null` discards the recording; the device stays a device (never a regular file)."""
+    null = tmp_path / "null"
+    _char_device(null)
+    before = os.stat(null)
+    code, _, err = run(capsys, ["--epochs", "2", "--quiet", flag, str(null)])
+    after = os.stat(null)
+    assert (code, err) == (0, "")
+    assert stat.S_ISCHR(after.st_mode) and (after.st_rdev, after.st_ino) == (before.st_rdev, before.st_ino)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["null"]  # no temporary file left beside it
+
+
+@pytest.mark.parametrize("flag", ["--record", "--trace"])
+def test_an_output_onto_a_fifo_without_a_reader_is_refused_at_once(capsys, tmp_path, monkeypatch, flag):
+    monkeypatch.chdir(tmp_path)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    code, out, err = run(capsys, ["--epochs", "2", flag, "pipe"])  # never blocks: no reader, no wait
+    assert (code, out) == (2, "")
+    allowed = "a file that can be written (a FIFO with no reader; start its reader first)"
+    assert one_line(err) == f"fitcore: error: {flag}: got 'pipe'; allowed: {allowed}"
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+def test_an_output_onto_a_fifo_with_a_reader_is_written_through(capsys, tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    deadline = time.monotonic() + 10
+    code = None
+    while code is None and time.monotonic() < deadline:  # the reader opens the FIFO a moment after starting
+        code, _, err = run(capsys, ["--epochs", "2", "--quiet", "--record", str(fifo)])
+        code = None if code == 2 and "no reader" in err else code
+    reader.join(10)
+    assert code == 0 and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    lines = got[0].decode().splitlines()
+    assert json.loads(lines[0])["format"] == "fitcore-recording" and json.loads(lines[-1])["event"] == "ended"
+
+
+def test_an_output_through_a_symlink_writes_the_file_it_names_and_keeps_the_link(capsys, tmp_path):
+    (tmp_path / "real.fitrec").write_text("old")
+    (tmp_path / "run.fitrec").symlink_to("real.fitrec")
+    (tmp_path / "dangling.json").symlink_to("made.json")
+    argv = ["--epochs", "2", "--quiet", "--record", str(tmp_path / "run.fitrec")]
+    code, _, _ = run(capsys, [*argv, "--trace", str(tmp_path / "dangling.json")])
+    assert code == 0
+    assert os.readlink(tmp_path / "run.fitrec") == "real.fitrec"  # still a link, to the same file
+    assert os.readlink(tmp_path / "dangling.json") == "made.json"
+    assert json.loads((tmp_path / "real.fitrec").read_text().splitlines()[-1])["event"] == "ended"
+    assert "traceEvents" in json.loads((tmp_path / "made.json").read_text())
+
+
+@pytest.mark.parametrize("flag", ["--record", "--trace"])
+def test_a_read_only_output_is_refused_even_for_root_and_kept(capsys, tmp_path, monkeypatch, flag):
+    """As `cp` refuses it: root could write the file, but its owner made it read-only for a reason."""
+    monkeypatch.chdir(tmp_path)
+    kept = tmp_path / "kept.fitrec"
+    kept.write_text("mine")
+    kept.chmod(0o444)
+    code, out, err = run(capsys, ["--epochs", "2", flag, "kept.fitrec"])
+    assert (code, out) == (2, "")
+    allowed = "a file that can be written (it is read-only; make it writable or name another file)"
+    assert one_line(err) == f"fitcore: error: {flag}: got 'kept.fitrec'; allowed: {allowed}"
+    assert kept.read_text() == "mine" and stat.S_IMODE(kept.stat().st_mode) == 0o444
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.fitrec"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_data_that_is_no_regular_file_is_refused_without_waiting(capsys, tmp_path, monkeypatch, kind):
+    """A FIFO with no writer would hang a read (and Ctrl-C with it): refused, as a device or a folder is."""
+    monkeypatch.chdir(tmp_path)
+    {"fifo": os.mkfifo, "device": _char_device, "folder": os.mkdir}[kind](tmp_path / "data.csv")
+    code, out, err = run(capsys, ["--data", "data.csv", "--target", "y"])
+    words = {"fifo": "a FIFO (named pipe)", "device": "a device", "folder": "a folder"}[kind]
+    assert (code, out) == (2, "")
+    allowed = f"a regular CSV file; this is {words}"
+    assert one_line(err) == f"fitcore: error: --data: got 'data.csv'; allowed: {allowed}"
+
+
+def test_a_replaced_output_keeps_its_mode(capsys, tmp_path):
+    """A private recording (0600) stays private when a run writes it again, as `cp` keeps a file's mode."""
+    rec = tmp_path / "private.fitrec"
+    rec.write_text("old")
+    rec.chmod(0o600)
+    code, _, _ = run(capsys, ["--epochs", "2", "--quiet", "--record", str(rec)])
+    assert code == 0 and stat.S_IMODE(rec.stat().st_mode) == 0o600
+    assert json.loads(rec.read_text().splitlines()[-1])["event"] == "ended"
+
+
 # any mix of the input and output flags naming a few files: every file that was there is unchanged unless it
 # was named only as an output, and then it holds a whole recording or trace
 NAMES = st.sampled_from(["a.csv", "b.csv", "c.fitrec", "d.json"])
@@ -182,7 +282,7 @@ def test_a_column_named_true_is_no_boolean_cell(capsys, tmp_path):
     "argv, line",
     [
         (["--data", "/etc", "--target", "y"],
-         "--data: got '/etc'; allowed: a readable CSV file (Is a directory)"),
+         "--data: got '/etc'; allowed: a regular CSV file; this is a folder"),
         (["--data", str(HOUSES), "--target", "price", "--features", ""],
          "--features: got ''; allowed: column names separated by commas"),
         (["--data", str(HOUSES), "--target", "price", "--features", "area,,rooms"],
@@ -192,9 +292,13 @@ def test_a_column_named_true_is_no_boolean_cell(capsys, tmp_path):
         (["--bias", "-inf"], "--bias: got -inf; allowed: a finite number"),
         (["--strategy", "ddp", "--reshard-after-forward", "false"],  # as typed, not Python's False
          "--reshard-after-forward: got 'false'; allowed: its default: it applies only to the FSDP strategy"),
-        (["--epochs", "9" * 26],
-         f"--epochs: got {'9' * 26}; allowed: at most 1000000 steps and 1000000000 rows through the model in "
-         f"all (epochs × data size); this run has {'9' * 26} steps and {int('9' * 26) * 200} rows"),
+        (["--epochs", "9" * 24],
+         f"--epochs: got {'9' * 24}; allowed: at most 1000000 steps and 1000000000 rows through the model in "
+         f"all (epochs × data size); this run has {'9' * 24} steps and 1999…(27 digits) rows"),
+        (["--epochs", "7" * 4300],  # Python prints no int of more digits: quoted by its start and its length
+         "--epochs: got 7777…(4300 digits); allowed: at most 1000000 steps and 1000000000 rows through the "
+         "model in all (epochs × data size); this run has 7777…(4300 digits) steps and 1555…(4303 digits) "
+         "rows"),
         (["--data-size", "10000001"],
          "--epochs: got 200; allowed: at most 1000000 steps and 1000000000 rows through the model in all "
          "(epochs × data size); this run has 10000200 steps and 2000000200 rows"),
@@ -242,7 +346,8 @@ def _forged(tmp_path: Path, header=None, config=None, devices=None) -> str:
         ({"config": {"strategy": "bogus"}}, "line 2: a bad started event (strategy: got 'bogus'"),
         ({"config": {"devices": "virtual:999"}}, "line 2: a bad started event (devices: got 'virtual:999'"),
         ({"config": {"weights": [1.0] * 600}}, "(600 in all); allowed: 1 to 16 numbers)"),
-        ({"devices": ["cpu"] * 100_000}, "line 2: a bad started event (1 to 64 devices, found 100000)"),
+        ({"devices": ["cpu"] * 100_000},
+         "line 2: a bad started event (devices: a list of 1 to 64 items, found a list of 100000)"),
     ],
 )
 def test_replay_refuses_a_recording_no_run_could_have_made(capsys, tmp_path, forged, says):

@@ -100,7 +100,7 @@ def test_a_version_1_recording_still_replays_its_message_as_written(tmp_path, ca
     # version 1 held text: a key and fields there is a bad file, as text is in version 2
     lines[-1] = _message(lines[-1], {"key": "run.message.stopped", "fields": {}})
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(RecordingError, match=f"line {len(lines)}: a bad ended event \\(text, found"):
+    with pytest.raises(RecordingError, match=f"line {len(lines)}: a bad ended event \\(message: text, found"):
         read(str(path))
 
 
@@ -225,7 +225,7 @@ BAD = [
     (
         "bad-field",
         lambda ls: ls[:2] + [ls[2].replace('"loss":', '"loss":"x","was":')] + ls[3:],
-        "line 3: a bad step event (a number, found 'x')",
+        "line 3: a bad step event (loss: a number, found 'x')",
     ),
     (
         "missing-field",
@@ -278,27 +278,29 @@ BAD = [
     (
         "message-as-text",
         lambda ls: ls[:-1] + [_message(ls[-1], "finished 10 steps in 0.01 s")],
-        "line 15: a bad ended event (a message {\"key\": ..., \"fields\": {...}}, found 'finished",
+        "line 15: a bad ended event (message: a message {\"key\": ..., \"fields\": {...}}, found 'finished",
     ),
     (
         "message-unknown-key",
         lambda ls: ls[:-1] + [_message(ls[-1], {"key": "run.message.nope", "fields": {}})],
-        "line 15: a bad ended event (a message key of this fitcore, found 'run.message.nope')",
+        "line 15: a bad ended event (message.key: a message key of this fitcore, found 'run.message.nope')",
     ),
     (
         "message-missing-field",
         lambda ls: ls[:-1] + [_message(ls[-1], {"key": "run.message.time_limit", "fields": {}})],
-        "line 15: a bad ended event (the fields of 'run.message.time_limit': ['seconds'], found [])",
+        "line 15: a bad ended event (message.fields: the fields of 'run.message.time_limit': ['seconds'], "
+        "found [])",
     ),
     (
         "message-bad-field",
         lambda ls: ls[:-1] + [_message(ls[-1], {"key": "run.message.error", "fields": {"error": [1]}})],
-        "line 15: a bad ended event (a message field of text, a number or a message, found [1])",
+        "line 15: a bad ended event (message.fields.error: text, a number or a message, found [1])",
     ),
     (
         "message-nested-deep",
         lambda ls: ls[:-1] + [_message(ls[-1], _nested(9))],
-        "line 15: a bad ended event (a message field of text, a number or a message, found {'key'",
+        "line 15: a bad ended event (message.fields.reason: text, a number or a message, "
+        "found an object of 2)",
     ),
     (
         "bad-config",

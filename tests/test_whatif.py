@@ -186,7 +186,12 @@ def test_the_table_says_projected(capsys):
         (["--counts", "１２"], "--counts: got '１２'"),
         (["--params", "١٢"], "--params: got '١٢'"),
         (["--memory-gb", "8_0"], "--memory-gb: got '8_0'"),
-        (["--latency", "-1"], "--latency: got '-1'; allowed: microseconds, 0 or more"),
+        (["--latency", "-1"], "--latency: got '-1'; allowed: microseconds, 0 to 1e9"),
+        (["--latency", "1e308"], "--latency: got '1e308'; allowed: microseconds, 0 to 1e9"),
+        (["--rows-per-device", "1e308"], "--rows-per-device: got '1e308'; allowed: 1 to 1e12 rows"),
+        (["--counts", "9" * 310],
+         f"--counts: got '{'9' * 71}… (310 characters in all); allowed: comma-separated integers from 1 "
+         "to 65536"),
         (["--memory-gb", "0"], "--memory-gb: got '0'"),
         (["--epochs", "0"], "--epochs: got 0"),
         (["--strategy", "ddp"], "--strategy: got 'ddp'; allowed: dataparallel"),

@@ -50,6 +50,7 @@ class Strategy:
         train(cfg, on_event, control=None, plan=None) -> RunEnded     emits fitcore.events, nothing else
         step_lines(step) -> list[str]                its console lines for one Step
         detail_lines: {Detail.key: (value) -> list[str]}   console lines of its own Detail events
+        detail_schemas: {Detail.key: fitcore.schema check}  the shape of its own Detail values, as read back
         markdown(cfg=None) -> str                    its explanation for the page, in the current language,
                                                      its examples on cfg's sizes (the run shown) where given
         bytes_of_step(rows, k, d, itemsize, cfg) -> int   one step's bytes on k devices (cfg: its options)
@@ -103,6 +104,9 @@ class Strategy:
     projections: Callable[[], tuple] = tuple
     presets: Callable[[Any], tuple] = lambda tutorial: ()
     detail_lines: Mapping[str, Callable[[dict], list[str]]] = field(default_factory=dict)
+    # the declared shape of each of its own Detail values (fitcore.schema), through which a recording's are
+    # read: a detail key that no strategy and not the engine declares is refused, never passed to a view
+    detail_schemas: Mapping[str, Callable[[Any, str], Any]] = field(default_factory=dict)
     preload: tuple[str, ...] = ()  # the modules its ranks run, imported once by fitcore.warmstart's server
     phases: Callable[[], tuple[str, ...]] = tuple
     picture: Callable[..., dict] = lambda cfg, step, devices, extra: {}

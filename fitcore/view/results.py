@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from typing import Any
 
@@ -15,6 +14,7 @@ from fitcore.errors import Text
 from fitcore.events import RunStarted, Status, Step
 from fitcore.i18n import t
 from fitcore.runner import Snapshot
+from fitcore.schema import dumps
 from fitcore.view.common import fitted_names, parameter_names
 
 # The tables' column names as data (the JSON download keeps them): the page shows them through column_label.
@@ -109,17 +109,6 @@ def final_agreement(snap: Snapshot) -> str | None:
     if value["identical"]:
         return t("view.final.identical", k=k)
     return t("view.final.differ", diff=f"{value['max_abs_diff']:.3g}")
-
-
-def _finite_or_none(value: Any) -> Any:
-    """JSON has no inf or NaN: a diverged run's values become null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, (list, tuple)):
-        return [_finite_or_none(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _finite_or_none(v) for k, v in value.items()}
-    return value
 
 
 def row_range(start: int, stop: int) -> dict[str, int]:
@@ -226,7 +215,7 @@ def result_json(snap: Snapshot, data_as: str | None = None) -> str:
     result = snapshot_result(snap)
     if data_as is not None and result.get("config", {}).get("data"):
         result["config"]["data"] = data_as
-    return json.dumps(_finite_or_none(result), indent=2, allow_nan=False)
+    return dumps(result, indent=2)
 
 
 def history_names(cfg: FitConfig) -> list[str]:

@@ -23,7 +23,8 @@ The package, by responsibility:
   check.py    its rows of `fitcore check`; compare.py its column of `fitcore compare` (DDP's arithmetic
               with FSDP's reduce-scatter, checked against the real fully_shard run); whatif.py its rows
               of `fitcore whatif`, calibrated on a run's measured collectives; locale.json its words;
-  name.py     its name alone (what its modules and the traps import).
+  name.py     its name alone (what its modules and the traps import);
+  shapes.py   the declared shape of its Detail, through which a recording's is read.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from fitcore.strategies import Strategy
 from fitcore.strategies.fsdp.name import NAME
+from fitcore.strategies.fsdp.shapes import DETAIL
 
 OPTION = "reshard_after_forward"  # the config field only this strategy reads
 
@@ -184,6 +186,7 @@ STRATEGY = Strategy(
     locale=str(Path(__file__).with_name("locale.json")),
     presets=_presets,
     detail_lines={NAME: _group_lines},  # Detail(NAME): who holds which rows, and each rank's memory
+    detail_schemas={NAME: DETAIL},
     preload=(f"{__name__}.train", f"{__name__}.rank"),
     options=(OPTION,),
     picture=_picture,

@@ -18,7 +18,8 @@ The package, by responsibility:
   view.py     the page's columns and memory tables, its picture part, its planned step, its console lines;
   quiz.py     its questions for the classroom: a rank's columns, and the all-reduce's bytes a rank;
   check.py    its rows of `fitcore check`; compare.py its column of `fitcore compare`; whatif.py its row of
-              `fitcore whatif`; locale.json its words; name.py its name alone.
+              `fitcore whatif`; locale.json its words; name.py its name alone;
+              shapes.py the declared shape of its Detail, through which a recording's is read.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from fitcore.strategies import Strategy
 from fitcore.strategies.tp.name import NAME
+from fitcore.strategies.tp.shapes import DETAIL
 
 
 def _steps_per_epoch(cfg) -> int:
@@ -181,6 +183,7 @@ STRATEGY = Strategy(
     locale=str(Path(__file__).with_name("locale.json")),
     presets=_presets,
     detail_lines={NAME: _holds_lines},  # Detail(NAME): who holds which columns, and each rank's memory
+    detail_schemas={NAME: DETAIL},
     preload=(f"{__name__}.train", f"{__name__}.rank"),
     phases=_phases,
     picture=_picture,
