@@ -21,6 +21,7 @@ import argparse
 import http.client
 import json
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -29,6 +30,7 @@ import time
 from urllib.parse import urlencode
 
 from benchmarks.browser import free_port
+from fitcore import identity
 
 TEACHER = "e" * 32
 QUESTION = "rows/1/5b2c00000000"
@@ -62,9 +64,13 @@ def serve(port: int, students: int, hold: float) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
+SECRET = secrets.token_bytes(32)  # the server's (FITCORE_SECRET): each student's page is signed, as a page is
+
+
 def request(conn, method: str, path: str, query: dict, owner: str) -> tuple[int, dict | None, float]:
     started = time.perf_counter()
-    conn.request(method, f"{path}?{urlencode(query)}", headers={"Cookie": f"fitcore_owner={owner}"})
+    cookie = f"fitcore_owner={owner}; fitcore_signed={identity.sign(owner, SECRET)}"
+    conn.request(method, f"{path}?{urlencode(query)}", headers={"Cookie": cookie})
     response = conn.getresponse()
     body = response.read()
     return response.status, (json.loads(body) if body else None), time.perf_counter() - started
@@ -87,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     server = subprocess.Popen(
         [sys.executable, "-c", f"from benchmarks.room_load import serve; serve({port}, {n}, {args.hold})"],
         stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        env={**os.environ, "FITCORE_SECRET": SECRET.hex()},
     )  # fmt: skip
     try:
         code = json.loads(server.stdout.readline())["code"]
@@ -114,6 +121,10 @@ def drive(server, port: int, code: str, n: int, seconds: float) -> int:
     def student(i: int) -> None:
         owner = f"{i + 1:032x}"
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        # its page's first poll joins the room: only a page that reads the room has its answers counted
+        joined, _, _ = request(conn, "GET", "/fitcore/live", {"room": code, "since": 0}, owner)
+        if joined != 200:
+            problems.append(f"student {i}: joining the room {joined}")
         status, body, took = request(conn, "GET", "/fitcore/room", {"room": code}, owner)
         if status != 200 or "counts" in body:
             problems.append(f"student {i}: first read {status} {body}")

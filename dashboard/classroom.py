@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from dashboard.state import apply_values, control_values, drop_bad_params, get_gpus, get_pool
-from fitcore import i18n, rooms
+from fitcore import i18n, identity, rooms
 from fitcore.config import ConfigError
 from fitcore.events import Status
 from fitcore.pool import RunNotFound
@@ -98,9 +98,11 @@ def open_room() -> None:
     """A room for this teacher's browser: its link asks every student, and this page sees their answers."""
     ss = st.session_state
     try:
-        ss.room = rooms.server_rooms().open(ss.owner)
-    except rooms.RoomsFull:
-        ss.url_errors.append(i18n.t("classroom.room.full", most=rooms.MAX_ROOMS))
+        if not ss.signature:  # more new browsers from this address than a minute allows: none opens a room
+            raise rooms.RoomsFull("signed", identity.SIGNS_PER_MINUTE)
+        ss.room = rooms.server_rooms().open(ss.owner, st.context.ip_address)
+    except rooms.RoomsFull as full:
+        ss.url_errors.append(i18n.t(f"classroom.room.full.{full.limit}", most=full.most))
         return
     ss.ask = True
 

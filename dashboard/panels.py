@@ -81,6 +81,7 @@ def view_settings() -> dict:
     ss = st.session_state
     return {
         "owner": ss.owner,  # kept in a cookie, so that a reload finds this browser's runs again
+        "signed": ss.signature,  # the server's signature of it, kept beside it: its room answers count
         "endpoint": api.LIVE_PATH,
         "assets": api.STATIC_PATH,  # frontend/'s modules
         "plotly": api.plotly_url(),  # the charts' plotly.js, from the same route

@@ -8,7 +8,7 @@ import uuid
 
 import streamlit as st
 
-from fitcore import api, i18n, live
+from fitcore import api, i18n, identity, live
 from fitcore.config import FitConfig
 from fitcore.devices import cuda_gpus
 from fitcore.errors import Text
@@ -67,6 +67,7 @@ def init_session(gpus: dict) -> bool:
     if "owner" in ss:
         return False
     ss.owner = browser_owner()
+    ss.signature = browser_signature(ss.owner)
     ss.run_id = get_pool().latest_run(ss.owner)  # a reloaded page shows its run again
     ss.snap = None  # the last snapshot read: kept when the run ends or the pool drops it
     ss.past = []  # (label, loss history) of this session's earlier runs
@@ -116,6 +117,16 @@ def drop_bad_params() -> None:
     for name in NAMING_PARAMS:
         if name in st.query_params and not taken[name]:
             del st.query_params[name]
+
+
+def browser_signature(owner: str) -> str:
+    """The server's signature of this browser's owner id (fitcore.identity), kept in a cookie beside it: an
+    answer in a room counts, and a room opens, for a signed id only. The one the browser holds is kept; a
+    new one is given within the address's bound, else none (its runs are its own, nothing it says counts)."""
+    held = st.context.cookies.get(api.SIGNED_COOKIE)
+    if identity.signed(owner, held):
+        return held
+    return identity.sign(owner) if identity.server_minting().allow(st.context.ip_address) else ""
 
 
 def run_gone(owner: str) -> bool:

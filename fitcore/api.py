@@ -25,12 +25,21 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from fitcore import i18n, live, paths
+from fitcore import i18n, identity, live, paths
 from fitcore.follow import Followers
 from fitcore.pool import RunNotFound, RunPool, server_pool
-from fitcore.rooms import CODE_PATTERN, QUESTION_PATTERN, RoomNotFound, Rooms, server_rooms
+from fitcore.rooms import (
+    CODE_PATTERN,
+    MAX_VOTERS,
+    QUESTION_PATTERN,
+    Answer,
+    RoomNotFound,
+    Rooms,
+    server_rooms,
+)
 
 OWNER_COOKIE = "fitcore_owner"
+SIGNED_COOKIE = "fitcore_signed"  # the server's signature of the owner id (fitcore.identity)
 # the run this browser's live view showed live last (frontend/mount.js keeps it while the run is active): a
 # page whose server no longer has that run (it restarted) says so once, where it would otherwise show Ready
 LIVE_RUN_COOKIE = "fitcore_run"
@@ -200,7 +209,9 @@ def room_handler(get_rooms: Callable[[], Rooms] = server_rooms):
 
 def answer_handler(get_rooms: Callable[[], Rooms] = server_rooms):
     """POST /fitcore/room/answer?room=<code>&q=<question>&choice=<0-7>: this browser's answer, counted once
-    (204); 409 where it does not count (another question, revealed, answered already, the room full)."""
+    (204). 403 for a browser the server's page did not sign (fitcore.identity), one that does not follow the
+    room from its page, or the room's teacher; 400 for a choice the question lacks; 409 where it does not
+    count now (another question, revealed, answered already, the room full)."""
 
     async def handle(request: Request) -> Response:
         args = _room_args(request)
@@ -212,15 +223,30 @@ def answer_handler(get_rooms: Callable[[], Rooms] = server_rooms):
             return _error(400, "q", question, "the room's question")
         if not CHOICE_PATTERN.fullmatch(choice):
             return _error(400, "choice", choice, "a choice from 0 to 7")
+        if not identity.signed(owner, request.cookies.get(SIGNED_COOKIE)):
+            shown = request.cookies.get(SIGNED_COOKIE, "")
+            return _error(403, SIGNED_COOKIE, shown, "the signature this server's page gave this browser")
         try:
-            counted = get_rooms().answer(code, owner, question, int(choice))
+            outcome = get_rooms().answer(code, owner, question, int(choice))
         except RoomNotFound:
             return _error(404, "room", code, _NO_ROOM)
-        if not counted:
-            return _error(409, "q", question, "the room's current question, answered once")
-        return Response(status_code=204)
+        if outcome:
+            return Response(status_code=204)
+        status, field, allowed = _REFUSED[outcome]
+        return _error(status, field, {"choice": choice, "q": question, "room": code}[field], allowed)
 
     return handle
+
+
+_REFUSED = {  # why an answer did not count: (status, the field to blame, what is allowed)
+    Answer.NO_CHOICE: (400, "choice", "one of the question's choices"),
+    Answer.NOT_FOLLOWING: (403, "room", "a room this browser's page follows (open the room's link)"),
+    Answer.TEACHER: (403, "room", "a room of another teacher: the class's tally counts students only"),
+    Answer.OTHER_QUESTION: (409, "q", "the room's current question"),
+    Answer.REVEALED: (409, "q", "a question not revealed yet"),
+    Answer.ANSWERED: (409, "q", "the room's current question, answered once"),
+    Answer.FULL: (409, "q", f"one of the first {MAX_VOTERS} answers"),
+}
 
 
 def _teacher_part(rooms: Rooms, code: str, owner: str) -> dict | None:

@@ -3,9 +3,13 @@
 A teacher opens a room and shares its code in the link (`?room=<code>`, unguessable: secrets.token_urlsafe).
 The teacher's page sets the room's current question as it asks it; each student's page answers it once;
 the room keeps counts only (one number per choice, and which browsers have answered, so that none counts
-twice: never a name), at most MAX_VOTERS answers a question. The teacher's page reads the counts and reveals
-the answer, which every student's page then shows at once. A room is gone when its teacher closes it, after
-ROOM_TTL_S without its teacher, or when the server stops; at most MAX_ROOMS are open.
+twice: never a name), at most MAX_VOTERS answers a question. An answer counts for a browser whose page
+follows the room (it read the room from its page) and that the server signed (fitcore.identity, checked by
+the route): never for the teacher, never twice, never for a made-up id. The teacher's page reads the counts
+and reveals the answer, which every student's page then shows at once. A room is gone when its teacher
+closes it, after ROOM_IDLE_S without its teacher's page reading it (the page reads it every second or so
+while it is open), or when the server stops. One teacher holds at most MAX_ROOMS_PER_TEACHER rooms, one
+address at most MAX_ROOMS_PER_ADDRESS, and the server at most MAX_ROOMS.
 
 Only the room's teacher (its owner id, the browser's `fitcore_owner`) sees the counts, asks or reveals; a
 code that is not an open room's answers exactly like a malformed one: nothing, and it changes nothing.
@@ -22,15 +26,18 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Callable
 
 CODE_BYTES = 16  # 128 random bits: 22 URL-safe characters, not guessed in any number of tries a server allows
 CODE_PATTERN = re.compile(r"[A-Za-z0-9_-]{22}")
 QUESTION_PATTERN = re.compile(r"[0-9a-z_/-]{1,64}")  # the teacher's page's question key (quiz.question_key)
 MAX_ROOMS = 50  # rooms open at once on one server
+MAX_ROOMS_PER_TEACHER = 3  # one browser's rooms at once: a class, and a spare
+MAX_ROOMS_PER_ADDRESS = 10  # rooms opened from one address at once: a few teachers behind a school's address
 MAX_VOTERS = 200  # answers counted per question (a class, with room to spare)
 MAX_CHOICES = 8
-ROOM_TTL_S = 3 * 3600.0  # a room whose teacher has not read it for this long is closed
+ROOM_IDLE_S = 20 * 60.0  # a room whose teacher's page has not read it for this long (the page is gone) closes
 MAX_FOLLOWERS = 500  # pages counted as following a room at once
 FOLLOWING_S = 5.0  # a page that read the room within this many seconds follows it
 
@@ -40,13 +47,34 @@ class RoomNotFound(Exception):
 
 
 class RoomsFull(Exception):
-    """MAX_ROOMS rooms are open already."""
+    """A limit on rooms is met: `limit` says which ("teacher", "address" or "server"), `most` its number."""
+
+    def __init__(self, limit: str, most: int):
+        super().__init__(limit, most)
+        self.limit, self.most = limit, most
+
+
+class Answer(str, Enum):
+    """What became of an answer: counted, or why not (true only when counted)."""
+
+    COUNTED = "counted"
+    NO_CHOICE = "no_choice"  # a choice the question does not have: a bad request
+    NOT_FOLLOWING = "not_following"  # no page of this browser reads the room: not one of the class
+    TEACHER = "teacher"  # the room's own teacher: never counted in the class's tally
+    OTHER_QUESTION = "other_question"  # not the room's current question
+    REVEALED = "revealed"  # the answer is out already
+    ANSWERED = "answered"  # this browser answered already
+    FULL = "full"  # MAX_VOTERS answers are in
+
+    def __bool__(self) -> bool:
+        return self is Answer.COUNTED
 
 
 @dataclass
 class _Room:
     teacher: str
     seen: float  # when the teacher last read it
+    address: str | None = None  # where the teacher's page opened it from
     question: str = ""  # the current question's key; "" before the first
     counts: list[int] = field(default_factory=list)  # answers per choice
     voters: dict[str, int] = field(default_factory=dict)  # each browser's choice (owner ids, no names)
@@ -72,7 +100,7 @@ class RoomState:
 class Rooms:
     """Every open room on this server, each under its code; thread-safe."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, ttl: float = ROOM_TTL_S):
+    def __init__(self, clock: Callable[[], float] = time.monotonic, ttl: float = ROOM_IDLE_S):
         self._lock = threading.Lock()
         self._rooms: dict[str, _Room] = {}
         self._clock = clock
@@ -89,14 +117,20 @@ class Rooms:
             raise RoomNotFound(code)
         return room
 
-    def open(self, teacher: str) -> str:
-        """A new room for this teacher's browser; its code."""
+    def open(self, teacher: str, address: str | None = None) -> str:
+        """A new room for this teacher's browser, opened from `address`; its code. RoomsFull names the limit
+        met: the teacher's, the address's or the server's."""
         with self._lock:
             self._expire()
+            rooms = self._rooms.values()
+            if sum(r.teacher == teacher for r in rooms) >= MAX_ROOMS_PER_TEACHER:
+                raise RoomsFull("teacher", MAX_ROOMS_PER_TEACHER)
+            if address is not None and sum(r.address == address for r in rooms) >= MAX_ROOMS_PER_ADDRESS:
+                raise RoomsFull("address", MAX_ROOMS_PER_ADDRESS)
             if len(self._rooms) >= MAX_ROOMS:
-                raise RoomsFull()
+                raise RoomsFull("server", MAX_ROOMS)
             code = secrets.token_urlsafe(CODE_BYTES)
-            self._rooms[code] = _Room(teacher, self._clock())
+            self._rooms[code] = _Room(teacher, self._clock(), address)
             return code
 
     def close(self, code: str, teacher: str) -> None:
@@ -114,18 +148,29 @@ class Rooms:
             if room.question != question:
                 room.question, room.counts, room.voters, room.revealed = question, [0] * choices, {}, False
 
-    def answer(self, code: str, voter: str, question: str, choice: int) -> bool:
-        """Count voter's answer to the room's current question; False where it does not count (another
-        question, revealed already, answered already, the cap reached). RoomNotFound for a bad code."""
+    def answer(self, code: str, voter: str, question: str, choice: int) -> Answer:
+        """Count voter's answer to the room's current question, once; otherwise why it does not count (an
+        Answer, false). `voter` must follow the room from its page and not be its teacher; the route checks
+        that the server signed it. RoomNotFound for a bad code."""
         with self._lock:
             room = self._room(code)
-            if question != room.question or room.revealed or voter in room.voters:
-                return False
-            if not 0 <= choice < len(room.counts) or len(room.voters) >= MAX_VOTERS:
-                return False
+            if voter == room.teacher:
+                return Answer.TEACHER
+            if voter not in room.followers:
+                return Answer.NOT_FOLLOWING
+            if question != room.question:
+                return Answer.OTHER_QUESTION
+            if not 0 <= choice < len(room.counts):
+                return Answer.NO_CHOICE
+            if room.revealed:
+                return Answer.REVEALED
+            if voter in room.voters:
+                return Answer.ANSWERED
+            if len(room.voters) >= MAX_VOTERS:
+                return Answer.FULL
             room.voters[voter] = choice
             room.counts[choice] += 1
-            return True
+            return Answer.COUNTED
 
     def reveal(self, code: str, teacher: str, question: str) -> None:
         with self._lock:

@@ -75,10 +75,16 @@ function createState(parentElement) {
 
 // The browser's owner id lives in a cookie, sent with the page's websocket and with every poll: a reload,
 // or the address opened again in this browser, finds this browser's runs; another browser has its own.
-function keepOwner(owner) {
+// The server's signature of it (fitcore/identity.py) lives beside it: a room counts a signed browser's answer.
+function keepOwner(owner, signed) {
   if (!/^[0-9a-f]{32}$/.test(owner)) return;
-  if (document.cookie.split("; ").includes(`fitcore_owner=${owner}`)) return;
-  document.cookie = `fitcore_owner=${owner}; path=/; max-age=${30 * 24 * 3600}; SameSite=Strict`;
+  const cookies = document.cookie.split("; ");
+  if (!cookies.includes(`fitcore_owner=${owner}`)) {
+    document.cookie = `fitcore_owner=${owner}; path=/; max-age=${30 * 24 * 3600}; SameSite=Strict`;
+  }
+  if (/^[0-9a-f]{32}$/.test(signed || "") && !cookies.includes(`fitcore_signed=${signed}`)) {
+    document.cookie = `fitcore_signed=${signed}; path=/; max-age=${30 * 24 * 3600}; SameSite=Strict`;
+  }
 }
 
 // The run this page shows live, in a cookie of this browser session, sent with the page's websocket: a page
@@ -208,7 +214,7 @@ function acceptMountData(state, data) {
   if (isNum(data.queued_poll_ms)) state.queuedPollMs = data.queued_poll_ms;
   state.smoothing = isNum(data.smoothing) ? data.smoothing : 0;
   state.overlay = Array.isArray(data.overlay) ? data.overlay : [];
-  if (data.owner) keepOwner(data.owner);
+  if (data.owner) keepOwner(data.owner, data.signed);
   acceptRoom(state, data);
   acceptClassroom(state, data);
   state.dataVersion += 1;  // the charts are drawn again from this data, not appended to

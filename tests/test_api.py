@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route
 
-from fitcore import api
+from fitcore import api, identity
 from fitcore.config import FitConfig
 from fitcore.pool import PoolSettings, RunPool
 from tests.helpers import wait_for
@@ -67,7 +67,8 @@ def call(app, method: str, path: str, query: bytes = b"", headers: list[tuple[by
 
 
 def owner_cookie(owner: str) -> list[tuple[bytes, bytes]]:
-    return [(b"cookie", f"{api.OWNER_COOKIE}={owner}".encode())]
+    """The cookies of a browser whose page this server signed: its owner id and the signature of it."""
+    return [(b"cookie", f"{api.OWNER_COOKIE}={owner}; {api.SIGNED_COOKIE}={identity.sign(owner)}".encode())]
 
 
 def finished_pool() -> tuple[RunPool, str]:

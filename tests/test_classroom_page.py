@@ -228,13 +228,14 @@ def test_a_rooms_students_follow_the_teachers_run_and_the_tally_stays_the_teache
         assert student.button(key="room_leave") and not student.number_input
         choice = question.answer if i < 2 else (question.answer + 1) % len(question.choices)
         # what the page's choice posts (fitcore.api's answer route, tests/test_follow.py drives it over HTTP)
+        rooms.server_rooms().follow(code, student.session_state["owner"])  # its live view's first poll
         assert rooms.server_rooms().answer(code, student.session_state["owner"], key, choice)
         assert not rooms.server_rooms().answer(code, student.session_state["owner"], key, choice)  # once
     state = rooms.server_rooms().state(code, teacher.session_state["owner"])
     counts = [0] * len(question.choices)
     counts[question.answer] += 2
     counts[(question.answer + 1) % len(question.choices)] += 1
-    assert list(state.counts) == counts and state.answered == 3 and state.following == 0  # no poll here
+    assert list(state.counts) == counts and state.answered == 3 and state.following == 3  # a poll each
     assert rooms.server_rooms().state(code, class_[0].session_state["owner"]).counts is None  # the teacher's
     rooms.server_rooms().reveal(code, teacher.session_state["owner"], key)  # the veil's Reveal
     teacher.run()

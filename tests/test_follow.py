@@ -88,6 +88,7 @@ def test_the_teachers_question_reaches_every_student_and_the_tally_stays_the_tea
     assert asked["choices"] == [c.say("en") for c in question.choices]
     assert "answer" not in asked and "why" not in asked and "counts" not in json.dumps(body)
     wrong = (question.answer + 1) % len(question.choices)
+    follow(server, BEN, code)  # Ben's page joins too: a room counts the answers of the pages that read it
     for owner, choice in ((ANN, question.answer), (BEN, wrong), (BEN, question.answer)):
         call(server, "POST", api.ANSWER_PATH, urlencode({"room": code, "q": key, "choice": choice}).encode(),
              owner_cookie(owner))  # fmt: skip

@@ -13,7 +13,7 @@ import pytest
 import torch
 from starlette.requests import Request
 
-from fitcore import api, i18n, live
+from fitcore import api, i18n, identity, live
 from fitcore.config import FitConfig
 from fitcore.pool import PoolSettings, RunNotFound, RunPool
 from fitcore.runner import Run
@@ -33,9 +33,13 @@ def pool(no_leftover_threads, fake_clock):
     pool.shutdown()
 
 
-def call(handler, method: str = "GET", query: str = "", owner: str | None = ALICE):
-    """(status, JSON body or None) of one request to a route handler."""
-    headers = [(b"cookie", f"{api.OWNER_COOKIE}={owner}".encode())] if owner is not None else []
+def call(handler, method: str = "GET", query: str = "", owner: str | None = ALICE, signed: bool = True):
+    """(status, JSON body or None) of one request to a route handler, from a browser whose page this server
+    signed (`signed`: the `fitcore_signed` cookie beside the owner id, as the page sets it)."""
+    cookies = "" if owner is None else f"{api.OWNER_COOKIE}={owner}"
+    if owner is not None and signed:
+        cookies += f"; {api.SIGNED_COOKIE}={identity.sign(owner)}"
+    headers = [(b"cookie", cookies.encode())] if cookies else []
     scope = {"type": "http", "method": method, "path": "/", "query_string": query.encode()}
     scope["headers"] = headers
     response = asyncio.run(handler(Request(scope)))
