@@ -1,0 +1,99 @@
+"""Start pressed the moment the page draws it, on fresh pages: is the run in the live view, and how soon?
+
+    python -m benchmarks.start_race [--tries 20] [--strategies ddp,fsdp,tp]
+
+Starts `streamlit run app.py` on a loopback port and, for each ranked strategy, opens `--tries` fresh pages
+(each its own browser context: a new browser) one after another, presses Start as soon as the button is
+drawn, and waits for the run to appear in the live view. Every other try holds the live view's module back
+until the click, as a slow machine does: the click then lands before the first mount, which is the race that
+once lost the run's picture for good (frontend/component.js). Prints, per strategy, how many tries showed
+their run, and the seconds from the click to the run in the view (median, max); exits 1 if any did not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.browser import chromium, streamlit_app
+from fitcore.i18n import t
+
+LINKS = {
+    "ddp": "strategy=ddp&devices=cpu&workers=2",
+    "fsdp": "strategy=fsdp&devices=cpu&workers=2",
+    "tp": "strategy=tp&devices=cpu&workers=2",
+}
+SHOWN_S = 3.0  # how long a try waits for the run in the live view before it counts as lost
+SHOWN_RUN = (  # the id of the run the live view shows, or null (no live view, or no run in it)
+    "(root) => { const s = root.parentNode.fitcoreLiveState;"
+    " return s && !s.disposed && s.run ? s.run.id : null; }"
+)
+
+
+def shown_run(page) -> str | None:
+    root = page.locator(".fl-root")  # inside the component's shadow root, which locators reach
+    return root.evaluate(SHOWN_RUN) if root.count() == 1 else None
+
+
+def one_try(browser, url: str, hold: bool) -> float | None:
+    """A fresh page, Start pressed at once (the live view's module held back until the click where `hold`):
+    the seconds from the click to the run in the live view, or None if it was not there within SHOWN_S."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    context.set_default_timeout(60_000)
+    try:
+        page = context.new_page()
+        held, released = [], []
+        if hold:
+            page.route("**/fitcore/static/mount.js",
+                       lambda route: route.continue_() if released else held.append(route))  # fmt: skip
+        page.goto(url)
+        page.get_by_role("button", name=t("page.start", "en")).click()  # as soon as it is drawn
+        clicked = time.perf_counter()
+        released.append(True)
+        for route in held:
+            route.continue_()
+        while time.perf_counter() - clicked < SHOWN_S:
+            if shown_run(page) is not None:
+                status = page.locator(".fl-status-text")
+                ready = status.count() == 1 and status.inner_text().startswith("Ready")
+                return None if ready else time.perf_counter() - clicked
+            time.sleep(0.02)
+        return None
+    finally:
+        context.close()
+
+
+def tries(browser, server: str, strategy: str, n: int) -> list[float | None]:
+    """n tries on fresh pages of `strategy`'s link, every other one held back."""
+    url = f"{server}/?{LINKS[strategy]}&epochs=4"
+    return [one_try(browser, url, hold=bool(i % 2)) for i in range(n)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tries", type=int, default=20, help="fresh pages per strategy (1 to 200)")
+    parser.add_argument("--strategies", default=",".join(LINKS), help=f"some of {', '.join(LINKS)}")
+    args = parser.parse_args(argv)
+    names = [s for s in args.strategies.split(",") if s]
+    if not 1 <= args.tries <= 200 or not names or any(s not in LINKS for s in names):
+        print(f"start_race: --tries 1 to 200 and --strategies from {', '.join(LINKS)}", file=sys.stderr)
+        return 2
+    lost = 0
+    with tempfile.TemporaryDirectory() as tmp, streamlit_app(Path(tmp) / "server.log", timeout=90) as app:
+        with chromium() as browser:
+            for strategy in names:
+                seen = tries(browser, app.url, strategy, args.tries)
+                shown = [s for s in seen if s is not None]
+                lost += len(seen) - len(shown)
+                times = f"median {statistics.median(shown):.2f} s, max {max(shown):.2f} s" if shown else "-"
+                print(f"{strategy}: shown {len(shown)}/{len(seen)}; from the click to the run in the view: "
+                      f"{times}")  # fmt: skip
+    return 1 if lost else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
