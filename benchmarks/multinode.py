@@ -22,12 +22,19 @@ import sys
 from dataclasses import replace
 
 from fitcore import strategies
+from fitcore.cliparse import Parser
+from fitcore.config import validate
 from fitcore.engine import across
 from fitcore.engine.hosts import HostsError, available
+from fitcore.errors import ConfigError
+from fitcore.flags import flag_error
+from fitcore.schema import shown
+
+MAX_SECONDS = 3600.0  # --timeout and --collective-timeout: an hour at most
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.multinode", description=__doc__.split("\n")[0])
+    p = Parser(prog="python -m benchmarks.multinode", description=__doc__.split("\n")[0])  # one-line errors
     p.add_argument("--nodes", type=int, default=2, help="hosts (namespaces), 2 to 8")
     p.add_argument("--procs-per-node", type=int, default=2, help="ranks per host, 1 to 4")
     p.add_argument("--strategy", default="ddp", help="passed to fitcore as it is: one with processes")
@@ -40,8 +47,21 @@ def parse(argv: list[str]) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not 2 <= args.nodes <= 8 or not 1 <= args.procs_per_node <= 4:
         p.error(f"--nodes 2 to 8 and --procs-per-node 1 to 4; got {args.nodes} and {args.procs_per_node}")
-    if args.strategy not in strategies.NAMES:
-        p.error(f"--strategy: got {args.strategy!r}; allowed: {', '.join(strategies.NAMES)}")
+    across_hosts = [s.name for s in strategies.STRATEGIES.values() if s.processes and s.torchrun]
+    if args.strategy not in across_hosts:  # one process (DataParallel) has no ranks to put on hosts
+        p.error(f"--strategy: got {shown(args.strategy)}; allowed: {', '.join(across_hosts)}")
+    try:
+        cfg = replace(across.config(args.nodes * args.procs_per_node, args.strategy), epochs=args.epochs)
+        validate(cfg)
+    except ConfigError as exc:
+        p.error(flag_error(exc))
+    if not 0 <= args.kill_after < cfg.total_steps:
+        last = cfg.total_steps - 1
+        p.error(f"--kill-after: got {args.kill_after}; allowed: 0 (none) to {last} recorded steps")
+    for flag, value in (("--timeout", args.timeout), ("--collective-timeout", args.collective_timeout)):
+        if not 0 < value <= MAX_SECONDS:
+            p.error(f"--{flag[2:]}: got {value:g}; allowed: seconds, more than 0 and at most {MAX_SECONDS:g}")
+    args.config = cfg
     return args
 
 
@@ -53,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # SIGTERM ends the run as Ctrl-C does, through the finally blocks that remove the hosts
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    cfg = replace(across.config(args.nodes * args.procs_per_node, args.strategy), epochs=args.epochs)
+    cfg = args.config
     try:
         outcome = across.run(
             cfg, args.nodes, args.procs_per_node, args.rate, args.python, args.timeout,

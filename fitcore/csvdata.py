@@ -140,11 +140,12 @@ def _text(path: str, raw: bytes) -> str:
 
 
 def _is_number(text: str) -> bool:
+    """A number as fitcore reads one, in ASCII: float() also reads "١٢" and "１２"; the parse does not."""
     try:
         float(text)
     except ValueError:
         return False
-    return True
+    return text.isascii()
 
 
 def _lines(text: str):

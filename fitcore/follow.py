@@ -9,7 +9,9 @@ started a new one), or who fell further behind, gets a whole answer of its own, 
 
 Each answer ends with the room's part, the only one made per student: the teacher's phase of the step
 (`walk`), and, while the teacher's paused step asks the room a question, its text and choices, the
-student's own answer, and after the reveal the right one and why. The counts stay the teacher's.
+student's own answer, and after the reveal the right one and why. The counts stay the teacher's. While the
+question waits for a student's answer (and the reveal), that student is sent the run without the step's
+picture: the answer is in its numbers, and a page's data is readable by whoever holds the page.
 """
 
 from __future__ import annotations
@@ -39,10 +41,24 @@ class Shared:
     head: str  # the payload's JSON without its closing brace, for each student's room part to follow
     question: quiz.Question | None  # the question the run's paused step asks, if it asks one
     status: Status
+    veiled: str = ""  # head without the step's picture: for a student who has not answered the question yet
+
+    def head_for(self, state: RoomState) -> str:
+        """The head a student gets: without the step's picture while the room's question about it waits for
+        this student's answer and the reveal."""
+        if self.veiled and asks(state, self) and not state.revealed and state.mine is None:
+            return self.veiled
+        return self.head
 
 
 def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+def asks(state: RoomState, shared: Shared | None) -> bool:
+    """Does the room ask the question of this update's paused step?"""
+    question = shared.question if shared is not None and shared.status == Status.PAUSED else None
+    return question is not None and state.question == quiz.question_key(question)
 
 
 def room_part(state: RoomState, shared: Shared | None, run_id: str | None, lang: str) -> dict:
@@ -50,8 +66,8 @@ def room_part(state: RoomState, shared: Shared | None, run_id: str | None, lang:
     part: dict[str, Any] = {"walk": None, "question": None}
     if state.walk is not None and run_id is not None and state.walk[0] == run_id:
         part["walk"] = {"step": state.walk[1], "phase": state.walk[2]}
-    question = shared.question if shared is not None and shared.status == Status.PAUSED else None
-    if question is not None and state.question == quiz.question_key(question):
+    if asks(state, shared):
+        question = shared.question
         view = quiz.question_view(question, lang)  # the right answer only once the teacher reveals it
         view.update(revealed=state.revealed, mine=state.mine)
         if state.revealed:
@@ -75,7 +91,8 @@ class Followers:
         question = None
         if snap.status == Status.PAUSED and snap.latest is not None:
             question = quiz.question_for(snap.latest, snap.config, snap.devices, snap.extra)
-        return Shared(stamp, since, _json(body)[:-1], question, snap.status)
+        veiled = _json({**body, "picture": None})[:-1] if question is not None else ""
+        return Shared(stamp, since, _json(body)[:-1], question, snap.status, veiled)
 
     def shared(self, teacher: str, run_id: str, lang: str) -> Shared:
         """The run's current update in `lang`, made again only when the run has moved (its stamp)."""
@@ -108,12 +125,12 @@ class Followers:
             run_id, shared = None, None
         if shared is None:
             return _json({"run": None, "follow": room_part(state, None, None, lang)})
-        head = shared.head
+        head = shared.head_for(state)
         if shown_run != run_id or since < shared.base:  # a new run, or a page far behind: its own answer
             try:
                 snap = pool.snapshot(teacher, run_id, keep=False)
                 own = self._make(snap, pool.run_number(teacher, run_id), lang, shared.stamp, 0)
             except RunNotFound:
                 return _json({"run": None, "follow": room_part(state, None, None, lang)})
-            head = own.head
+            head = own.head_for(state)
         return f'{head},"follow":{_json(room_part(state, shared, run_id, lang))}}}'

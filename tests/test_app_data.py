@@ -97,7 +97,7 @@ def test_an_uploaded_csv_trains_to_least_squares_on_the_raw_file(page):
             "bad.csv",
             b"area,price\n1,2\nn/a,3\n",
             "CSV file: got 'bad.csv'; allowed: a finite number in every cell; line 3, column 'area' holds "
-            "'n/a' (not a number)",
+            "'n/a' (not a number written with 0-9)",
         ),
         (
             "bin.csv",

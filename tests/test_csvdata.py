@@ -44,7 +44,8 @@ MANY = ",".join(f"c{i}" for i in range(17))
 REFUSALS = [
     # (id, file bytes, extra flags, the flag named, text in the message)
     ("no-header", b"1,2,3\n4,5,6\n", ["--target", "1"], "--data", "a header line naming the columns first"),
-    ("non-numeric", b"a,b,y\n1,2,3\n4,x,6\n", [], "--data", "line 3, column 'b' holds 'x' (not a number)"),
+    ("non-numeric", b"a,b,y\n1,2,3\n4,x,6\n", [], "--data",
+     "line 3, column 'b' holds 'x' (not a number written with 0-9)"),
     ("nan", b"a,y\n1,2\nnan,3\n", [], "--data", "line 3, column 'a' holds 'nan' (not finite)"),
     ("inf", b"a,y\n1,2\n2,3\n3,-inf\n", [], "--data", "line 4, column 'y' holds '-inf' (not finite)"),
     ("empty-cell", b"a,y\n1,2\n2,\n", [], "--data", "line 3, column 'y' holds an empty cell"),

@@ -261,8 +261,10 @@ def test_a_recording_with_an_integer_of_5000_digits_is_one_line(capsys, tmp_path
     "cells, line",
     [
         ("1e300", "line 3, column 'a' holds '1e300' (larger than 1e15: scale the column down)"),
-        ("True", "line 3, column 'a' holds 'True' (not a number)"),
-        ("false", "line 3, column 'a' holds 'false' (not a number)"),
+        ("True", "line 3, column 'a' holds 'True' (not a number written with 0-9)"),
+        ("false", "line 3, column 'a' holds 'false' (not a number written with 0-9)"),
+        ("١٢", "line 3, column 'a' holds '١٢' (not a number written with 0-9)"),  # Arabic-Indic digits
+        ("１２", "line 3, column 'a' holds '１２' (not a number written with 0-9)"),  # full-width digits
     ],
 )
 def test_huge_and_boolean_cells_are_refused_with_their_line(capsys, tmp_path, cells, line):

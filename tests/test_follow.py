@@ -182,3 +182,25 @@ def test_a_students_any_request_on_the_room_routes_is_4xx_or_its_own_view_and_ch
     if path != api.ANSWER_PATH:  # an answer is the one thing a student may add (none is asked here)
         assert after[0].walk == before[0].walk and after[0].revealed == before[0].revealed
     assert after[0].counts == before[0].counts and after[1] == before[1]
+
+
+def test_a_student_is_sent_the_asked_steps_picture_only_after_answering_or_the_reveal(room):
+    """The answer is in the step's numbers: a page that has not answered gets the run without the picture."""
+    pool, rooms, code, run_id = room
+    server = app(pool, rooms)
+    snap = pool.snapshot(TEACHER, run_id)
+    question = quiz.question_for(snap.latest, snap.config, snap.devices, snap.extra)
+    key = quiz.question_key(question)
+    before = follow(server, ANN, code, run=run_id, since=0)[1]
+    assert before["picture"]["step"] == snap.step  # not asked yet: the step is there
+    rooms.ask(code, TEACHER, key, len(question.choices))
+    for owner, since in ((ANN, 0), (BEN, 0), (ANN, snap.step)):  # a whole answer, and the shared one
+        body = follow(server, owner, code, run=run_id, since=since)[1]
+        assert body["picture"] is None and body["follow"]["question"]["key"] == key
+        assert body["run"]["step"] == snap.step and body["loss"][-1][0] == snap.step  # the run, the charts
+    answer = urlencode({"room": code, "q": key, "choice": question.answer}).encode()
+    assert call(server, "POST", api.ANSWER_PATH, answer, owner_cookie(ANN)).status == 204
+    assert follow(server, ANN, code, run=run_id, since=snap.step)[1]["picture"]["step"] == snap.step
+    assert follow(server, BEN, code, run=run_id, since=snap.step)[1]["picture"] is None  # Ben has not
+    rooms.reveal(code, TEACHER, key)
+    assert follow(server, BEN, code, run=run_id, since=snap.step)[1]["picture"]["step"] == snap.step

@@ -423,6 +423,7 @@ def test_server_config_keeps_xsrf_on_and_usage_statistics_off():
     assert config["server"]["enableXsrfProtection"] is True
     assert config["browser"]["gatherUsageStats"] is False
     assert config["server"]["headless"] is True
+    assert config["client"]["showErrorDetails"] == "type"  # a page error names no server path
 
 
 # -- 3. faults --------------------------------------------------------------------------------------

@@ -79,6 +79,15 @@ def test_more_ranks_than_features_is_refused_with_one_line(capsys):
     ]
 
 
+def test_a_rank_per_feature_needs_no_row_per_rank():
+    """Every TP rank takes every row: one row is data enough for two ranks (DDP needs a row a rank)."""
+    one_row = dict(devices="cpu", workers=2, data_size=1, batch_size=1)
+    assert validate(FitConfig(strategy="tp", **one_row)).workers == 2
+    with pytest.raises(ConfigError) as refused:
+        validate(FitConfig(strategy="ddp", **one_row))
+    assert refused.value.field == "workers" and "at most the data size" in refused.value.allowed
+
+
 def test_bytes_grow_with_the_batch_and_not_the_model():
     # each rank all-reduces its (B, 1) partial output, B*4 bytes: 2(K-1)/K of it
     assert allreduce_bytes(2, 200, 4) == 800 and tp_step_bytes(200, 2, 4) == 1600
