@@ -123,7 +123,8 @@ class Limits:
     max_data_size: int | None = None  # rows; None leaves only the memory estimate
     max_epochs: int | None = None  # epochs
     max_steps: int | None = None  # epochs x batches per epoch
-    max_seconds: float | None = None  # wall-clock time a run may take (enforced by the runner)
+    max_seconds: float | None = None  # time a run may train, its pauses not counted (enforced by the runner)
+    max_paused_seconds: float | None = None  # time one pause may last (enforced by the runner)
     memory_fraction: float = 0.5  # share of the available memory one run may plan to use
 
 

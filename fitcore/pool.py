@@ -16,7 +16,10 @@ from fitcore.runner import Run, Snapshot, trainer_for
 from fitcore.train import warm_up
 
 # Bounds for a server that many students share; the command line has none but memory.
-CLASSROOM_LIMITS = Limits(max_data_size=1_000_000, max_epochs=10_000, max_steps=1_000_000, max_seconds=600)
+CLASSROOM_LIMITS = Limits(
+    max_data_size=1_000_000, max_epochs=10_000, max_steps=1_000_000, max_seconds=600,
+    max_paused_seconds=3600,  # an hour's lesson on one paused step; a closed page frees its run sooner
+)  # fmt: skip
 
 
 def _listened(trainer: Callable, listener: Callable) -> Callable:
@@ -71,6 +74,7 @@ class PoolSettings:
             max_epochs=number("FITCORE_MAX_EPOCHS", base.limits.max_epochs, int),
             max_steps=number("FITCORE_MAX_STEPS", base.limits.max_steps, int),
             max_seconds=number("FITCORE_MAX_SECONDS", base.limits.max_seconds, float),
+            max_paused_seconds=number("FITCORE_MAX_PAUSED_SECONDS", base.limits.max_paused_seconds, float),
         )
         return cls(
             max_active=number("FITCORE_MAX_ACTIVE_RUNS", base.max_active, int),
@@ -147,7 +151,8 @@ class RunPool:
         if listener is not None:
             extra["trainer"] = _listened(trainer_for(cfg), listener(cfg))
         run = self._run_factory(
-            cfg, pace=pace, max_seconds=self.settings.limits.max_seconds, on_done=self._done,
+            cfg, pace=pace, max_seconds=self.settings.limits.max_seconds,
+            max_paused_seconds=self.settings.limits.max_paused_seconds, on_done=self._done,
             plan=checked.plan, **extra,
         )  # fmt: skip
         return self._enqueue(owner, run)
@@ -161,7 +166,8 @@ class RunPool:
         from fitcore.recording import replayer
 
         run = self._run_factory(
-            recording.config, pace=pace, max_seconds=self.settings.limits.max_seconds, on_done=self._done,
+            recording.config, pace=pace, max_seconds=self.settings.limits.max_seconds,
+            max_paused_seconds=self.settings.limits.max_paused_seconds, on_done=self._done,
             trainer=replayer(recording), source_label=recording.short_label,
         )  # fmt: skip
         return self._enqueue(owner, run)

@@ -302,12 +302,13 @@ def _ended(d: dict, version: int = VERSION) -> RunEnded:
         raise SchemaError("status", f"one of {', '.join(Status)}", status)
     if status in ACTIVE:  # written while the run still ran: the replay ends at its last event, and says so
         message, status = Text("recording.mid_run", status=Text(f"cli.status.{status}")), Status.STOPPED
+    bias = Opt(NUM)(d["bias"], "bias")  # null: a run that ended before its first step has no parameters
     return RunEnded(
         Status(status),
         message,
         INT(d["steps"], "steps"),
         tuple(List(NUM, most=MAX_FEATURES)(d["weights"], "weights")),
-        NUM(d["bias"], "bias"),
+        math.nan if bias is None else bias,
         Opt(NUM)(d["final_loss"], "final_loss"),
         SECONDS(d["elapsed"], "elapsed"),
     )

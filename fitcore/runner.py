@@ -95,6 +95,7 @@ class Snapshot:
     extra: dict = field(default_factory=dict)  # strategy-specific details (DDP shards)
     started: RunStarted | None = None  # the run's RunStarted, once it came
     source_label: str = ""  # a replay's "recorded on <machine> on <date>"; "" for a live run
+    limit: tuple[str, float, float] | None = None  # the next time limit: (kind, its seconds, seconds left)
 
     @property
     def active(self) -> bool:
@@ -116,7 +117,8 @@ class Run:
     Args:
         cfg: a validated configuration.
         pace: steps per second (None: as fast as possible); set_pace changes it during the run.
-        max_seconds: stop the run after this long (None: no limit).
+        max_seconds: stop the run after it has trained this long, pauses not counted (None: no limit).
+        max_paused_seconds: stop the run once one pause has lasted this long (None: no limit).
         history_points: the most points kept per series.
         on_done: called in the run's thread once it has ended (the pool uses it to start the next run).
     """
@@ -126,6 +128,7 @@ class Run:
         cfg: FitConfig,
         pace: float | None = None,
         max_seconds: float | None = None,
+        max_paused_seconds: float | None = None,
         history_points: int = 2000,
         plan: DevicePlan | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -136,7 +139,7 @@ class Run:
     ):
         self.run_id = f"run-{next(_ids)}"
         self.config = cfg
-        self.control = Control(pace, max_seconds, clock)
+        self.control = Control(pace, max_seconds, clock, max_paused_seconds)
         self.clock = clock
         self._plan = plan
         self._trainer = trainer or trainer_for(cfg)
@@ -336,4 +339,5 @@ class Run:
                 extra=dict(self._extra),
                 started=started,
                 source_label=self.source_label,
+                limit=self.control.limit_left() if status in (Status.RUNNING, Status.PAUSED) else None,
             )

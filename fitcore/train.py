@@ -15,18 +15,31 @@ from fitcore.parallel import LinearModel, ShapeRecorder, init_parameters
 
 
 class Control:
-    """Pause, resume, stop, pace and a time limit, all checked by the trainer between steps.
+    """Pause, resume, stop, pace and two time limits, all checked by the trainer between steps.
+
+    A teacher who pauses to explain is not training: the time limit counts running time only, and a pause
+    has a limit of its own, longer, so that a paused run whose page stays open keeps its slot for a lesson
+    and a forgotten one still frees it (a closed page frees its run sooner: the pool's idle timeout).
 
     Args:
         pace: steps per second, or None for as fast as possible. May be changed during a run.
-        max_seconds: stop the run once it has run this long (None: no limit).
+        max_seconds: stop the run once it has run (not been paused) this long (None: no limit).
+        max_paused_seconds: stop the run once one pause has lasted this long (None: no limit).
         clock: monotonic seconds; an input so tests can drive time.
     """
 
-    def __init__(self, pace: float | None = None, max_seconds: float | None = None, clock=time.monotonic):
+    def __init__(
+        self,
+        pace: float | None = None,
+        max_seconds: float | None = None,
+        clock=time.monotonic,
+        max_paused_seconds: float | None = None,
+    ):
         self.pace = pace
         self.max_seconds = max_seconds
+        self.max_paused_seconds = max_paused_seconds
         self.clock = clock
+        self._paused_since: float | None = None  # when the pause under way began
         self.stop_reason: Text | None = None  # why the run was stopped, once it was
         self.paused_seconds = 0.0  # time spent paused so far: a run's speed counts running time only
         self._stop = threading.Event()
@@ -97,9 +110,9 @@ class Control:
     def _wait_paused(self) -> bool:
         """Block while paused; True when a single step (step_once) was let through.
 
-        The time limit still runs while paused, so a forgotten paused run frees its slot.
+        The pause's own limit runs meanwhile, so a forgotten paused run frees its slot.
         """
-        since = self.clock()
+        since = self._paused_since = self.clock()
         stepped = False
         while not self._running.wait(0.05) and not self._out_of_time():
             if self._one_step.is_set():
@@ -108,12 +121,36 @@ class Control:
                 break
         now = self.clock()
         self.paused_seconds += now - since
+        self._paused_since = None
         self._next = now  # the pace starts afresh after a pause: no burst to catch up
         return stepped
 
+    def running_seconds(self) -> float:
+        """How long the run has trained: since its first step, less every pause (the one under way too)."""
+        if self._started is None:
+            return 0.0
+        now = self.clock()
+        pausing = now - self._paused_since if self._paused_since is not None else 0.0
+        return now - self._started - self.paused_seconds - pausing
+
+    def limit_left(self) -> tuple[str, float, float] | None:
+        """The limit that would stop the run next, as (its kind, its seconds, the seconds left): "pause" while
+        paused, "run" while running; None without a limit (or before the first step)."""
+        since = self._paused_since
+        if since is not None and self.max_paused_seconds is not None:
+            return "pause", self.max_paused_seconds, self.max_paused_seconds - (self.clock() - since)
+        if since is None and self.max_seconds is not None and self._started is not None:
+            return "run", self.max_seconds, self.max_seconds - self.running_seconds()
+        return None
+
     def _out_of_time(self) -> bool:
-        if self.max_seconds is not None and self.clock() - self._started > self.max_seconds:
-            self.stop(Text("run.message.time_limit", seconds=f"{self.max_seconds:g}"))
+        if self.max_seconds is not None and self._started is not None:
+            if self.running_seconds() > self.max_seconds:
+                self.stop(Text("run.message.time_limit", seconds=f"{self.max_seconds:g}"))
+        since = self._paused_since
+        if self.max_paused_seconds is not None and since is not None:
+            if self.clock() - since > self.max_paused_seconds:
+                self.stop(Text("run.message.pause_limit", seconds=f"{self.max_paused_seconds:g}"))
         return self._stop.is_set()
 
 

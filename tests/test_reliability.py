@@ -21,9 +21,11 @@ import torch
 
 import fitcore.cli as cli
 from fitcore.config import ConfigError, FitConfig, validate
+from fitcore.errors import Text
 from fitcore.events import RunEnded, Status
 from fitcore.pool import CLASSROOM_LIMITS, PoolSettings, RunNotFound, RunPool
-from fitcore.runner import Run
+from fitcore.runner import Run, Snapshot
+from fitcore.view.status import status_line
 from tests.helpers import PauseWatch, wait_for
 
 FAILED, FINISHED, STOPPED = Status.FAILED, Status.FINISHED, Status.STOPPED
@@ -404,18 +406,46 @@ def test_max_features_from_the_environment_stays_within_what_the_model_takes():
         PoolSettings.from_env({"FITCORE_MAX_FEATURES": "17"})
 
 
-def test_time_limit_stops_a_running_and_a_paused_run(make_pool):
-    limits = dataclasses.replace(CLASSROOM_LIMITS, max_seconds=0.3)
+def test_the_time_limit_counts_training_only_and_a_pause_has_a_longer_one_of_its_own(make_pool):
+    """A teacher who pauses to explain longer than the time limit finds the run still there; a forgotten
+    pause ends at its own limit and frees the slot."""
+    limits = dataclasses.replace(CLASSROOM_LIMITS, max_seconds=0.3, max_paused_seconds=1.2)
     pool = make_pool(settings=PoolSettings(limits=limits))
     running = pool.submit("a", long_run(), pace=50).run_id
     paused = pool.submit("b", long_run(), pace=50).run_id
+    wait_for(lambda: pool.snapshot("b", paused).step >= 2, 10, what="b's first steps")
     pool.pause("b", paused)
-    for owner, run_id in (("a", running), ("b", paused)):
-        snap = wait_ended(pool, owner, run_id)
-        assert snap.status == STOPPED
-        assert str(snap.message) == "stopped at the time limit of 0.3 s"
-        assert 0 < snap.step < snap.total_steps if owner == "a" else snap.step < snap.total_steps
+    snap = wait_ended(pool, "a", running)
+    assert snap.status == STOPPED and 0 < snap.step < snap.total_steps
+    assert str(snap.message) == "stopped at the time limit of 0.3 s of training (pauses not counted)"
+    time.sleep(0.6)  # b: paused past the run's limit of training time, which a pause does not use up
+    held = pool.snapshot("b", paused)
+    assert held.status == Status.PAUSED and held.limit[0] == "pause" and 0 < held.limit[2] < 1.2
+    pool.resume("b", paused)  # and it trains on after the pause
+    wait_for(lambda: pool.snapshot("b", paused).step > held.step, 10, what="b to train after its pause")
+    pool.pause("b", paused)
+    snap = wait_ended(pool, "b", paused)
+    assert snap.status == STOPPED and snap.step < snap.total_steps
+    assert str(snap.message) in (
+        "stopped after a pause of 1.2 s, the longest the server keeps a paused run",
+        "stopped at the time limit of 0.3 s of training (pauses not counted)",  # b trained its 0.3 s first
+    )
     assert pool.counts()["active"] == 0
+
+
+@pytest.mark.parametrize(
+    "limit, said",
+    [
+        (("run", 600.0, 59.2), "stops in 60 s: the server lets a run train 600 s"),
+        (("pause", 3600.0, 12.0), "stops in 12 s: the server keeps a paused run 3600 s"),
+        (("run", 600.0, 61.0), None),  # more than a minute left: nothing said yet
+    ],
+)
+def test_the_status_line_says_a_minute_before_a_time_limit_stops_the_run(limit, said):
+    snap = Snapshot(run_id="run-1", status=Status.RUNNING, message=Text("run.message.starting"),
+                    config=FitConfig(), step=3, total_steps=200, limit=limit)  # fmt: skip
+    line = status_line(snap)
+    assert (said in line) if said else "stops in" not in line
 
 
 def test_server_config_keeps_xsrf_on_and_usage_statistics_off():

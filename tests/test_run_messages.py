@@ -123,7 +123,7 @@ def test_every_status_message_the_trainers_make_reads_in_both_languages(no_lefto
     assert [str(messages[k]).split(" ")[0] for k in ("finished", "diverged", "stopped", "failed")] == [
         "finished", "the", "stopped", "ZeroDivisionError:"
     ]  # fmt: skip
-    assert str(messages["time limit"]) == "stopped at the time limit of 0 s"
+    assert str(messages["time limit"]) == "stopped at the time limit of 0 s of training (pauses not counted)"
     assert messages["diverged"] == diverged_message(float("inf"), 43, 43, 1.5)
     for name, message in messages.items():
         assert isinstance(message, Text), name

@@ -400,21 +400,41 @@ def test_time_limit(fake_clock):
     assert control.wait()
     fake_clock.advance(1.0)
     assert not control.wait()
-    assert control.stopped and str(control.stop_reason) == "stopped at the time limit of 10 s"
+    assert control.stopped and str(control.stop_reason) == "stopped at the time limit of 10 s of training (pauses not counted)"
 
 
-def test_time_limit_runs_while_paused(fake_clock):
-    control = Control(max_seconds=5, clock=fake_clock)
+def test_a_pause_does_not_use_up_the_time_limit_and_has_a_longer_one_of_its_own(fake_clock):
+    control = Control(max_seconds=5, clock=fake_clock, max_paused_seconds=60)
     assert control.wait()
+    fake_clock.advance(3)  # 3 s of training
     control.pause()
     result = []
     waiter = threading.Thread(target=lambda: result.append(control.wait()))
     waiter.start()
     waiter.join(0.2)
     assert waiter.is_alive() and result == []  # paused
-    fake_clock.advance(6)
+    fake_clock.advance(30)  # a 30 s explanation: past the 5 s of training, which a pause does not count
+    waiter.join(0.3)
+    assert waiter.is_alive() and not control.stopped
+    assert control.limit_left() == ("pause", 60, 30) and control.running_seconds() == 3
+    control.resume()
     waiter.join(10)
-    assert result == [False] and str(control.stop_reason) == "stopped at the time limit of 5 s"
+    assert result == [True] and control.limit_left() == ("run", 5, 2)  # 2 s of training left
+    fake_clock.advance(2.5)
+    assert not control.wait() and str(control.stop_reason) == "stopped at the time limit of 5 s of training (pauses not counted)"
+
+
+def test_a_pause_longer_than_its_own_limit_stops_the_run(fake_clock):
+    control = Control(max_seconds=5, clock=fake_clock, max_paused_seconds=60)
+    assert control.wait()
+    control.pause()
+    result = []
+    waiter = threading.Thread(target=lambda: result.append(control.wait()))
+    waiter.start()
+    fake_clock.advance(61)
+    waiter.join(10)
+    reason = "stopped after a pause of 60 s, the longest the server keeps a paused run"
+    assert result == [False] and str(control.stop_reason) == reason
 
 
 def test_pause_blocks_until_resume():

@@ -3,6 +3,7 @@ console panel's latest lines."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 from fitcore import strategies
@@ -52,7 +53,13 @@ def status_line(snap: Snapshot | None, cfg: FitConfig | None = None) -> str:
         parts.append(str(snap.message))  # a Text: in the page's language, whichever thread made it
     if strategies.of(snap).processes and snap.active and snap.step == 0:
         parts.append(t("view.status.starting", processes=count("view.count.process", snap.config.workers)))
+    if snap.limit is not None and snap.limit[2] <= LIMIT_WARNING_S:  # a minute before a limit stops the run
+        kind, total, left = snap.limit
+        parts.append(t(f"view.status.limit.{kind}", left=max(0, math.ceil(left)), total=f"{total:g}"))
     return " · ".join(p for p in parts if p)
+
+
+LIMIT_WARNING_S = 60.0  # the status line says this long before a time limit stops the run
 
 
 SYNTHETIC_FIELDS = ("weights", "bias", "noise", "data_size")  # the synthetic data's own settings
