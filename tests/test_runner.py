@@ -349,7 +349,8 @@ def test_time_limit_through_run(fake_clock):
     wait_for(lambda: run.snapshot().step >= 1)
     fake_clock.advance(11)
     snap = finish(run)
-    assert (snap.status, str(snap.message)) == ("stopped", "stopped at the time limit of 10 s of training (pauses not counted)")
+    said = "stopped at the time limit of 10 s of training (pauses not counted)"
+    assert (snap.status, str(snap.message)) == ("stopped", said)
 
 
 # -- failures -------------------------------------------------------------------------------------------

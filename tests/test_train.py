@@ -400,7 +400,8 @@ def test_time_limit(fake_clock):
     assert control.wait()
     fake_clock.advance(1.0)
     assert not control.wait()
-    assert control.stopped and str(control.stop_reason) == "stopped at the time limit of 10 s of training (pauses not counted)"
+    said = "stopped at the time limit of 10 s of training (pauses not counted)"
+    assert control.stopped and str(control.stop_reason) == said
 
 
 def test_a_pause_does_not_use_up_the_time_limit_and_has_a_longer_one_of_its_own(fake_clock):
@@ -421,7 +422,8 @@ def test_a_pause_does_not_use_up_the_time_limit_and_has_a_longer_one_of_its_own(
     waiter.join(10)
     assert result == [True] and control.limit_left() == ("run", 5, 2)  # 2 s of training left
     fake_clock.advance(2.5)
-    assert not control.wait() and str(control.stop_reason) == "stopped at the time limit of 5 s of training (pauses not counted)"
+    said = "stopped at the time limit of 5 s of training (pauses not counted)"
+    assert not control.wait() and str(control.stop_reason) == said
 
 
 def test_a_pause_longer_than_its_own_limit_stops_the_run(fake_clock):
