@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from dashboard import roomlink
 from dashboard.state import apply_values, control_values, drop_bad_params, get_gpus, get_pool
 from fitcore import i18n, identity, rooms
 from fitcore.config import ConfigError
@@ -65,16 +66,57 @@ def classroom_ui() -> None:
     st.toggle(i18n.t("classroom.presenter"), key="presenter", help=i18n.t("classroom.presenter.help"))
     st.toggle(i18n.t("classroom.ask"), key="ask", help=i18n.t("classroom.ask.help"))
     if ss.get("room") and rooms.server_rooms().is_teacher(ss.room, ss.owner):
+        room_link_ui()
         following_count_ui()
         st.button(i18n.t("classroom.follow.close"), key="room_close", on_click=close_room)
+    elif not ss.get("room"):
+        join_box_ui()
     if not (ss.classroom.hide or ss.classroom.lock):  # a student's page does not offer to unlock
         teacher_link_ui()
+
+
+def room_link_ui() -> None:
+    """The teacher's room, as a class joins it: its short code, big; the link on the server's network
+    address; and the link as a QR code. Shown while the room is open, never folded away."""
+    try:
+        pin = rooms.server_rooms().pin(st.session_state.room)
+    except rooms.RoomNotFound:
+        return
+    st.markdown(f"### {i18n.t('classroom.room.code', code=pin)}")
+    link = roomlink.join_link(pin)
+    if link.url is None:
+        key = "classroom.room.loopback" if link.loopback else "classroom.room.no_address"
+        st.warning(i18n.t(key, pin=pin))
+        return
+    st.code(link.url, language=None)
+    st.image(roomlink.qr_png(link.url), width=240, caption=i18n.t("classroom.room.qr"))
+
+
+def join_box_ui() -> None:
+    """A student's way in without the link: the room's short code, typed."""
+    with st.form("room_join", border=False):
+        st.text_input(i18n.t("classroom.join"), key="room_pin", max_chars=12,
+                      placeholder=i18n.t("classroom.join.placeholder"))  # fmt: skip
+        st.form_submit_button(i18n.t("classroom.join.button"), on_click=join_typed)
+
+
+def join_typed() -> None:
+    """Join the open room whose short code was typed (a callback: before the page draws its toggles); one
+    error line for any other text. The rerun then draws the room's page: the teacher's run, followed."""
+    ss = st.session_state
+    typed = str(ss.get("room_pin") or "")
+    try:
+        code = rooms.server_rooms().by_pin(typed)
+    except rooms.RoomNotFound:
+        ss.notices.append(("error", i18n.t("classroom.join.none", value=typed[:20])))
+        return
+    ss.room, ss.ask = code, True
 
 
 def teacher_link_ui() -> None:
     """The link builder: controls to hide and to lock, and the whole link with the settings as they are."""
     ss = st.session_state
-    with st.expander(i18n.t("classroom.builder")):
+    with st.expander(i18n.t("classroom.builder"), expanded=bool(ss.get("room"))):
         name = controls.field_label  # the controls by their labels; the link names them by their fields
         hide = st.multiselect(
             i18n.t("classroom.builder.hide"), controls.CLASSROOM_NAMES, key="teach_hide", format_func=name
@@ -102,7 +144,7 @@ def open_room() -> None:
             raise rooms.RoomsFull("signed", identity.SIGNS_PER_MINUTE)
         ss.room = rooms.server_rooms().open(ss.owner, st.context.ip_address)
     except rooms.RoomsFull as full:
-        ss.url_errors.append(i18n.t(f"classroom.room.full.{full.limit}", most=full.most))
+        ss.notices.append(("error", i18n.t(f"classroom.room.full.{full.limit}", most=full.most)))
         return
     ss.ask = True
 
@@ -124,13 +166,14 @@ def join_room(code: str | None) -> None:
     ss.room = None
     if code is None:
         return
-    if rooms.CODE_PATTERN.fullmatch(code):
-        try:
-            rooms.server_rooms().state(code, ss.owner)
-            ss.room, ss.ask = code, True
-            return
-        except rooms.RoomNotFound:
-            pass
+    try:
+        if not rooms.CODE_PATTERN.fullmatch(code):  # the short code a link of the room's carries
+            code = rooms.server_rooms().by_pin(code)
+        rooms.server_rooms().state(code, ss.owner)
+        ss.room, ss.ask = code, True
+        return
+    except rooms.RoomNotFound:
+        pass
     ss.url_errors.append(i18n.t("classroom.room.bad", value=code[:40]))
 
 
@@ -286,7 +329,7 @@ def following() -> str | None:
         rooms.server_rooms().state(code, ss.owner)
     except rooms.RoomNotFound:
         ss.room = None
-        ss.url_errors.append(i18n.t("classroom.follow.closed"))
+        ss.notices.append(("info", i18n.t("classroom.follow.closed")))  # calm: nothing was wrong
         return None
     return code
 

@@ -189,7 +189,7 @@ def replay_file() -> tuple[str, str]:
 
 def start_replay() -> None:
     ss = st.session_state
-    ss.start_error, ss.url_errors, ss.run_gone = None, [], False
+    ss.start_error, ss.url_errors, ss.notices, ss.run_gone = None, [], [], False
     try:
         path, name = replay_file()
         recording = datasource.read_recording(path, name)

@@ -12,7 +12,7 @@ import streamlit as st
 from dashboard import sidebar
 from dashboard.classroom import leave_room
 from dashboard.panels import live_component, view_settings
-from dashboard.run import error_ui
+from dashboard.run import error_ui, notices_ui
 from fitcore import i18n
 
 
@@ -34,6 +34,7 @@ def follower_ui(code: str) -> None:
     """A student's page: the teacher's run, live; no run buttons, no settings; a button to leave."""
     for text in st.session_state.url_errors:  # the link's bad values, one line each
         error_ui(i18n.t("page.link_error", error=text))
+    notices_ui()
     with st.sidebar:
         sidebar.language_ui()
         st.subheader(i18n.t("classroom.follow.title"))

@@ -38,10 +38,20 @@ def messages_ui(values: dict, config_error: str | None) -> None:
         st.warning(t("page.run_gone"))
     for text in ss.url_errors:
         error_ui(t("page.link_error", error=text))
+    notices_ui()
     if config_error:
         error_ui(config_error)
     if ss.start_error and ss.start_error != config_error:  # a refused replay, whatever the controls hold
         error_ui(ss.start_error)
+
+
+def notices_ui() -> None:
+    """What the page says that no link value caused: a room closed (calm), a room not opened (an error)."""
+    for kind, text in st.session_state.notices:
+        if kind == "info":
+            st.info(text)
+        else:
+            error_ui(text)
 
 
 def run_controls_ui(gpus: dict, can_start: bool) -> None:
@@ -93,7 +103,7 @@ def run_controls_ui(gpus: dict, can_start: bool) -> None:
 def start_run(gpus: dict) -> None:
     ss = st.session_state
     pool = get_pool()
-    ss.start_error, ss.url_errors, ss.run_gone = None, [], False
+    ss.start_error, ss.url_errors, ss.notices, ss.run_gone = None, [], [], False
     try:
         snap = submit_run(run_config(control_values(), gpus))
     except ConfigError as exc:

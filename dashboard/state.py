@@ -100,6 +100,7 @@ def init_session(gpus: dict) -> bool:
     if pace is not None:
         ss.pace = pace
     ss.url_errors = [controls.error_text(e) for e in errors]
+    ss.notices = []  # ("info" | "error", text): what the page says that no link value caused
     init_script(gpus)
     init_classroom()
     return True

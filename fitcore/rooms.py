@@ -31,6 +31,11 @@ from typing import Callable
 
 CODE_BYTES = 16  # 128 random bits: 22 URL-safe characters, not guessed in any number of tries a server allows
 CODE_PATTERN = re.compile(r"[A-Za-z0-9_-]{22}")
+# What a student types: 6 characters with no look-alikes (no 0/O, 1/I/L), like a quiz game's PIN. A page
+# joins by it; the routes take the room's full code only, which the page learns on joining.
+PIN_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
+PIN_LENGTH = 6
+PIN_PATTERN = re.compile(rf"[{PIN_ALPHABET}]{{{PIN_LENGTH}}}")
 QUESTION_PATTERN = re.compile(r"[0-9a-z_/-]{1,64}")  # the teacher's page's question key (quiz.question_key)
 MAX_ROOMS = 50  # rooms open at once on one server
 MAX_ROOMS_PER_TEACHER = 3  # one browser's rooms at once: a class, and a spare
@@ -75,6 +80,7 @@ class _Room:
     teacher: str
     seen: float  # when the teacher last read it
     address: str | None = None  # where the teacher's page opened it from
+    pin: str = ""  # the short code a student types
     question: str = ""  # the current question's key; "" before the first
     counts: list[int] = field(default_factory=list)  # answers per choice
     voters: dict[str, int] = field(default_factory=dict)  # each browser's choice (owner ids, no names)
@@ -130,8 +136,27 @@ class Rooms:
             if len(self._rooms) >= MAX_ROOMS:
                 raise RoomsFull("server", MAX_ROOMS)
             code = secrets.token_urlsafe(CODE_BYTES)
-            self._rooms[code] = _Room(teacher, self._clock(), address)
+            taken = {r.pin for r in rooms}
+            pin = next(p for p in iter(_new_pin, None) if p not in taken)
+            self._rooms[code] = _Room(teacher, self._clock(), address, pin)
             return code
+
+    def pin(self, code: str) -> str:
+        """The room's short code, for its teacher's page to show. RoomNotFound for a closed room."""
+        with self._lock:
+            return self._room(code).pin
+
+    def by_pin(self, typed: str) -> str:
+        """The full code of the open room whose short code was typed (case and spaces as a hand types them).
+        RoomNotFound for any other text."""
+        pin = "".join(str(typed).split()).upper()
+        with self._lock:
+            self._expire()
+            if PIN_PATTERN.fullmatch(pin):
+                for code, room in self._rooms.items():
+                    if room.pin == pin:
+                        return code
+        raise RoomNotFound(pin)
 
     def close(self, code: str, teacher: str) -> None:
         with self._lock:
@@ -227,6 +252,10 @@ class Rooms:
     def __len__(self) -> int:
         with self._lock:
             return len(self._rooms)
+
+
+def _new_pin() -> str:
+    return "".join(secrets.choice(PIN_ALPHABET) for _ in range(PIN_LENGTH))
 
 
 _server_rooms = Rooms()

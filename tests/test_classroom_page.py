@@ -207,7 +207,11 @@ def test_a_rooms_students_follow_the_teachers_run_and_the_tally_stays_the_teache
     teacher = page(ASK)
     teacher.button(key="room_open").click().run()
     code = teacher.session_state["room"]
-    assert len(code) == 22 and f"room={code}" in teacher.code[0].value  # the link carries it
+    pin = rooms.server_rooms().pin(code)
+    assert len(code) == 22 and rooms.PIN_PATTERN.fullmatch(pin)
+    links = [c.value for c in teacher.code]  # the class's short link first, then the link builder's
+    assert links[0].endswith(f"/?room={pin}") and f"room={code}" in links[1]
+    assert teacher.markdown.values.count(f"### Room code: {pin}") == 1
     snap = at_step(teacher, 2)
     question = asked_of(snap)
     key = quiz.question_key(question)
@@ -255,3 +259,64 @@ def test_a_rooms_students_follow_the_teachers_run_and_the_tally_stays_the_teache
     guess = page({**ASK, "room": "A" * 22})
     assert guess.session_state["room"] is None
     assert [e for e in guess.error if "room: got 'AAAA" in shown(e)]
+
+
+# -- the way in: a short code, typed or in the link, on the server's network address --------------------
+
+
+def test_a_student_joins_by_the_links_short_code_or_by_typing_it_and_a_wrong_one_is_one_line(page):
+    from fitcore import rooms
+
+    teacher = page(ASK)
+    teacher.button(key="room_open").click().run()
+    code = teacher.session_state["room"]
+    pin = rooms.server_rooms().pin(code)
+    by_link = page({"room": pin})  # the short link: ?room=<the code>, no settings
+    assert by_link.session_state["room"] == code and by_link.button(key="room_leave")
+    typed = page()
+    typed.text_input(key="room_pin").input(f" {pin.lower()[:3]} {pin.lower()[3:]} ")  # as a hand types it
+    typed.button[[b.label for b in typed.button].index("Join")].click().run()
+    assert typed.session_state["room"] == code and typed.button(key="room_leave") and not typed.error
+    wrong = page()
+    wrong.text_input(key="room_pin").input("ZZZZZZ")
+    wrong.button[[b.label for b in wrong.button].index("Join")].click().run()
+    assert wrong.session_state["room"] is None
+    assert [e.value for e in wrong.error] == [
+        "No open room has the code 'ZZZZZZ': check it with your teacher (6 letters and digits)"
+    ]
+
+
+def test_closing_the_room_tells_its_students_calmly(page):
+    from fitcore import rooms
+
+    teacher = page(ASK)
+    teacher.button(key="room_open").click().run()
+    student = page({"room": rooms.server_rooms().pin(teacher.session_state["room"])})
+    teacher.button(key="room_close").click().run()
+    student.run()
+    assert [i.value for i in student.info if "closed" in i.value] == [
+        "The teacher closed the room: this page is your own now."
+    ]
+    assert not student.error  # no red "the link had a bad value"
+
+
+def test_the_room_link_names_the_servers_network_address_or_says_how_to_reach_it(monkeypatch):
+    import segno
+    from streamlit import config, net_util
+
+    from dashboard import roomlink
+
+    monkeypatch.setattr(net_util, "get_internal_ip", lambda: "192.0.2.7")
+    on_the_network = "http://192.0.2.7:8502/?room=K7QM2X"
+    given = "http://192.0.2.9:8502/?room=K7QM2X"  # a server bound to one address: that address
+    for address, link in (("", on_the_network), ("0.0.0.0", on_the_network), ("192.0.2.9", given),
+                          ("127.0.0.1", None)):  # fmt: skip
+        config.set_option("server.address", address)
+        config.set_option("server.port", 8502)
+        assert roomlink.join_link("K7QM2X") == (link, link is None)
+    config.set_option("server.address", "")
+    config.set_option("server.port", 8501)
+    png = roomlink.qr_png(on_the_network)
+    width = int.from_bytes(png[16:20], "big")  # the PNG's IHDR width: 10 px a module, 2 modules of border
+    modules = segno.make(on_the_network, error="m").symbol_size(scale=1, border=0)[0]
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and width == 10 * (modules + 4) and width >= 250
