@@ -88,7 +88,7 @@ def room_link_ui() -> None:
         key = "classroom.room.loopback" if link.loopback else "classroom.room.no_address"
         st.warning(i18n.t(key, pin=pin))
         return
-    st.code(link.url, language=None)
+    st.code(link.url, language=None, wrap_lines=True)
     st.image(roomlink.qr_png(link.url), width=240, caption=i18n.t("classroom.room.qr"))
 
 
