@@ -72,8 +72,11 @@ class Projection:
     latency_per_device: int  # messages in a row per step, per device but one
     one_machine: bool = False  # one process: it reaches only one machine's devices
     page_title: Callable[[], str] | None = None  # its name on the page, in its language (None: title)
-    # the share of a step's compute one device does: all of its rows' (1), or 1/K of them (TP's features)
+    # the share of a row's compute one device does: all of it (1), or 1/K of it (TP's features)
     compute_share: Callable[[int], float] = lambda k: 1.0
+    # the rows of the global batch (K x rows per device) one device computes: its own 1/K of them, or all of
+    # them (TP: every rank takes every row, and some of its columns)
+    batch_share: Callable[[int], float] = lambda k: 1 / k
     # what wire's batch_bytes carries: the rows (False), or one activation per row (TP's outputs)
     activations: bool = False
     # what the fullest device holds beyond each other one: excess(p, g, o, k, outputs), `outputs` the global
@@ -261,9 +264,11 @@ def comm_seconds(strategy: str, params: float, k: int, link: Link, batch_bytes: 
 
 
 def compute_seconds(measured: Measured, params: float, rows: float, flops: float) -> float:
-    """The measured step's compute, plus 6 Ψ FLOPs per row for the parameters the run did not have."""
+    """One device's compute for `rows` rows: the measured step's, scaled from the rows it computed, plus
+    6 Ψ FLOPs per row for the parameters the run did not have."""
     extra = max(0.0, params - measured.params)
-    return measured.compute_seconds + FLOPS_PER_PARAM_ROW * extra * rows / flops
+    measured_part = measured.compute_seconds * rows / measured.rows_per_device
+    return measured_part + FLOPS_PER_PARAM_ROW * extra * rows / flops
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -329,6 +334,7 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured) 
         "name": _projection(s).title,
         "devices": k,
         "params": params,
+        "global_batch_rows": k * rows,  # every row at this device count describes the same global batch
         "memory_per_device_bytes": memory,
         "device0_excess_bytes": None,
         "fits": memory <= device_memory,
@@ -349,7 +355,9 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured) 
     extremes = link.extremes()
     if extremes:  # the same row on the fastest and the slowest of the link's measured repeats
         row["comm_seconds_spread"] = [comm_seconds(s, params, k, x, batch_bytes) for x in extremes]
-    compute = compute_seconds(measured, params, rows, flops) * projection.compute_share(k)
+    # every row of the table is the same global batch, K x rows: a device computes its share of its rows
+    seen = k * rows * projection.batch_share(k)
+    compute = compute_seconds(measured, params, seen, flops) * projection.compute_share(k)
     if not row["fits"]:
         need, have = f"{memory / 1e9:.3g}", f"{device_memory / 1e9:.3g}"
         _note(row, "memory", t("cli.whatif.note.memory", need=need, have=have))

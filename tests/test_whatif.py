@@ -83,13 +83,23 @@ def test_alpha_beta_by_hand():
     assert {s: latency_steps(s, 8) for s in whatif.STRATEGIES} == steps
 
 
-def test_tp_divides_compute_by_k_and_its_traffic_grows_with_the_batch_not_the_model():
+def test_every_row_at_a_device_count_describes_one_global_batch_and_tp_computes_what_ddp_does():
+    """TP takes every row of the global batch and 1/K of each row's work; DDP 1/K of the rows and all of each
+    row's work: the same compute a device, for the same global batch, which every row names."""
     link = Link("test", bandwidth=1e9, latency=0.0, source="")
+    rows = table(STEP, params=7e9, devices=(2, 4, 8), link=link)
+    for k in (2, 4, 8):
+        at_k = [r for r in rows if r["devices"] == k and r["compute_seconds"] is not None]
+        assert {r["global_batch_rows"] for r in at_k} == {k * STEP.rows_per_device}
+        compute = {r["strategy"]: r["compute_seconds"] for r in at_k}
+        assert compute["tp"] == pytest.approx(compute["ddp"], rel=1e-12)
+        assert compute["ddp"] == pytest.approx(compute["zero3"], rel=1e-12) == compute["dataparallel"]
+        # the run's measured 1 ms for its 100 rows, plus 6 FLOPs a row for the parameters it did not have
+        assert compute["ddp"] == pytest.approx(1e-3 + 6 * (7e9 - 3) * 100 / whatif.DEVICE_FLOPS, rel=1e-12)
     rows = table(STEP, devices=(2, 4), link=link)
     tp = {r["devices"]: r for r in rows if r["strategy"] == "tp"}
     ddp = {r["devices"]: r for r in rows if r["strategy"] == "ddp"}
     for k in (2, 4):
-        assert tp[k]["compute_seconds"] == pytest.approx(ddp[k]["compute_seconds"] / k, rel=1e-12)
         # one activation a row of the global batch (k x the run's rows), 2 bytes on the wire, 2(k-1)/k of it
         batch = k * STEP.rows_per_device
         assert tp[k]["comm_bytes_per_device"] == pytest.approx(2 * (k - 1) / k * batch * whatif.WIRE_BYTES)

@@ -1,5 +1,6 @@
-"""The tp row of `fitcore whatif`: each device holds 1/K of the model and does 1/K of the compute; its traffic
-is one all-reduce of the batch's activations, which grows with the batch and not with the model."""
+"""The tp row of `fitcore whatif`: each device holds 1/K of the model and takes every row of the global batch
+but 1/K of each row's compute (its columns), so 1/K of the batch's compute, as DDP's device does; its
+traffic is one all-reduce of the batch's activations, which grows with the batch and not with the model."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ PROJECTIONS = (
         _activations,
         2,
         compute_share=lambda k: 1 / k,
+        batch_share=lambda k: 1.0,  # every rank every row of the global batch
         activations=True,
     ),
 )
