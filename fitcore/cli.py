@@ -38,7 +38,8 @@ def _count(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = Parser(prog="python -m fitcore", description=t("cli.description"), epilog=t("cli.epilog"))
+    p = Parser(prog="python -m fitcore", description=t("cli.description"), epilog=t("cli.epilog"),
+               formatter_class=argparse.RawDescriptionHelpFormatter)  # the commands' list, a line each
     add_training_flags(p)
     p.add_argument(
         "--print-every",
@@ -101,6 +102,9 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["serve"]:
         from fitcore import serve
 
+        if {"-h", "--help"} & set(argv[1:]):  # its own usage, not Streamlit's
+            print(t("cli.serve.help"))
+            return 0
         return serve.main(argv[1:])
     args = build_parser().parse_args(argv)
     try:  # before the data is read: an output named as the input would empty it

@@ -366,3 +366,14 @@ def test_a_ranked_strategy_without_torchrun_is_refused_under_torchrun_with_one_l
         f"fitcore: error: --strategy: got 'spawned_only'; allowed: under torchrun: {names} (this strategy "
         "runs on its own spawned ranks, not yet under torchrun)"
     ]
+
+
+def test_the_main_help_lists_every_command_and_serve_has_its_own_usage(capsys):
+    code, out, _ = run_cli(capsys, "--help")
+    listed = [line.split()[0] for line in out[out.index("commands (each has its own --help):") + 1 :]]
+    assert code == 0 and listed == ["(none)", "check", "compare", "whatif", "replay", "examples", "serve"]
+    for command in listed[1:-1]:  # each has its own usage
+        code, usage, _ = run_cli(capsys, command, "--help")
+        assert code == 0 and usage[0].startswith(f"usage: python -m fitcore {command}")
+    code, usage, _ = run_cli(capsys, "serve", "--help")  # its own words, not Streamlit's
+    assert code == 0 and usage[0] == "usage: python -m fitcore serve [streamlit run's flags]"
