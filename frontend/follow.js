@@ -75,6 +75,15 @@ async function answer(state, question, choice) {
   }
 }
 
+// After the reveal, whether this page's answer was right: "right", "wrong", "none" (it did not answer), or ""
+// before the reveal. The box under the picture differs by it in its mark, its words and its border, not by
+// colour alone (live.css: .fl-answer-right, -wrong, -none).
+export function revealKind(question) {
+  if (!question || !question.revealed) return "";
+  if (question.mine === null || question.mine === undefined) return "none";
+  return question.mine === question.answer ? "right" : "wrong";
+}
+
 // After the reveal, under the picture: the right answer, and whether this page's was.
 export function revealText(question) {
   if (!question || !question.revealed) return "";

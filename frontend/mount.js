@@ -16,7 +16,7 @@ import { currentLang, setTexts, tr } from "./words.js";
 import {
   clientNowSeconds, isActive, mergePayload, resetRun, startPollingIfActive, stopPolling,
 } from "./poll.js";
-import { postWalk, renderQuestion, renderTeacherQuestion, revealText } from "./follow.js";
+import { postWalk, renderQuestion, renderTeacherQuestion, revealKind, revealText } from "./follow.js";
 import { renderPicture } from "./step_view.js";
 import { newStepper, togglePlay, walkPhase } from "./stepper.js";
 import { renderTimeline } from "./timeline.js";
@@ -345,6 +345,7 @@ function renderVeil(state) {
     state.dom.root.classList.toggle("fl-veiled", veiled);
     state.dom.veil.hidden = !veiled;
     state.dom.answer.textContent = revealText(question);
+    state.dom.answer.className = `fl-answer fl-answer-${revealKind(question) || "none"}`;
     state.dom.answer.hidden = !state.dom.answer.textContent;
     return;
   }
