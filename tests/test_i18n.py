@@ -54,3 +54,30 @@ def test_t_count_and_using():
     assert i18n.current() == "en"
     with pytest.raises(KeyError):
         i18n.t("no.such.key")
+
+
+def test_every_chinese_text_glosses_a_term_with_the_glossarys_one_word():
+    """One term per concept across the page, the command line and the live view: where a Chinese text
+    puts a torch name beside its Chinese word ("gather（汇集）", "全收集（all-gather）"), the word is the
+    glossary's."""
+    import re
+
+    catalog = i18n.catalog()
+    glossary = {k.removeprefix("glossary."): e["zh"] for k, e in catalog.items() if k.startswith("glossary.")}
+    assert {"scatter", "replicate", "parallel_apply", "gather", "reduce", "all-gather"} <= set(glossary)
+    found = []
+    for key, entry in catalog.items():
+        zh = entry.get("zh", "")
+        for term, word in re.findall(r"(?<![\w-])([A-Za-z_][\w-]*)（([^（）]{1,12})）", zh):
+            found.append((key, term, word, glossary.get(term, word)))
+        for word, term in re.findall(r"([\u4e00-\u9fff]{2,8})（([A-Za-z_][\w-]*)）", zh):
+            if term in glossary:
+                found.append((key, term, word[-len(glossary[term]):], glossary[term]))
+    assert [f for f in found if f[2] != f[3]] == []
+    assert sum(term == "gather" for _, term, _, _ in found) >= 5  # the check reads the texts it means to
+
+
+def test_a_phase_pill_in_chinese_is_the_glossarys_word_for_its_torch_name():
+    catalog = i18n.catalog()
+    for term in ("scatter", "replicate", "parallel_apply", "gather", "reduce"):
+        assert catalog[f"live.phase.{term}"] == {"en": term, "zh": catalog[f"glossary.{term}"]["zh"]}
