@@ -70,10 +70,12 @@ class App:
 
 @contextmanager
 def streamlit_app(
-    log: Path, env: dict[str, str] | None = None, timeout: float = 120.0, port: int | None = None
+    log: Path, env: dict[str, str] | None = None, timeout: float = 120.0, port: int | None = None,
+    address: str = "127.0.0.1",
 ) -> Iterator[App]:
     """`streamlit run app.py` on a free loopback port (or `port`: a server restarted where it was), its
-    output in `log`, `env` added to this process's.
+    output in `log`, `env` added to this process's. `address` is where it listens ("0.0.0.0": every
+    interface, as for a class); it is always reached on loopback.
 
     Yields once the server is healthy; terminates it (kills it after 10 s) on the way out. Raises
     RuntimeError if it exits first and TimeoutError if it is not healthy within `timeout` s, both with the
@@ -81,7 +83,7 @@ def streamlit_app(
     """
     port = port or free_port()
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
-    command += ["--server.address", "127.0.0.1", "--server.headless", "true"]
+    command += ["--server.address", address, "--server.headless", "true"]
     command += ["--server.fileWatcherType", "none"]
     started = time.perf_counter()
     with open(log, "w") as out:

@@ -311,7 +311,18 @@ def classroom_data(snap: Snapshot | None) -> dict:
         "veil": veil,
         "teach": ss.room if teaching else None,
         "question": shown if teaching else None,  # the projector's veil: the question, the counts, Reveal
+        "tally": revealed_tally(asked[1]) if teaching and asked else None,
     }
+
+
+def revealed_tally(question: quiz.Question) -> dict | None:
+    """After the teacher's Reveal, what the projector shows under the picture, on the first screen: the
+    right answer and why, and the class's count for every choice. None before the reveal."""
+    state = room_state(question)
+    if state is None or not state.revealed or state.counts is None:
+        return None
+    return {**quiz.question_view(question), "answer": question.answer, "why": question.explanation.say(),
+            "counts": list(state.counts), "answered": state.answered}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -354,6 +365,7 @@ def leave_room() -> None:
 def following_count_ui() -> None:
     """The teacher's page: how many students follow its run, and the room's close button."""
     ss = st.session_state
+    i18n.set_language(ss.get("lang", i18n.DEFAULT))  # a fragment's own rerun: the page's language is not set
     if not ss.get("room"):
         return
     try:

@@ -74,11 +74,8 @@ def init_session(gpus: dict) -> bool:
     ss.start_error = None
     ss.run_gone = run_gone(ss.owner)
     apply_values(controls.defaults(), gpus)
-    ss.device_mode = "virtual"  # "virtual": on the CPU (emulated devices, or CPU processes); "cuda"
-    ss.pace = controls.DEFAULT_PACE
-    ss.smoothing = 0.0
-    ss.overlay = False  # earlier runs only when asked: the current run is the lesson
-    ss.refresh_ms = POLL_MS
+    for key, value in page_defaults().items():
+        ss[key] = value
     if ss.run_id is not None:
         try:
             snap = get_pool().snapshot(ss.owner, ss.run_id)
@@ -187,9 +184,27 @@ def apply_values(values: dict, gpus: dict) -> None:
         st.session_state[key] = value
 
 
+def page_defaults() -> dict:
+    """The page's own widgets' first values (beside the run's controls), which the page reads as it draws."""
+    return {
+        "device_mode": "virtual",  # "virtual": on the CPU (emulated devices, or CPU processes); "cuda"
+        "pace": controls.DEFAULT_PACE,
+        "smoothing": 0.0,
+        "overlay": False,  # earlier runs only when asked: the current run is the lesson
+        "refresh_ms": POLL_MS,
+        "presenter": False,
+        "ask": False,
+    }
+
+
 def keep_widget_defaults(gpus: dict) -> None:
-    """Streamlit forgets a widget's value while the widget is not drawn: put back a default before drawing."""
+    """Streamlit forgets a widget's value while the widget is not drawn: put back a default before drawing
+    (a page that followed a room drew none of its widgets, and becomes a page of its own again)."""
     ss = st.session_state
+    for key, value in controls.widget_values(controls.defaults(), list(gpus.values())).items():
+        ss.setdefault(key, value)
+    for key, value in page_defaults().items():
+        ss.setdefault(key, value)
     for i in range(ss.n_features):
         ss.setdefault(f"weight_{i}", 1.0)
     ss.setdefault("virtual_devices", 2)

@@ -150,6 +150,35 @@ export function renderTeacherQuestion(state) {
   veil.append(box);
 }
 
+// The teacher's page after the reveal, under the picture (on the projector's first screen): the right answer
+// and why, and the class's count for every choice, the right one marked. Hidden before the reveal.
+export function renderTally(box, tally) {
+  const key = tally ? JSON.stringify([tally.key, tally.counts, tally.why]) : "";
+  if (box.dataset.tally === key) return;
+  box.dataset.tally = key;
+  if (!tally) {
+    if (box.classList.contains("fl-answer-tally")) { box.replaceChildren(); box.hidden = true; }
+    return;
+  }
+  box.className = "fl-answer fl-answer-tally";
+  const right = tally.choices[tally.answer];
+  const most = Math.max(1, ...tally.counts);
+  const list = el("div", "fl-counts fl-counts-small");
+  tally.choices.forEach((text, i) => {
+    const row = el("div", i === tally.answer ? "fl-count fl-count-right" : "fl-count");
+    const bar = el("span", "fl-count-bar");
+    bar.style.width = `${Math.round((100 * tally.counts[i]) / most)}%`;
+    const track = el("span", "fl-count-track");
+    track.append(bar);
+    row.append(el("span", "fl-count-n", String(tally.counts[i])), track,
+      el("span", "fl-count-text", i === tally.answer ? `✓ ${text}` : text));
+    list.append(row);
+  });
+  box.replaceChildren(
+    el("div", "", tr("live.teach.revealed", { answer: right, why: tally.why, n: tally.answered })), list);
+  box.hidden = false;
+}
+
 async function revealQuestion(state, question) {
   const query = `room=${encodeURIComponent(state.teach)}&q=${encodeURIComponent(question.key)}`;
   try {
@@ -159,7 +188,7 @@ async function revealQuestion(state, question) {
   } catch (error) {
     return;
   }
-  state.reveal = true;  // this page unveils at once; the rerun shows the answer's panels below
+  state.reveal = true;  // this page unveils at once; the rerun brings the answer and the tally to show
   state.redraw();
   if (state.setTriggerValue) state.setTriggerValue("status", "revealed");
 }

@@ -16,7 +16,9 @@ import { currentLang, setTexts, tr } from "./words.js";
 import {
   clientNowSeconds, isActive, mergePayload, resetRun, startPollingIfActive, stopPolling,
 } from "./poll.js";
-import { postWalk, renderQuestion, renderTeacherQuestion, revealKind, revealText } from "./follow.js";
+import {
+  postWalk, renderQuestion, renderTally, renderTeacherQuestion, revealKind, revealText,
+} from "./follow.js";
 import { renderPicture } from "./step_view.js";
 import { newStepper, togglePlay, walkPhase } from "./stepper.js";
 import { renderTimeline } from "./timeline.js";
@@ -329,6 +331,7 @@ function acceptClassroom(state, data) {
   state.reveal = data.reveal !== false;
   state.askStep = isNum(data.ask_step) ? data.ask_step : null;
   state.question = data.question && Array.isArray(data.question.choices) ? data.question : null;
+  state.tally = data.tally && Array.isArray(data.tally.counts) ? data.tally : null;  // revealed: the answer
   state.questionShown = null;
   if (!state.question) state.dom.veil.textContent = data.veil || "";
   state.dirty.picture = true;
@@ -352,6 +355,7 @@ function renderVeil(state) {
   const newer = state.askStep !== null && !!pic && pic.step > state.askStep;
   const veiled = state.reveal === false || newer;
   if (state.teach && state.question && veiled) renderTeacherQuestion(state);
+  renderTally(state.dom.answer, !veiled && state.teach ? state.tally : null);
   state.dom.root.classList.toggle("fl-veiled", veiled);
   state.dom.veil.hidden = !veiled;
   if (newer && state.askedFor !== pic.step && state.setTriggerValue) {

@@ -217,7 +217,7 @@ def test_a_rooms_students_follow_the_teachers_run_and_the_tally_stays_the_teache
     key = quiz.question_key(question)
     # the teacher's picture is veiled by the question itself, its counts and Reveal (frontend/follow.js)
     data = live_view(teacher)
-    assert (data["teach"], data["reveal"]) == (code, False)
+    assert (data["teach"], data["reveal"], data["tally"]) == (code, False, None)  # no answer before Reveal
     assert data["question"] == {
         "key": key,
         "text": question.text.say(),
@@ -244,6 +244,11 @@ def test_a_rooms_students_follow_the_teachers_run_and_the_tally_stays_the_teache
     rooms.server_rooms().reveal(code, teacher.session_state["owner"], key)  # the veil's Reveal
     teacher.run()
     assert live_view(teacher)["reveal"] is True
+    # the answer and the class's counts under the picture, on the projector's first screen
+    assert live_view(teacher)["tally"] == {
+        "key": key, "text": question.text.say(), "choices": [c.say() for c in question.choices],
+        "answer": question.answer, "why": question.explanation.say(), "counts": counts, "answered": 3,
+    }
     rows = [m.value for m in teacher.markdown if COUNT_ROW.match(m.value)]
     assert [int(COUNT_ROW.match(r)[1]) for r in rows] == counts  # below the picture, once revealed
     # a student leaves: a page of its own, with the teacher's settings
@@ -291,13 +296,20 @@ def test_closing_the_room_tells_its_students_calmly(page):
 
     teacher = page(ASK)
     teacher.button(key="room_open").click().run()
-    student = page({"room": rooms.server_rooms().pin(teacher.session_state["room"])})
+    pin = rooms.server_rooms().pin(teacher.session_state["room"])
+    by_link = page({"room": pin})
+    typed = page()  # drew its own controls first: Streamlit forgets them while the page follows the room
+    typed.text_input(key="room_pin").input(pin)
+    typed.button[[b.label for b in typed.button].index("Join")].click().run()
+    assert typed.button(key="room_leave")
     teacher.button(key="room_close").click().run()
-    student.run()
-    assert [i.value for i in student.info if "closed" in i.value] == [
-        "The teacher closed the room: this page is your own now."
-    ]
-    assert not student.error  # no red "the link had a bad value"
+    for student in (by_link, typed):
+        student.run()
+        assert not student.exception
+        assert [i.value for i in student.info if "closed" in i.value] == [
+            "The teacher closed the room: this page is your own now."
+        ]
+        assert not student.error and student.button(key="start")  # no red "bad value": a page of its own
 
 
 def test_the_room_link_names_the_servers_network_address_or_says_how_to_reach_it(monkeypatch):
