@@ -453,7 +453,7 @@ def check(
             raise ConfigError(
                 "workers", cfg.workers, Text("config.workers_gpus", n=len(plan.device_ids), spec=plan.spec)
             )
-    strategies.strategy(cfg.strategy).rules(cfg, plan)  # its own rules (TP: a rank per feature at most)
+    strategies.strategy(cfg.strategy).rules(cfg, plan)  # its own rules (TP: ranks torch.chunk gives columns)
 
     # 4. memory, estimated before any tensor exists
     need = estimate_bytes(cfg.data_size, d, cfg.batch_size)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,6 +54,10 @@ def test_every_page_is_in_the_navigation_and_the_untranslated_ones_are_these():
     assert missing == UNTRANSLATED
 
 
+HREF = re.compile(r'href="([^"]*)"')
+OUTSIDE = ("http:", "https:", "#", "mailto:", "data:", "javascript:")
+
+
 @pytest.mark.slow  # about 5 s on 2 cores
 def test_the_site_builds_strictly_and_its_cli_reference_is_the_parsers_help(tmp_path):
     site = tmp_path / "site"
@@ -63,10 +68,15 @@ def test_the_site_builds_strictly_and_its_cli_reference_is_the_parsers_help(tmp_
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "WARNING" not in done.stderr, done.stderr[-3000:]
     for lang, root in (("en", site), ("zh", site / "zh")):
-        built = html.unescape((root / "reference" / "cli" / "index.html").read_text(encoding="utf-8"))
+        built = html.unescape((root / "reference" / "cli.html").read_text(encoding="utf-8"))
         assert clidoc.MARKER not in built
         for command in clidoc.COMMANDS:
             lines = [line.strip() for line in clidoc.command_help(command, lang).splitlines() if line.strip()]
             assert all(line in built for line in lines), (lang, command)  # its --help, line by line
-        assert (root / "strategies" / "tp" / "index.html").exists()
+        assert (root / "strategies" / "tp.html").exists()
     assert (site / "img" / "tp.png").exists()
+    # opened from a folder (a classroom without network), every link between pages names a file: a link to
+    # a folder would list the folder instead of opening its page
+    hrefs = {h for page in site.rglob("*.html") for h in HREF.findall(page.read_text(encoding="utf-8"))}
+    local = {h for h in hrefs if not h.startswith(OUTSIDE)}
+    assert len(local) > 50 and [h for h in local if h.split("#")[0].endswith("/") or h in (".", "..")] == []

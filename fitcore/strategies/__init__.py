@@ -74,7 +74,7 @@ class Strategy:
         torchrun(cfg, on_event, control) -> RunEnded   (optional) one rank of a torchrun launch; without it,
                                                      the command line refuses the strategy under torchrun
         rules(cfg, plan) -> None                     its own rules of a config, each a ConfigError with one
-                                                     line (TP: at most one rank per feature); run by
+                                                     line (TP: ranks torch.chunk gives columns); run by
                                                      fitcore.config.validate after the common ones
     `options` names the FitConfig fields only this strategy reads: another strategy refuses them set.
     `words` gives each of WORDS a key of its catalog, and `locale` that catalog's file.

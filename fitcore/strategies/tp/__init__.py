@@ -51,7 +51,7 @@ def _torchrun(cfg, on_event=lambda event: None, control=None, plan=None):
 
 
 def _rules(cfg, plan) -> None:
-    """At most one rank per feature, and none left without one: torch.chunk must give every rank columns."""
+    """A rank count that torch.chunk gives columns each (4 features on 3 ranks: 2, 2 and none, refused)."""
     from fitcore.config import MAX_WORKERS
     from fitcore.errors import ConfigError, Listed, Text
     from fitcore.strategies.tp.layout import ranks_allowed
