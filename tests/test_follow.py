@@ -74,12 +74,17 @@ def test_a_student_sees_the_teachers_run_whole_then_one_shared_update_for_everyo
     assert FOLLOW_WINDOW >= 1
 
 
-def test_the_teachers_question_reaches_every_student_and_the_tally_stays_the_teachers(room):
+def paused_question(room) -> tuple:
+    """The room's routes, the teacher's paused step, the question it asks and that question's key."""
     pool, rooms, code, run_id = room
-    server = app(pool, rooms)
     snap = pool.snapshot(TEACHER, run_id)
     question = quiz.question_for(snap.latest, snap.config, snap.devices, snap.extra)
-    key = quiz.question_key(question)
+    return app(pool, rooms), snap, question, quiz.question_key(question)
+
+
+def test_the_teachers_question_reaches_every_student_and_the_tally_stays_the_teachers(room):
+    pool, rooms, code, run_id = room
+    server, snap, question, key = paused_question(room)
     assert follow(server, ANN, code)[1]["follow"]["question"] is None  # not asked yet: no question
     rooms.ask(code, TEACHER, key, len(question.choices))
     _, body = follow(server, ANN, code, run=run_id, since=snap.step)
@@ -187,10 +192,7 @@ def test_a_students_any_request_on_the_room_routes_is_4xx_or_its_own_view_and_ch
 def test_a_student_is_sent_the_asked_steps_picture_only_after_answering_or_the_reveal(room):
     """The answer is in the step's numbers: a page that has not answered gets the run without the picture."""
     pool, rooms, code, run_id = room
-    server = app(pool, rooms)
-    snap = pool.snapshot(TEACHER, run_id)
-    question = quiz.question_for(snap.latest, snap.config, snap.devices, snap.extra)
-    key = quiz.question_key(question)
+    server, snap, question, key = paused_question(room)
     before = follow(server, ANN, code, run=run_id, since=0)[1]
     assert before["picture"]["step"] == snap.step  # not asked yet: the step is there
     rooms.ask(code, TEACHER, key, len(question.choices))
