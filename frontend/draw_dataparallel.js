@@ -28,14 +28,8 @@ const phaseText = {
   optimizer: (p) => tr("live.dp.optimizer", { device: p.first_device }),
 };
 
-// The pills' and the timeline's names of the phases: torch's own names in English, their one Chinese word
-// (the glossary's) in Chinese, so that each pill row reads in one language; the phase's title beside them
-// names both ("scatter（分发）").
-const names = {
-  scatter: "live.phase.scatter", replicate: "live.phase.replicate", parallel_apply: "live.phase.parallel_apply",
-  gather: "live.phase.gather", reduce: "live.phase.reduce",
-  loss: "live.phase.loss", backward: "live.phase.backward", optimizer: "live.phase.optimizer",
-};
+// The pills' and the timeline's names of the phases that are not torch's own names.
+const names = { loss: "live.phase.loss", backward: "live.phase.backward", optimizer: "live.phase.optimizer" };
 
 // What an arrow from or to device i's segment carries while its phase is the current one: its bytes, or
 // "stays" for the first device's own rows.

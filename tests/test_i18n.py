@@ -76,8 +76,3 @@ def test_every_chinese_text_glosses_a_term_with_the_glossarys_one_word():
     assert [f for f in found if f[2] != f[3]] == []
     assert sum(term == "gather" for _, term, _, _ in found) >= 5  # the check reads the texts it means to
 
-
-def test_a_phase_pill_in_chinese_is_the_glossarys_word_for_its_torch_name():
-    catalog = i18n.catalog()
-    for term in ("scatter", "replicate", "parallel_apply", "gather", "reduce"):
-        assert catalog[f"live.phase.{term}"] == {"en": term, "zh": catalog[f"glossary.{term}"]["zh"]}

@@ -123,8 +123,7 @@ test("the step's title and the phases' names in English are today's, and in Chin
   assert.equal(phaseTitle(PIC, groups, { done: true }, DRAWERS.dataparallel),
     "第 12 步：2 个阶段全部完成 · 损失 0.01234");
   assert.equal(phaseName(DRAWERS.ddp, "backward"), "反向传播");
-  assert.equal(phaseName(DRAWERS.dataparallel, "scatter"), "分发");  // the glossary's word; the title has both
-  assert.equal(phaseName(DRAWERS.dataparallel, "gather"), "汇集");
+  assert.equal(phaseName(DRAWERS.dataparallel, "scatter"), "scatter");  // torch's names stay as they are
   assert.equal(phaseName(DRAWERS.fsdp, "all_gather"), "全收集（all-gather）");  // the collectives: the words
   assert.equal(phaseName(DRAWERS.fsdp, "reduce_scatter"), "归约分散（reduce-scatter）");
   assert.equal(phaseTitle(PIC, groups, { index: 0, done: false }, DRAWERS.dataparallel),
