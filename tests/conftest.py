@@ -49,8 +49,8 @@ def no_leftover_threads():
 # How the two workers share the suite (--dist loadfile): each takes whole files, so that a module's server,
 # browser or namespaces stay in one process, in this order: the longest first, as a long one left for last
 # would run alone while the other worker idles.
-FIRST = ("test_load.py", "test_multinode.py", "test_browser_restart.py", "test_check.py",
-         "test_page_state.py")  # fmt: skip
+FIRST = ("test_load.py", "test_browser_start.py", "test_multinode.py", "test_browser_lecture.py",
+         "test_browser_restart.py", "test_check.py", "test_page_state.py")  # fmt: skip
 
 
 def pytest_collection_modifyitems(items):
