@@ -66,7 +66,7 @@ class Num:
         if not math.isfinite(number):
             raise SchemaError(where, "a finite number", value)
         if not self.least <= number <= self.most:
-            raise SchemaError(where, f"a number from {self.least:g} to {self.most:g}", value)
+            raise SchemaError(where, _between("a number", self.least, self.most, math.inf), value)
         return number
 
 
@@ -80,8 +80,15 @@ class Int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise SchemaError(where, "an integer", value)
         if not self.least <= value <= self.most:
-            raise SchemaError(where, f"an integer from {self.least} to {self.most}", value)
+            raise SchemaError(where, _between("an integer", self.least, self.most, MAX_INT), value)
         return value
+
+
+def _between(kind: str, least: float, most: float, unbounded: float) -> str:
+    """"an integer of at least 0" where the top is no bound anyone would read, else "from 1 to 64"."""
+    if most >= unbounded:
+        return f"{kind} of at least {least:g}"
+    return f"{kind} from {least:g} to {most:g}"
 
 
 class Str:
