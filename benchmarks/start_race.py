@@ -1,6 +1,6 @@
 """Start pressed the moment the page draws it, on fresh pages: is the run in the live view, and how soon?
 
-    python -m benchmarks.start_race [--tries 20] [--strategies ddp,fsdp,tp]
+    python -m benchmarks.start_race [--tries 20] [--strategies ddp,fsdp,tp] [--gap 0]
 
 Starts `streamlit run app.py` on a loopback port and, for each ranked strategy, opens `--tries` fresh pages
 (each its own browser context: a new browser) one after another, presses Start as soon as the button is
@@ -8,6 +8,7 @@ drawn, and waits for the run to appear in the live view. Every other try holds t
 until the click, as a slow machine does: the click then lands before the first mount, which is the race that
 once lost the run's picture for good (frontend/component.js). Prints, per strategy, how many tries showed
 their run, and the seconds from the click to the run in the view (median, max); exits 1 if any did not.
+`--gap S` waits S seconds between tries (a class's pages are opened apart, not back to back).
 """
 
 from __future__ import annotations
@@ -67,26 +68,33 @@ def one_try(browser, url: str, hold: bool) -> float | None:
         context.close()
 
 
-def tries(browser, server: str, strategy: str, n: int) -> list[float | None]:
-    """n tries on fresh pages of `strategy`'s link, every other one held back."""
+def tries(browser, server: str, strategy: str, n: int, gap: float = 0.0) -> list[float | None]:
+    """n tries on fresh pages of `strategy`'s link, every other one held back, `gap` seconds apart."""
     url = f"{server}/?{LINKS[strategy]}&epochs=4"
-    return [one_try(browser, url, hold=bool(i % 2)) for i in range(n)]
+    seen = []
+    for i in range(n):
+        time.sleep(gap if i else 0.0)
+        seen.append(one_try(browser, url, hold=bool(i % 2)))
+    return seen
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tries", type=int, default=20, help="fresh pages per strategy (1 to 200)")
     parser.add_argument("--strategies", default=",".join(LINKS), help=f"some of {', '.join(LINKS)}")
+    parser.add_argument("--gap", type=float, default=0.0, help="seconds between tries (0 to 60)")
     args = parser.parse_args(argv)
     names = [s for s in args.strategies.split(",") if s]
-    if not 1 <= args.tries <= 200 or not names or any(s not in LINKS for s in names):
-        print(f"start_race: --tries 1 to 200 and --strategies from {', '.join(LINKS)}", file=sys.stderr)
+    bad = not 1 <= args.tries <= 200 or not 0 <= args.gap <= 60
+    if bad or not names or any(s not in LINKS for s in names):
+        print(f"start_race: --tries 1 to 200, --gap 0 to 60 and --strategies from {', '.join(LINKS)}",
+              file=sys.stderr)  # fmt: skip
         return 2
     lost = 0
     with tempfile.TemporaryDirectory() as tmp, streamlit_app(Path(tmp) / "server.log", timeout=90) as app:
         with chromium() as browser:
             for strategy in names:
-                seen = tries(browser, app.url, strategy, args.tries)
+                seen = tries(browser, app.url, strategy, args.tries, args.gap)
                 shown = [s for s in seen if s is not None]
                 lost += len(seen) - len(shown)
                 times = f"median {statistics.median(shown):.2f} s, max {max(shown):.2f} s" if shown else "-"
