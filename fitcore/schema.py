@@ -165,6 +165,8 @@ MEMORY_ROW = Obj(
     {"rank": RANK, "parameters": BYTES, "gradients": BYTES, "optimizer_state": BYTES},
     optional={"allocated": BYTES},
 )
+MAX_RANKS = 1 << 16  # ranks a strategy's detail may list (a recorded run names at most 64 devices)
+SHARD = Obj({"weights": List(Num()), "bias": List(Num(), most=1)})  # the parameters a rank holds
 
 
 def finite_or_none(value: Any) -> Any:

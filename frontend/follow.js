@@ -129,18 +129,7 @@ export function renderTeacherQuestion(state) {
   if (!question) return;
   const box = el("div", "fl-question");
   box.append(el("div", "fl-question-title", tr("live.teach.title")), el("div", "fl-question-text", question.text));
-  const most = Math.max(1, ...counts);
-  const list = el("div", "fl-counts");
-  question.choices.forEach((text, i) => {
-    const row = el("div", "fl-count");
-    const bar = el("span", "fl-count-bar");
-    bar.style.width = `${Math.round((100 * counts[i]) / most)}%`;
-    const track = el("span", "fl-count-track");
-    track.append(bar);
-    row.append(el("span", "fl-count-n", String(counts[i])), track, el("span", "fl-count-text", text));
-    list.append(row);
-  });
-  box.append(list);
+  box.append(countRows("fl-counts", question.choices, counts, null));
   const answered = part ? part.answered : 0;
   box.append(el("div", "fl-question-wait",
     tr("live.teach.answered", { n: answered, following: part ? part.following : 0 })));
@@ -162,21 +151,28 @@ export function renderTally(box, tally) {
   }
   box.className = "fl-answer fl-answer-tally";
   const right = tally.choices[tally.answer];
-  const most = Math.max(1, ...tally.counts);
-  const list = el("div", "fl-counts fl-counts-small");
-  tally.choices.forEach((text, i) => {
-    const row = el("div", i === tally.answer ? "fl-count fl-count-right" : "fl-count");
+  box.replaceChildren(
+    el("div", "", tr("live.teach.revealed", { answer: right, why: tally.why, n: tally.answered })),
+    countRows("fl-counts fl-counts-small", tally.choices, tally.counts, tally.answer));
+  box.hidden = false;
+}
+
+// A bar a choice, as long as its count against the largest: the veil's counts, and the tally after the
+// reveal with the right choice (index `right`, or null) marked ✓.
+function countRows(className, choices, counts, right) {
+  const most = Math.max(1, ...counts);
+  const list = el("div", className);
+  choices.forEach((text, i) => {
+    const row = el("div", i === right ? "fl-count fl-count-right" : "fl-count");
     const bar = el("span", "fl-count-bar");
-    bar.style.width = `${Math.round((100 * tally.counts[i]) / most)}%`;
+    bar.style.width = `${Math.round((100 * counts[i]) / most)}%`;
     const track = el("span", "fl-count-track");
     track.append(bar);
-    row.append(el("span", "fl-count-n", String(tally.counts[i])), track,
-      el("span", "fl-count-text", i === tally.answer ? `✓ ${text}` : text));
+    row.append(el("span", "fl-count-n", String(counts[i])), track,
+      el("span", "fl-count-text", i === right ? `✓ ${text}` : text));
     list.append(row);
   });
-  box.replaceChildren(
-    el("div", "", tr("live.teach.revealed", { answer: right, why: tally.why, n: tally.answered })), list);
-  box.hidden = false;
+  return list;
 }
 
 async function revealQuestion(state, question) {

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from fitcore.schema import BYTES, COUNT, MEMORY_ROW, RANK, Bool, Int, List, Num, Obj, Str
+from fitcore.schema import BYTES, COUNT, MAX_RANKS, MEMORY_ROW, RANK, SHARD, Bool, Int, List, Obj, Str
 
-MAX_RANKS = 1 << 16
-SHARD = Obj({"weights": List(Num()), "bias": List(Num(), most=1)})
 COLLECTIVE = Obj({"op": Str(64), "input_bytes": BYTES, "output_bytes": BYTES})
 RANK_ROW = Obj(
     {"rank": RANK, "device": Str(200), "weight_rows": List(COUNT, least=2, most=2), "bias": Bool(),

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from fitcore.schema import COUNT, MEMORY_ROW, RANK, Int, List, Num, Obj, Str
+from fitcore.schema import COUNT, MAX_RANKS, MEMORY_ROW, RANK, SHARD, Int, List, Obj, Str
 
-MAX_RANKS = 1 << 16
-SHARD = Obj({"weights": List(Num()), "bias": List(Num(), most=1)})
 RANK_ROW = Obj(
     {"rank": RANK, "device": Str(200), "columns": List(COUNT, least=2, most=2)},
     optional={"shard": SHARD, "memory": MEMORY_ROW},
