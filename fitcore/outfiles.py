@@ -92,7 +92,8 @@ class Pending:
         shown = shown_path(self.path)  # as given (a page's recording by its own name), its file's name kept
         target = os.path.realpath(self.path)  # a symlink is followed, never replaced by a file
         try:
-            fd = _through(target) if _special(target) else None
+            mode = _special(target)
+            fd = _through(target, mode) if mode is not None else None
             if fd is None:
                 folder, name = os.path.split(target)
                 fd, self.temp = _new_file(folder, name)
@@ -135,26 +136,25 @@ class _Refused(Exception):
         self.why = why
 
 
-def _special(target: str) -> bool:
-    """Is there something at `target` that a rename must not replace? A regular file that may be written is
-    not; a read-only one and a folder are refused here."""
+def _special(target: str) -> int | None:
+    """The mode of what sits at `target` where a rename must not replace it; None for a new file or a
+    regular one that may be written. A read-only file and a folder are refused here."""
     try:
-        st = os.stat(target)
+        mode = os.stat(target).st_mode
     except FileNotFoundError:
-        return False  # a new file (a dangling link's target too)
-    if stat.S_ISDIR(st.st_mode):
+        return None  # a new file (a dangling link's target too)
+    if stat.S_ISDIR(mode):
         raise _Refused(os.strerror(errno.EISDIR))
-    if stat.S_ISREG(st.st_mode):
+    if stat.S_ISREG(mode):
         # root may write anything: the file's own bits say whether its owner meant it to be written
-        if not (st.st_mode & 0o222) or not os.access(target, os.W_OK):
+        if not (mode & 0o222) or not os.access(target, os.W_OK):
             raise _Refused(Text("outfiles.read_only"))
-        return False
-    return True
+        return None
+    return mode
 
 
-def _through(target: str) -> int:
-    """A descriptor that writes to a character device or a FIFO itself; anything else is refused."""
-    mode = os.stat(target).st_mode
+def _through(target: str, mode: int) -> int:
+    """A descriptor that writes to a character device or a FIFO (`mode`) itself; anything else is refused."""
     if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):  # a block device, a socket: not a file to write
         raise _Refused(Text("outfiles.special"))
     try:  # O_NONBLOCK: a FIFO with no reader fails at once with ENXIO instead of waiting for one forever

@@ -144,13 +144,10 @@ class Control:
         return None
 
     def _out_of_time(self) -> bool:
-        if self.max_seconds is not None and self._started is not None:
-            if self.running_seconds() > self.max_seconds:
-                self.stop(Text("run.message.time_limit", seconds=f"{self.max_seconds:g}"))
-        since = self._paused_since
-        if self.max_paused_seconds is not None and since is not None:
-            if self.clock() - since > self.max_paused_seconds:
-                self.stop(Text("run.message.pause_limit", seconds=f"{self.max_paused_seconds:g}"))
+        limit = self.limit_left()  # the pause's while paused, the training's while running
+        if limit is not None and limit[2] < 0:
+            key = "run.message.pause_limit" if limit[0] == "pause" else "run.message.time_limit"
+            self.stop(Text(key, seconds=f"{limit[1]:g}"))
         return self._stop.is_set()
 
 
