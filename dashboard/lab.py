@@ -140,7 +140,7 @@ def _real_time(row: dict) -> str:
 
 def whatif_ui(cfg: FitConfig) -> None:
     st.caption(t("lab.whatif.caption"))
-    cols = st.columns(3)
+    cols = st.columns(4)
     params = cols[0].select_slider(
         t("lab.params"), [3, 1e6, 1e8, 1e9, 7e9, 13e9, 70e9], value=7e9, key="wi_params",
         format_func=whatif.params_text, help=t("lab.sources"),
@@ -150,6 +150,11 @@ def whatif_ui(cfg: FitConfig) -> None:
         help=t("lab.link.help", sources=t("lab.sources")),
     )  # fmt: skip
     memory = cols[2].number_input(t("lab.memory"), 1.0, 10_000.0, 80.0, key="wi_memory")
+    precision = cols[3].selectbox(
+        t("lab.precision"), whatif.PRECISIONS, key="wi_precision",
+        format_func=lambda p: t(f"cli.whatif.precision.{p}"),
+    )  # fmt: skip
+    state = whatif.state_bytes(cfg.optimizer, precision)  # the run's own optimizer
     if st.button(t("lab.measure"), key="wi_run"):
         try:
             one = dataclasses.replace(cfg, strategy=whatif.measured_strategy())
@@ -164,9 +169,11 @@ def whatif_ui(cfg: FitConfig) -> None:
     if measured is None:
         return
     st.metric(t("lab.measured"), f"{measured.compute_seconds * 1e6:.0f} µs", help=measured.where)
-    rows = whatif.table(measured, params, link=link, device_memory=memory * 1e9)
+    rows = whatif.table(measured, params, link=link, device_memory=memory * 1e9, state=state)
     st.caption(t("lab.projected"))
-    st.caption(t("lab.per_device"))
+    st.caption(t("lab.per_device") + " " + whatif.state_text(state))
+    moves = t("cli.whatif.what_moves")
+    st.caption(moves[:1].upper() + moves[1:] + ".")
     # the notes as short tags, each explained once below the table: a sentence a row would be cut at 1280 px
     st.dataframe(
         pd.DataFrame(

@@ -54,7 +54,7 @@ def language_ui() -> None:
 # pace). Each one's value is read before the switch, while its labels still match, and set again.
 LABELLED_CHOICES = (
     "pace", "preset", "strategy", "device_mode", "refresh_ms", "data_source", "replay_choice", "teach_hide",
-    "teach_lock", "cmp_reduction", "wi_link",
+    "teach_lock", "cmp_reduction", "wi_link", "wi_precision",
 )  # fmt: skip
 
 

@@ -4,10 +4,11 @@ Every number this module projects is labelled "projected, not measured". It star
 the run's compute time per step on this machine (`measure`), and adds formulas, each from its source
 (docs/scaling.md gives the derivations):
 
-  memory per device, mixed-precision Adam (ZeRO paper, Rajbhandari et al. 2020, section 3.1): 2 bytes of
-    fp16 parameters + 2 of fp16 gradients + 12 of fp32 optimizer state (master weights, momentum, variance)
-    = 16 bytes per parameter. DataParallel's device 0 and every DDP rank hold all 16; ZeRO-1 partitions the
-    12 over K devices, ZeRO-2 the gradients too, ZeRO-3 (= FSDP's FULL_SHARD) everything: 16 Ψ / K.
+  memory per device (ZeRO paper, Rajbhandari et al. 2020, section 3.1): mixed-precision Adam holds 2 bytes
+    of fp16 parameters + 2 of fp16 gradients + 12 of fp32 optimizer state (master weights, momentum,
+    variance) = 16 bytes per parameter; `StateBytes` gives the other optimizers and precisions (plain SGD in
+    fp32: 4 + 4 + 0 = 8). DataParallel's device 0 and every DDP rank hold all of it; ZeRO-1 partitions the
+    optimizer state over K devices, ZeRO-2 the gradients too, ZeRO-3 (= FSDP's FULL_SHARD) everything.
   bytes each device sends per step: DDP's ring all-reduce 2(K-1)/K Ψ gradient elements (PyTorch's DDP
     paper, Li et al. VLDB 2020; the ring algorithm), the same for ZeRO-1 and -2 (reduce-scatter +
     all-gather), 3(K-1)/K Ψ for ZeRO-3 (an all-gather of the parameters in forward and again in backward, a
@@ -41,10 +42,49 @@ from fitcore.text import pad
 
 PROJECTED = "projected, not measured"  # the rows' label in the JSON; the table says it in its language
 DEVICE_COUNTS = (2, 8, 64, 256, 1024)
-# mixed-precision Adam, bytes per parameter (ZeRO paper, section 3.1: 2Ψ + 2Ψ + KΨ with K = 12)
-PARAM_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 2, 12
-STATE_BYTES = PARAM_BYTES + GRAD_BYTES + OPTIMIZER_BYTES  # 16
-WIRE_BYTES = 2  # fp16 / bf16 parameters and gradients on the wire
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """Bytes a device keeps per parameter (the ZeRO paper's 2Ψ + 2Ψ + KΨ, section 3.1), and per number on
+    the wire, for one optimizer at one precision."""
+
+    optimizer_name: str  # "adam" or "sgd", as --optimizer
+    precision: str  # "mixed" or "fp32", as --precision
+    params: int  # the parameters the forward pass reads: fp16 under mixed precision
+    grads: int
+    optimizer: int  # the optimizer's state: Adam's momentum and variance, and mixed precision's fp32 master
+    wire: int  # one parameter, gradient or activation sent
+
+    @property
+    def total(self) -> int:
+        return self.params + self.grads + self.optimizer
+
+
+PRECISIONS = ("mixed", "fp32")
+# optimizer state per parameter: Adam keeps momentum and variance (4 + 4 bytes); plain SGD (no momentum, as
+# fitcore's) keeps nothing; mixed precision adds the fp32 master copy of the parameters (4 bytes)
+_OPTIMIZER_STATE = {"adam": 8, "sgd": 0}
+
+
+def state_bytes(optimizer: str = "adam", precision: str = "mixed") -> StateBytes:
+    """The bytes per parameter of `optimizer` at `precision`: mixed Adam 2 + 2 + 12 = 16 (the ZeRO paper's
+    K = 12), mixed SGD 2 + 2 + 4 = 8, fp32 Adam 4 + 4 + 8 = 16, fp32 SGD 4 + 4 + 0 = 8."""
+    if optimizer not in _OPTIMIZER_STATE:
+        raise ConfigError("--optimizer", optimizer, Listed(tuple(_OPTIMIZER_STATE)))
+    if precision not in PRECISIONS:
+        raise ConfigError("--precision", precision, Listed(PRECISIONS))
+    mixed = precision == "mixed"
+    number = 2 if mixed else 4
+    state = _OPTIMIZER_STATE[optimizer] + (4 if mixed else 0)
+    return StateBytes(optimizer, precision, number, number, state, number)
+
+
+MIXED_ADAM = state_bytes("adam", "mixed")  # the ZeRO paper's Table 1
+# the default's bytes per parameter, as the module's constants
+PARAM_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = MIXED_ADAM.params, MIXED_ADAM.grads, MIXED_ADAM.optimizer
+STATE_BYTES = MIXED_ADAM.total  # 16
+WIRE_BYTES = MIXED_ADAM.wire  # fp16 / bf16 parameters and gradients on the wire
 FLOPS_PER_PARAM_ROW = 6  # forward 2Ψ + backward 4Ψ per row (the Playbook; Kaplan et al. 2020)
 DEVICE_MEMORY = 80e9  # bytes: an 80 GB H100 or A100
 # effective FLOP/s of one device: about 40 % of an H100 SXM's 989 TFLOP/s of dense bf16
@@ -61,8 +101,9 @@ class Projection:
     """One row kind of the projection: a strategy's memory, bytes and messages per device, from its source.
 
     A strategy package gives its own (its `projections` hook); the ZeRO stages, which no package runs yet,
-    are here. memory(p, g, o, k) takes the bytes of parameters, gradients and optimizer state; wire(params,
-    k, batch_bytes) the bytes the busiest device sends or receives per step.
+    are here. memory(p, g, o, k) takes the bytes of parameters, gradients and optimizer state;
+    wire(model_bytes, k, batch_bytes) the bytes the busiest device sends or receives per step, from the bytes
+    of the model's parameters on the wire (Ψ x StateBytes.wire).
     """
 
     name: str  # the row's key in the JSON ("strategy")
@@ -85,9 +126,9 @@ class Projection:
     excess: Callable[[float, float, float, int, float], float] | None = None
 
 
-def _ring(params: float, k: int, batch_bytes: float = 0.0) -> float:
-    """A ring all-reduce = reduce-scatter + all-gather: 2(K-1)/K of the parameters each."""
-    return 2 * (k - 1) / k * params * WIRE_BYTES
+def _ring(model_bytes: float, k: int, batch_bytes: float = 0.0) -> float:
+    """A ring all-reduce = reduce-scatter + all-gather: 2(K-1)/K of the model's bytes each."""
+    return 2 * (k - 1) / k * model_bytes
 
 
 ZERO = (
@@ -95,7 +136,7 @@ ZERO = (
     Projection("zero2", "ZeRO-2", lambda p, g, o, k: p + (g + o) / k, _ring, 2),
     # all-gather in forward, again in backward, reduce-scatter of the gradients
     Projection("zero3", "ZeRO-3 / FSDP", lambda p, g, o, k: (p + g + o) / k,
-               lambda params, k, batch_bytes=0.0: 3 * (k - 1) / k * params * WIRE_BYTES, 3),
+               lambda model_bytes, k, batch_bytes=0.0: 3 * (k - 1) / k * model_bytes, 3),
 )  # fmt: skip
 
 
@@ -235,20 +276,23 @@ def _check(field: str, value, lo, hi, what: Text):
 # The formulas, one strategy at a time. params is Ψ, k the number of devices.
 
 
-def memory_per_device(strategy: str, params: float, k: int) -> float:
-    """Bytes of parameters, gradients and Adam state on the fullest device (activations not counted)."""
-    p, g, o = PARAM_BYTES * params, GRAD_BYTES * params, OPTIMIZER_BYTES * params
+def memory_per_device(strategy: str, params: float, k: int, state: StateBytes = MIXED_ADAM) -> float:
+    """Bytes of parameters, gradients and optimizer state on the fullest device (activations not counted)."""
+    p, g, o = state.params * params, state.grads * params, state.optimizer * params
     return _projection(strategy).memory(p, g, o, k)
 
 
-def comm_bytes_per_device(strategy: str, params: float, k: int, batch_bytes: float = 0.0) -> float:
+def comm_bytes_per_device(
+    strategy: str, params: float, k: int, batch_bytes: float = 0.0, state: StateBytes = MIXED_ADAM
+) -> float:
     """Bytes the busiest device sends or receives per step.
 
     Args:
         batch_bytes: the global batch's rows, outputs and output gradients (DataParallel moves (K-1)/K of
             them through device 0; the others read their own rows).
+        state: what one parameter or gradient costs on the wire (its precision).
     """
-    return _projection(strategy).wire(params, k, batch_bytes)
+    return _projection(strategy).wire(params * state.wire, k, batch_bytes)
 
 
 def latency_steps(strategy: str, k: int) -> int:
@@ -257,9 +301,11 @@ def latency_steps(strategy: str, k: int) -> int:
     return _projection(strategy).latency_per_device * (k - 1)
 
 
-def comm_seconds(strategy: str, params: float, k: int, link: Link, batch_bytes: float = 0.0) -> float:
+def comm_seconds(
+    strategy: str, params: float, k: int, link: Link, batch_bytes: float = 0.0, state: StateBytes = MIXED_ADAM
+) -> float:
     """The alpha-beta model: latency steps x α + bytes / β."""
-    wire = comm_bytes_per_device(strategy, params, k, batch_bytes)
+    wire = comm_bytes_per_device(strategy, params, k, batch_bytes, state)
     return latency_steps(strategy, k) * link.latency + wire / link.bandwidth
 
 
@@ -283,6 +329,7 @@ def table(
     device_memory: float = DEVICE_MEMORY,
     flops: float = DEVICE_FLOPS,
     rows_per_device: float | None = None,
+    state: StateBytes = MIXED_ADAM,
 ) -> list[dict]:
     """One row per strategy and device count: memory, bytes, seconds and their shares, all projected.
 
@@ -295,6 +342,7 @@ def table(
         flops: effective FLOP/s of one device.
         rows_per_device: rows each device computes per step (the run's when None): the global batch grows
             with K, as it does when one scales out with DDP.
+        state: the optimizer's and the precision's bytes per parameter (state_bytes()).
     """
     if params is None:
         params = measured.params
@@ -309,26 +357,30 @@ def table(
         _check("devices", k, 1, MAX_DEVICES, Text("cli.whatif.allowed.devices", most=MAX_DEVICES))
         batch_bytes = k * rows * measured.row_bytes
         for s in projections():
-            out.append(_row(s, int(k), params, link, device_memory, flops, rows, batch_bytes, measured))
+            row = _row(s, int(k), params, link, device_memory, flops, rows, batch_bytes, measured, state)
+            out.append(row)
     return out
 
 
-def device0_excess(strategy: str, params: float, k: int, rows: float) -> float | None:
+def device0_excess(
+    strategy: str, params: float, k: int, rows: float, state: StateBytes = MIXED_ADAM
+) -> float | None:
     """Bytes the fullest device holds beyond each other one (DataParallel's device 0: the optimizer state and
-    the K x rows outputs it gathers, one WIRE_BYTES number a row); None where every device holds the same."""
+    the K x rows outputs it gathers, one number a row at the state's precision); None where every device
+    holds the same."""
     projection = _projection(strategy)
     if projection.excess is None:
         return None
-    p, g, o = PARAM_BYTES * params, GRAD_BYTES * params, OPTIMIZER_BYTES * params
-    return projection.excess(p, g, o, k, k * rows * WIRE_BYTES)
+    p, g, o = state.params * params, state.grads * params, state.optimizer * params
+    return projection.excess(p, g, o, k, k * rows * state.wire)
 
 
 # a row's notes, by tag, in the order the table lists them; the page shows the tags and explains each below
 NOTE_TAGS = ("one_machine", "memory", "comm", "device0")
 
 
-def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured) -> dict:
-    memory = memory_per_device(s, params, k)
+def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured, state) -> dict:
+    memory = memory_per_device(s, params, k, state)
     row = {
         "strategy": s,
         "name": _projection(s).title,
@@ -349,12 +401,12 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured) 
                 "step_seconds": None, "comm_share": None}  # fmt: skip
     projection = _projection(s)
     if projection.activations:  # the batch's outputs, one number a row, not its rows
-        batch_bytes = batch_bytes / measured.row_bytes * WIRE_BYTES
-    wire = comm_bytes_per_device(s, params, k, batch_bytes)
-    comm = comm_seconds(s, params, k, link, batch_bytes)
+        batch_bytes = batch_bytes / measured.row_bytes * state.wire
+    wire = comm_bytes_per_device(s, params, k, batch_bytes, state)
+    comm = comm_seconds(s, params, k, link, batch_bytes, state)
     extremes = link.extremes()
     if extremes:  # the same row on the fastest and the slowest of the link's measured repeats
-        row["comm_seconds_spread"] = [comm_seconds(s, params, k, x, batch_bytes) for x in extremes]
+        row["comm_seconds_spread"] = [comm_seconds(s, params, k, x, batch_bytes, state) for x in extremes]
     # every row of the table is the same global batch, K x rows: a device computes its share of its rows
     seen = k * rows * projection.batch_share(k)
     compute = compute_seconds(measured, params, seen, flops) * projection.compute_share(k)
@@ -363,7 +415,7 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured) 
         _note(row, "memory", t("cli.whatif.note.memory", need=need, have=have))
     elif comm > compute:
         _note(row, "comm", t("cli.whatif.note.comm"))
-    excess = device0_excess(s, params, k, rows)
+    excess = device0_excess(s, params, k, rows, state)
     if excess is not None:
         row["device0_excess_bytes"] = excess
         _note(row, "device0", t("cli.whatif.note.device0", bytes=memory_text(excess)))
@@ -455,7 +507,14 @@ def _compute(step) -> float:
     return sum(by.values())
 
 
-def to_dict(measured: Measured, rows: list[dict], link: Link, device_memory: float, flops: float) -> dict:
+def to_dict(
+    measured: Measured,
+    rows: list[dict],
+    link: Link,
+    device_memory: float,
+    flops: float,
+    state: StateBytes = MIXED_ADAM,
+) -> dict:
     """The JSON of `python -m fitcore whatif --json`: the measured start apart from the projected rows."""
     return {
         "measured": {**asdict(measured), "label": "measured on this machine"},
@@ -463,8 +522,10 @@ def to_dict(measured: Measured, rows: list[dict], link: Link, device_memory: flo
             "link": asdict(link),
             "device_memory_bytes": device_memory,
             "device_flops": flops,
-            "bytes_per_param": {"params": PARAM_BYTES, "grads": GRAD_BYTES, "optimizer": OPTIMIZER_BYTES},
-            "wire_bytes_per_element": WIRE_BYTES,
+            "optimizer": state.optimizer_name,
+            "precision": state.precision,
+            "bytes_per_param": {"params": state.params, "grads": state.grads, "optimizer": state.optimizer},
+            "wire_bytes_per_element": state.wire,
         },
         "label": PROJECTED,
         "rows": rows,
@@ -521,6 +582,20 @@ def share_text(share: float | None) -> str:
     return "-" if share is None else f"{share * 100:.3g} %"
 
 
+def state_text(state: StateBytes) -> str:
+    """The bytes per parameter the rows assume, said with the optimizer and precision they come from."""
+    return t(
+        "cli.whatif.state",
+        optimizer=t(f"cli.whatif.optimizer.{state.optimizer_name}"),
+        precision=t(f"cli.whatif.precision.{state.precision}"),
+        params=state.params,
+        grads=state.grads,
+        state=state.optimizer,
+        total=state.total,
+        wire=state.wire,
+    )
+
+
 def calibrations(cfg: FitConfig) -> list[dict]:
     """Every strategy's calibration point at cfg.workers ranks: the bytes its real collectives sent per rank
     and step, against the projected row's formula at the same K (a strategy's `calibrate` hook)."""
@@ -550,6 +625,8 @@ def table_lines(result: dict) -> list[str]:
         t("cli.whatif.link", name=a["link"]["name"], bandwidth=human(a["link"]["bandwidth"], "B/s"),
           latency=seconds_text(a["link"]["latency"]), memory=human(a["device_memory_bytes"], "B")),
         *([spread_text(a["link"])] if a["link"].get("latency_range") else []),
+        state_text(state_bytes(a["optimizer"], a["precision"])),
+        t("cli.whatif.what_moves"),
         t("cli.whatif.every", projected=t("cli.whatif.projected")),
         "",
         pad(head[0], 24) + pad("K", 6, True) + "".join(pad(h, 11, True) for h in head[1:6]) + "  " + head[6],
@@ -570,6 +647,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_training_flags(p)
     w = p.add_argument_group(t("cli.whatif.projection"))
     w.add_argument("--params", help=t("cli.whatif.help.params"))
+    w.add_argument("--precision", default="mixed", help=t("cli.whatif.help.precision"))
     w.add_argument("--link", default="nvlink", help=t("cli.whatif.help.link", links=", ".join(LINKS)))
     w.add_argument("--bandwidth", help=t("cli.whatif.help.bandwidth"))
     w.add_argument("--latency", help=t("cli.whatif.help.latency"))
@@ -619,8 +697,8 @@ def _scaled(flag: str, raw: str, unit: str, scale: float) -> float:
     return value
 
 
-def projection(args: argparse.Namespace, measured: Measured) -> dict:
-    """The JSON object of the command line's flags, from a measured step."""
+def projection(args: argparse.Namespace, measured: Measured, optimizer: str = "adam") -> dict:
+    """The JSON object of the command line's flags, from a measured step of a run with `optimizer`."""
     if args.link not in LINKS:
         raise ConfigError("--link", args.link, Listed(LINKS))
     base = LINKS[args.link]
@@ -647,8 +725,9 @@ def projection(args: argparse.Namespace, measured: Measured) -> dict:
         per_device = _number("--rows-per-device", args.rows_per_device, Text("cli.whatif.allowed.rows"))
         if not 1 <= per_device <= MAX_ROWS:
             raise ConfigError("--rows-per-device", args.rows_per_device, Text("cli.whatif.allowed.rows"))
-    rows = table(measured, params, _counts(args.counts), link, memory, flops, per_device)
-    return to_dict(measured, rows, link, memory, flops)
+    state = state_bytes(optimizer, args.precision)
+    rows = table(measured, params, _counts(args.counts), link, memory, flops, per_device, state)
+    return to_dict(measured, rows, link, memory, flops, state)
 
 
 @command
@@ -660,8 +739,9 @@ def main(argv: list[str]) -> int:
         if cfg.strategy != measured_strategy():
             raise ConfigError("strategy", cfg.strategy, Text("cli.whatif.allowed.strategy"))
         _counts(args.counts)  # bad flags fail before the run
+        state_bytes(cfg.optimizer, args.precision)
         measured = measure(cfg)
-        result = projection(args, measured)
+        result = projection(args, measured, cfg.optimizer)
         if args.calibrate:  # each strategy that runs a projected row for real: its measured bytes beside it
             result["calibration"] = calibrations(cfg)
     except ConfigError as exc:

@@ -13,6 +13,24 @@ export function formatBytes(bytes) {
   return `${(bytes / 1e9).toFixed(1)} GB`;
 }
 
+// Bytes as a teacher quotes them, exact to the byte below a megabyte ("1,600 B"); with a prefix above.
+export function exactBytes(bytes) {
+  if (!isNum(bytes)) return "–";
+  if (bytes < 1e6) return `${Math.round(bytes).toLocaleString("en-US")} B`;
+  return formatBytes(bytes);
+}
+
+// A phase's bytes: "800 B each × 2 = 1,600 B" where every device that moves bytes moves the same, or
+// "1,624 B in all" (the sum over the devices, never a rounded share of it).
+export function bytesSplit(entries, tr) {
+  const moving = entries.map((e) => (isNum(e.bytes) ? e.bytes : 0)).filter((b) => b > 0);
+  const total = moving.reduce((a, b) => a + b, 0);
+  if (moving.length > 1 && moving.every((b) => b === moving[0])) {
+    return tr("live.bytes.each", { each: exactBytes(moving[0]), n: moving.length, total: exactBytes(total) });
+  }
+  return tr("live.bytes.all", { total: exactBytes(total) });
+}
+
 export function formatSeconds(seconds) {
   if (!isNum(seconds)) return "–";
   if (seconds === 0) return "0";

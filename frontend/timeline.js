@@ -3,7 +3,7 @@
 
 import { clear, el, label, svgEl, textWidth } from "./dom.js";
 import { drawerFor } from "./drawers.js";
-import { formatBytes, formatSeconds, niceTicks } from "./format.js";
+import { bytesSplit, formatBytes, formatSeconds, niceTicks } from "./format.js";
 import { tr } from "./words.js";
 import { phaseColour, phaseName } from "./picture.js";
 import { currentPhase, phaseGroups, shownPicture } from "./stepper.js";
@@ -100,7 +100,7 @@ function renderBytes(container, pic, groups, drawer) {
     const key = el("span", "fl-key");
     key.style.background = phaseColour(drawer, group.name);
     row.append(key, el("span", "", phaseName(drawer, group.name)),
-      el("span", "fl-num", formatBytes(group.bytes)));
+      el("span", "fl-num", bytesSplit(group.entries, tr)));
     list.append(row);
   }
   // a planned step has no phases yet, but will move bytes: only a run's own phases say "nothing moves"

@@ -166,6 +166,16 @@ def test_json_for_the_default_run(capsys):
             "reduce": 12,
             "optimizer": 0,
         },
+        # the same bytes, device by device, exact: device 0 sends the outputs' gradients back (400), device 1
+        # receives its rows, the replica, and sends its outputs and gradients (800 + 12 + 400 + 12)
+        "step_bytes_per_device": [
+            {"device": "virtual:0 (emulated on CPU)", "total": 400,
+             "bytes": {"scatter": 0, "replicate": 0, "parallel_apply": 0, "gather": 0, "loss": 0,
+                       "backward": 400, "reduce": 0, "optimizer": 0}},
+            {"device": "virtual:1 (emulated on CPU)", "total": 1224,
+             "bytes": {"scatter": 800, "replicate": 12, "parallel_apply": 0, "gather": 400, "reduce": 12}},
+        ],  # fmt: skip
+        "step_bytes_total": 1624,
     }
 
 

@@ -48,7 +48,7 @@ CODE_NAMES = {
     # bytes' units, written the same in Chinese (fitcore.whatif.human: kB to EB)
     "kB", "MB", "TB", "PB", "EB",
     # the optimizers, the model's symbols, file formats
-    "Adam", "SGD", "X", "W", "b", "y", "w", "K", "N", "CSV", "JSON", "e",
+    "Adam", "SGD", "X", "W", "b", "y", "w", "K", "N", "CSV", "JSON", "e", "fp32", "fp16",
     # the scaling literature the what-if tab cites (names of methods, papers, products, a file)
     "ZeRO", "ZeRO-1", "ZeRO-2", "ZeRO-3", "FSDP", "NVLink", "PCIe", "SXM", "H100", "Ethernet", "InfiniBand",
     "NDR", "Gb/s", "GB/s", "GT/s", "K-1", "i", "x",

@@ -171,6 +171,10 @@ def test_the_command_line_reaches_least_squares_and_each_rank_holds_only_its_row
     bytes_ = {"load": 0, "forward": 0, "allreduce": 2 * allreduce_bytes(2, 200, 4), "loss": 0, "backward": 0,
               "optimizer": 0}  # fmt: skip
     assert result["first_step"]["step_bytes"] == bytes_ and bytes_["allreduce"] == 1600
+    # per rank and in all, exact: each rank sends 800 B of the 1,600
+    per = result["first_step"]["step_bytes_per_device"]
+    assert [(d["bytes"]["allreduce"], d["total"]) for d in per] == [(800, 800), (800, 800)]
+    assert result["first_step"]["step_bytes_total"] == 1600
     assert [r["columns"] for r in result["first_step"]["replicas"]] == [[0, 2], [2, 4]]
     ranks = result["details"]["tp"]["ranks"]
     assert [r["columns"] for r in ranks] == [[0, 2], [2, 4]]

@@ -66,6 +66,56 @@ def test_bytes_per_device(strategy, k, expected):
     assert comm_bytes_per_device(strategy, SEVEN_B, k) == pytest.approx(expected, rel=1e-12)
 
 
+SEVEN_HALF_B = 7.5e9  # the ZeRO paper's example model
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "precision", "per_param", "wire"),
+    [
+        ("adam", "mixed", (2, 2, 12), 2),  # the ZeRO paper: fp16 p and g, fp32 master + momentum + variance
+        ("sgd", "mixed", (2, 2, 4), 2),  # plain SGD keeps no state; mixed precision its fp32 master copy
+        ("adam", "fp32", (4, 4, 8), 4),  # momentum and variance; the parameters are their own master
+        ("sgd", "fp32", (4, 4, 0), 4),
+    ],
+)
+def test_optimizer_and_precision_change_the_bytes_per_parameter(optimizer, precision, per_param, wire):
+    state = whatif.state_bytes(optimizer, precision)
+    assert (state.params, state.grads, state.optimizer, state.wire) == (*per_param, wire)
+    p, g, o = (b * SEVEN_HALF_B for b in per_param)
+    k = 64
+    # each row's formula, the ZeRO paper's (section 3.1), with this optimizer's and precision's bytes
+    expected = {"ddp": p + g + o, "dataparallel": p + g + o, "zero1": p + g + o / k, "zero2": p + (g + o) / k,
+                "zero3": (p + g + o) / k, "tp": (p + g + o) / k}  # fmt: skip
+    for strategy, bytes_ in expected.items():
+        assert memory_per_device(strategy, SEVEN_HALF_B, k, state) == pytest.approx(bytes_, rel=1e-12)
+    ring = 2 * (k - 1) / k * SEVEN_HALF_B * wire
+    assert comm_bytes_per_device("ddp", SEVEN_HALF_B, k, state=state) == pytest.approx(ring, rel=1e-12)
+
+
+def test_ddp_on_the_zero_papers_model_needs_60_gb_with_sgd_in_fp32_and_120_with_mixed_adam():
+    sgd = memory_per_device("ddp", SEVEN_HALF_B, 8, whatif.state_bytes("sgd", "fp32"))
+    adam = memory_per_device("ddp", SEVEN_HALF_B, 8, whatif.state_bytes("adam", "mixed"))
+    assert (sgd, adam) == (60e9, 120e9) and whatif.MIXED_ADAM.total == whatif.STATE_BYTES == 16
+
+
+def test_the_command_line_honours_optimizer_and_precision(capsys):
+    argv = ["whatif", "--json", "--epochs", "2", "--params", "7.5e9", "--counts", "8"]
+    assert main([*argv, "--optimizer", "sgd", "--precision", "fp32"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    a = out["assumptions"]
+    assert (a["optimizer"], a["precision"], a["wire_bytes_per_element"]) == ("sgd", "fp32", 4)
+    assert a["bytes_per_param"] == {"params": 4, "grads": 4, "optimizer": 0}
+    ddp = [r for r in out["rows"] if r["strategy"] == "ddp"][0]
+    assert ddp["memory_per_device_bytes"] == 60e9
+    assert ddp["comm_bytes_per_device"] == pytest.approx(2 * 7 / 8 * 7.5e9 * 4)
+    assert main(argv) == 0  # the defaults: mixed-precision Adam, as the paper
+    out = json.loads(capsys.readouterr().out)
+    ddp = [r for r in out["rows"] if r["strategy"] == "ddp"][0]
+    assert ddp["memory_per_device_bytes"] == 120e9 and out["assumptions"]["optimizer"] == "adam"
+    assert main([a for a in argv if a != "--json"] + ["--optimizer", "sgd"]) == 0
+    assert "SGD, mixed precision: 2 + 2 + 4 = 8 bytes per parameter" in capsys.readouterr().out
+
+
 def test_dataparallel_moves_the_batch_through_device_0_too():
     # 4 devices, a batch of 4 x 100 rows of 16 bytes: 3/4 of it moves
     assert comm_bytes_per_device("dataparallel", 3, 4, 6400) == pytest.approx(2 * 3 * 3 * 2 + 4800)
@@ -205,6 +255,7 @@ def test_the_table_says_projected(capsys):
         (["--memory-gb", "0"], "--memory-gb: got '0'"),
         (["--epochs", "0"], "--epochs: got 0"),
         (["--strategy", "ddp"], "--strategy: got 'ddp'; allowed: dataparallel"),
+        (["--precision", "fp16"], "--precision: got 'fp16'; allowed: mixed or fp32"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line(argv, message, capsys):

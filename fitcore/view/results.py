@@ -143,7 +143,9 @@ def step_dict(step: Step | None) -> dict[str, Any] | None:
             }
             for r in step.replicas
         ],
-        "step_bytes": step_bytes(step),
+        "step_bytes": step_bytes(step),  # each phase's bytes, summed over the devices
+        "step_bytes_per_device": step_bytes_per_device(step),  # each device's own, exact
+        "step_bytes_total": sum(step_bytes(step).values()),  # every phase of every device
     }
 
 
@@ -154,6 +156,16 @@ def step_bytes(step: Step) -> dict[str, int]:
     for phase in step.phases.phases() if step.phases else ():
         out[phase.name] = out.get(phase.name, 0) + phase.bytes
     return out
+
+
+def step_bytes_per_device(step: Step) -> list[dict[str, Any]]:
+    """Each device's bytes in the step, phase by phase and in all, in the devices' order; [] where the step
+    has no phases. Their sum, phase by phase, is step_bytes."""
+    devices: dict[str, dict[str, int]] = {}
+    for phase in step.phases.phases() if step.phases else ():
+        own = devices.setdefault(phase.device, {})
+        own[phase.name] = own.get(phase.name, 0) + phase.bytes
+    return [{"device": d, "bytes": b, "total": sum(b.values())} for d, b in devices.items()]
 
 
 def result_dict(

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { formatBytes, formatNumber, formatSeconds, isNum, niceTicks, shape } from "../format.js";
+import { bytesSplit, exactBytes, formatBytes, formatNumber, formatSeconds, isNum, niceTicks, shape } from "../format.js";
 
 test("bytes: B below 1000, then kB, MB, GB with one decimal below ten", () => {
   assert.equal(formatBytes(24), "24 B");
@@ -48,4 +48,17 @@ test("ticks step by 1, 2, 2.5 or 5 times a power of ten and stay inside the rang
   assert.deepEqual(niceTicks(0, 1e-4, 5), [0, 2e-5, 4e-5, 6e-5, 8e-5, 1e-4]);
   assert.deepEqual(niceTicks(0, 7, 3), [0, 2.5, 5]);
   assert.deepEqual(niceTicks(3, 3, 5), [3]);
+});
+
+test("bytes a teacher quotes are exact, per device and in all", () => {
+  const tr = (key, v) => (key === "live.bytes.each" ? `${v.each} each × ${v.n} = ${v.total}` : `${v.total} in all`);
+  assert.equal(exactBytes(1600), "1,600 B");
+  assert.equal(exactBytes(999999), "999,999 B");
+  assert.equal(exactBytes(2.5e6), formatBytes(2.5e6));
+  assert.equal(bytesSplit([{ bytes: 800 }, { bytes: 800 }], tr), "800 B each × 2 = 1,600 B");
+  // DDP on 3 ranks: 16 B each, 48 in all, never a rounded share
+  assert.equal(bytesSplit([{ bytes: 16 }, { bytes: 16 }, { bytes: 16 }], tr), "16 B each × 3 = 48 B");
+  // DataParallel's scatter: device 0 keeps its rows, so the devices differ
+  assert.equal(bytesSplit([{ bytes: 0 }, { bytes: 800 }, { bytes: 1067 }], tr), "1,867 B in all");
+  assert.equal(bytesSplit([{ bytes: 0 }], tr), "0 B in all");
 });

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from fitcore.strategies.dataparallel.name import NAME
-from fitcore.whatif import WIRE_BYTES, Projection
+from fitcore.whatif import Projection
 
 
-def _wire(params: float, k: int, batch_bytes: float = 0.0) -> float:
+def _wire(model_bytes: float, k: int, batch_bytes: float = 0.0) -> float:
     # through device 0: the parameters out to K-1 replicas, their gradients back, rows out and back
-    return 2 * (k - 1) * params * WIRE_BYTES + (k - 1) / k * batch_bytes
+    return 2 * (k - 1) * model_bytes + (k - 1) / k * batch_bytes
 
 
 PROJECTIONS = (

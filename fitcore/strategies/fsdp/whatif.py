@@ -38,8 +38,9 @@ def calibrate(cfg: FitConfig, k: int) -> dict:
     sent = [
         sum(p.bytes for p in s.phases.phases() if p.name in (ALL_GATHER, REDUCE_SCATTER)) / k for s in steps
     ]
-    params, itemsize = cfg.n_features + 1, 4
-    formula = whatif.comm_bytes_per_device(ROW, params, k) * itemsize / whatif.WIRE_BYTES
+    fp32 = whatif.state_bytes(cfg.optimizer, "fp32")  # this run's numbers on the wire: float32
+    params, itemsize = cfg.n_features + 1, fp32.wire
+    formula = whatif.comm_bytes_per_device(ROW, params, k, state=fp32)
     measured = max(sent)
     return {
         "strategy": ROW,

@@ -8,7 +8,7 @@ from fitcore.strategies.tp.name import NAME
 from fitcore.whatif import Projection
 
 
-def _activations(params: float, k: int, batch_bytes: float = 0.0) -> float:
+def _activations(model_bytes: float, k: int, batch_bytes: float = 0.0) -> float:
     # a ring all-reduce of the batch's outputs (batch_bytes: one activation a row, Projection.activations)
     return 2 * (k - 1) / k * batch_bytes
 
