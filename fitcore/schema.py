@@ -163,7 +163,8 @@ RANK = Int(0, 1 << 16)
 ROWS = List(Int(0))  # dataset row ids
 MEMORY_ROW = Obj(
     {"rank": RANK, "parameters": BYTES, "gradients": BYTES, "optimizer_state": BYTES},
-    optional={"allocated": BYTES},
+    # "gathered": DataParallel's device 0, the outputs and loss it gathers during a step
+    optional={"allocated": BYTES, "gathered": BYTES},
 )
 MAX_RANKS = 1 << 16  # ranks a strategy's detail may list (a recorded run names at most 64 devices)
 SHARD = Obj({"weights": List(Num()), "bias": List(Num(), most=1)})  # the parameters a rank holds

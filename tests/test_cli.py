@@ -126,6 +126,12 @@ def test_json_for_the_default_run(capsys):
     )
     assert result["parallelism"] == "DataParallel emulated on the CPU (virtual:2)"
     assert "data_parallel" not in result  # it said false for this DataParallel run: parallelism says it all
+    # device 0 holds Adam's state (W's and b's two moments, 24 B, and a 4-byte step count each) and, during a
+    # step, the 200 gathered outputs and the loss (201 x 4 B); device 1 a replica's copy
+    assert result["per_rank_memory"] == [
+        {"rank": 0, "parameters": 12, "gradients": 12, "optimizer_state": 32, "gathered": 804},
+        {"rank": 1, "parameters": 12, "gradients": 12, "optimizer_state": 0},
+    ]
     assert result["devices"] == ["virtual:0 (emulated on CPU)", "virtual:1 (emulated on CPU)"]
     assert len(result["weights"]) == 2 == len(result["lstsq_weights"])
     assert max(abs(w - r) for w, r in zip(result["weights"], result["lstsq_weights"])) < 1e-3

@@ -292,8 +292,9 @@ def test_two_ranks_match_one_process_and_each_other():
         assert [r["indices"] for r in shards[key]["ranks"]] == expected
         assert shards[key]["ranks"][1]["padded"] == [expected[0][0]]  # the order's first row, again
     assert details["group"]["backend"] == "gloo" and details["group"]["world_size"] == 2
-    # what each rank measured it holds: the whole model (W 2 floats, b 1), its gradients, and Adam's two
-    # moments of each plus a 4-byte step count per parameter (a generator read twice once gave 0 B)
+    # what each rank measured it holds: the whole model (W 2 floats, b 1), its gradients (views into DDP's one
+    # bucket, gradient_as_bucket_view: the bucket's 3 floats, once, not a second copy beside them), and
+    # Adam's two moments of each plus a 4-byte step count per parameter (a generator read twice once gave 0 B)
     d, itemsize = cfg.n_features, 4
     whole = (d + 1) * itemsize
     assert details["memory"] == [

@@ -80,7 +80,9 @@ def train(
             state.model.close()
     raw = state.raw
     if state.optimizer is not None and state.step:  # what each device held: device 0 the optimizer state
-        held = dataparallel_memory(list(raw.parameters()), state.optimizer, state.devices, state.gpus)
+        held = dataparallel_memory(
+            list(raw.parameters()), state.optimizer, state.devices, state.gpus, cfg.batch_size
+        )
         on_event(Detail("memory", held))
     weights = tuple(raw.fc.weight.detach().view(-1).tolist()) if raw is not None else ()
     bias = raw.fc.bias.item() if raw is not None else float("nan")
@@ -181,5 +183,6 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, Text]:
                 )
             )
             if state.step == 1:  # what each device holds, measured once Adam's state exists: the chips' bytes
-                on_event(Detail("memory", dataparallel_memory(params, optimizer, state.devices, gpus)))
+                held = dataparallel_memory(params, optimizer, state.devices, gpus, cfg.batch_size)
+                on_event(Detail("memory", held))
     return Status.FINISHED, finished_message(state.step, clock() - t0, control.paused_seconds)

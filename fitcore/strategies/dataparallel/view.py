@@ -16,7 +16,7 @@ from fitcore.i18n import t
 from fitcore.memory import whole_model
 from fitcore.parallel import chunk_sizes
 from fitcore.runner import Snapshot
-from fitcore.strategies.dataparallel.memory import dataparallel_rows
+from fitcore.strategies.dataparallel.memory import dataparallel_rows, gathered_bytes
 from fitcore.text import format_bytes
 from fitcore.view.common import Section, device_text, memory_notes, memory_rows, shape_text
 
@@ -88,7 +88,7 @@ def memory_section(cfg: FitConfig, step: Step, labels, snap: Snapshot | None) ->
     k = len(labels)
     memory = measured if measured and len(measured) == k else dataparallel_rows(whole_model(cfg), k)
     outputs, itemsize = step.output_shape, 4  # the gathered outputs (batch, 1), float32
-    gathered = {0: {t("view.memory.gathered"): format_bytes(math.prod(outputs) * itemsize + itemsize)}}
+    gathered = {0: {t("view.memory.gathered"): format_bytes(gathered_bytes(math.prod(outputs), itemsize))}}
     notes = memory_notes(memory, bool(measured))
     return Section(
         "memory",

@@ -115,7 +115,12 @@ def train_rank(
     raw = first_model(cfg, recorder)
     raw.device_label = label
     raw.to(device)
-    model = DistributedDataParallel(raw, device_ids=[device.index] if device.type == "cuda" else None)
+    # gradient_as_bucket_view: each gradient is a view into the reducer's bucket, so the rank keeps one copy
+    # of its gradients (the bucket), not two, and what it holds (fitcore.memory, storage by storage) is
+    # what torch allocated
+    model = DistributedDataParallel(
+        raw, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True
+    )
     phases, itemsize = PhaseRecorder(rank_clock(device, DDP_SLOTS)), X.element_size()
     mark = phases.mark
     hook = _AllreduceTimes(mark)
