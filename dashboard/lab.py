@@ -4,6 +4,7 @@ screen."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -71,6 +72,9 @@ def compare_ui(cfg: FitConfig) -> None:
     if not result:
         return
     rows, engines = result["results"], result["config"]["engines"]
+    # the answer to the class's question first, in one sentence; the table and the chart are its evidence
+    said = compare.verdict(result, _name)
+    (st.success if compare.same_as_one_device(result) else st.warning)(said)
     st.dataframe(
         pd.DataFrame(
             {
@@ -86,25 +90,35 @@ def compare_ui(cfg: FitConfig) -> None:
         ),
         hide_index=True,
         key="cmp_table",
+        column_config={t("lab.col.engine"): st.column_config.TextColumn(width="large")},
     )
     for r in rows:
         for cause in r["causes"]:
             st.markdown(t("lab.cause", strategy=_name(r["strategy"]), cause=cause))
     floor = 1e-12  # a log axis has no 0: identical parameters are drawn at the floor
+    tol = result["config"]["tolerance"]
+    # lines that lie on each other stay apart to the eye: each its own dash and marker, the later ones thinner
+    dashes, symbols = ("solid", "dash", "dot", "dashdot"), ("circle", "square", "diamond", "triangle-up")
     data = [
         {
             "type": "scatter",
-            "mode": "lines",
+            "mode": "lines+markers",
             "name": _name(r["strategy"]),
             "y": [max(v, floor) for v in r["per_step"]],
+            "line": {"dash": dashes[i % len(dashes)], "width": 3 - min(i, 2) * 0.75},
+            "marker": {"symbol": symbols[i % len(symbols)], "size": 6},
         }
-        for r in rows
+        for i, r in enumerate(rows)
     ]
     layout = {
-        "height": 260, "margin": {"l": 50, "r": 10, "t": 10, "b": 40},
-        "yaxis": {"type": "log", "title": t("lab.chart.y")}, "xaxis": {"title": t("lab.chart.x")},
-        "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1e-5, "y1": 1e-5,
+        "height": 260, "margin": {"l": 60, "r": 10, "t": 10, "b": 40},
+        # 1e-12, not plotly's SI "1p", which reads as a unit
+        "yaxis": {"type": "log", "title": t("lab.chart.y"), "exponentformat": "e", "showexponent": "all"},
+        "xaxis": {"title": t("lab.chart.x")},
+        "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": tol, "y1": tol,
                     "line": {"dash": "dot", "width": 1}}],
+        "annotations": [{"xref": "paper", "x": 0, "y": math.log10(tol), "yanchor": "bottom", "xanchor": "left",
+                         "showarrow": False, "text": t("lab.chart.tolerance", tol=format(tol, "g"))}],
     }  # fmt: skip
     st.plotly_chart(go.Figure(data, layout), config=PLOT_CONFIG, key="cmp_chart")
 

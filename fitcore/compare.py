@@ -146,6 +146,32 @@ def run(
     return {"config": config, "results": results}
 
 
+def same_as_one_device(result: dict) -> bool:
+    """Did every row finish within the tolerance of one device at every step?"""
+    return all(r["status"] != FAILED and r["first_divergent_step"] is None for r in result["results"])
+
+
+def verdict(result: dict, name_of=lambda strategy: strategy) -> str:
+    """The one sentence that answers the class's question, "is it the same model as one device?": the
+    largest difference of all rows under the tolerance, or the row that differs most, from which step and
+    its cause, the last the row gives: a row's causes say what ran first and why it differs last (name_of: a strategy's name as the reader knows it)."""
+    tol = format(result["config"]["tolerance"], "g")
+    rows = result["results"]
+    failed = [r for r in rows if r["status"] == FAILED]
+    worst = failed[0] if failed else max(rows, key=lambda r: r["max_abs_diff"])
+    diff = f"{worst['max_abs_diff']:.2g}"
+    if failed:
+        said = t("cli.compare.verdict.failed", name=name_of(worst["strategy"]))
+    elif same_as_one_device(result):
+        return t("cli.compare.verdict.same", diff=diff, tol=tol)
+    else:
+        said = t("cli.compare.verdict.differs", name=name_of(worst["strategy"]), diff=diff, tol=tol,
+                 step=worst["first_divergent_step"])  # fmt: skip
+    if worst["causes"]:
+        said = t("cli.compare.verdict.because", verdict=said, cause=worst["causes"][-1].rstrip("."))
+    return said
+
+
 def table_lines(result: dict, plan: DevicePlan | None = None) -> list[str]:
     """The result for a terminal: a row per strategy, its causes beneath it (plan: the run's devices)."""
     cfg = result["config"]
@@ -155,6 +181,7 @@ def table_lines(result: dict, plan: DevicePlan | None = None) -> list[str]:
             t("cli.compare.col.engine"))  # fmt: skip
     lines = [
         t("cli.compare.title", steps=cfg["steps"], k=cfg["k"]),
+        verdict(result),
         t("cli.compare.rows"),
         "",
         f"{pad(head[0], 14)}{pad(head[1], 8, True)}  {pad(head[2], 9)}{pad(head[3], 13, True)}  "

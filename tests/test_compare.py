@@ -9,7 +9,7 @@ import pytest
 
 from fitcore import strategies
 from fitcore.cli import main
-from fitcore.compare import run
+from fitcore.compare import run, same_as_one_device, verdict
 from fitcore.config import FitConfig, validate
 from fitcore.devices import parse_devices
 from fitcore.equivalence import TOL, Toggles, first_divergent, schedule
@@ -70,6 +70,21 @@ def test_uneven_shards_pad_and_ddp_differs_from_the_first_padded_step():
     assert padded and all(steps[i - 1].padded == 1 for i in padded)
     assert ddp["first_divergent_step"] >= padded[0]
     assert max(ddp["per_step"][: padded[0] - 1], default=0.0) <= TOL  # equal until the padding
+
+
+def test_the_opening_sentence_answers_same_or_not_and_why():
+    same = run(validate(SMALL))
+    worst = max(r["max_abs_diff"] for r in same["results"])
+    assert worst <= TOL and same_as_one_device(same)
+    assert verdict(same) == f"Same model as one device: largest difference {worst:.2g} (under 1e-05)"
+    padded = run(validate(FitConfig(**{**SMALL.__dict__, "data_size": 25})))
+    ddp = next(r for r in padded["results"] if r["strategy"] == "ddp")
+    assert not same_as_one_device(padded)
+    assert verdict(padded) == (
+        f"Not the same: ddp differs by {ddp['max_abs_diff']:.2g} from step {ddp['first_divergent_step']} "
+        f"(over 1e-05), because {ddp['causes'][-1].rstrip('.')}"
+    )
+    assert "padding" in ddp["causes"][-1]
 
 
 def test_drop_last_removes_the_padding_and_is_measured_against_itself():
@@ -199,6 +214,7 @@ def test_the_table_names_each_engine(capsys):
     assert main(["compare", "--epochs", "2"]) == 0
     text = capsys.readouterr().out
     assert "dataparallel" in text and "emulated" in text and "simulated" in text
+    assert text.splitlines()[1].startswith("Same model as one device: largest difference ")
 
 
 @pytest.mark.parametrize(

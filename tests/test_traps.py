@@ -190,7 +190,8 @@ def test_uneven_without_join_fails_within_its_bound_and_names_the_waiting_rank(c
     lines = capsys.readouterr().out.splitlines()
     (ddp,) = [line for line in lines if line.startswith("ddp ")]
     assert ddp.split()[:3] == ["ddp", "2", "failed"]  # in the table, not only in the bullet below it
-    assert lines[3].split()[:3] == ["strategy", "devices", "result"]
+    assert lines[4].split()[:3] == ["strategy", "devices", "result"]
+    assert lines[1].startswith("Not the same: ddp failed, because rank(s) 1 left waiting in the all-reduce")
 
 
 @pytest.mark.slow

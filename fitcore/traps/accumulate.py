@@ -78,13 +78,18 @@ def results(cfg, plan, toggles, traps) -> list[dict]:
         tuple(tuple(split(s.ranks[r], n) for s in steps) for r in range(k)),
         red, scale, traps.no_sync, False, TIMEOUT_S,
     )  # fmt: skip
-    return [_dp_row(k, n, dp_diffs, traps), _ddp_row(k, n, job, references, traps)]
+    # DataParallel splits each batch of the reference into n micro-batches: of unequal size where n does not
+    # divide it, and then each one's mean loss / n weighs its rows unequally, as on DDP's ranks
+    unequal = any(len({len(m) for m in split(ids, n)}) > 1 for s in steps for ids in s.batches)
+    return [_dp_row(k, n, dp_diffs, traps, unequal), _ddp_row(k, n, job, references, traps)]
 
 
-def _dp_row(k: int, n: int, diffs: list[float], traps) -> dict:
+def _dp_row(k: int, n: int, diffs: list[float], traps, unequal: bool) -> dict:
     row = result(DP, k, diffs, [t("traps.acc.dp", n=n)])
     if not traps.loss_scaling and row["first_divergent_step"] is not None:
         row["causes"].append(t("traps.acc.unscaled", n=n, worst=f"{row['max_abs_diff']:.3g}"))
+    elif row["first_divergent_step"] is not None and unequal:
+        row["causes"].append(t("traps.acc.unequal", n=n))
     return row
 
 
