@@ -117,8 +117,9 @@ def compare_ui(cfg: FitConfig) -> None:
         "xaxis": {"title": t("lab.chart.x")},
         "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": tol, "y1": tol,
                     "line": {"dash": "dot", "width": 1}}],
-        "annotations": [{"xref": "paper", "x": 0, "y": math.log10(tol), "yanchor": "bottom", "xanchor": "left",
-                         "showarrow": False, "text": t("lab.chart.tolerance", tol=format(tol, "g"))}],
+        "annotations": [{"xref": "paper", "x": 0, "y": math.log10(tol), "yanchor": "bottom",
+                         "xanchor": "left", "showarrow": False,
+                         "text": t("lab.chart.tolerance", tol=format(tol, "g"))}],
     }  # fmt: skip
     st.plotly_chart(go.Figure(data, layout), config=PLOT_CONFIG, key="cmp_chart")
 

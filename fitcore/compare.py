@@ -154,7 +154,8 @@ def same_as_one_device(result: dict) -> bool:
 def verdict(result: dict, name_of=lambda strategy: strategy) -> str:
     """The one sentence that answers the class's question, "is it the same model as one device?": the
     largest difference of all rows under the tolerance, or the row that differs most, from which step and
-    its cause, the last the row gives: a row's causes say what ran first and why it differs last (name_of: a strategy's name as the reader knows it)."""
+    its cause, the last the row gives: a row's causes say what ran first and why it differs last (name_of:
+    a strategy's name as the reader knows it)."""
     tol = format(result["config"]["tolerance"], "g")
     rows = result["results"]
     failed = [r for r in rows if r["status"] == FAILED]
