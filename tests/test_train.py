@@ -66,8 +66,8 @@ def test_event_counts_and_order():
     assert kinds == ["RunStarted", "Step", "Detail"] + ["Step"] * 11 + ["Detail", "RunEnded"]
     assert events[-1] is ended
     # measured from the tensors: W (2) and b (1) in float32, their gradients; Adam's two moments of each and
-    # a 4-byte step count (2 * 12 + 2 * 4) per parameter, on device 0 only, which also gathers a full batch's 100 outputs and
-    # the loss during a step
+    # a 4-byte step count per parameter (2 * 12 + 2 * 4), on device 0 only, which also gathers a full batch's
+    # 100 outputs and the loss during a step
     held = [
         {"rank": 0, "parameters": 12, "gradients": 12, "optimizer_state": 32, "gathered": 101 * 4},
         {"rank": 1, "parameters": 12, "gradients": 12, "optimizer_state": 0},
