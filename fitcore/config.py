@@ -445,7 +445,7 @@ def check(
     if not strategies.strategy(cfg.strategy).processes:  # unused here, but never a count that is not one
         _check_int("workers", cfg.workers, 1, MAX_WORKERS)
     else:
-        if strategies.strategy(cfg.strategy).covers == "rows":  # each rank its own rows: one per row at most
+        if strategies.strategy(cfg.strategy).split.rows:  # each rank its own rows: one per row at most
             _check_int("workers", cfg.workers, 1, min(MAX_WORKERS, cfg.data_size), "config.why.workers")
         else:  # every rank takes every row (TP's columns): the strategy's own rules bound its ranks
             _check_int("workers", cfg.workers, 1, MAX_WORKERS)

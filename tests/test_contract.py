@@ -18,6 +18,7 @@ from fitcore.data import least_squares, make_data
 from fitcore.devices import parse_devices
 from fitcore.events import RunEnded, RunStarted, Step
 from fitcore.pool import RunPool
+from fitcore.split import COLUMNS, ROWS
 from fitcore.whatif import Projection
 from tests import solo_strategy, test_app
 from tests.helpers import wait_for
@@ -59,7 +60,7 @@ def test_every_registered_strategy_keeps_the_contract(solo, name):
     assert cfg.total_steps == cfg.epochs * cfg.batches_per_epoch == cfg.epochs * entry.steps_per_epoch(cfg)
     assert all(hasattr(entry.view_module, part) for part in VIEW)
     assert isinstance(entry.view_module, strategies.StrategyView)  # the declared part of the contract
-    assert entry.covers in ("rows", "columns") and entry.rules(cfg, parse_devices(cfg.devices)) is None
+    assert entry.split in (ROWS, COLUMNS) and entry.rules(cfg, parse_devices(cfg.devices)) is None
     step, labels = entry.planned_step(cfg)
     assert isinstance(step, Step) and len(labels) >= 1
     assert entry.phases() and all(isinstance(p, str) for p in entry.phases())

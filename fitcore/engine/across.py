@@ -213,7 +213,7 @@ def _rows_check(cfg: FitConfig, steps: list[Step], ranks: int) -> Check:
     """Every step's rows on every rank: as many as DistributedSampler's shard gives, and its first ids; or,
     for ranks that split the columns (TP), every row of the batch on every rank, each its torch.chunk
     columns."""
-    if strategies.of(cfg).covers == "columns":
+    if not strategies.of(cfg).split.rows:
         return _columns_check(cfg, steps, ranks)
     layout = Layout(cfg.data_size, ranks, cfg.batch_size)
     bad = [] if len(steps) == cfg.epochs * layout.steps_per_epoch else [f"{len(steps)} steps"]

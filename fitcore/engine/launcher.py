@@ -27,6 +27,7 @@ from fitcore.config import FitConfig
 from fitcore.console import final_lines, group_line, shard_lines
 from fitcore.data import least_squares, make_data
 from fitcore.devices import DevicePlan, parse_devices
+from fitcore.engine.loop import PartMaker, Place, run_rank
 from fitcore.engine.rank import (
     COLLECTIVE_TIMEOUT,
     IDS_COLS,
@@ -44,6 +45,7 @@ from fitcore.events import Detail, Event, RunEnded, Status, run_started
 from fitcore.i18n import count, current, set_language, t
 from fitcore.recording import GROUP
 from fitcore.shards import Layout, epoch_shards, epoch_value, shards_value
+from fitcore.split import ROWS, Split
 from fitcore.train import Control, describe_failure, finished_message
 
 HOST = "127.0.0.1"  # spawned ranks talk over loopback only
@@ -149,12 +151,11 @@ class Engine:
     """What one strategy's ranks run and how the launchers read their reports (pickled to each rank).
 
     Every field is a module-level function (or a functools.partial of one), so that spawn can pickle it.
-    `train` is the rank's loop, with the signature of fitcore.strategies.ddp.rank.train_rank: it takes the
-    step gate, the stop wish and `report`, shares the table of fitcore.engine.rank.share_step each step, and
-    returns (RankState, what the rank holds); with pass_times it also passes its `slots` times on.
+    `part` makes the strategy's part of the one rank loop (fitcore.engine.loop.run_rank) on its rank: its
+    wrapped model, its batches, its collectives' record.
     """
 
-    train: Callable  # the rank's loop, returns (RankState, its model)
+    part: PartMaker  # (cfg, place, mark) -> the rank's RankPart
     step_params: Callable  # (rank, model) -> (weights, bias) its StepReport carries
     # model -> ((weights, bias), extra) after the loop, in the process group: the whole parameters as this
     # rank has them (gathered where it holds a part: a collective every rank makes) and what else it reports
@@ -169,8 +170,11 @@ class Engine:
     # under torchrun, where the lead rank hears no other's report: (model) -> the step's (weights, bias), run
     # on every rank after each step (a collective where the ranks hold parts, FSDP's and TP's)
     joined: Callable | None = None
-    layout: Callable = Layout.of  # cfg -> Layout: the steps and each rank's rows (TP's: the whole batch)
-    covers: str = "rows"  # what a rank's Replica covers: its own "rows" (DDP, FSDP) or "columns" (TP)
+    split: Split = ROWS  # which rows and columns of the batch each rank takes (fitcore.split)
+
+    def layout(self, cfg: FitConfig) -> Layout:
+        """The steps and each rank's rows: its own shard where the rows are cut, else the whole batch."""
+        return Layout(cfg.data_size, self.split.row_ranks(cfg.workers), cfg.batch_size)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -251,12 +255,11 @@ def _worker(
             shared = (value, weights, bias, ids, times, sent, extra)
             out.put(StepReport(rank, step, epoch, batch, *shapes, *shared))
 
-        state, raw = engine.train(
+        state, raw = run_rank(
+            engine.part,
+            engine.slots,
             cfg,
-            rank,
-            world_size,
-            device,
-            label,
+            Place(rank, world_size, device, label),
             lambda step: gate.wait_for(rank, parent_pid),
             lambda: False,
             report,
@@ -388,7 +391,7 @@ class _Launch:
     def _update_shards(self, epoch: int, force: bool = False) -> None:
         """Detail('shards'): the first epoch once, the latest at most every SHARDS_EVERY seconds."""
         now = self.clock()
-        if self.engine.covers != "rows":  # every rank takes the whole batch: there are no row shards
+        if not self.engine.split.rows:  # every rank takes the whole batch: there are no row shards
             return
         if epoch == self._shards_epoch or (
             not force and self._shards_first and now - self._shards_at < SHARDS_EVERY
@@ -477,7 +480,7 @@ class _Launch:
             first.step, first.epoch, first.batch, self.labels,
             [(m.input_shape, m.output_shape) for m in msgs], [m.loss for m in msgs],
             weights, bias, self.clock() - self.t0, [m.ids for m in msgs],
-            ranks_phases(specs, [m.times for m in msgs]), self.engine.covers,
+            ranks_phases(specs, [m.times for m in msgs]), self.engine.split,
         )  # fmt: skip
         self.steps, self.loss = event.step, event.loss
         self.weights, self.bias = event.weights, event.bias

@@ -21,6 +21,7 @@ from fitcore.events import Replica, Status, Step
 from fitcore.parallel import LinearModel
 from fitcore.phases import START, CudaClock, HostClock, PhaseSpec, StepPhases
 from fitcore.shards import Layout
+from fitcore.split import ROWS, Split
 
 COLLECTIVE_TIMEOUT = timedelta(seconds=120)  # a collective waiting longer than this fails its rank
 MAX_IDS = 8  # dataset row ids each rank reports per step: where its first rows came from
@@ -154,11 +155,11 @@ def rank_step(
     elapsed: float,
     ids: Sequence[tuple[int, ...]] = (),
     phases: StepPhases | None = None,
-    covers: str = "rows",
+    split: Split = ROWS,
 ) -> Step:
     """One step of K ranks as a Step: a Replica per rank, the mean of the ranks' losses, and the step's
-    parameters. covers "rows": each rank its own rows, numbered on from the rank before it (DDP, FSDP);
-    "columns": every rank the whole batch and its own features, numbered on from the rank before it (TP).
+    parameters. Each rank's span of the batch is its split's (fitcore.split): its own rows, numbered on from
+    the rank before it (DDP, FSDP), or the whole batch and its own features (TP).
 
     Args:
         shapes: each rank's (input shape, output shape), (b, d) and (b, 1).
@@ -166,27 +167,16 @@ def rank_step(
         ids: each rank's first dataset row ids of the step (table_ids); none given, none shown.
         phases: every rank's phases of the step (ranks_phases).
     """
-    replicas, start = [], 0
-    for r, (label, (input_shape, output_shape), loss) in enumerate(zip(labels, shapes, losses)):
-        rows, cols = input_shape
-        rank_ids = tuple(ids[r]) if ids else ()
-        if covers == "columns":  # the whole batch, features [start, start + cols)
-            share = (0, rows, tuple(input_shape), tuple(output_shape), loss, rank_ids, (start, start + cols))
-            start += cols
-        else:
-            share = (start, start + rows, tuple(input_shape), tuple(output_shape), loss, rank_ids)
-            start += rows
-        replicas.append(Replica(label, *share))
-    mean = sum(losses) / len(losses)
-    if covers == "columns":  # the whole batch on every rank, each its columns: X is (B, d)
-        rows, out = shapes[0][0][0], shapes[0][1][1]
-        return Step(step, epoch, batch, mean, (rows, start), (rows, out), tuple(replicas), weights, bias,
-                    elapsed, phases)  # fmt: skip
-    d, out = shapes[0][0][1], shapes[0][1][1]
-    # every rank's rows together; no tensor of this shape exists (nothing is gathered)
-    return Step(
-        step, epoch, batch, mean, (start, d), (start, out), tuple(replicas), weights, bias, elapsed, phases
+    spans, (rows, d) = split.spans([tuple(input_shape) for input_shape, _ in shapes])
+    replicas = tuple(
+        Replica(label, *span.rows, tuple(shape), tuple(out_shape), loss, tuple(ids[r]) if ids else (),
+                span.columns)  # fmt: skip
+        for r, (label, (shape, out_shape), loss, span) in enumerate(zip(labels, shapes, losses, spans))
     )
+    mean = sum(losses) / len(losses)
+    out = shapes[0][1][1]
+    # the whole batch: every rank's rows (or columns) together; no tensor of this shape need exist
+    return Step(step, epoch, batch, mean, (rows, d), (rows, out), replicas, weights, bias, elapsed, phases)
 
 
 def table_ids(row: Sequence[float]) -> tuple[int, ...]:

@@ -23,6 +23,7 @@ from fitcore.console import final_lines, group_line, shard_lines
 from fitcore.data import least_squares, make_data
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.engine.launcher import Engine
+from fitcore.engine.loop import Place, run_rank
 from fitcore.engine.rank import (
     COLLECTIVE_TIMEOUT,
     IDS_COLS,
@@ -134,7 +135,7 @@ class _OneBehind:
         if self._held is not None:
             shapes = self._held[4]
             phases = ranks_phases(self._specs_of(shapes), times.tolist()) if times is not None else None
-            self._emit(rank_step(*self._held, phases, self._engine.covers))
+            self._emit(rank_step(*self._held, phases, self._engine.split))
             self._held = None
             self.emitted += 1
 
@@ -228,7 +229,7 @@ def train_torchrun(
                 {"hosts": [e.host for e in everyone], "pids": [e.pid for e in everyone]},
             )  # fmt: skip
             emit(Detail(GROUP, group, group_line(group)))
-            if engine.covers == "rows":  # each rank its own rows: who got which
+            if engine.split.rows:  # each rank its own rows: who got which
                 shards = first_epoch_value(cfg, labels)
                 emit(Detail("shards", shards, "\n".join(shard_lines(shards, "first"))))
 
@@ -247,9 +248,10 @@ def train_torchrun(
                 step, epoch, batch, labels, shapes, table[:, 0].tolist(), w, b, clock() - t0, ids
             )  # fmt: skip
 
-        state, raw = engine.train(
-            cfg, env.rank, k, torch.device(device), labels[env.rank], lambda step: True,
-            lambda: not control.wait(), report, ready, pass_times=True,
+        place = Place(env.rank, k, torch.device(device), labels[env.rank])
+        state, raw = run_rank(
+            engine.part, engine.slots, cfg, place, lambda step: True, lambda: not control.wait(), report,
+            ready, pass_times=True,
         )  # fmt: skip
         behind.release(state.last_times)
         # 2. every rank's parameters (to show that they are identical, or which part each holds)
@@ -267,7 +269,7 @@ def train_torchrun(
     except Exception as exc:  # noqa: BLE001 - a failed rank ends with its message; torchrun sees the exit status
         behind.release(None)  # the last step taken, whose times no rank will share now
         state.status, state.message = Status.FAILED, describe_failure(exc)
-        state.steps = behind.emitted  # train_rank's own count went with its exception
+        state.steps = behind.emitted  # run_rank's own count went with its exception
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

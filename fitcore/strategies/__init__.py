@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
 
+from fitcore.split import ROWS, Split
+
 if TYPE_CHECKING:
     from fitcore.config import FitConfig
 
@@ -114,7 +116,7 @@ class Strategy:
     calibrate: Callable[..., dict] | None = None  # (cfg, k) -> whatif's calibration point, a real run's bytes
     torchrun: Callable[..., Any] | None = None  # its trainer for one rank of a torchrun launch, if it has one
     rules: Callable[..., None] = lambda cfg, plan: None  # its own config rules: raise ConfigError
-    covers: str = "rows"  # what a device's Replica covers: its own "rows" of the batch, or "columns" of X
+    split: Split = ROWS  # which rows and columns of the batch each device takes (fitcore.split)
 
     @property
     def view_module(self) -> ModuleType:

@@ -1,7 +1,9 @@
-"""One FSDP rank's loop: `fully_shard` on the (d, 1) model, its collectives timed and measured, its reports.
+"""An FSDP rank's part of the engine's one loop: `fully_shard` on the (d, 1) model, its collectives timed and
+measured, its reports.
 
-The loop is DDP's (ddp's rank.train_rank): the same data, the same rows from DistributedSampler, the
-same table of losses and stop wishes shared before backward. What differs is the model and its wrapper:
+The loop is the engine's (fitcore.engine.loop), and its rows DDP's: the same data, the same rows from
+DistributedSampler, the same table of losses and stop wishes shared before backward. What differs is the
+model and its wrapper:
   - W is a (d, 1) parameter and y = X @ W + b (torch.addmm, the very arithmetic nn.Linear's F.linear runs,
     bit for bit), so that fully_shard's Shard(0) cuts W's rows over the ranks;
   - fully_shard(reshard_after_forward=...) all-gathers the parameters in its pre-forward hook, frees them
@@ -13,56 +15,35 @@ same table of losses and stop wishes shared before backward. What differs is the
 
 from __future__ import annotations
 
-import math
 from functools import partial
-from typing import Callable, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllGather, DefaultReduceScatter
-from torch.utils.data import DistributedSampler, TensorDataset
+from torch.utils.data import DistributedSampler
 
 from fitcore.config import FitConfig
-from fitcore.data import make_data
-from fitcore.engine.rank import (
-    LOSS_COL,
-    MAX_IDS,
-    STOP_COL,
-    RankState,
-    gather_times,
-    local_values,
-    previous_times,
-    rank_clock,
-    share_step,
-)
-from fitcore.events import Status
+from fitcore.engine.loop import Mark, Place
+from fitcore.engine.rank import local_values
 from fitcore.memory import rank_memory
 from fitcore.parallel import LinearModel, ShapeRecorder, init_parameters
-from fitcore.phases import (
-    BACKWARD_END,
-    FORWARD_END,
-    LOADED,
-    LOSS_END,
-    OPTIMIZER_END,
-    START,
-)
+from fitcore.phases import FORWARD_END
 from fitcore.shards import Layout
 from fitcore.strategies.fsdp.layout import (
     AG_BACK_END,
     AG_BACK_START,
     AG_END,
     AG_START,
-    FSDP_SLOTS,
     GATHERS,
     RS_END,
     RS_START,
     all_gather_bytes,
     reduce_scatter_bytes,
 )
-from fitcore.train import diverged_message, make_optimizer
+from fitcore.train import make_optimizer
 
 
 class ColumnLinear(nn.Module):
@@ -172,95 +153,61 @@ def _mark_absent(seen: Collectives, reshard_after_forward: bool) -> None:
         seen.mark(slot)
 
 
-def train_fsdp_rank(
-    cfg: FitConfig,
-    rank: int,
-    world_size: int,
-    device: torch.device,
-    label: str,
-    wait_turn: Callable[[int], bool],
-    want_stop: Callable[[], bool],
-    report: Callable[..., None],
-    ready: Callable[[], None] = lambda: None,
-    pass_times: bool = False,
-    reshard_after_forward: bool = True,
-) -> tuple[RankState, FsdpRank]:
-    """Train this rank's shard in the process group already initialised (the ddp rank module's train_rank's
-    arguments, and fully_shard's reshard_after_forward: True is ZeRO-3, False ZeRO-2).
+class FsdpPart:
+    """An FSDP rank's part of the engine's loop (fitcore.engine.loop): the (d, 1) model under fully_shard,
+    its collectives timed and measured, its rows of each batch from DistributedSampler (as DDP's)."""
 
-    report(step, epoch, batch, table, local loss, FsdpRank, times, sent): times are this rank's FSDP slot
-    times from its own START, sent the ring bytes of each of the step's collectives, as measured.
-    """
-    state = RankState()
-    # 1. the same data and initial parameters on every rank; then fully_shard cuts them
-    X, y = make_data(cfg, device)  # (N, d), (N, 1)
-    recorder = ShapeRecorder()
-    source = LinearModel(cfg.n_features)
-    init_parameters(source, cfg.seed + 1)
-    model = ColumnLinear(source, recorder).to(device)
-    model.device_label = label
-    mesh = init_device_mesh(device.type, (world_size,))
-    fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward)
-    clock = rank_clock(device, FSDP_SLOTS)
-    mark = clock.mark
-    seen = Collectives(mark, world_size)
-    model.set_custom_all_gather(TimedAllGather(seen))
-    model.set_custom_reduce_scatter(TimedReduceScatter(seen))
-    optimizer = make_optimizer(cfg, model.parameters())  # of the shards: each rank's Adam state is 1/K
-    held = FsdpRank(model, optimizer, seen)
-    sampler = DistributedSampler(
-        TensorDataset(X, y), num_replicas=world_size, rank=rank, shuffle=cfg.shuffle, seed=cfg.seed,
-        drop_last=False,
-    )  # fmt: skip
-    b = Layout(cfg.data_size, world_size, cfg.batch_size).per_rank_batch
-    slots = tuple(range(FSDP_SLOTS))
-    times = (0.0,) * FSDP_SLOTS
-    ready()
+    def __init__(self, cfg: FitConfig, place: Place, mark: Mark, reshard_after_forward: bool = True):
+        self.cfg, self.place, self.reshard_after_forward = cfg, place, reshard_after_forward
+        source = LinearModel(cfg.n_features)
+        init_parameters(source, cfg.seed + 1)  # the same initial parameters on every rank, from the seed
+        model = ColumnLinear(source).to(place.device)
+        model.device_label = place.label
+        mesh = init_device_mesh(place.device.type, (place.world_size,))
+        fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward)
+        self.seen = Collectives(mark, place.world_size)
+        model.set_custom_all_gather(TimedAllGather(self.seen))
+        model.set_custom_reduce_scatter(TimedReduceScatter(self.seen))
+        self.model, self.mark = model, mark
+        self.optimizer = make_optimizer(cfg, model.parameters())  # of the shards: Adam state 1/K
+        self.b = Layout(cfg.data_size, place.world_size, cfg.batch_size).per_rank_batch
 
-    # 2. each step: all-gather, forward on this rank's rows, share losses, backward (reduce-scatter), step
-    for epoch in range(1, cfg.epochs + 1):
+    @property
+    def holds(self) -> FsdpRank:
+        return FsdpRank(self.model, self.optimizer, self.seen)
+
+    def batches(self, epoch: int) -> Iterator[torch.Tensor]:
+        """This rank's shard of the epoch (DistributedSampler's, reshuffled by set_epoch), in batches."""
+        cfg, place = self.cfg, self.place
+        sampler = DistributedSampler(
+            range(cfg.data_size), num_replicas=place.world_size, rank=place.rank, shuffle=cfg.shuffle,
+            seed=cfg.seed, drop_last=False,
+        )  # fmt: skip
         sampler.set_epoch(epoch - 1)
-        order = list(sampler)
-        shard = torch.tensor(order, dtype=torch.long, device=device)  # (rows_per_rank,)
-        for batch, idx in enumerate(shard.split(b), 1):
-            if not wait_turn(state.steps + 1):
-                state.status = Status.STOPPED
-                return state, held
-            seen.begin_step()
-            mark(START)
-            xb, yb = X[idx], y[idx]  # (b, d), (b, 1): this rank's rows only
-            mark(LOADED)
-            out = model(xb)  # fully_shard's pre-forward hook all-gathers W and b first (AG_START, AG_END)
-            mark(FORWARD_END)  # under ZeRO-3 the gathered parameters are already freed again
-            loss = F.mse_loss(out, yb)
-            value = loss.item()
-            (seen_shape,) = recorder.take()
-            first = (batch - 1) * b
-            ids = order[first : first + min(len(idx), MAX_IDS)]
-            more = times if pass_times else ()
-            table = share_step(value, seen_shape, ids, want_stop(), device, world_size, more)
-            mean = table[:, LOSS_COL].mean().item()
-            if table[:, STOP_COL].any() or not math.isfinite(mean):
-                state.last_times = previous_times(table, pass_times, state.steps)
-                model.reshard()  # ZeRO-2 still holds the gathered parameters here; a rank ends on its shard
-                state.status = Status.STOPPED if table[:, STOP_COL].any() else Status.DIVERGED
-                if state.status == Status.DIVERGED:
-                    state.message = diverged_message(mean, state.steps + 1, epoch, cfg.lr)
-                return state, held
-            optimizer.zero_grad(set_to_none=True)
-            mark(LOSS_END)
-            loss.backward()  # ZeRO-3 all-gathers again here; then the reduce-scatter averages the gradients
-            mark(BACKWARD_END)
-            _mark_absent(seen, reshard_after_forward)
-            optimizer.step()  # on this rank's shard only
-            mark(OPTIMIZER_END)
-            times = clock.resolve(slots)
-            times = tuple(t - times[START] for t in times)  # seconds from this rank's own START
-            state.steps, state.loss = state.steps + 1, mean
-            report(state.steps, epoch, batch, table, value, held, times, tuple(seen.sent))
-    if pass_times and state.steps:  # the last step's times have no next step to travel with
-        state.last_times = gather_times(times, device, world_size)
-    return state, held
+        shard = torch.tensor(list(sampler), dtype=torch.long, device=place.device)  # (rows_per_rank,)
+        return iter(shard.split(self.b))
+
+    def inputs(self, X, y, idx):
+        xb = X[idx]  # (b, d): this rank's rows only
+        return xb, y[idx], tuple(xb.shape)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.model(x)  # fully_shard's pre-forward hook all-gathers W and b first (AG_START, AG_END)
+        self.mark(FORWARD_END)  # under ZeRO-3 the gathered parameters are already freed again
+        return out
+
+    def begin_step(self) -> None:
+        self.seen.begin_step()
+
+    def end_backward(self) -> None:
+        # ZeRO-3 all-gathered again in backward; then the reduce-scatter averaged the gradients
+        _mark_absent(self.seen, self.reshard_after_forward)
+
+    def end_early(self) -> None:
+        self.model.reshard()  # ZeRO-2 still holds the gathered parameters here; a rank ends on its shard
+
+    def sent(self, out: torch.Tensor) -> tuple[int, ...]:
+        return tuple(self.seen.sent)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -301,6 +248,6 @@ def full_params(held: FsdpRank) -> tuple[tuple[float, ...], float]:
     return tuple(model.weight.full_tensor().detach().view(-1).tolist()), model.bias.full_tensor().item()
 
 
-def rank_loop(reshard_after_forward: bool) -> Callable:
-    """The rank's loop for the launcher's Engine: picklable, so that spawn carries it to each rank."""
-    return partial(train_fsdp_rank, reshard_after_forward=reshard_after_forward)
+def rank_part(reshard_after_forward: bool) -> Callable:
+    """The rank's part maker for the launcher's Engine: picklable, so that spawn carries it to each rank."""
+    return partial(FsdpPart, reshard_after_forward=reshard_after_forward)

@@ -18,7 +18,7 @@ from fitcore.engine.launcher import Engine, joined_parts, launch, memory_details
 from fitcore.events import Detail, Event, RunEnded
 from fitcore.strategies.fsdp.layout import FSDP_SLOTS, ranks_fsdp_specs, shards_value
 from fitcore.strategies.fsdp.name import NAME
-from fitcore.strategies.fsdp.rank import final_params, full_params, holds_memory, rank_loop, shard_params
+from fitcore.strategies.fsdp.rank import final_params, full_params, holds_memory, rank_part, shard_params
 from fitcore.strategies.fsdp.view import layout_lines
 from fitcore.train import Control
 
@@ -50,7 +50,7 @@ def _first_step_details(reshard_after_forward: bool, cfg, labels, reports) -> li
 def engine(reshard_after_forward: bool = True) -> Engine:
     """The launcher's Engine for FSDP: fully_shard ranks, their shards joined, their memory reported."""
     return Engine(
-        train=rank_loop(reshard_after_forward),
+        part=rank_part(reshard_after_forward),
         step_params=shard_params,
         final=final_params,
         weights=joined_parts,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fitcore.split import COLUMNS
 from fitcore.strategies import Strategy
 from fitcore.strategies.tp.name import NAME
 from fitcore.strategies.tp.shapes import DETAIL
@@ -189,5 +190,5 @@ STRATEGY = Strategy(
     picture=_picture,
     torchrun=_torchrun,
     rules=_rules,
-    covers="columns",
+    split=COLUMNS,
 )

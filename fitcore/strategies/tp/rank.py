@@ -1,4 +1,5 @@
-"""One TP rank's loop: nn.Linear's weight split by features with PyTorch's own tensor parallelism.
+"""A TP rank's part of the engine's one loop: nn.Linear's weight split by features with PyTorch's own tensor
+parallelism.
 
 `parallelize_module(fc, mesh, RowwiseParallel())` (torch.distributed.tensor.parallel) shards the weight
 [1, d] on its features (Shard(1), torch.chunk's rule) and keeps b whole on every rank (Replicate). Each step
@@ -16,48 +17,21 @@ after (and waits for the all-reduce's result).
 
 from __future__ import annotations
 
-import math
-from typing import Callable, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor, Shard
 from torch.distributed.tensor.parallel import RowwiseParallel, parallelize_module
 
 from fitcore.config import FitConfig
-from fitcore.data import epoch_order, make_data
-from fitcore.engine.rank import (
-    LOSS_COL,
-    MAX_IDS,
-    STOP_COL,
-    RankState,
-    gather_times,
-    local_values,
-    previous_times,
-    rank_clock,
-    share_step,
-)
-from fitcore.events import Status
+from fitcore.data import epoch_order
+from fitcore.engine.loop import Mark, Place
+from fitcore.engine.rank import local_values
 from fitcore.memory import rank_memory
-from fitcore.phases import BACKWARD_END, LOSS_END, OPTIMIZER_END, START
-from fitcore.strategies.tp.layout import (
-    ALLREDUCE_END,
-    LOADED,
-    PARTIAL_END,
-    TP_SLOTS,
-    allreduce_bytes,
-    columns,
-)
-from fitcore.train import diverged_message, first_model, make_optimizer
-
-
-class Seen(NamedTuple):
-    """This rank's shapes in a step, as share_step sends them: its columns of the batch, its output."""
-
-    input_shape: tuple[int, int]  # (B, hi - lo)
-    output_shape: tuple[int, int]  # (B, 1): the whole output, after the all-reduce
+from fitcore.strategies.tp.layout import ALLREDUCE_END, PARTIAL_END, allreduce_bytes, columns
+from fitcore.train import first_model, make_optimizer
 
 
 class TpRank(NamedTuple):
@@ -68,7 +42,7 @@ class TpRank(NamedTuple):
     cols: tuple[int, int]
 
 
-def _after_allreduce(mark: Callable[[int], None]) -> Callable:
+def _after_allreduce(mark: Mark) -> Callable:
     """The forward hook after RowwiseParallel's: wait for the all-reduce (an AsyncCollectiveTensor, whose
     trigger_wait waits in place and keeps the output's autograd), then mark."""
 
@@ -80,97 +54,60 @@ def _after_allreduce(mark: Callable[[int], None]) -> Callable:
     return hook
 
 
-def train_tp_rank(
-    cfg: FitConfig,
-    rank: int,
-    world_size: int,
-    device: torch.device,
-    label: str,
-    wait_turn: Callable[[int], bool],
-    want_stop: Callable[[], bool],
-    report: Callable[..., None],
-    ready: Callable[[], None] = lambda: None,
-    pass_times: bool = False,
-) -> tuple[RankState, TpRank]:
-    """Train this rank's rows of W in the process group already initialised (the engine's rank loop
-    signature: fitcore.engine.launcher.Engine). report(step, epoch, batch, table, loss, TpRank, times, sent):
-    sent holds the bytes this rank sent in the step's all-reduce, from the buffer it all-reduced."""
-    state = RankState()
-    # 1. the same data and initial parameters on every rank; then RowwiseParallel splits W by features
-    X, y = make_data(cfg, device)  # (N, d), (N, 1)
-    raw = first_model(cfg)
-    raw.to(device)
-    fc = raw.fc
-    lo, hi = columns(cfg.n_features, world_size)[rank]
-    clock = rank_clock(device, TP_SLOTS)
-    mark = clock.mark
-    slots = tuple(range(TP_SLOTS))
-    fc.register_forward_hook(lambda module, args, output: mark(PARTIAL_END))  # before the all-reduce
-    mesh = init_device_mesh(device.type, (world_size,))
-    parallelize_module(fc, mesh, RowwiseParallel())  # weight Shard(1), bias Replicate, output all-reduced
-    fc.register_forward_hook(_after_allreduce(mark))
-    optimizer = make_optimizer(cfg, fc.parameters())  # of this rank's rows of W, and b
-    holds = TpRank(fc, optimizer, (lo, hi))
-    generator = torch.Generator().manual_seed(cfg.seed + 2)  # one device's order (dataparallel's loop)
-    times = (0.0,) * TP_SLOTS
-    ready()
+class TpPart:
+    """A TP rank's part of the engine's loop (fitcore.engine.loop): its rows of W by RowwiseParallel, the
+    whole batch every step (one device's order), its own columns of X."""
 
-    # 2. each step: the whole batch, this rank's columns, the partial output all-reduced, the loss, step
-    for epoch in range(1, cfg.epochs + 1):
-        order = epoch_order(cfg.data_size, cfg.shuffle, generator)
+    def __init__(self, cfg: FitConfig, place: Place, mark: Mark):
+        self.cfg = cfg
+        raw = first_model(cfg)  # the same initial parameters on every rank; RowwiseParallel splits W
+        raw.to(place.device)
+        fc = raw.fc
+        self.lo, self.hi = columns(cfg.n_features, place.world_size)[place.rank]
+        fc.register_forward_hook(lambda module, args, output: mark(PARTIAL_END))  # before the all-reduce
+        self.mesh = init_device_mesh(place.device.type, (place.world_size,))
+        parallelize_module(fc, self.mesh, RowwiseParallel())  # weight Shard(1), bias Replicate, all-reduced
+        fc.register_forward_hook(_after_allreduce(mark))
+        self.fc = fc
+        self.optimizer = make_optimizer(cfg, fc.parameters())  # of this rank's rows of W, and b
+        self.generator = torch.Generator().manual_seed(cfg.seed + 2)  # one device's order (dataparallel's)
+        self.world_size = place.world_size
+
+    @property
+    def holds(self) -> TpRank:
+        return TpRank(self.fc, self.optimizer, (self.lo, self.hi))
+
+    def batches(self, epoch: int) -> Iterator[torch.Tensor]:
+        """Every row of the epoch, in one device's order, in whole batches: every rank takes every row."""
+        cfg = self.cfg
+        order = epoch_order(cfg.data_size, cfg.shuffle, self.generator)
         ids = order if order is not None else torch.arange(cfg.data_size)
-        for batch, idx in enumerate(ids.split(cfg.batch_size), 1):
-            if not wait_turn(state.steps + 1):
-                state.status = Status.STOPPED
-                return state, holds
-            mark(START)
-            xb = X[idx, lo:hi]  # (B, hi - lo): this rank's columns of the whole batch
-            yb = y[idx]  # (B, 1)
-            whole = (xb.shape[0], cfg.n_features)
-            xin = DTensor.from_local(
-                xb, mesh, [Shard(1)], run_check=False, shape=whole, stride=(cfg.n_features, 1)
-            )
-            mark(LOADED)
-            out = fc(xin)  # (B, 1): the partial X[:, lo:hi]·W[lo:hi], all-reduced, + b
-            loss = F.mse_loss(out, yb)
-            value = loss.item()
-            first = idx[:MAX_IDS].tolist()
-            more = times if pass_times else ()
-            seen = Seen(tuple(xb.shape), tuple(out.shape))
-            table = share_step(value, seen, first, want_stop(), device, world_size, more)
-            mean = table[:, LOSS_COL].mean().item()
-            if table[:, STOP_COL].any():
-                state.status = Status.STOPPED
-                state.last_times = previous_times(table, pass_times, state.steps)
-                return state, holds
-            if not math.isfinite(mean):
-                state.last_times = previous_times(table, pass_times, state.steps)
-                state.status = Status.DIVERGED
-                state.message = diverged_message(mean, state.steps + 1, epoch, cfg.lr)
-                return state, holds
-            optimizer.zero_grad(set_to_none=True)
-            mark(LOSS_END)
-            loss.backward()  # no communication: each rank's gradient is of its own rows of W (and b)
-            mark(BACKWARD_END)
-            optimizer.step()
-            mark(OPTIMIZER_END)
-            times = clock.resolve(slots)
-            times = tuple(t - times[START] for t in times)  # seconds from this rank's own START
-            state.steps, state.loss = state.steps + 1, mean
-            buffer = out.numel() * out.element_size()  # the all-reduced partial output, (B, 1)
-            report(
-                state.steps,
-                epoch,
-                batch,
-                table,
-                value,
-                holds,
-                times,
-                (allreduce_bytes(world_size, buffer, 1),),
-            )
-    if pass_times and state.steps:  # the last step's times have no next step to travel with
-        state.last_times = gather_times(times, device, world_size)
-    return state, holds
+        return iter(ids.split(cfg.batch_size))
+
+    def inputs(self, X, y, idx):
+        """This rank's columns of the whole batch, as a DTensor of the whole batch's shape (so that uneven
+        columns, 3 features on 2 ranks, keep their true global shape)."""
+        xb = X[idx, self.lo : self.hi]  # (B, hi - lo)
+        whole = (xb.shape[0], self.cfg.n_features)
+        x = DTensor.from_local(xb, self.mesh, [Shard(1)], run_check=False, shape=whole,
+                               stride=(self.cfg.n_features, 1))  # fmt: skip
+        return x, y[idx], tuple(xb.shape)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x)  # (B, 1): the partial X[:, lo:hi]·W[lo:hi], all-reduced, + b
+
+    def begin_step(self) -> None:
+        pass
+
+    def end_backward(self) -> None:
+        pass  # backward needed no communication: each rank's gradient is of its own rows of W (and b)
+
+    def end_early(self) -> None:
+        pass
+
+    def sent(self, out: torch.Tensor) -> tuple[int, ...]:
+        buffer = out.numel() * out.element_size()  # the all-reduced partial output, (B, 1)
+        return (allreduce_bytes(self.world_size, buffer, 1),)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -15,16 +15,10 @@ from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
 from fitcore.engine.launcher import Engine, joined_parts, launch, memory_details, memory_on_step_one
 from fitcore.events import Detail, Event, RunEnded
-from fitcore.shards import Layout
+from fitcore.split import COLUMNS
 from fitcore.strategies.tp.layout import TP_SLOTS, columns, ranks_tp_specs
 from fitcore.strategies.tp.name import NAME
-from fitcore.strategies.tp.rank import (
-    final_rows,
-    holds_memory,
-    own_rows,
-    train_tp_rank,
-    whole_params,
-)
+from fitcore.strategies.tp.rank import TpPart, final_rows, holds_memory, own_rows, whole_params
 from fitcore.strategies.tp.view import holds_lines
 from fitcore.train import Control
 
@@ -56,13 +50,8 @@ def _details(cfg, labels, finals) -> list[Detail]:
     return [Detail(NAME, holds_value(cfg, labels, memory, finals)), *memory_details(cfg, labels, finals)]
 
 
-def whole_batch(cfg: FitConfig) -> Layout:
-    """Every rank takes the whole batch: the steps of one device (a Layout of one rank)."""
-    return Layout(cfg.data_size, 1, cfg.batch_size)
-
-
 ENGINE = Engine(
-    train=train_tp_rank,
+    part=TpPart,
     step_params=own_rows,
     final=final_rows,
     specs=ranks_tp_specs,
@@ -73,8 +62,7 @@ ENGINE = Engine(
     step_extra=partial(memory_on_step_one, holds_memory),
     step_details=_first_step_details,
     joined=whole_params,
-    layout=whole_batch,
-    covers="columns",
+    split=COLUMNS,
 )
 
 

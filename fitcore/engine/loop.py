@@ -1,0 +1,206 @@
+"""The one rank loop of every ranked strategy: each step's phases as small named calls, in the order a rank
+takes them; what differs between DDP, FSDP and TP is the strategy's `RankPart`.
+
+A step on one rank:
+
+  1. wait for the step's turn (the spawned ranks' gate; torchrun's ranks never wait);
+  2. load this rank's part of the batch (its rows, or its columns, as its part says);
+  3. forward, through the strategy's wrapper (DDP, fully_shard, RowwiseParallel), and the loss;
+  4. share the losses, the shapes and the stop wishes with every rank (one all-gather: share_step), so that
+     all ranks stop, or find the loss diverged, at the same step;
+  5. backward, where the wrapper's collectives run (DDP's all-reduce, FSDP's reduce-scatter);
+  6. the optimizer's step on what this rank holds, then report the step.
+
+The loop only reads the clock's slots START, LOADED, LOSS_END, BACKWARD_END and OPTIMIZER_END
+(fitcore.phases); a part marks its own (its collectives', its forward's end) with the `mark` it is given.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterable, NamedTuple, Protocol
+
+import torch
+import torch.nn.functional as F
+
+from fitcore.config import FitConfig
+from fitcore.data import make_data
+from fitcore.engine.rank import (
+    LOSS_COL,
+    MAX_IDS,
+    STOP_COL,
+    RankState,
+    gather_times,
+    previous_times,
+    rank_clock,
+    share_step,
+)
+from fitcore.events import Status
+from fitcore.phases import BACKWARD_END, LOADED, LOSS_END, OPTIMIZER_END, START
+from fitcore.train import diverged_message
+
+Mark = Callable[[int], None]
+
+
+class Place(NamedTuple):
+    """Where one rank runs: its rank in the group, the group's size, its device and its label."""
+
+    rank: int
+    world_size: int
+    device: torch.device
+    label: str
+
+
+class Shapes(NamedTuple):
+    """This rank's shapes in a step, as share_step sends them."""
+
+    input_shape: tuple[int, ...]  # (b, d) of its rows, or (B, columns) of its columns
+    output_shape: tuple[int, ...]  # (b, 1), or (B, 1)
+
+
+class RankPart(Protocol):
+    """What a strategy's rank does inside the loop: its wrapped model, its batches, its collectives' record.
+
+    A part is made on its rank (`PartMaker`), after the process group exists, and lives for the loop.
+    """
+
+    optimizer: torch.optim.Optimizer  # of what this rank holds
+
+    @property
+    def holds(self) -> object:
+        """What the rank holds, as its Engine's report and final functions read it."""
+        ...
+
+    def batches(self, epoch: int) -> Iterable[torch.Tensor]:
+        """This rank's dataset row ids of each of the epoch's steps, in order (its rows, or every row)."""
+        ...
+
+    def inputs(
+        self, X: torch.Tensor, y: torch.Tensor, idx: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, tuple[int, ...]]:
+        """The model's input and the targets of rows `idx`, and the shape of what this rank holds of them."""
+        ...
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The wrapped model's output for the step's input, (b, 1): its collectives run here where it has
+        forward ones (FSDP's all-gather, TP's all-reduce of the partial outputs)."""
+        ...
+
+    def begin_step(self) -> None:
+        """Reset what the part records per step (before START)."""
+        ...
+
+    def end_backward(self) -> None:
+        """After backward: mark what did not run this step (FSDP's collectives on one rank)."""
+        ...
+
+    def end_early(self) -> None:
+        """The loop ends before backward (a stop, a diverged loss): leave the model as a step would."""
+        ...
+
+    def sent(self, out: torch.Tensor) -> tuple[int, ...]:
+        """The bytes this rank's collectives sent in the step, as measured (none where the engine's specs
+        give them, DDP's)."""
+        ...
+
+
+# (cfg, place, mark) -> the rank's part: a module-level function or a functools.partial of one, so that
+# spawn can carry it to each rank inside the Engine
+PartMaker = Callable[[FitConfig, Place, Mark], RankPart]
+Report = Callable[..., None]
+
+
+def run_rank(
+    make_part: PartMaker,
+    slots: int,
+    cfg: FitConfig,
+    place: Place,
+    wait_turn: Callable[[int], bool],
+    want_stop: Callable[[], bool],
+    report: Report,
+    ready: Callable[[], None] = lambda: None,
+    pass_times: bool = False,
+) -> tuple[RankState, object]:
+    """Train this rank's part in the process group already initialised; return how it ended and what the
+    rank holds.
+
+    Args:
+        make_part: the strategy's part maker (its Engine's `part`).
+        slots: the time slots of one rank's step (its Engine's `slots`).
+        wait_turn: called before each step; False ends the run at once (the spawned ranks' gate, which
+            every rank sees the same).
+        want_stop: this rank's wish to stop; all ranks share theirs with the loss, so they stop together.
+        report: called after each step with (step, epoch, batch, table, local loss, holds, times, sent),
+            where table (K, 14) holds every rank's [loss, input shape, output shape, stop, its first MAX_IDS
+            dataset row ids padded with -1] (and, with pass_times, its times of the step before) and times
+            are this rank's slot times in seconds from its own START.
+        ready: called once the part exists (the first optimizer of a process costs seconds), just before
+            the first step.
+        pass_times: also share each rank's times of a step, in the table of the step after it (zeros at a
+            run's first step), and those of the last step in RankState.last_times once the loop ends by
+            itself, the loss or a stop wish: for a launcher that hears the ranks through the lead rank alone
+            (torchrun), at no extra collective per step.
+    """
+    state = RankState()
+    X, y = make_data(cfg, place.device)  # (N, d), (N, 1): the same data on every rank, from the seed
+    clock = rank_clock(place.device, slots)
+    part = make_part(cfg, place, clock.mark)
+    times = (0.0,) * slots
+    ready()
+    for epoch in range(1, cfg.epochs + 1):
+        for batch, idx in enumerate(part.batches(epoch), 1):
+            if not wait_turn(state.steps + 1):
+                state.status = Status.STOPPED
+                return state, part.holds
+            part.begin_step()
+            clock.mark(START)
+            x, yb, held_shape = part.inputs(X, y, idx)
+            clock.mark(LOADED)
+            out = part.forward(x)
+            loss = F.mse_loss(out, yb)
+            value = loss.item()
+            seen = Shapes(held_shape, tuple(out.shape))
+            ids = idx[:MAX_IDS].tolist()
+            more = times if pass_times else ()
+            table = share_step(value, seen, ids, want_stop(), place.device, place.world_size, more)
+            if _ends_here(state, table, epoch, cfg.lr):
+                state.last_times = previous_times(table, pass_times, state.steps)
+                part.end_early()
+                return state, part.holds
+            _backward_and_step(part, loss, clock.mark)
+            times = _relative(clock.resolve(tuple(range(slots))))
+            state.steps, state.loss = state.steps + 1, table[:, LOSS_COL].mean().item()
+            report(state.steps, epoch, batch, table, value, part.holds, times, part.sent(out))
+    if pass_times and state.steps:  # the last step's times have no next step to travel with
+        state.last_times = gather_times(times, place.device, place.world_size)
+    return state, part.holds
+
+
+def _ends_here(state: RankState, table: torch.Tensor, epoch: int, lr: float) -> bool:
+    """Does the run end at this step, before its backward: a rank wished to stop, or the mean loss of the
+    ranks is not finite? Every rank reads the same table, so every rank ends at the same step."""
+    mean = table[:, LOSS_COL].mean().item()
+    if table[:, STOP_COL].any():
+        state.status = Status.STOPPED
+        return True
+    if not math.isfinite(mean):
+        state.status = Status.DIVERGED
+        state.message = diverged_message(mean, state.steps + 1, epoch, lr)
+        return True
+    return False
+
+
+def _backward_and_step(part: RankPart, loss: torch.Tensor, mark: Mark) -> None:
+    """Backward (the wrapper's gradient collectives run inside it), then the optimizer on this rank's part."""
+    part.optimizer.zero_grad(set_to_none=True)
+    mark(LOSS_END)  # the loss phase ends here: the step's loss is the ranks' mean, shared just before
+    loss.backward()
+    mark(BACKWARD_END)
+    part.end_backward()
+    part.optimizer.step()
+    mark(OPTIMIZER_END)
+
+
+def _relative(times: tuple[float, ...]) -> tuple[float, ...]:
+    """A rank's slot times in seconds from its own START: what it sends, plain floats."""
+    return tuple(t - times[START] for t in times)
