@@ -18,10 +18,11 @@ The loop only reads the clock's slots START, LOADED, LOSS_END, BACKWARD_END and 
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable, NamedTuple, Protocol
+from typing import Callable, Iterable, Iterator, NamedTuple, Protocol
 
 import torch
 import torch.nn.functional as F
+from torch.utils.data import DistributedSampler
 
 from fitcore.config import FitConfig
 from fitcore.data import make_data
@@ -37,6 +38,7 @@ from fitcore.engine.rank import (
 )
 from fitcore.events import Status
 from fitcore.phases import BACKWARD_END, LOADED, LOSS_END, OPTIMIZER_END, START
+from fitcore.shards import Layout
 from fitcore.train import diverged_message
 
 Mark = Callable[[int], None]
@@ -102,6 +104,24 @@ class RankPart(Protocol):
         """The bytes this rank's collectives sent in the step, as measured (none where the engine's specs
         give them, DDP's)."""
         ...
+
+
+def sampler_batches(cfg: FitConfig, place: Place, epoch: int) -> Iterator[torch.Tensor]:
+    """The batches of a rank that takes its own rows (DDP's, FSDP's): its shard of the epoch, as
+    DistributedSampler deals it (reshuffled by set_epoch), cut into the per-rank batch."""
+    sampler = DistributedSampler(
+        range(cfg.data_size), num_replicas=place.world_size, rank=place.rank, shuffle=cfg.shuffle,
+        seed=cfg.seed, drop_last=False,
+    )  # fmt: skip
+    sampler.set_epoch(epoch - 1)
+    shard = torch.tensor(list(sampler), dtype=torch.long, device=place.device)  # (rows_per_rank,)
+    return iter(shard.split(Layout(cfg.data_size, place.world_size, cfg.batch_size).per_rank_batch))
+
+
+def own_rows(X: torch.Tensor, y: torch.Tensor, idx: torch.Tensor):
+    """The inputs of a rank that takes its own rows: X's and y's rows `idx`, (b, d) and (b, 1)."""
+    xb = X[idx]
+    return xb, y[idx], tuple(xb.shape)
 
 
 # (cfg, place, mark) -> the rank's part: a module-level function or a functools.partial of one, so that

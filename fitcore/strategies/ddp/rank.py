@@ -15,16 +15,14 @@ import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DistributedSampler
 
 from fitcore.config import FitConfig
 from fitcore.engine.launcher import Engine, first_memory_details, memory_on_step_one
-from fitcore.engine.loop import Mark, Place
+from fitcore.engine.loop import Mark, Place, own_rows, sampler_batches
 from fitcore.engine.rank import rank_params
 from fitcore.memory import rank_memory
 from fitcore.parallel import LinearModel
 from fitcore.phases import FORWARD_END, PhaseSpec
-from fitcore.shards import Layout
 from fitcore.strategies.ddp.name import NAME
 from fitcore.strategies.ddp.phases import ALLREDUCE_END, ALLREDUCE_START, DDP_SLOTS, ddp_specs
 from fitcore.train import first_model, make_optimizer
@@ -79,26 +77,16 @@ class DdpPart:
         self.optimizer = make_optimizer(cfg, self.model.parameters())
         raw.optimizer = self.optimizer  # what the rank holds is read after its loop (its Engine's `final`)
         self.raw = raw
-        self.b = Layout(cfg.data_size, place.world_size, cfg.batch_size).per_rank_batch
 
     @property
     def holds(self) -> LinearModel:
         return self.raw
 
     def batches(self, epoch: int) -> Iterator[torch.Tensor]:
-        """This rank's shard of the epoch (DistributedSampler's, reshuffled by set_epoch), in batches."""
-        cfg, place = self.cfg, self.place
-        sampler = DistributedSampler(
-            range(cfg.data_size), num_replicas=place.world_size, rank=place.rank, shuffle=cfg.shuffle,
-            seed=cfg.seed, drop_last=False,
-        )  # fmt: skip
-        sampler.set_epoch(epoch - 1)
-        shard = torch.tensor(list(sampler), dtype=torch.long, device=place.device)  # (rows_per_rank,)
-        return iter(shard.split(self.b))
+        return sampler_batches(self.cfg, self.place, epoch)  # its own rows, DistributedSampler's
 
     def inputs(self, X, y, idx):
-        xb = X[idx]  # (b, d): this rank's rows only
-        return xb, y[idx], tuple(xb.shape)
+        return own_rows(X, y, idx)  # (b, d), (b, 1): this rank's rows only
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.model(x)  # (b, 1); DDP does not gather it anywhere

@@ -23,15 +23,13 @@ from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllGather, DefaultReduceScatter
-from torch.utils.data import DistributedSampler
 
 from fitcore.config import FitConfig
-from fitcore.engine.loop import Mark, Place
+from fitcore.engine.loop import Mark, Place, own_rows, sampler_batches
 from fitcore.engine.rank import local_values
 from fitcore.memory import rank_memory
 from fitcore.parallel import LinearModel, ShapeRecorder, init_parameters
 from fitcore.phases import FORWARD_END
-from fitcore.shards import Layout
 from fitcore.strategies.fsdp.layout import (
     AG_BACK_END,
     AG_BACK_START,
@@ -170,26 +168,16 @@ class FsdpPart:
         model.set_custom_reduce_scatter(TimedReduceScatter(self.seen))
         self.model, self.mark = model, mark
         self.optimizer = make_optimizer(cfg, model.parameters())  # of the shards: Adam state 1/K
-        self.b = Layout(cfg.data_size, place.world_size, cfg.batch_size).per_rank_batch
 
     @property
     def holds(self) -> FsdpRank:
         return FsdpRank(self.model, self.optimizer, self.seen)
 
     def batches(self, epoch: int) -> Iterator[torch.Tensor]:
-        """This rank's shard of the epoch (DistributedSampler's, reshuffled by set_epoch), in batches."""
-        cfg, place = self.cfg, self.place
-        sampler = DistributedSampler(
-            range(cfg.data_size), num_replicas=place.world_size, rank=place.rank, shuffle=cfg.shuffle,
-            seed=cfg.seed, drop_last=False,
-        )  # fmt: skip
-        sampler.set_epoch(epoch - 1)
-        shard = torch.tensor(list(sampler), dtype=torch.long, device=place.device)  # (rows_per_rank,)
-        return iter(shard.split(self.b))
+        return sampler_batches(self.cfg, self.place, epoch)  # its own rows, DistributedSampler's
 
     def inputs(self, X, y, idx):
-        xb = X[idx]  # (b, d): this rank's rows only
-        return xb, y[idx], tuple(xb.shape)
+        return own_rows(X, y, idx)  # (b, d), (b, 1): this rank's rows only
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.model(x)  # fully_shard's pre-forward hook all-gathers W and b first (AG_START, AG_END)
