@@ -70,7 +70,7 @@ class Scenario:
         if self.zero is not None:
             return next(s.name for s in strategies.STRATEGIES.values() if SHARDING in s.options)
         if self.columns:
-            return next(s.name for s in strategies.STRATEGIES.values() if s.covers == "columns")
+            return next(s.name for s in strategies.STRATEGIES.values() if s.split.columns)
         return next(s.name for s in strategies.STRATEGIES.values() if s.processes == self.ranks)
 
     @property
