@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from fitcore import strategies
 from fitcore.devices import DevicePlan, parse_devices, run_gpus
 from fitcore.errors import ConfigError, Listed, Text
+from fitcore.mesh import DIMS, MAX_DIM, MeshError, parse_mesh
 from fitcore.uploads import shown_path
 
 __all__ = [  # ConfigError lives in fitcore.errors; `from fitcore.config import ConfigError` keeps working
@@ -69,6 +70,9 @@ class FitConfig:
     devices: str = "virtual:2"  # "cpu", "cuda", "cuda:0,1", or "virtual:K" (K emulated CPU devices)
     strategy: str = strategies.DEFAULT  # one of fitcore.strategies.NAMES; the first is one process
     workers: int = 2  # worker processes for a strategy with processes (ddp, fsdp)
+    # the ranks' mesh by dimension, "dp=2,tp=2" (fitcore.mesh); "" is the strategy's own dimension of
+    # `workers` ranks ("dp=2" for DDP, "tp=2" for TP); its sizes' product is the world size, `workers`
+    mesh: str = ""
     # FSDP's fully_shard(reshard_after_forward=...): True frees the gathered parameters after forward
     # (ZeRO-3), False keeps them until backward ends (ZeRO-2); only that strategy reads it (its `options`)
     reshard_after_forward: bool = True
@@ -83,6 +87,14 @@ class FitConfig:
     @property
     def n_features(self) -> int:
         return len(self.weights)
+
+    @property
+    def mesh_dims(self) -> tuple[tuple[str, int], ...]:
+        """The mesh's dimensions, (name, size), outermost first: the strategy's own one of `workers` ranks
+        where no mesh is given (validate() has checked a given one)."""
+        if self.mesh:
+            return parse_mesh(self.mesh)
+        return ((strategies.strategy(self.strategy).dim, self.workers),)
 
     @property
     def batches_per_epoch(self) -> int:
@@ -112,6 +124,11 @@ class FitConfig:
                 shown = name if isinstance(name, str) and name.isprintable() else repr(name)
                 raise ConfigError(shown, raw, Text("config.one_of", names=", ".join(sorted(known))))
             kwargs[name] = _PARSERS[name](name, raw)
+        if kwargs.get("mesh") and "workers" not in kwargs:  # the mesh says how many ranks: its product
+            try:
+                kwargs["workers"] = math.prod(size for _, size in parse_mesh(kwargs["mesh"]))
+            except MeshError:
+                pass  # validate() refuses the mesh, naming it
         return cls(**kwargs)
 
 
@@ -253,6 +270,7 @@ _PARSERS = {
     "devices": _parse_str,
     "strategy": _parse_str,
     "workers": _parse_int,
+    "mesh": _parse_str,
     "reshard_after_forward": _parse_bool,
     "data": _parse_text,
     "target": _parse_text,
@@ -349,6 +367,27 @@ class Checked:
     config: FitConfig
     plan: DevicePlan
     limits: Limits
+
+
+def check_mesh(cfg: FitConfig) -> None:
+    """A given mesh: written as name=size pairs, of a strategy with ranks, with the strategy's own dimension
+    and only those it composes with, and the world size (`workers`) its sizes' product."""
+    try:
+        dims = parse_mesh(cfg.mesh)
+    except MeshError:
+        raise ConfigError("mesh", cfg.mesh, Text("config.mesh", dims=", ".join(DIMS), most=MAX_DIM)) from None
+    entry = strategies.strategy(cfg.strategy)
+    if not entry.processes:
+        ranked = Listed(tuple(s.name for s in strategies.STRATEGIES.values() if s.processes))
+        raise ConfigError("mesh", cfg.mesh, Text("config.mesh_ranks", strategy=entry.label, names=ranked))
+    names = [name for name, _ in dims]
+    if entry.dim not in names or not set(names) <= {entry.dim, *entry.composes}:
+        allowed = Listed((f"{entry.dim}=K", *(f"{entry.dim}=K,{other}=K" for other in entry.composes)))
+        raise ConfigError("mesh", cfg.mesh, Text("config.mesh_dims", strategy=entry.label, dim=entry.dim,
+                                                  allowed=allowed))  # fmt: skip
+    product = math.prod(size for _, size in dims)
+    if cfg.workers != product:
+        raise ConfigError("workers", cfg.workers, Text("config.mesh_workers", n=product, mesh=cfg.mesh))
 
 
 def validate(
@@ -453,6 +492,8 @@ def check(
             raise ConfigError(
                 "workers", cfg.workers, Text("config.workers_gpus", n=len(plan.device_ids), spec=plan.spec)
             )
+    if cfg.mesh:
+        check_mesh(cfg)
     strategies.strategy(cfg.strategy).rules(cfg, plan)  # its own rules (TP: ranks torch.chunk gives columns)
 
     # 4. memory, estimated before any tensor exists

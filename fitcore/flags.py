@@ -41,6 +41,7 @@ def add_training_flags(p: argparse.ArgumentParser) -> None:
     names = Listed(strategies.NAMES)
     p.add_argument("--strategy", help=t("cli.help.strategy", names=names, default=d.strategy))
     p.add_argument("--workers", help=t("cli.help.workers", names=Listed(ranked), default=d.workers))
+    p.add_argument("--mesh", help=t("cli.help.mesh"))
     for option in strategies.OPTIONS:  # a strategy's own switches (FSDP's reshard_after_forward)
         flag, default = "--" + option.replace("_", "-"), getattr(d, option)
         p.add_argument(flag, help=t(f"cli.help.{option}", default=default))

@@ -34,15 +34,16 @@ from fitcore.engine.rank import (
     RankParams,
     final_value,
     group_value,
-    placement,
     rank_label,
     rank_step,
     ranks_phases,
+    run_mesh,
     table_ids,
 )
 from fitcore.errors import Text
 from fitcore.events import Detail, Event, RunEnded, Status, run_started
 from fitcore.i18n import count, current, set_language, t
+from fitcore.mesh import Mesh
 from fitcore.recording import GROUP
 from fitcore.shards import Layout, epoch_shards, epoch_value, shards_value
 from fitcore.split import ROWS, Split
@@ -174,7 +175,7 @@ class Engine:
 
     def layout(self, cfg: FitConfig) -> Layout:
         """The steps and each rank's rows: its own shard where the rows are cut, else the whole batch."""
-        return Layout(cfg.data_size, self.split.row_ranks(cfg.workers), cfg.batch_size)
+        return Layout(cfg.data_size, self.split.row_ranks(cfg.mesh_dims), cfg.batch_size)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -218,9 +219,7 @@ def _loopback_interface() -> str | None:
     return next((n for n in ("lo", "lo0") if n in names), None)
 
 
-def _worker(
-    rank, cfg, world_size, backend, devices, port, out, gate, parent_pid, lang, engine
-) -> None:
+def _worker(rank, cfg, mesh, port, out, gate, parent_pid, lang, engine) -> None:
     """One spawned rank: join the process group through the parent's store, train, report, leave."""
     set_language(lang)  # the words a rank makes (its Details' lines) in the parent's language
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops every rank
@@ -234,13 +233,14 @@ def _worker(
     lo = _loopback_interface()
     if lo:  # the ranks' own connections stay on loopback too
         os.environ["GLOO_SOCKET_IFNAME"] = os.environ["NCCL_SOCKET_IFNAME"] = lo
+    world_size, backend = mesh.world_size, mesh.backend
     try:
-        device = torch.device(devices[rank])
+        device = torch.device(mesh.devices[rank])
         if device.type == "cuda":
             torch.cuda.set_device(device)
         else:
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
-        label = rank_label(rank, devices[rank], backend)
+        label = rank_label(rank, mesh.devices[rank], backend)
         store = dist.TCPStore(HOST, port, is_master=False, timeout=timedelta(seconds=START_TIMEOUT))
         dist.init_process_group(
             backend, store=store, rank=rank, world_size=world_size, timeout=COLLECTIVE_TIMEOUT
@@ -259,7 +259,7 @@ def _worker(
             engine.part,
             engine.slots,
             cfg,
-            Place(rank, world_size, device, label),
+            Place(rank, world_size, device, label, mesh),
             lambda step: gate.wait_for(rank, parent_pid),
             lambda: False,
             report,
@@ -319,6 +319,7 @@ class _Launch:
         self.layout = engine.layout(cfg)
         self.k = cfg.workers
         self.store = self.procs = self.queue = self.gate = self.granter = None
+        self.mesh: Mesh | None = None  # the run's mesh, made once the devices are placed
         self.port: int | None = None
         self.steps, self.loss = 0, None
         self.weights, self.bias = (), float("nan")
@@ -336,7 +337,8 @@ class _Launch:
     def run(self, plan: DevicePlan) -> tuple[Status, Text]:
         cfg, k = self.cfg, self.k
         # 1. the reference and the placement, in the parent
-        backend, devices = placement(cfg, plan)
+        self.mesh = mesh = run_mesh(cfg, plan)  # made once per run, passed down to every rank
+        backend, devices = mesh.backend, mesh.devices
         X, y = make_data(cfg)  # (N, d), (N, 1)
         lstsq_w, lstsq_b = least_squares(X, y)
         itemsize = X.element_size()
@@ -347,8 +349,7 @@ class _Launch:
         ctx = warmstart.context()
         self.queue, self.gate = ctx.Queue(), _Gate(ctx, k)
         args = (
-            cfg, k, backend, devices, self.port, self.queue, self.gate, warmstart.server_pid(), current(),
-            self.engine,
+            cfg, mesh, self.port, self.queue, self.gate, warmstart.server_pid(), current(), self.engine,
         )  # fmt: skip
         self.procs = mp.start_processes(
             _worker, args, nprocs=k, join=False, daemon=True, start_method=ctx.get_start_method()
@@ -481,6 +482,7 @@ class _Launch:
             [(m.input_shape, m.output_shape) for m in msgs], [m.loss for m in msgs],
             weights, bias, self.clock() - self.t0, [m.ids for m in msgs],
             ranks_phases(specs, [m.times for m in msgs]), self.engine.split,
+            [self.mesh.coords(r) for r in range(self.k)],
         )  # fmt: skip
         self.steps, self.loss = event.step, event.loss
         self.weights, self.bias = event.weights, event.bias

@@ -37,6 +37,7 @@ from fitcore.engine.rank import (
     share_step,
 )
 from fitcore.events import Status
+from fitcore.mesh import Mesh
 from fitcore.phases import BACKWARD_END, LOADED, LOSS_END, OPTIMIZER_END, START
 from fitcore.shards import Layout
 from fitcore.train import diverged_message
@@ -45,12 +46,19 @@ Mark = Callable[[int], None]
 
 
 class Place(NamedTuple):
-    """Where one rank runs: its rank in the group, the group's size, its device and its label."""
+    """Where one rank runs: its rank in the group, the group's size, its device and its label, and the run's
+    mesh (made once per run, fitcore.mesh), from which a part takes torch's DeviceMesh and its dimension."""
 
     rank: int
     world_size: int
     device: torch.device
     label: str
+    mesh: Mesh
+
+    @property
+    def coords(self) -> dict[str, int]:
+        """This rank's coordinate along each of the mesh's dimensions."""
+        return self.mesh.coords(self.rank)
 
 
 class Shapes(NamedTuple):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import NamedTuple, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import torch
 import torch.distributed as dist
@@ -18,6 +18,7 @@ from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
 from fitcore.errors import ConfigError, Text
 from fitcore.events import Replica, Status, Step
+from fitcore.mesh import Mesh, mesh_of
 from fitcore.parallel import LinearModel
 from fitcore.phases import START, CudaClock, HostClock, PhaseSpec, StepPhases
 from fitcore.shards import Layout
@@ -56,6 +57,13 @@ def placement(cfg: FitConfig, plan: DevicePlan, world_size: int | None = None) -
             "workers", k, Text("config.workers_gpus_ddp", n=len(plan.device_ids), spec=plan.spec)
         )
     return "nccl", tuple(f"cuda:{i}" for i in plan.device_ids)
+
+
+def run_mesh(cfg: FitConfig, plan: DevicePlan) -> Mesh:
+    """The run's mesh, made once per Start from the checked config: its dimensions (the strategy's own one
+    of cfg.workers ranks, or cfg.mesh), the backend and each rank's device."""
+    backend, devices = placement(cfg, plan)
+    return mesh_of(cfg.mesh_dims, backend, devices)
 
 
 def rank_label(rank: int, device: str, backend: str) -> str:
@@ -156,6 +164,7 @@ def rank_step(
     ids: Sequence[tuple[int, ...]] = (),
     phases: StepPhases | None = None,
     split: Split = ROWS,
+    coords: Sequence[Mapping[str, int]] | None = None,
 ) -> Step:
     """One step of K ranks as a Step: a Replica per rank, the mean of the ranks' losses, and the step's
     parameters. Each rank's span of the batch is its split's (fitcore.split): its own rows, numbered on from
@@ -166,8 +175,12 @@ def rank_step(
         losses: each rank's own loss.
         ids: each rank's first dataset row ids of the step (table_ids); none given, none shown.
         phases: every rank's phases of the step (ranks_phases).
+        coords: each rank's coordinates on the run's mesh (Mesh.coords); none given, a 1-D mesh's: rank r
+            is r along the split's dimensions.
     """
-    spans, (rows, d) = split.spans([tuple(input_shape) for input_shape, _ in shapes])
+    if coords is None:
+        coords = [{dim: r for dim in (split.rows, split.columns) if dim} for r in range(len(shapes))]
+    spans, (rows, d) = split.spans([tuple(input_shape) for input_shape, _ in shapes], coords)
     replicas = tuple(
         Replica(label, *span.rows, tuple(shape), tuple(out_shape), loss, tuple(ids[r]) if ids else (),
                 span.columns)  # fmt: skip

@@ -41,6 +41,7 @@ from fitcore.engine.rank import (
 from fitcore.errors import ConfigError, Text
 from fitcore.events import Detail, Event, RunEnded, Status, run_started
 from fitcore.i18n import count, t
+from fitcore.mesh import mesh_of
 from fitcore.recording import GROUP
 from fitcore.shards import first_epoch_value
 from fitcore.train import Control, describe_failure, finished_message
@@ -117,6 +118,7 @@ class _OneBehind:
         self._specs: dict = {}  # the ranks' shapes -> every rank's phase specs (the Engine's), once each
         self.sizes: tuple = ()  # (labels, d, itemsize), set by the lead
         self.emitted = 0  # the steps emitted: what a run that fails mid-step reports it took
+        self.coords: list | None = None  # each rank's coordinates on the run's mesh, once known
 
     def hold(self, *args) -> None:
         self._held = args
@@ -135,7 +137,7 @@ class _OneBehind:
         if self._held is not None:
             shapes = self._held[4]
             phases = ranks_phases(self._specs_of(shapes), times.tolist()) if times is not None else None
-            self._emit(rank_step(*self._held, phases, self._engine.split))
+            self._emit(rank_step(*self._held, phases, self._engine.split, self.coords))
             self._held = None
             self.emitted += 1
 
@@ -215,6 +217,8 @@ def train_torchrun(
         everyone: list[RankInfo] = [None] * k
         dist.all_gather_object(everyone, me)
         labels = tuple(e.label for e in everyone)
+        mesh = mesh_of(replace(cfg, workers=k).mesh_dims, backend, [e.device for e in everyone])
+        behind.coords = [mesh.coords(r) for r in range(k)]
         if lead:
             X, y = make_data(cfg)
             lstsq = least_squares(X, y)
@@ -248,7 +252,7 @@ def train_torchrun(
                 step, epoch, batch, labels, shapes, table[:, 0].tolist(), w, b, clock() - t0, ids
             )  # fmt: skip
 
-        place = Place(env.rank, k, torch.device(device), labels[env.rank])
+        place = Place(env.rank, k, torch.device(device), labels[env.rank], mesh)
         state, raw = run_rank(
             engine.part, engine.slots, cfg, place, lambda step: True, lambda: not control.wait(), report,
             ready, pass_times=True,

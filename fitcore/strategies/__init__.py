@@ -117,6 +117,8 @@ class Strategy:
     torchrun: Callable[..., Any] | None = None  # its trainer for one rank of a torchrun launch, if it has one
     rules: Callable[..., None] = lambda cfg, plan: None  # its own config rules: raise ConfigError
     split: Split = ROWS  # which rows and columns of the batch each device takes (fitcore.split)
+    dim: str = "dp"  # the mesh dimension it runs (fitcore.mesh): its ranks' name in a mesh ("tp" for TP)
+    composes: tuple[str, ...] = ()  # the other dimensions a mesh of it may have
 
     @property
     def view_module(self) -> ModuleType:

@@ -20,7 +20,6 @@ from typing import Callable, Iterator, NamedTuple
 
 import torch
 from torch import nn
-from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllGather, DefaultReduceScatter
 
@@ -161,7 +160,7 @@ class FsdpPart:
         init_parameters(source, cfg.seed + 1)  # the same initial parameters on every rank, from the seed
         model = ColumnLinear(source).to(place.device)
         model.device_label = place.label
-        mesh = init_device_mesh(place.device.type, (place.world_size,))
+        mesh = place.mesh.device_mesh(place.device.type)["dp"]
         fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward)
         self.seen = Collectives(mark, place.world_size)
         model.set_custom_all_gather(TimedAllGather(self.seen))

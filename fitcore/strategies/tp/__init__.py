@@ -191,4 +191,5 @@ STRATEGY = Strategy(
     torchrun=_torchrun,
     rules=_rules,
     split=COLUMNS,
+    dim="tp",
 )

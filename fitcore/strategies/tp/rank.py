@@ -21,7 +21,6 @@ from typing import Callable, Iterator, NamedTuple
 
 import torch
 from torch import nn
-from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor, Shard
 from torch.distributed.tensor.parallel import RowwiseParallel, parallelize_module
 
@@ -65,7 +64,7 @@ class TpPart:
         fc = raw.fc
         self.lo, self.hi = columns(cfg.n_features, place.world_size)[place.rank]
         fc.register_forward_hook(lambda module, args, output: mark(PARTIAL_END))  # before the all-reduce
-        self.mesh = init_device_mesh(place.device.type, (place.world_size,))
+        self.mesh = place.mesh.device_mesh(place.device.type)["tp"]
         parallelize_module(fc, self.mesh, RowwiseParallel())  # weight Shard(1), bias Replicate, all-reduced
         fc.register_forward_hook(_after_allreduce(mark))
         self.fc = fc
