@@ -10,9 +10,10 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
 from fitcore import strategies
+from fitcore.columns import ranks_allowed
 from fitcore.devices import DevicePlan, parse_devices, run_gpus
 from fitcore.errors import ConfigError, Listed, Text
-from fitcore.mesh import DIMS, MAX_DIM, MeshError, parse_mesh
+from fitcore.mesh import DIMS, DP, MAX_DIM, TP, MeshError, parse_mesh
 from fitcore.uploads import shown_path
 
 __all__ = [  # ConfigError lives in fitcore.errors; `from fitcore.config import ConfigError` keeps working
@@ -388,6 +389,13 @@ def check_mesh(cfg: FitConfig) -> None:
     product = math.prod(size for _, size in dims)
     if cfg.workers != product:
         raise ConfigError("workers", cfg.workers, Text("config.mesh_workers", n=product, mesh=cfg.mesh))
+    sizes = dict(dims)
+    if sizes.get(DP, 1) > cfg.data_size:  # each `dp` coordinate its own rows: one per row at most
+        raise ConfigError("mesh", cfg.mesh, Text("config.mesh_dp", rows=cfg.data_size))
+    allowed = ranks_allowed(cfg.n_features, MAX_DIM)  # torch.chunk gives every `tp` rank some columns
+    if sizes.get(TP, 1) not in allowed:
+        allowed_text = Text("config.mesh_tp", features=cfg.n_features, allowed=Listed(allowed))
+        raise ConfigError("mesh", cfg.mesh, allowed_text)
 
 
 def validate(
@@ -481,10 +489,12 @@ def check(
     plan = parse_devices(cfg.devices, gpus)
     if len(plan.labels) > cfg.data_size:
         raise ConfigError("devices", cfg.devices, Text("config.devices_rows", rows=cfg.data_size))
+    if cfg.mesh:  # a mesh given: its own rules, and its `dp` size bounds the row shards (not the world size)
+        check_mesh(cfg)
     if not strategies.strategy(cfg.strategy).processes:  # unused here, but never a count that is not one
         _check_int("workers", cfg.workers, 1, MAX_WORKERS)
     else:
-        if strategies.strategy(cfg.strategy).split.rows:  # each rank its own rows: one per row at most
+        if strategies.strategy(cfg.strategy).split.rows and not cfg.mesh:  # each rank its rows: one a row
             _check_int("workers", cfg.workers, 1, min(MAX_WORKERS, cfg.data_size), "config.why.workers")
         else:  # every rank takes every row (TP's columns): the strategy's own rules bound its ranks
             _check_int("workers", cfg.workers, 1, MAX_WORKERS)
@@ -492,8 +502,6 @@ def check(
             raise ConfigError(
                 "workers", cfg.workers, Text("config.workers_gpus", n=len(plan.device_ids), spec=plan.spec)
             )
-    if cfg.mesh:
-        check_mesh(cfg)
     strategies.strategy(cfg.strategy).rules(cfg, plan)  # its own rules (TP: ranks torch.chunk gives columns)
 
     # 4. memory, estimated before any tensor exists

@@ -17,7 +17,8 @@ from typing import Mapping
 
 # The dimensions a mesh may have, outermost first (torchtitan orders [pp, dp, cp, tp]): a rank's `tp` group
 # holds neighbouring ranks, whose all-reduce runs every forward; its `dp` group strides across them
-DIMS = ("dp", "tp")
+DP, TP = "dp", "tp"  # written here only: the rest of fitcore names a dimension by these
+DIMS = (DP, TP)
 MAX_DIM = 64  # ranks along one dimension: fitcore.config's MAX_WORKERS
 
 

@@ -31,6 +31,9 @@ SCATTER, GATHER = "scatter", "gather"
 LOSS, BACKWARD, REDUCE, OPTIMIZER = "loss", "backward", "reduce", "optimizer"
 # A rank's own phases, whatever its strategy (loss, backward and optimizer are the same words)
 LOAD, FORWARD = "load", "forward"
+# On a 2-D mesh (dp x tp), the all-reduce of the partial outputs inside a `tp` group, which ends forward:
+# DDP's and FSDP's word for it, apart from their own collectives of the gradients inside a `dp` group
+TP_ALLREDUCE = "tp_allreduce"
 
 # Time slots every layout has: the step's start, and the three the training loop marks after its own calls
 START, LOSS_END, BACKWARD_END, OPTIMIZER_END = 0, 1, 2, 3

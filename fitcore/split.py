@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, NamedTuple, Sequence
 
+from fitcore.mesh import DP, TP
+
 Span = tuple[int, int]  # [lo, hi)
 
 
@@ -26,7 +28,8 @@ class RankSpan(NamedTuple):
 @dataclass(frozen=True)
 class Split:
     """Which parts of the batch X (B, d) a rank takes: the mesh dimension that cuts its rows, and the one
-    that cuts its columns (None: not cut, every rank takes all of them)."""
+    that cuts its columns (None: not cut, every rank takes all of them). A dimension cuts only where the
+    run's mesh has it: DDP's split names `tp` for its columns, which a 1-D DDP mesh (dp only) leaves whole."""
 
     rows: str | None  # the dimension whose coordinate gives a rank its rows
     columns: str | None  # the dimension whose coordinate gives a rank its columns (features) of X
@@ -46,11 +49,12 @@ class Split:
         columns = _starts(self.columns, (s[1] for s in shapes), coords)
         spans = []
         for (n, c), at in zip(shapes, coords):
-            row = rows[0][at.get(self.rows, 0)] if self.rows else 0
-            column = columns[0][at.get(self.columns, 0)] if self.columns else None
+            row = rows[0][at[self.rows]] if self.rows in at else 0
+            column = columns[0][at[self.columns]] if self.columns in at else None
             spans.append(RankSpan((row, row + n), None if column is None else (column, column + c)))
         first_rows, first_columns = shapes[0]
-        return spans, (rows[1] if self.rows else first_rows, columns[1] if self.columns else first_columns)
+        cut_rows, cut_columns = self.rows in coords[0], self.columns in coords[0]
+        return spans, (rows[1] if cut_rows else first_rows, columns[1] if cut_columns else first_columns)
 
 
 def _starts(dim: str | None, sizes, coords) -> tuple[dict[int, int], int]:
@@ -65,5 +69,5 @@ def _starts(dim: str | None, sizes, coords) -> tuple[dict[int, int], int]:
     return starts, total
 
 
-ROWS = Split(rows="dp", columns=None)  # DDP's and FSDP's: each rank its rows, every column
-COLUMNS = Split(rows=None, columns="tp")  # TP's: every rank every row, its columns
+ROWS = Split(rows=DP, columns=TP)  # DDP's and FSDP's: each rank its rows; on a dp x tp mesh, its columns
+COLUMNS = Split(rows=None, columns=TP)  # TP's: every rank every row, its columns

@@ -46,7 +46,7 @@ CODE_NAMES = {
     "BatchNorm", "BatchNorm1d", "SyncBatchNorm", "syncbatchnorm", "running_mean", "no_sync", "Join",
     "torch.distributed.algorithms.Join", "comm", "hook", "r", "fsdp", "fully_shard", "reduce-scatter",
     "all-gather", "reshard_after_forward", "TP", "RowwiseParallel", "serve", "streamlit", "run", "app.py",
-    "Streamlit", "fp32", "fp16", "mixed",
+    "Streamlit", "fp32", "fp16", "mixed", "dp", "tp", "tp=2", "dp=2", "name=size", "dp=2,tp=2",
 }  # fmt: skip
 CODE_NAMES |= set(strategies.NAMES)  # every registered strategy's name, as the flags take it
 WORD = re.compile(r"(?<![\w.:/-])-{0,2}[A-Za-z][\w.:/@+-]*")

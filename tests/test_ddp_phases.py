@@ -225,7 +225,8 @@ def test_ranks_specs_offset_each_ranks_slots_and_keep_its_label():
         )
     # 2(K-1)/K of the 6 gradients of 4 bytes, per rank: 32 bytes, three times
     assert sum(s.bytes for s in specs) == 3 * allreduce_bytes(3, 5, 4) == 3 * 32
-    times = [[0.0, 3.0, 4.0, 4.5, 0.5, 2.0, 3.2, 3.8]] * 3  # slot order: START, LOSS_END, ..., ALLREDUCE_END
+    # slot order: START, LOSS_END, ..., ALLREDUCE_END, then a 2-D mesh's two (unused on a 1-D one)
+    times = [[0.0, 3.0, 4.0, 4.5, 0.5, 2.0, 3.2, 3.8, 2.0, 2.0]] * 3
     phases = ranks_phases(specs, times).phases()
     assert [(p.name, p.start, p.duration) for p in phases[:6]] == [
         ("load", 0.0, 0.5), ("forward", 0.5, 1.5), ("loss", 2.0, 1.0), ("backward", 3.0, 1.0),

@@ -37,6 +37,9 @@ from fitcore.strategies.ddp.phases import (
     ALLREDUCE_START,
     DDP_PHASES,
     DDP_SLOTS,
+    MESH_PHASES,
+    TP_ALLREDUCE_END,
+    TP_PARTIAL_END,
     allreduce_bytes,
     ddp_bytes,
     ddp_specs,
@@ -157,6 +160,19 @@ def test_ddp_specs_for_one_rank():
         (ALLREDUCE_START, ALLREDUCE_END),
         (BACKWARD_END, OPTIMIZER_END),
     ]
+    assert max(used_slots(specs)) == ALLREDUCE_END  # a 2-D mesh's two slots are not a 1-D step's
+
+
+def test_ddp_specs_on_a_2d_mesh_name_the_tp_all_reduce_apart():
+    # 3 columns of W and b over a dp group of 2; the tp group's all-reduce of 100 rows' outputs, 400 B
+    specs = ddp_specs("rank 1", 2, 3, 4, tp_sent=400)
+    assert [s.name for s in specs] == list(MESH_PHASES) == [
+        "load", "forward", "tp_allreduce", "loss", "backward", "allreduce", "optimizer",
+    ]  # fmt: skip
+    assert [s.bytes for s in specs] == [0, 0, 400, 0, 0, round(2 * 1 / 2 * 4 * 4), 0]
+    assert [(s.start, s.stop) for s in specs][1:4] == [
+        (LOADED, TP_PARTIAL_END), (TP_PARTIAL_END, TP_ALLREDUCE_END), (TP_ALLREDUCE_END, LOSS_END),
+    ]  # fmt: skip
     assert max(used_slots(specs)) == DDP_SLOTS - 1
 
 

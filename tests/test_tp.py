@@ -13,19 +13,14 @@ import pytest
 import torch
 
 from fitcore import strategies
+from fitcore.columns import columns, ranks_allowed
 from fitcore.config import ConfigError, FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.devices import parse_devices
 from fitcore.events import Detail, Step
 from fitcore.memory import optimizer_state
 from fitcore.recording import Recorder, read
-from fitcore.strategies.tp.layout import (
-    allreduce_bytes,
-    columns,
-    planned_memory,
-    ranks_allowed,
-    tp_step_bytes,
-)
+from fitcore.strategies.tp.layout import allreduce_bytes, planned_memory, tp_step_bytes
 from tests.test_cli import run_cli
 
 CFG = FitConfig(

@@ -114,9 +114,10 @@ def lead_weights(reports) -> tuple[tuple[float, ...], float]:
 
 
 def joined_parts(reports) -> tuple[tuple[float, ...], float]:
-    """The step's parameters where each rank holds a part (FSDP's shards, TP's columns): W from the ranks'
-    parts in rank order, b from the first rank that reports it. The parent joins them, no collective."""
-    weights = tuple(w for m in reports for w in m.weights)
+    """The step's parameters where each rank holds a part (FSDP's shards, TP's columns, a 2-D mesh's `tp`
+    group): W from the parts of the ranks that report one, in rank order, b from the first rank that reports
+    it. The parent joins them, no collective."""
+    weights = tuple(w for m in reports if m.weights is not None for w in m.weights)
     return weights, next(m.bias for m in reports if m.bias is not None)
 
 
@@ -161,7 +162,7 @@ class Engine:
     # model -> ((weights, bias), extra) after the loop, in the process group: the whole parameters as this
     # rank has them (gathered where it holds a part: a collective every rank makes) and what else it reports
     final: Callable
-    specs: Callable  # (labels, d, itemsize, [StepReport]) -> every rank's phase specs
+    specs: Callable  # (labels, d, itemsize, [StepReport], mesh) -> every rank's phase specs
     slots: int  # the time slots of one rank's step (its phases' marks)
     words: str  # its catalog's words: cli.<words>.header.cpu / .gpu / .torchrun, cli.run.where.<words>
     weights: Callable = lead_weights  # [StepReport in rank order] -> the step's (weights, bias)
@@ -471,11 +472,11 @@ class _Launch:
         first = msgs[0]
         if first.epoch != self._shards_epoch:
             self._update_shards(first.epoch)
-        sent = tuple(m.sent for m in msgs)
-        specs = self._specs.get(sent)
+        key = tuple((m.sent, m.input_shape) for m in msgs)  # the bytes measured, or the shapes they follow
+        specs = self._specs.get(key)
         if specs is None:
             d = self.cfg.n_features
-            specs = self._specs[sent] = self.engine.specs(self.labels, d, self.itemsize, msgs)
+            specs = self._specs[key] = self.engine.specs(self.labels, d, self.itemsize, msgs, self.mesh)
         weights, bias = self.engine.weights(msgs)
         event = rank_step(
             first.step, first.epoch, first.batch, self.labels,

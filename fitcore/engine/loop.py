@@ -37,7 +37,7 @@ from fitcore.engine.rank import (
     share_step,
 )
 from fitcore.events import Status
-from fitcore.mesh import Mesh
+from fitcore.mesh import DP, Mesh
 from fitcore.phases import BACKWARD_END, LOADED, LOSS_END, OPTIMIZER_END, START
 from fitcore.shards import Layout
 from fitcore.train import diverged_message
@@ -116,14 +116,16 @@ class RankPart(Protocol):
 
 def sampler_batches(cfg: FitConfig, place: Place, epoch: int) -> Iterator[torch.Tensor]:
     """The batches of a rank that takes its own rows (DDP's, FSDP's): its shard of the epoch, as
-    DistributedSampler deals it (reshuffled by set_epoch), cut into the per-rank batch."""
+    DistributedSampler deals it over the mesh's `dp` dimension (reshuffled by set_epoch), cut into the
+    per-rank batch. The ranks of one `tp` group share their `dp` coordinate, so they take the same rows."""
+    ranks = place.mesh.size(DP)
     sampler = DistributedSampler(
-        range(cfg.data_size), num_replicas=place.world_size, rank=place.rank, shuffle=cfg.shuffle,
+        range(cfg.data_size), num_replicas=ranks, rank=place.coords.get(DP, 0), shuffle=cfg.shuffle,
         seed=cfg.seed, drop_last=False,
     )  # fmt: skip
     sampler.set_epoch(epoch - 1)
     shard = torch.tensor(list(sampler), dtype=torch.long, device=place.device)  # (rows_per_rank,)
-    return iter(shard.split(Layout(cfg.data_size, place.world_size, cfg.batch_size).per_rank_batch))
+    return iter(shard.split(Layout(cfg.data_size, ranks, cfg.batch_size).per_rank_batch))
 
 
 def own_rows(X: torch.Tensor, y: torch.Tensor, idx: torch.Tensor):

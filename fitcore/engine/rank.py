@@ -176,10 +176,10 @@ def rank_step(
         ids: each rank's first dataset row ids of the step (table_ids); none given, none shown.
         phases: every rank's phases of the step (ranks_phases).
         coords: each rank's coordinates on the run's mesh (Mesh.coords); none given, a 1-D mesh's: rank r
-            is r along the split's dimensions.
+            is r along the split's first dimension.
     """
     if coords is None:
-        coords = [{dim: r for dim in (split.rows, split.columns) if dim} for r in range(len(shapes))]
+        coords = [{split.rows or split.columns: r} for r in range(len(shapes))]
     spans, (rows, d) = split.spans([tuple(input_shape) for input_shape, _ in shapes], coords)
     replicas = tuple(
         Replica(label, *span.rows, tuple(shape), tuple(out_shape), loss, tuple(ids[r]) if ids else (),

@@ -119,6 +119,7 @@ class _OneBehind:
         self.sizes: tuple = ()  # (labels, d, itemsize), set by the lead
         self.emitted = 0  # the steps emitted: what a run that fails mid-step reports it took
         self.coords: list | None = None  # each rank's coordinates on the run's mesh, once known
+        self.mesh = None  # the run's mesh, once every rank's device is known
 
     def hold(self, *args) -> None:
         self._held = args
@@ -129,7 +130,7 @@ class _OneBehind:
         key = tuple(shapes)
         if key not in self._specs:
             reports = [Shapes(tuple(i), tuple(o)) for i, o in shapes]
-            self._specs[key] = self._engine.specs(*self.sizes, reports)
+            self._specs[key] = self._engine.specs(*self.sizes, reports, self.mesh)
         return self._specs[key]
 
     def release(self, times) -> None:
@@ -218,7 +219,7 @@ def train_torchrun(
         dist.all_gather_object(everyone, me)
         labels = tuple(e.label for e in everyone)
         mesh = mesh_of(replace(cfg, workers=k).mesh_dims, backend, [e.device for e in everyone])
-        behind.coords = [mesh.coords(r) for r in range(k)]
+        behind.coords, behind.mesh = [mesh.coords(r) for r in range(k)], mesh
         if lead:
             X, y = make_data(cfg)
             lstsq = least_squares(X, y)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
 
+from fitcore.mesh import DP
 from fitcore.split import ROWS, Split
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ class Strategy:
     torchrun: Callable[..., Any] | None = None  # its trainer for one rank of a torchrun launch, if it has one
     rules: Callable[..., None] = lambda cfg, plan: None  # its own config rules: raise ConfigError
     split: Split = ROWS  # which rows and columns of the batch each device takes (fitcore.split)
-    dim: str = "dp"  # the mesh dimension it runs (fitcore.mesh): its ranks' name in a mesh ("tp" for TP)
+    dim: str = DP  # the mesh dimension it runs (fitcore.mesh): its ranks' name in a mesh (TP's: mesh.TP)
     composes: tuple[str, ...] = ()  # the other dimensions a mesh of it may have
 
     @property

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fitcore.mesh import TP
 from fitcore.strategies import Strategy
 from fitcore.strategies.ddp.name import NAME
 
@@ -154,6 +155,7 @@ STRATEGY = Strategy(
     name=NAME,
     label="DistributedDataParallel",
     short="DDP",
+    composes=(TP,),  # a dp x tp mesh: its ranks cut W by features over tp (RowwiseParallel), DDP over dp
     processes=True,
     drawer=NAME,
     steps_per_epoch=_steps_per_epoch,

@@ -14,25 +14,38 @@ from typing import Callable, Iterator, Sequence
 import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+from torch.distributed.tensor.parallel.ddp import _pre_dp_module_transform
 from torch.nn.parallel import DistributedDataParallel
 
+from fitcore.columns import columns
 from fitcore.config import FitConfig
-from fitcore.engine.launcher import Engine, first_memory_details, memory_on_step_one
+from fitcore.engine.launcher import Engine, first_memory_details, joined_parts, memory_on_step_one
 from fitcore.engine.loop import Mark, Place, own_rows, sampler_batches
 from fitcore.engine.rank import rank_params
+from fitcore.engine.rowwise import columns_input, shard_features
 from fitcore.memory import rank_memory
+from fitcore.mesh import DP, TP, Mesh
 from fitcore.parallel import LinearModel
-from fitcore.phases import FORWARD_END, PhaseSpec
+from fitcore.phases import FORWARD_END
 from fitcore.strategies.ddp.name import NAME
-from fitcore.strategies.ddp.phases import ALLREDUCE_END, ALLREDUCE_START, DDP_SLOTS, ddp_specs
+from fitcore.strategies.ddp.phases import (
+    ALLREDUCE_END,
+    ALLREDUCE_START,
+    DDP_SLOTS,
+    TP_ALLREDUCE_END,
+    TP_PARTIAL_END,
+    ddp_specs,
+    ring_bytes,
+)
 from fitcore.train import first_model, make_optimizer
 
 
 class _AllreduceTimes:
-    """The state of the timed communication hook: where to mark, and whether this step's first bucket went."""
+    """The state of the timed communication hook: where to mark, whether this step's first bucket went, and
+    the group it all-reduces over (None: every rank; a 2-D mesh's `dp` group)."""
 
-    def __init__(self, mark: Callable[[int], None]):
-        self.mark = mark
+    def __init__(self, mark: Callable[[int], None], group=None):
+        self.mark, self.group = mark, group
         self.started = False  # reset by the loop before each backward
 
 
@@ -51,14 +64,21 @@ def _timed_allreduce(state, bucket):  # no annotations: DDP rejects any but its 
         state.mark(ALLREDUCE_END)
         return fut.value()
 
-    return allreduce_hook(None, bucket).then(done)
+    return allreduce_hook(state.group, bucket).then(done)
 
 
 
 class DdpPart:
     """A DDP rank's part of the engine's loop (fitcore.engine.loop): its replica wrapped in
     DistributedDataParallel, with its all-reduce timed by a communication hook, and its rows of each
-    batch from DistributedSampler."""
+    batch from DistributedSampler.
+
+    On a 2-D mesh the replica is first cut by features over the mesh's `tp` dimension (RowwiseParallel, as
+    TP's), then wrapped in DDP over its `dp` group: torch's DDP takes a tensor-parallel module once
+    `_pre_dp_module_transform` has made its DTensor parameters local ones (torch.distributed.tensor.parallel
+    .ddp), so each rank all-reduces the gradients of its own columns of W, and of b, with the ranks of its
+    `dp` group only.
+    """
 
     def __init__(self, cfg: FitConfig, place: Place, mark: Mark):
         self.cfg, self.place, self.mark = cfg, place, mark
@@ -66,16 +86,29 @@ class DdpPart:
         raw.device_label = place.label
         raw.to(place.device)
         device = place.device
+        self.tp_mesh, group, wrapped = None, None, raw
+        self.lo, self.hi = 0, cfg.n_features
+        if TP in place.mesh.names:
+            mesh = place.mesh.device_mesh(device.type)
+            self.tp_mesh, group = mesh[TP], mesh[DP].get_group()
+            self.lo, self.hi = columns(cfg.n_features, place.mesh.size(TP))[place.coords[TP]]
+            shard_features(raw.fc, self.tp_mesh, mark, TP_PARTIAL_END, TP_ALLREDUCE_END)
+            _pre_dp_module_transform(raw.fc)
+            wrapped = raw.fc  # called as a module, so that RowwiseParallel's hooks run (LinearModel's own
+            # forward calls F.linear on fc's parameters, past them)
         # gradient_as_bucket_view: each gradient is a view into the reducer's bucket, so the rank keeps one
         # copy of its gradients (the bucket), not two, and what it holds (fitcore.memory, storage by
-        # storage) is what torch allocated
+        # storage) is what torch allocated. A column shard of W is a strided view (torch.chunk's along
+        # dim 1), whose gradient the bucket cannot alias: on a 2-D mesh DDP copies into its bucket instead
         self.model = DistributedDataParallel(
-            raw, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True
-        )
-        self.hook = _AllreduceTimes(mark)
+            wrapped, device_ids=[device.index] if device.type == "cuda" else None, process_group=group,
+            gradient_as_bucket_view=self.tp_mesh is None,
+        )  # fmt: skip
+        self.hook = _AllreduceTimes(mark, group)  # the hook replaces DDP's own: it all-reduces over `group`
         self.model.register_comm_hook(self.hook, _timed_allreduce)
         self.optimizer = make_optimizer(cfg, self.model.parameters())
         raw.optimizer = self.optimizer  # what the rank holds is read after its loop (its Engine's `final`)
+        raw.lead = place.coords.get(DP, 0) == 0  # its `dp` group's first: it reports the step's W
         self.raw = raw
 
     @property
@@ -86,11 +119,18 @@ class DdpPart:
         return sampler_batches(self.cfg, self.place, epoch)  # its own rows, DistributedSampler's
 
     def inputs(self, X, y, idx):
-        return own_rows(X, y, idx)  # (b, d), (b, 1): this rank's rows only
+        x, yb, shape = own_rows(X, y, idx)  # (b, d), (b, 1): this rank's rows only
+        if self.tp_mesh is None:
+            return x, yb, shape
+        xb = x[:, self.lo : self.hi]  # and of them, on a 2-D mesh, its `tp` coordinate's columns
+        return columns_input(xb, self.tp_mesh, self.cfg.n_features), yb, tuple(xb.shape)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.model(x)  # (b, 1); DDP does not gather it anywhere
         self.mark(FORWARD_END)
+        if self.tp_mesh is None:  # no `tp` group, no all-reduce of the partial outputs: zero-length
+            self.mark(TP_PARTIAL_END)
+            self.mark(TP_ALLREDUCE_END)
         return out
 
     def begin_step(self) -> None:
@@ -106,43 +146,68 @@ class DdpPart:
         return ()  # DDP's bytes are its specs' (fitcore.strategies.ddp.phases), from the labels alone
 
 
-def ranks_specs(labels: Sequence[str], d: int, itemsize: int) -> tuple[PhaseSpec, ...]:
-    """Every rank's DDP specs, rank r's over slots r*DDP_SLOTS ... (r+1)*DDP_SLOTS - 1; built once a run."""
-    k = len(labels)
+def ranks_specs(labels: Sequence[str], d: int, itemsize: int, reports=(), mesh: Mesh | None = None):
+    """Every rank's DDP specs, rank r's over slots r*DDP_SLOTS ... (r+1)*DDP_SLOTS - 1. On a 2-D mesh a
+    rank's all-reduce carries its own columns of W and b over its `dp` group, and its `tp` group's all-reduce
+    of the partial outputs its rows' (b, 1) output, each as the rank's shapes (its report) say."""
+    tp = mesh.size(TP) if mesh is not None and TP in mesh.names else None
+    k = len(labels) if tp is None else mesh.size(DP)
     return tuple(
         spec._replace(start=spec.start + r * DDP_SLOTS, stop=spec.stop + r * DDP_SLOTS)
         for r, label in enumerate(labels)
-        for spec in ddp_specs(label, k, d, itemsize)
+        for spec in ddp_specs(
+            label, k, d if tp is None else reports[r].input_shape[1], itemsize,
+            None if tp is None else ring_bytes(tp, reports[r].input_shape[0] * itemsize),
+        )  # fmt: skip
     )
 
 
+def _local(param) -> list[float]:
+    """A parameter's numbers on this rank: its columns where tensor parallelism cut it (a DTensor, or the
+    local tensor _pre_dp_module_transform left), all of it otherwise."""
+    return (param.to_local() if hasattr(param, "to_local") else param).detach().view(-1).tolist()
+
+
 def lead_params(rank: int, raw) -> tuple[tuple[float, ...] | None, float | None]:
-    """What a DDP rank reports after each step: rank 0 its parameters (they are every rank's), others none."""
-    return rank_params(raw) if rank == 0 else (None, None)
+    """What a DDP rank reports after each step: the first rank of each `tp` group along `dp` (rank 0 alone
+    on a 1-D mesh) its parameters, its columns of W on a 2-D one (every `dp` group holds the same), and b;
+    the others none. The parent joins them in rank order (joined_parts)."""
+    return (tuple(_local(raw.fc.weight)), _local(raw.fc.bias)[0]) if raw.lead else (None, None)
 
 
 def own_params(raw) -> tuple[tuple[float, ...], float]:
-    """Under torchrun, the lead rank's parameters are the step's: every rank holds them all."""
+    """Under torchrun, the lead rank's parameters are the step's: the whole W, gathered over its `tp` group
+    on a 2-D mesh (full_tensor, a collective every rank makes)."""
+    weight = raw.fc.weight
+    if hasattr(weight, "full_tensor"):
+        return tuple(weight.full_tensor().detach().view(-1).tolist()), _local(raw.fc.bias)[0]
     return rank_params(raw)
 
 
 def holds_memory(rank: int, raw) -> dict:
-    """What a DDP rank measured it holds: every parameter, its gradient and its optimizer state."""
-    return rank_memory(rank, raw.parameters(), raw.optimizer)
+    """What a DDP rank measured it holds: every parameter, its gradient and its optimizer state. The
+    parameters are the optimizer's: on a 2-D mesh the module's attributes are swapped for DTensors and back
+    around each forward (_pre_dp_module_transform), while the tensors the rank keeps and steps stay put."""
+    kept = [p for group in raw.optimizer.param_groups for p in group["params"]]
+    return rank_memory(rank, kept, raw.optimizer)
 
 
 def final_params(raw) -> tuple[tuple[tuple[float, ...], float], dict]:
-    """A DDP rank's parameters after its loop, and what it holds: every parameter, gradient and Adam state."""
-    return rank_params(raw), {"memory": holds_memory(dist.get_rank(), raw)}
+    """A DDP rank's parameters after its loop, and what it holds: every parameter (its columns of W on a 2-D
+    mesh), gradient and Adam state."""
+    extra: dict = {"memory": holds_memory(dist.get_rank(), raw)}
+    if hasattr(raw.fc.weight, "full_tensor"):
+        extra["shard"] = {"weights": _local(raw.fc.weight), "bias": _local(raw.fc.bias)}
+    return own_params(raw), extra
 
 
-def specs_of(labels, d: int, itemsize: int, reports) -> tuple:
-    """Every rank's phase specs: DDP's depend on the labels alone."""
-    return ranks_specs(labels, d, itemsize)
+def specs_of(labels, d: int, itemsize: int, reports, mesh: Mesh | None = None) -> tuple:
+    """Every rank's phase specs: DDP's depend on the labels, and on a 2-D mesh on each rank's shapes."""
+    return ranks_specs(labels, d, itemsize, reports, mesh)
 
 
 ENGINE = Engine(
     part=DdpPart, step_params=lead_params, final=final_params, specs=specs_of, slots=DDP_SLOTS,
     words=NAME, joined=own_params, step_extra=partial(memory_on_step_one, holds_memory),
-    step_details=first_memory_details,
+    step_details=first_memory_details, weights=joined_parts,
 )  # fmt: skip

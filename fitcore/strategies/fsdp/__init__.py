@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fitcore.mesh import TP
 from fitcore.strategies import Strategy
 from fitcore.strategies.fsdp.name import NAME
 from fitcore.strategies.fsdp.shapes import DETAIL
@@ -166,6 +167,7 @@ STRATEGY = Strategy(
     name=NAME,
     label="FSDP",
     short="FSDP",
+    composes=(TP,),  # a dp x tp mesh: RowwiseParallel over tp, then fully_shard over dp
     processes=True,
     drawer=NAME,
     steps_per_epoch=_steps_per_epoch,

@@ -12,6 +12,7 @@ import math
 from typing import Sequence
 
 from fitcore.memory import optimizer_state
+from fitcore.mesh import TP
 from fitcore.phases import (
     BACKWARD,
     BACKWARD_END,
@@ -24,6 +25,7 @@ from fitcore.phases import (
     OPTIMIZER,
     OPTIMIZER_END,
     START,
+    TP_ALLREDUCE,
     PhaseSpec,
 )
 
@@ -33,7 +35,10 @@ FSDP_PHASES = (LOAD, ALL_GATHER, FORWARD, LOSS, BACKWARD, REDUCE_SCATTER, OPTIMI
 # forward's all-gather, backward's (ZeRO-3 only: the parameters were freed after forward) and the
 # reduce-scatter, each marked by the collective itself (fitcore.strategies.fsdp.rank.TimedAllGather)
 AG_START, AG_END, AG_BACK_START, AG_BACK_END, RS_START, RS_END = 6, 7, 8, 9, 10, 11
-FSDP_SLOTS = 12
+# a 2-D mesh's (dp x tp): the partial output done, the all-reduce of the partial outputs inside the `tp`
+# group arrived (fitcore.engine.rowwise's hooks)
+TP_PARTIAL_END, TP_ALLREDUCE_END = 12, 13
+FSDP_SLOTS = 14
 GATHERS = ((AG_START, AG_END), (AG_BACK_START, AG_BACK_END))  # the n-th all-gather of a step marks these
 
 
@@ -113,9 +118,10 @@ def fsdp_step_bytes(k: int, d: int, itemsize: int, reshard_after_forward: bool =
 # Phases: one rank's specs over the FSDP slots; every rank's over slots r*FSDP_SLOTS ...
 
 
-def fsdp_specs(label: str, sent: Sequence[int]) -> tuple[PhaseSpec, ...]:
+def fsdp_specs(label: str, sent: Sequence[int], tp_sent: int | None = None) -> tuple[PhaseSpec, ...]:
     """One rank's step specs. `sent`: the bytes it sent in each collective of the step, as measured: the
-    forward's all-gather, backward's all-gather under ZeRO-3 only, the reduce-scatter.
+    forward's all-gather, backward's all-gather under ZeRO-3 only, the reduce-scatter; `tp_sent`, on a 2-D
+    mesh, its bytes in its `tp` group's all-reduce of the partial outputs, which ends forward.
 
     The collectives of backward lie inside backward's time, as DDP's all-reduce does.
     """
@@ -123,10 +129,19 @@ def fsdp_specs(label: str, sent: Sequence[int]) -> tuple[PhaseSpec, ...]:
     specs = [
         PhaseSpec(LOAD, label, 0, START, LOADED),
         PhaseSpec(ALL_GATHER, label, forward_gather, AG_START, AG_END),
-        PhaseSpec(FORWARD, label, 0, AG_END, FORWARD_END),
-        PhaseSpec(LOSS, label, 0, FORWARD_END, LOSS_END),
-        PhaseSpec(BACKWARD, label, 0, LOSS_END, BACKWARD_END),
     ]
+    if tp_sent is None:
+        specs += [
+            PhaseSpec(FORWARD, label, 0, AG_END, FORWARD_END),
+            PhaseSpec(LOSS, label, 0, FORWARD_END, LOSS_END),
+        ]
+    else:
+        specs += [
+            PhaseSpec(FORWARD, label, 0, AG_END, TP_PARTIAL_END),
+            PhaseSpec(TP_ALLREDUCE, label, tp_sent, TP_PARTIAL_END, TP_ALLREDUCE_END),
+            PhaseSpec(LOSS, label, 0, TP_ALLREDUCE_END, LOSS_END),
+        ]
+    specs += [PhaseSpec(BACKWARD, label, 0, LOSS_END, BACKWARD_END)]
     for sent_bytes in backward_gather:
         specs.append(PhaseSpec(ALL_GATHER, label, sent_bytes, AG_BACK_START, AG_BACK_END))
     specs += [
@@ -144,16 +159,20 @@ def planned_sent(k: int, d: int, itemsize: int, reshard_after_forward: bool) -> 
 
 
 def ranks_fsdp_specs(
-    reshard_after_forward: bool, labels: Sequence[str], d: int, itemsize: int, reports
+    reshard_after_forward: bool, labels: Sequence[str], d: int, itemsize: int, reports, mesh=None
 ) -> tuple[PhaseSpec, ...]:
     """Every rank's specs from its StepReport's measured `sent` (the launcher's Engine.specs); with no
-    reports (torchrun's lead rank hears only the shared table), from the ring formulas (planned_sent)."""
+    reports (torchrun's lead rank hears only the shared table), from the ring formulas (planned_sent). On a
+    2-D mesh each rank's `tp` all-reduce carries its rows' (b, 1) partial output."""
     k = len(labels)
+    tp = mesh.size(TP) if mesh is not None and TP in mesh.names else None
     sent = [r.sent for r in reports]
     if not sent or not all(sent):
         sent = [planned_sent(k, d, itemsize, reshard_after_forward)] * k
+    tp_sent = [None if tp is None else round(2 * (tp - 1) * r.input_shape[0] * itemsize / tp)
+               for r in reports]  # fmt: skip
     return tuple(
         spec._replace(start=spec.start + r * FSDP_SLOTS, stop=spec.stop + r * FSDP_SLOTS)
         for r, label in enumerate(labels)
-        for spec in fsdp_specs(label, sent[r])
+        for spec in fsdp_specs(label, sent[r], tp_sent[r] if r < len(tp_sent) else None)
     )

@@ -19,14 +19,18 @@ from functools import partial
 from typing import Callable, Iterator, NamedTuple
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllGather, DefaultReduceScatter
 
+from fitcore.columns import columns
 from fitcore.config import FitConfig
 from fitcore.engine.loop import Mark, Place, own_rows, sampler_batches
 from fitcore.engine.rank import local_values
+from fitcore.engine.rowwise import columns_input, shard_features
 from fitcore.memory import rank_memory
+from fitcore.mesh import DP, TP
 from fitcore.parallel import LinearModel, ShapeRecorder, init_parameters
 from fitcore.phases import FORWARD_END
 from fitcore.strategies.fsdp.layout import (
@@ -37,6 +41,8 @@ from fitcore.strategies.fsdp.layout import (
     GATHERS,
     RS_END,
     RS_START,
+    TP_ALLREDUCE_END,
+    TP_PARTIAL_END,
     all_gather_bytes,
     reduce_scatter_bytes,
 )
@@ -152,17 +158,30 @@ def _mark_absent(seen: Collectives, reshard_after_forward: bool) -> None:
 
 class FsdpPart:
     """An FSDP rank's part of the engine's loop (fitcore.engine.loop): the (d, 1) model under fully_shard,
-    its collectives timed and measured, its rows of each batch from DistributedSampler (as DDP's)."""
+    its collectives timed and measured, its rows of each batch from DistributedSampler (as DDP's).
+
+    On a 2-D mesh the model is nn.Linear (weight [1, d]), first cut by features over the mesh's `tp`
+    dimension (RowwiseParallel, as TP's), then fully_shard over `dp`: each rank's weight is a DTensor placed
+    (Shard(0), Shard(1)). fully_shard shards dim 0, which has one row for one output, so the ranks of `dp`
+    coordinate 0 hold their `tp` columns of W and the others none (`shard_placement_fn` could choose dim 1).
+    """
 
     def __init__(self, cfg: FitConfig, place: Place, mark: Mark, reshard_after_forward: bool = True):
         self.cfg, self.place, self.reshard_after_forward = cfg, place, reshard_after_forward
         source = LinearModel(cfg.n_features)
         init_parameters(source, cfg.seed + 1)  # the same initial parameters on every rank, from the seed
-        model = ColumnLinear(source).to(place.device)
-        model.device_label = place.label
-        mesh = place.mesh.device_mesh(place.device.type)["dp"]
-        fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward)
-        self.seen = Collectives(mark, place.world_size)
+        mesh = place.mesh.device_mesh(place.device.type)
+        self.tp_mesh = None
+        if TP in place.mesh.names:
+            model = source.fc.to(place.device)
+            self.tp_mesh = mesh[TP]
+            self.lo, self.hi = columns(cfg.n_features, place.mesh.size(TP))[place.coords[TP]]
+            shard_features(model, self.tp_mesh, mark, TP_PARTIAL_END, TP_ALLREDUCE_END)
+        else:
+            model = ColumnLinear(source).to(place.device)
+            model.device_label = place.label
+        fully_shard(model, mesh=mesh[DP], reshard_after_forward=reshard_after_forward)
+        self.seen = Collectives(mark, place.mesh.size(DP))
         model.set_custom_all_gather(TimedAllGather(self.seen))
         model.set_custom_reduce_scatter(TimedReduceScatter(self.seen))
         self.model, self.mark = model, mark
@@ -176,11 +195,18 @@ class FsdpPart:
         return sampler_batches(self.cfg, self.place, epoch)  # its own rows, DistributedSampler's
 
     def inputs(self, X, y, idx):
-        return own_rows(X, y, idx)  # (b, d), (b, 1): this rank's rows only
+        x, yb, shape = own_rows(X, y, idx)  # (b, d), (b, 1): this rank's rows only
+        if self.tp_mesh is None:
+            return x, yb, shape
+        xb = x[:, self.lo : self.hi]  # and of them, on a 2-D mesh, its `tp` coordinate's columns
+        return columns_input(xb, self.tp_mesh, self.cfg.n_features), yb, tuple(xb.shape)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.model(x)  # fully_shard's pre-forward hook all-gathers W and b first (AG_START, AG_END)
         self.mark(FORWARD_END)  # under ZeRO-3 the gathered parameters are already freed again
+        if self.tp_mesh is None:  # no `tp` group, no all-reduce of the partial outputs: zero-length
+            self.mark(TP_PARTIAL_END)
+            self.mark(TP_ALLREDUCE_END)
         return out
 
     def begin_step(self) -> None:
@@ -218,7 +244,7 @@ def final_params(held: FsdpRank) -> tuple[tuple[tuple[float, ...], float], dict]
     model = held.model
     weights = tuple(model.weight.full_tensor().detach().view(-1).tolist())
     bias = model.bias.full_tensor().item()
-    rank = model.weight.device_mesh.get_local_rank()
+    rank = dist.get_rank()
     w_local, b_local = local_values(model.weight), local_values(model.bias)
     extra = {
         "shard": {"weights": w_local, "bias": b_local},

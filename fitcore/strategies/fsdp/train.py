@@ -34,6 +34,8 @@ def fsdp_value(cfg: FitConfig, labels, finals, reshard_after_forward: bool) -> d
 
 
 def _details(reshard_after_forward: bool, cfg, labels, finals) -> list[Detail]:
+    if len(cfg.mesh_dims) > 1:  # a 2-D mesh: its ranks' shards are 2-D blocks, measured in per_rank_memory
+        return memory_details(cfg, labels, finals)
     value = fsdp_value(cfg, labels, finals, reshard_after_forward)
     return [Detail(NAME, value), *memory_details(cfg, labels, finals)]  # printed after step 1 already
 
@@ -42,6 +44,8 @@ def _first_step_details(reshard_after_forward: bool, cfg, labels, reports) -> li
     """After step 1: who holds which rows and what each rank holds, as the ranks measured it."""
     if reports[0].extra is None:
         return []
+    if len(cfg.mesh_dims) > 1:  # a 2-D mesh: each rank's block of W, as measured
+        return [Detail("memory", [report.extra["memory"] for report in reports])]
     value = shards_value(cfg.n_features, len(labels), labels, reshard_after_forward)
     value["per_rank_memory"] = [report.extra["memory"] for report in reports]
     return [Detail(NAME, value, "\n".join(layout_lines(value))), Detail("memory", value["per_rank_memory"])]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fitcore.mesh import TP
 from fitcore.split import COLUMNS
 from fitcore.strategies import Strategy
 from fitcore.strategies.tp.name import NAME
@@ -53,9 +54,9 @@ def _torchrun(cfg, on_event=lambda event: None, control=None, plan=None):
 
 def _rules(cfg, plan) -> None:
     """A rank count that torch.chunk gives columns each (4 features on 3 ranks: 2, 2 and none, refused)."""
+    from fitcore.columns import ranks_allowed
     from fitcore.config import MAX_WORKERS
     from fitcore.errors import ConfigError, Listed, Text
-    from fitcore.strategies.tp.layout import ranks_allowed
 
     allowed = ranks_allowed(cfg.n_features, MAX_WORKERS)
     if cfg.workers not in allowed:
@@ -191,5 +192,5 @@ STRATEGY = Strategy(
     torchrun=_torchrun,
     rules=_rules,
     split=COLUMNS,
-    dim="tp",
+    dim=TP,
 )

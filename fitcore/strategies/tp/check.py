@@ -24,11 +24,12 @@ from fitcore.check import (
     rank_skips,
     row,
 )
+from fitcore.columns import columns
 from fitcore.config import validate
 from fitcore.devices import GPU
 from fitcore.events import Detail
 from fitcore.i18n import t
-from fitcore.strategies.tp.layout import allreduce_bytes, columns
+from fitcore.strategies.tp.layout import allreduce_bytes
 from fitcore.strategies.tp.name import NAME
 
 CHECK_TP = replace(CHECK_CONFIG, weights=(5.2, 9.6, -1.0))  # 3 features: 2 ranks hold unequal columns

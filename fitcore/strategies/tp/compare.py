@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import torch
 
+from fitcore.columns import columns
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
 from fitcore.equivalence import StepRows, Toggles, Trainer, finite, loss_of, max_diff
-from fitcore.strategies.tp.layout import columns
 from fitcore.strategies.tp.name import NAME
 
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from fitcore.columns import columns
 from fitcore.phases import (
     BACKWARD_END,
     LOSS_END,
     OPTIMIZER_END,
     START,
     PhaseSpec,
-    chunk_sizes,
 )
 
 # One rank's step, in order: load its columns of the batch, its partial product, the all-reduce of the
@@ -39,25 +39,6 @@ TP_PHASES = (LOAD, FORWARD, ALLREDUCE, LOSS, BACKWARD, OPTIMIZER)
 # computed (a hook before RowwiseParallel's output hook), the all-reduce waited for (a hook after it)
 LOADED, PARTIAL_END, ALLREDUCE_END = 4, 5, 6
 TP_SLOTS = 7
-
-
-def columns(d: int, k: int) -> list[tuple[int, int]]:
-    """Each rank's features [lo, hi): torch.chunk's rule (DTensor's Shard), ceil(d / k) each, the last fewer.
-
-    3 features on 2 ranks: [(0, 2), (2, 3)]. Where torch.chunk gives fewer than k chunks (4 on 3: 2 and 2),
-    a rank would hold nothing: `ranks_allowed` leaves such k out.
-    """
-    sizes = chunk_sizes(d, k)
-    bounds, lo = [], 0
-    for size in sizes:
-        bounds.append((lo, lo + size))
-        lo += size
-    return bounds + [(d, d)] * (k - len(sizes))
-
-
-def ranks_allowed(d: int, most: int) -> list[int]:
-    """The rank counts (up to `most`) at which torch.chunk gives every rank some of d features."""
-    return [k for k in range(1, min(d, most) + 1) if len(chunk_sizes(d, k)) == k]
 
 
 def allreduce_bytes(k: int, rows: int, itemsize: int) -> int:
@@ -85,7 +66,7 @@ def tp_specs(label: str, sent: int) -> tuple[PhaseSpec, ...]:
     )
 
 
-def ranks_tp_specs(labels: Sequence[str], d: int, itemsize: int, reports) -> tuple[PhaseSpec, ...]:
+def ranks_tp_specs(labels: Sequence[str], d: int, itemsize: int, reports, mesh=None) -> tuple[PhaseSpec, ...]:
     """Every rank's specs, rank r's over slots r*TP_SLOTS ...; the all-reduce's bytes as each rank measured
     its buffer (its StepReport's `sent`), or, where the lead rank has only the shared table (torchrun), by
     the formula on the step's rows."""

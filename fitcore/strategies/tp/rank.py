@@ -17,19 +17,20 @@ after (and waits for the all-reduce's result).
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, NamedTuple
+from typing import Iterator, NamedTuple
 
 import torch
 from torch import nn
-from torch.distributed.tensor import DTensor, Shard
-from torch.distributed.tensor.parallel import RowwiseParallel, parallelize_module
 
+from fitcore.columns import columns
 from fitcore.config import FitConfig
 from fitcore.data import epoch_order
 from fitcore.engine.loop import Mark, Place
 from fitcore.engine.rank import local_values
+from fitcore.engine.rowwise import columns_input, shard_features
 from fitcore.memory import rank_memory
-from fitcore.strategies.tp.layout import ALLREDUCE_END, PARTIAL_END, allreduce_bytes, columns
+from fitcore.mesh import TP
+from fitcore.strategies.tp.layout import ALLREDUCE_END, PARTIAL_END, allreduce_bytes
 from fitcore.train import first_model, make_optimizer
 
 
@@ -39,18 +40,6 @@ class TpRank(NamedTuple):
     fc: nn.Module
     optimizer: torch.optim.Optimizer
     cols: tuple[int, int]
-
-
-def _after_allreduce(mark: Mark) -> Callable:
-    """The forward hook after RowwiseParallel's: wait for the all-reduce (an AsyncCollectiveTensor, whose
-    trigger_wait waits in place and keeps the output's autograd), then mark."""
-
-    def hook(module, args, output):
-        if hasattr(output, "trigger_wait"):
-            output.trigger_wait()
-        mark(ALLREDUCE_END)
-
-    return hook
 
 
 class TpPart:
@@ -63,10 +52,8 @@ class TpPart:
         raw.to(place.device)
         fc = raw.fc
         self.lo, self.hi = columns(cfg.n_features, place.world_size)[place.rank]
-        fc.register_forward_hook(lambda module, args, output: mark(PARTIAL_END))  # before the all-reduce
-        self.mesh = place.mesh.device_mesh(place.device.type)["tp"]
-        parallelize_module(fc, self.mesh, RowwiseParallel())  # weight Shard(1), bias Replicate, all-reduced
-        fc.register_forward_hook(_after_allreduce(mark))
+        self.mesh = place.mesh.device_mesh(place.device.type)[TP]
+        shard_features(fc, self.mesh, mark, PARTIAL_END, ALLREDUCE_END)  # RowwiseParallel, its hooks
         self.fc = fc
         self.optimizer = make_optimizer(cfg, fc.parameters())  # of this rank's rows of W, and b
         self.generator = torch.Generator().manual_seed(cfg.seed + 2)  # one device's order (dataparallel's)
@@ -87,10 +74,7 @@ class TpPart:
         """This rank's columns of the whole batch, as a DTensor of the whole batch's shape (so that uneven
         columns, 3 features on 2 ranks, keep their true global shape)."""
         xb = X[idx, self.lo : self.hi]  # (B, hi - lo)
-        whole = (xb.shape[0], self.cfg.n_features)
-        x = DTensor.from_local(xb, self.mesh, [Shard(1)], run_check=False, shape=whole,
-                               stride=(self.cfg.n_features, 1))  # fmt: skip
-        return x, y[idx], tuple(xb.shape)
+        return columns_input(xb, self.mesh, self.cfg.n_features), y[idx], tuple(xb.shape)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(x)  # (B, 1): the partial X[:, lo:hi]·W[lo:hi], all-reduced, + b

@@ -11,12 +11,13 @@ import time
 from functools import partial
 from typing import Callable
 
+from fitcore.columns import columns
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
 from fitcore.engine.launcher import Engine, joined_parts, launch, memory_details, memory_on_step_one
 from fitcore.events import Detail, Event, RunEnded
 from fitcore.split import COLUMNS
-from fitcore.strategies.tp.layout import TP_SLOTS, columns, ranks_tp_specs
+from fitcore.strategies.tp.layout import TP_SLOTS, ranks_tp_specs
 from fitcore.strategies.tp.name import NAME
 from fitcore.strategies.tp.rank import TpPart, final_rows, holds_memory, own_rows, whole_params
 from fitcore.strategies.tp.view import holds_lines

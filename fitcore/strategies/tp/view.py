@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from fitcore.columns import columns
 from fitcore.config import FitConfig
 from fitcore.devices import parse_devices
 from fitcore.engine.rank import rank_labels
@@ -16,7 +17,7 @@ from fitcore.events import Replica, RunStarted, Step
 from fitcore.i18n import count, t
 from fitcore.memory import memory_part
 from fitcore.runner import Snapshot
-from fitcore.strategies.tp.layout import columns, planned_memory
+from fitcore.strategies.tp.layout import planned_memory
 from fitcore.strategies.tp.name import NAME
 from fitcore.view import ranks as rank_view
 from fitcore.view.common import Section, fitted_names, memory_notes, memory_rows, shape_text

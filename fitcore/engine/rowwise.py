@@ -1,0 +1,56 @@
+"""PyTorch's own tensor parallelism of the linear layer, as every strategy with a `tp` dimension wires it:
+RowwiseParallel over the features, with its forward's two moments marked, and a rank's columns of X handed
+to it as a DTensor.
+
+`parallelize_module(fc, tp_mesh, RowwiseParallel())` (torch.distributed.tensor.parallel) shards the weight
+[1, d] on its features (Shard(1), torch.chunk's rule) and keeps b whole on every rank (Replicate);
+RowwiseParallel's output hook all-reduces the partial outputs into the whole X·W + b on every rank of the
+`tp` group. Two forward hooks around it time the step: one registered before parallelize_module runs before
+the all-reduce (the partial output is done), one registered after it runs after (and waits for the
+all-reduce's result).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+import torch
+from torch import nn
+from torch.distributed.tensor import DTensor, Shard
+from torch.distributed.tensor.parallel import RowwiseParallel, parallelize_module
+
+
+def shard_features(fc: nn.Module, tp_mesh, mark: Callable[[int], None], partial_end: int, end: int) -> None:
+    """Cut `fc`'s weight by features over `tp_mesh` (RowwiseParallel), marking slot `partial_end` when a
+    rank's partial output is done and `end` once the all-reduce of the partial outputs has arrived."""
+    _quiet_known_warnings()
+    fc.register_forward_hook(lambda module, args, output: mark(partial_end))  # before the all-reduce
+    parallelize_module(fc, tp_mesh, RowwiseParallel())  # weight Shard(1), bias Replicate, output all-reduced
+    fc.register_forward_hook(_after_allreduce(mark, end))
+
+
+def _quiet_known_warnings() -> None:
+    """Two warnings torch prints on every rank of a 2-D mesh, about what is meant: a column shard of W is a
+    strided view (torch.chunk's along dim 1), whose gradient DDP copies into its bucket instead of aliasing
+    it; and RowwiseParallel's output is a view that fully_shard wraps (nothing in fitcore writes in place)."""
+    warnings.filterwarnings("ignore", message="Grad strides do not match bucket view strides")
+    warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* returned a view tensor")
+
+
+def _after_allreduce(mark: Callable[[int], None], end: int) -> Callable:
+    """The forward hook after RowwiseParallel's: wait for the all-reduce (an AsyncCollectiveTensor, whose
+    trigger_wait waits in place and keeps the output's autograd), then mark."""
+
+    def hook(module, args, output):
+        if hasattr(output, "trigger_wait"):
+            output.trigger_wait()
+        mark(end)
+
+    return hook
+
+
+def columns_input(xb: torch.Tensor, tp_mesh, d: int) -> DTensor:
+    """A rank's columns of its rows, (b, hi - lo), as a DTensor of the rows' whole shape (b, d), so that
+    uneven columns (3 features on 2 ranks) keep their true global shape."""
+    return DTensor.from_local(xb, tp_mesh, [Shard(1)], run_check=False, shape=(xb.shape[0], d), stride=(d, 1))

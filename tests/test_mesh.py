@@ -1,0 +1,161 @@
+"""The run's mesh (fitcore.mesh) and the split over it (fitcore.split): 1-D runs as meshes of one dimension,
+and DP x TP on a 2 x 2 mesh, with DDP and with FSDP over `dp`, against least squares and their formulas."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fitcore.config import FitConfig, validate
+from fitcore.data import least_squares, make_data
+from fitcore.errors import ConfigError
+from fitcore.mesh import DIMS, MAX_DIM, Mesh, MeshError, mesh_of, parse_mesh
+from fitcore.split import COLUMNS, ROWS, RankSpan
+from tests.test_cli import run_cli
+
+WEIGHTS = ("5.2", "9.6", "-1", "2.5")
+
+
+def test_a_mesh_numbers_its_ranks_as_torchs_device_mesh_does():
+    mesh = mesh_of({"tp": 2, "dp": 3}, "gloo", ["cpu"] * 6)
+    assert mesh.dims == (("dp", 3), ("tp", 2)) and mesh.world_size == 6 and mesh.text() == "dp=3,tp=2"
+    # row-major, as init_device_mesh((3, 2)): a `tp` group is two neighbouring ranks
+    assert [mesh.coords(r) for r in range(6)] == [
+        {"dp": 0, "tp": 0}, {"dp": 0, "tp": 1}, {"dp": 1, "tp": 0},
+        {"dp": 1, "tp": 1}, {"dp": 2, "tp": 0}, {"dp": 2, "tp": 1},
+    ]  # fmt: skip
+    assert (mesh.size("dp"), mesh.size("tp")) == (3, 2)
+    assert Mesh((("tp", 4),), "gloo", ("cpu",) * 4).size("dp") == 1  # no such dimension: one rank along it
+
+
+@pytest.mark.parametrize(
+    ("raw", "dims"),
+    [
+        ("dp=2,tp=2", (("dp", 2), ("tp", 2))),
+        (" tp=2 , dp=3 ", (("dp", 3), ("tp", 2))),  # spaces around; the mesh's order is DIMS', not the text's
+        ("tp=1", (("tp", 1),)),
+    ],
+)
+def test_parse_mesh(raw, dims):
+    assert parse_mesh(raw) == dims
+
+
+@pytest.mark.parametrize(
+    "raw", ["", "dp", "dp=", "pp=2", "dp=2,dp=2", "dp=0", "dp=65", "dp=٢", "dp=2;tp=2", "dp=+2"]
+)
+def test_a_mesh_written_wrong_is_refused(raw):
+    with pytest.raises(MeshError):
+        parse_mesh(raw)
+
+
+@given(st.text(max_size=40))
+def test_any_text_is_a_mesh_or_refused_never_a_crash(raw):
+    try:
+        dims = parse_mesh(raw)
+    except MeshError:
+        return
+    names = [name for name, _ in dims]
+    assert names == [d for d in DIMS if d in names] and all(1 <= size <= MAX_DIM for _, size in dims)
+
+
+def test_the_split_numbers_each_ranks_block_along_its_coordinates():
+    coords = [{"dp": 0, "tp": 0}, {"dp": 0, "tp": 1}, {"dp": 1, "tp": 0}, {"dp": 1, "tp": 1}]
+    # 3 features over tp=2 (torch.chunk: 2 and 1), 7 rows over dp=2 (DistributedSampler: 4 and 3)
+    shapes = [(4, 2), (4, 1), (3, 2), (3, 1)]
+    spans, whole = ROWS.spans(shapes, coords)
+    assert whole == (7, 3)
+    assert spans == [
+        RankSpan((0, 4), (0, 2)), RankSpan((0, 4), (2, 3)),
+        RankSpan((4, 7), (0, 2)), RankSpan((4, 7), (2, 3)),
+    ]  # fmt: skip
+    # a 1-D mesh cuts only the dimension it has: DDP's rows, TP's columns
+    spans, whole = ROWS.spans([(4, 3), (3, 3)], [{"dp": 0}, {"dp": 1}])
+    assert whole == (7, 3) and spans == [RankSpan((0, 4), None), RankSpan((4, 7), None)]
+    spans, whole = COLUMNS.spans([(7, 2), (7, 1)], [{"tp": 0}, {"tp": 1}])
+    assert whole == (7, 3) and spans == [RankSpan((0, 7), (0, 2)), RankSpan((0, 7), (2, 3))]
+
+
+def test_a_1d_run_is_a_mesh_of_the_strategys_own_dimension():
+    assert validate(FitConfig(strategy="tp", workers=2, devices="cpu")).mesh_dims == (("tp", 2),)
+    assert validate(FitConfig(strategy="ddp", workers=3, devices="cpu")).mesh_dims == (("dp", 3),)
+    # the mesh's product is the world size: a link or command line that gives only the mesh gets it
+    cfg = FitConfig.from_mapping({"strategy": "ddp", "mesh": "dp=2,tp=2", "devices": "cpu"})
+    assert cfg.workers == 4 and validate(cfg).mesh_dims == (("dp", 2), ("tp", 2))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--strategy", "ddp", "--mesh", "dp=2,pp=2"],
+         "--mesh: got 'dp=2,pp=2'; allowed: name=size pairs of dp, tp"),
+        (["--strategy", "ddp", "--mesh", "dp=2,tp=2", "--workers", "3"],
+         "--workers: got 3; allowed: 4, the product of the mesh's sizes (dp=2,tp=2)"),
+        (["--strategy", "ddp", "--mesh", "dp=2,tp=3"],
+         "--mesh: got 'dp=2,tp=3'; allowed: a tp size at which torch.chunk gives every rank some of the 2 "
+         "features: 1 or 2"),
+        (["--mesh", "dp=2"], "--mesh: got 'dp=2'; allowed: a strategy with ranks (ddp or fsdp or tp): "
+         "DataParallel runs in one process, with no mesh"),
+        (["--strategy", "tp", "--mesh", "dp=2,tp=2"], "--mesh: got 'dp=2,tp=2'; allowed: tp=K: TP"),
+        (["--strategy", "ddp", "--mesh", "tp=2"], "--mesh: got 'tp=2'; allowed: dp=K or dp=K,tp=K"),
+        (["--strategy", "fsdp", "--mesh", "dp=2", "--data-size", "1", "--batch-size", "1"],
+         "--mesh: got 'dp=2'; allowed: a dp size of at most the data size, 1"),
+    ],
+)  # fmt: skip
+def test_a_bad_mesh_is_one_line_naming_the_flag(argv, message, capsys):
+    code, _, err = run_cli(capsys, *argv, "--devices", "cpu", "--epochs", "1")
+    (line,) = err  # one line
+    assert code == 2 and message in line and len(line) < 300
+
+
+def test_a_mesh_is_refused_in_its_config_too():
+    with pytest.raises(ConfigError) as caught:
+        validate(FitConfig(strategy="fsdp", mesh="dp=2,tp=2", workers=2, devices="cpu"))
+    assert caught.value.field == "workers"
+
+
+def _ring(k: int, nbytes: int) -> int:
+    """One rank's bytes in a ring all-reduce of `nbytes` over k ranks: 2(k-1)/k of them."""
+    return round(2 * (k - 1) * nbytes / k)
+
+
+@pytest.mark.slow  # spawns 4 ranks, twice
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_dp_by_tp_reaches_least_squares_each_rank_a_block_of_rows_and_columns(strategy, capsys):
+    args = ["--strategy", strategy, "--mesh", "dp=2,tp=2", "--devices", "cpu", "--weights", *WEIGHTS]
+    code, out, _ = run_cli(capsys, *args, "--json")
+    assert code == 0
+    result = json.loads(out[-1])
+    cfg = validate(FitConfig(weights=(5.2, 9.6, -1.0, 2.5), strategy=strategy, mesh="dp=2,tp=2", workers=4,
+                             devices="cpu"))  # fmt: skip
+    w, b = least_squares(*make_data(cfg))
+    assert result["status"] == "finished" and result["config"]["mesh"] == "dp=2,tp=2"
+    assert result["weights"] == pytest.approx(list(w), abs=1e-3)
+    assert result["bias"] == pytest.approx(b, abs=1e-3)
+    # the grid: rank r at (dp, tp) = divmod(r, 2) takes rows [100 dp, 100 dp + 100), columns [2 tp, 2 tp + 2)
+    step = result["first_step"]
+    assert step["input_shape"] == [200, 4]
+    assert [(r["batch_rows"]["first_position"], r["batch_rows"]["rows"], r["columns"], r["input_shape"])
+            for r in step["replicas"]] == [
+        (0, 100, [0, 2], [100, 2]), (0, 100, [2, 4], [100, 2]),
+        (100, 100, [0, 2], [100, 2]), (100, 100, [2, 4], [100, 2]),
+    ]  # fmt: skip
+    # the two kinds of collective, named apart: each `tp` group all-reduces its rows' (100, 1) partial
+    # outputs (400 B), each `dp` group the gradients of its columns of W and b, 3 float32 numbers (12 B)
+    moved = step["step_bytes"]
+    assert moved["tp_allreduce"] == 4 * _ring(2, 100 * 4) == 1600
+    if strategy == "ddp":
+        assert moved["allreduce"] == 4 * _ring(2, 12) == 48
+    else:  # fully_shard over dp: W's one row cut over 2 ranks, padded to 1 row of its 2 columns, and b's one
+        # number padded to 1: a 3-number shard, all-gathered twice (ZeRO-3) and reduce-scattered, (k-1) x 12 B
+        assert (moved["all_gather"], moved["reduce_scatter"]) == (4 * 2 * 12, 4 * 12)
+    assert step["step_bytes_total"] == sum(moved.values())
+    # no rank holds the whole model (5 float32 numbers, 20 B): DDP's ranks their 2 columns of W and b
+    memory = result["per_rank_memory"]
+    assert [m["rank"] for m in memory] == [0, 1, 2, 3] and all(m["parameters"] < 20 for m in memory)
+    if strategy == "ddp":
+        assert [(m["parameters"], m["optimizer_state"]) for m in memory] == [(12, 32)] * 4
+    else:  # fully_shard shards dim 0 (one row): the dp=1 ranks keep a padded, empty shard and no moments
+        assert [m["optimizer_state"] for m in memory] == [32, 32, 8, 8]
