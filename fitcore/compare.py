@@ -26,6 +26,7 @@ from dataclasses import asdict, replace
 
 from fitcore import strategies
 from fitcore.cliparse import Parser, command, error_line
+from fitcore.compare_mesh import is_2d, mesh_row
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.equivalence import (
@@ -126,6 +127,8 @@ def run(
               for name, s in strategies.STRATEGIES.items()}  # fmt: skip
     results = [row_of(name, k, trained.per_step[name], causes[name]) for name in strategies.NAMES]
     results = apply_traps(cfg, plan, toggles, traps, results)
+    if is_2d(cfg):  # a 2-D mesh: its strategy's row is the real run's, on its mesh
+        results = [mesh_row(cfg, toggles) if r["strategy"] == cfg.strategy else r for r in results]
     # one truth: the final parameters of the rows shown, a real run's where a trap ran one (and the
     # reference it was measured against), and no strategy that has no row
     finals = {name: trained.finals[name] for name in ("reference", *(r["strategy"] for r in results))}

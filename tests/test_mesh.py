@@ -159,3 +159,19 @@ def test_dp_by_tp_reaches_least_squares_each_rank_a_block_of_rows_and_columns(st
         assert [(m["parameters"], m["optimizer_state"]) for m in memory] == [(12, 32)] * 4
     else:  # fully_shard shards dim 0 (one row): the dp=1 ranks keep a padded, empty shard and no moments
         assert [m["optimizer_state"] for m in memory] == [32, 32, 8, 8]
+
+
+@pytest.mark.slow  # spawns 4 ranks
+def test_compare_on_a_2d_mesh_is_the_real_run_and_equals_one_device(capsys):
+    argv = ["compare", "--strategy", "fsdp", "--mesh", "dp=2,tp=2", "--devices", "cpu", "--epochs", "4"]
+    argv.append("--json")
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0
+    rows = {r["strategy"]: r for r in json.loads(out[-1])["results"]}
+    mesh = rows["fsdp"]
+    assert (mesh["mesh"], mesh["devices"], mesh["status"]) == ("dp=2,tp=2", 4, "finished")
+    assert len(mesh["per_step"]) == 4 and mesh["max_abs_diff"] <= 1e-5
+    assert mesh["first_divergent_step"] is None
+    assert "on the mesh dp=2,tp=2, 4 ranks on gloo" in mesh["engine"]
+    code, _, err = run_cli(capsys, *argv, "--loss-reduction", "sum")  # the toggles are the simulations'
+    assert code == 2 and err[0].startswith("fitcore compare: error: --mesh: got 'dp=2,tp=2'; allowed: the")
