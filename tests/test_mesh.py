@@ -14,6 +14,7 @@ from fitcore.data import least_squares, make_data
 from fitcore.errors import ConfigError
 from fitcore.mesh import DIMS, MAX_DIM, Mesh, MeshError, mesh_of, parse_mesh
 from fitcore.split import COLUMNS, ROWS, RankSpan
+from fitcore.strategies.fsdp.layout import planned_sent_2d
 from tests.test_cli import run_cli
 
 WEIGHTS = ("5.2", "9.6", "-1", "2.5")
@@ -151,6 +152,8 @@ def test_dp_by_tp_reaches_least_squares_each_rank_a_block_of_rows_and_columns(st
     else:  # fully_shard over dp: W's one row cut over 2 ranks, padded to 1 row of its 2 columns, and b's one
         # number padded to 1: a 3-number shard, all-gathered twice (ZeRO-3) and reduce-scattered, (k-1) x 12 B
         assert (moved["all_gather"], moved["reduce_scatter"]) == (4 * 2 * 12, 4 * 12)
+        # the formula torchrun's lead rank plans them by (it hears no other rank's measured bytes)
+        assert planned_sent_2d(2, 2, 4, True) == (12, 12, 12)
     assert step["step_bytes_total"] == sum(moved.values())
     # no rank holds the whole model (5 float32 numbers, 20 B): DDP's ranks their 2 columns of W and b
     memory = result["per_rank_memory"]

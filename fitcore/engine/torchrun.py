@@ -18,7 +18,7 @@ from typing import Callable, Mapping, NamedTuple
 import torch
 import torch.distributed as dist
 
-from fitcore.config import MAX_WORKERS, FitConfig, validate
+from fitcore.config import MAX_WORKERS, FitConfig, check_mesh, validate
 from fitcore.console import final_lines, group_line, shard_lines
 from fitcore.data import least_squares, make_data
 from fitcore.devices import DevicePlan, parse_devices
@@ -41,7 +41,7 @@ from fitcore.engine.rank import (
 from fitcore.errors import ConfigError, Text
 from fitcore.events import Detail, Event, RunEnded, Status, run_started
 from fitcore.i18n import count, t
-from fitcore.mesh import mesh_of
+from fitcore.mesh import DP, mesh_of
 from fitcore.recording import GROUP
 from fitcore.shards import first_epoch_value
 from fitcore.train import Control, describe_failure, finished_message
@@ -98,9 +98,12 @@ def config_for_torchrun(cfg: FitConfig, env: TorchrunEnv, workers_given: bool = 
         raise ConfigError(
             "workers", cfg.workers, Text("config.torchrun_workers", n=env.world_size)
         )
-    local = validate(replace(cfg, workers=min(env.local_world_size, MAX_WORKERS)))
-    cfg = replace(local, workers=cfg.workers)  # a CSV source comes back resolved: its rows, columns, checksum
-    if env.world_size > cfg.data_size:
+    if cfg.mesh:  # the mesh spans every machine: its product is torchrun's world size
+        check_mesh(replace(cfg, workers=env.world_size))
+    local = validate(replace(cfg, workers=min(env.local_world_size, MAX_WORKERS), mesh=""))
+    cfg = replace(local, workers=cfg.workers, mesh=cfg.mesh)  # a CSV source comes back resolved
+    rows = dict(cfg.mesh_dims).get(DP, env.world_size) if cfg.mesh else env.world_size  # ranks cutting rows
+    if rows > cfg.data_size:
         raise ConfigError("workers", env.world_size, Text("config.torchrun_ranks", rows=cfg.data_size))
     return replace(cfg, workers=env.world_size)
 

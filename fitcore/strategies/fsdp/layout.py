@@ -12,7 +12,7 @@ import math
 from typing import Sequence
 
 from fitcore.memory import optimizer_state
-from fitcore.mesh import TP
+from fitcore.mesh import DP, TP
 from fitcore.phases import (
     BACKWARD,
     BACKWARD_END,
@@ -158,6 +158,14 @@ def planned_sent(k: int, d: int, itemsize: int, reshard_after_forward: bool) -> 
     return (*gathers, reduce_scatter_bytes(k, shard))
 
 
+def planned_sent_2d(dp: int, cols: int, itemsize: int, reshard_after_forward: bool) -> tuple[int, ...]:
+    """On a 2-D mesh: one rank's bytes in each collective of a step, by the ring formulas over its `dp`
+    group. fully_shard cuts dim 0 of its [1, cols] block of W (one row, padded to ceil(1 / dp)) and of b."""
+    shard = (padded_rows(1, dp) * cols + padded_rows(1, dp)) * itemsize
+    gathers = (all_gather_bytes(dp, shard),) * (2 if reshard_after_forward else 1)
+    return (*gathers, reduce_scatter_bytes(dp, shard))
+
+
 def ranks_fsdp_specs(
     reshard_after_forward: bool, labels: Sequence[str], d: int, itemsize: int, reports, mesh=None
 ) -> tuple[PhaseSpec, ...]:
@@ -167,7 +175,10 @@ def ranks_fsdp_specs(
     k = len(labels)
     tp = mesh.size(TP) if mesh is not None and TP in mesh.names else None
     sent = [r.sent for r in reports]
-    if not sent or not all(sent):
+    if (not sent or not all(sent)) and tp is not None:  # fully_shard over dp of each rank's [1, cols] W
+        dp = mesh.size(DP)
+        sent = [planned_sent_2d(dp, r.input_shape[1], itemsize, reshard_after_forward) for r in reports]
+    elif not sent or not all(sent):
         sent = [planned_sent(k, d, itemsize, reshard_after_forward)] * k
     tp_sent = [None if tp is None else round(2 * (tp - 1) * r.input_shape[0] * itemsize / tp)
                for r in reports]  # fmt: skip
