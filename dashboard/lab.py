@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard.panels import PLOT_CONFIG
-from fitcore import strategies, whatif
+from fitcore import links, projection, strategies, whatif
 from fitcore.config import ConfigError, FitConfig
 from fitcore.i18n import t
 from fitcore.view import controls
@@ -161,15 +161,15 @@ def whatif_ui(cfg: FitConfig) -> None:
         format_func=whatif.params_text, help=t("lab.sources"),
     )  # fmt: skip
     link = cols[1].selectbox(
-        t("lab.link"), list(whatif.LINKS), key="wi_link", format_func=whatif.link_name,
+        t("lab.link"), list(links.LINKS), key="wi_link", format_func=links.link_name,
         help=t("lab.link.help", sources=t("lab.sources")),
     )  # fmt: skip
     memory = cols[2].number_input(t("lab.memory"), 1.0, 10_000.0, 80.0, key="wi_memory")
     precision = cols[3].selectbox(
-        t("lab.precision"), whatif.PRECISIONS, key="wi_precision",
+        t("lab.precision"), projection.PRECISIONS, key="wi_precision",
         format_func=lambda p: t(f"cli.whatif.precision.{p}"),
     )  # fmt: skip
-    state = whatif.state_bytes(cfg.optimizer, precision)  # the run's own optimizer
+    state = projection.state_bytes(cfg.optimizer, precision)  # the run's own optimizer
     if st.button(t("lab.measure"), key="wi_run"):
         try:
             one = dataclasses.replace(cfg, strategy=whatif.measured_strategy())
@@ -207,8 +207,8 @@ def whatif_ui(cfg: FitConfig) -> None:
         # widths that hold every cell at 1280 px (787 of the table's 791 px); a wider page spreads the rest
         column_config={t(key): st.column_config.Column(width=width) for key, width in WHATIF_WIDTHS.items()},
     )
-    if whatif.LINKS[link].extremes():  # a measured link: what its repeats spanned, not one alpha
-        st.caption(whatif.spread_text(dataclasses.asdict(whatif.LINKS[link]), "lab.spread"))
+    if links.LINKS[link].extremes():  # a measured link: what its repeats spanned, not one alpha
+        st.caption(whatif.spread_text(dataclasses.asdict(links.LINKS[link]), "lab.spread"))
     shown = {tag for r in rows for tag in r["tags"]}
     for tag in whatif.NOTE_TAGS:
         if tag in shown:

@@ -92,9 +92,9 @@ def main(argv: list[str]) -> int:
 
         return check_main(argv[1:])
     if argv[:1] in (["compare"], ["whatif"]):
-        from fitcore import compare, whatif
+        from fitcore import compare, whatif_cli
 
-        return {"compare": compare, "whatif": whatif}[argv[0]].main(argv[1:])
+        return {"compare": compare, "whatif": whatif_cli}[argv[0]].main(argv[1:])
     if argv[:1] == ["replay"]:
         return replay_main(argv[1:])
     if argv[:1] == ["examples"]:

@@ -22,69 +22,19 @@ the run's compute time per step on this machine (`measure`), and adds formulas, 
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import json
 import math
 import statistics
-import sys
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
-from fitcore.cliparse import Parser, command, error_line
-from fitcore.config import FitConfig, parse_number
+from fitcore.config import FitConfig
 from fitcore.errors import ConfigError, Listed, Text
-from fitcore.flags import add_training_flags, config_from_args, flag_error
 from fitcore.i18n import current, t
-from fitcore.schema import dumps
-from fitcore.text import pad
+from fitcore.links import LINKS, Link
+from fitcore.projection import MIXED_ADAM, ZERO, Projection, StateBytes
 
 PROJECTED = "projected, not measured"  # the rows' label in the JSON; the table says it in its language
 DEVICE_COUNTS = (2, 8, 64, 256, 1024)
-
-
-@dataclass(frozen=True)
-class StateBytes:
-    """Bytes a device keeps per parameter (the ZeRO paper's 2Ψ + 2Ψ + KΨ, section 3.1), and per number on
-    the wire, for one optimizer at one precision."""
-
-    optimizer_name: str  # "adam" or "sgd", as --optimizer
-    precision: str  # "mixed" or "fp32", as --precision
-    params: int  # the parameters the forward pass reads: fp16 under mixed precision
-    grads: int
-    optimizer: int  # the optimizer's state: Adam's momentum and variance, and mixed precision's fp32 master
-    wire: int  # one parameter, gradient or activation sent
-
-    @property
-    def total(self) -> int:
-        return self.params + self.grads + self.optimizer
-
-
-PRECISIONS = ("mixed", "fp32")
-# optimizer state per parameter: Adam keeps momentum and variance (4 + 4 bytes); plain SGD (no momentum, as
-# fitcore's) keeps nothing; mixed precision adds the fp32 master copy of the parameters (4 bytes)
-_OPTIMIZER_STATE = {"adam": 8, "sgd": 0}
-
-
-def state_bytes(optimizer: str = "adam", precision: str = "mixed") -> StateBytes:
-    """The bytes per parameter of `optimizer` at `precision`: mixed Adam 2 + 2 + 12 = 16 (the ZeRO paper's
-    K = 12), mixed SGD 2 + 2 + 4 = 8, fp32 Adam 4 + 4 + 8 = 16, fp32 SGD 4 + 4 + 0 = 8."""
-    if optimizer not in _OPTIMIZER_STATE:
-        raise ConfigError("--optimizer", optimizer, Listed(tuple(_OPTIMIZER_STATE)))
-    if precision not in PRECISIONS:
-        raise ConfigError("--precision", precision, Listed(PRECISIONS))
-    mixed = precision == "mixed"
-    number = 2 if mixed else 4
-    state = _OPTIMIZER_STATE[optimizer] + (4 if mixed else 0)
-    return StateBytes(optimizer, precision, number, number, state, number)
-
-
-MIXED_ADAM = state_bytes("adam", "mixed")  # the ZeRO paper's Table 1
-# the default's bytes per parameter, as the module's constants
-PARAM_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = MIXED_ADAM.params, MIXED_ADAM.grads, MIXED_ADAM.optimizer
-STATE_BYTES = MIXED_ADAM.total  # 16
-WIRE_BYTES = MIXED_ADAM.wire  # fp16 / bf16 parameters and gradients on the wire
 FLOPS_PER_PARAM_ROW = 6  # forward 2Ψ + backward 4Ψ per row (the Playbook; Kaplan et al. 2020)
 DEVICE_MEMORY = 80e9  # bytes: an 80 GB H100 or A100
 # effective FLOP/s of one device: about 40 % of an H100 SXM's 989 TFLOP/s of dense bf16
@@ -96,48 +46,6 @@ MAX_LATENCY = 1e9  # microseconds (a quarter of an hour a message): beyond it a 
 MAX_DEVICES = 65_536
 
 
-@dataclass(frozen=True)
-class Projection:
-    """One row kind of the projection: a strategy's memory, bytes and messages per device, from its source.
-
-    A strategy package gives its own (its `projections` hook); the ZeRO stages, which no package runs yet,
-    are here. memory(p, g, o, k) takes the bytes of parameters, gradients and optimizer state;
-    wire(model_bytes, k, batch_bytes) the bytes the busiest device sends or receives per step, from the bytes
-    of the model's parameters on the wire (Ψ x StateBytes.wire).
-    """
-
-    name: str  # the row's key in the JSON ("strategy")
-    title: str  # its name in the JSON and the table
-    memory: Callable[[float, float, float, int], float]
-    wire: Callable[[float, int, float], float]
-    latency_per_device: int  # messages in a row per step, per device but one
-    one_machine: bool = False  # one process: it reaches only one machine's devices
-    page_title: Callable[[], str] | None = None  # its name on the page, in its language (None: title)
-    # the share of a row's compute one device does: all of it (1), or 1/K of it (TP's features)
-    compute_share: Callable[[int], float] = lambda k: 1.0
-    # the rows of the global batch (K x rows per device) one device computes: its own 1/K of them, or all of
-    # them (TP: every rank takes every row, and some of its columns)
-    batch_share: Callable[[int], float] = lambda k: 1 / k
-    # what wire's batch_bytes carries: the rows (False), or one activation per row (TP's outputs)
-    activations: bool = False
-    # what the fullest device holds beyond each other one: excess(p, g, o, k, outputs), `outputs` the global
-    # batch's outputs (DataParallel's device 0: all of the optimizer state, and the outputs it gathers);
-    # None where every device holds the same
-    excess: Callable[[float, float, float, int, float], float] | None = None
-
-
-def _ring(model_bytes: float, k: int, batch_bytes: float = 0.0) -> float:
-    """A ring all-reduce = reduce-scatter + all-gather: 2(K-1)/K of the model's bytes each."""
-    return 2 * (k - 1) / k * model_bytes
-
-
-ZERO = (
-    Projection("zero1", "ZeRO-1", lambda p, g, o, k: p + g + o / k, _ring, 2),
-    Projection("zero2", "ZeRO-2", lambda p, g, o, k: p + (g + o) / k, _ring, 2),
-    # all-gather in forward, again in backward, reduce-scatter of the gradients
-    Projection("zero3", "ZeRO-3 / FSDP", lambda p, g, o, k: (p + g + o) / k,
-               lambda model_bytes, k, batch_bytes=0.0: 3 * (k - 1) / k * model_bytes, 3),
-)  # fmt: skip
 
 
 def projections() -> dict[str, Projection]:
@@ -159,97 +67,15 @@ def __getattr__(name: str):
 
 def page_title(strategy: str) -> str:
     """A row kind's name on the page, in the page's language."""
-    p = _projection(strategy)
+    p = projection_of(strategy)
     return p.page_title() if p.page_title else p.title
 
 
-def _projection(strategy: str) -> Projection:
+def projection_of(strategy: str) -> Projection:
     every = projections()
     if strategy not in every:
         raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(every)}")
     return every[strategy]
-
-
-@dataclass(frozen=True)
-class Link:
-    """A link between devices for the alpha-beta model: time = latency + bytes / bandwidth."""
-
-    name: str
-    bandwidth: float  # bytes per second, one direction
-    latency: float  # seconds per message
-    source: str  # where the bandwidth comes from
-    # a measured link's spread over its repeated fits, low to high (None: a preset or a figure given)
-    bandwidth_range: tuple[float, float] | None = None
-    latency_range: tuple[float, float] | None = None
-    repeats: int = 1
-
-    def extremes(self) -> tuple[Link, Link] | None:
-        """The fastest and the slowest link within the measured spread; None without one."""
-        if self.bandwidth_range is None or self.latency_range is None:
-            return None
-        (b_lo, b_hi), (l_lo, l_hi) = self.bandwidth_range, self.latency_range
-        return Link(self.name, b_hi, l_lo, self.source), Link(self.name, b_lo, l_hi, self.source)
-
-
-# Bandwidths are the vendors' one-direction peaks (measured links reach about 80 % of them); latencies are
-# round typical figures for one step of a collective, to be edited.
-LINKS = {
-    "nvlink": Link("NVLink 4 (H100 SXM)", 450e9, 2e-6, "NVIDIA: 900 GB/s bidirectional per GPU"),
-    "pcie": Link("PCIe 5.0 x16", 64e9, 5e-6, "PCI-SIG: 32 GT/s x 16 lanes, 128 GB/s bidirectional"),
-    "ethernet100": Link("100 Gb/s Ethernet", 12.5e9, 10e-6, "100 Gb/s = 12.5 GB/s"),
-    "ethernet400": Link("400 Gb/s Ethernet", 50e9, 10e-6, "400 Gb/s = 50 GB/s"),
-    "infiniband400": Link("400 Gb/s InfiniBand NDR", 50e9, 2e-6, "NDR: 400 Gb/s per port = 50 GB/s"),
-}
-MEASURED_LINKS = Path(__file__).with_name("measured_links.json")  # benchmarks.collectives writes it
-
-
-def measured_links(path: Path = MEASURED_LINKS) -> dict[str, Link]:
-    """The links fitted to collectives measured between two namespace hosts (docs/scaling.md), by key;
-    {} where the file is missing or not what the benchmark writes."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        links = {str(key): _measured_link(v) for key, v in data.items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}
-    return links if all(_sane(x) for x in links.values()) else {}
-
-
-def _measured_link(v: dict) -> Link:
-    spread = {}
-    if "bandwidth_range" in v and "latency_range" in v:  # a file of one fit a setting has none
-        b_lo, b_hi = (float(x) for x in v["bandwidth_range"])
-        l_lo, l_hi = (float(x) for x in v["latency_range"])
-        spread = {
-            "bandwidth_range": (b_lo, b_hi),
-            "latency_range": (l_lo, l_hi),
-            "repeats": int(v["repeats"]),
-        }
-    return Link(str(v["name"]), float(v["bandwidth"]), float(v["latency"]), str(v["source"]), **spread)
-
-
-def _sane(link: Link) -> bool:
-    """A bandwidth above 0, a latency under a second, and a spread around them, low to high."""
-    ok = lambda b, lat: math.isfinite(b) and b > 0 and math.isfinite(lat) and 0 <= lat < 1  # noqa: E731
-    if not ok(link.bandwidth, link.latency):
-        return False
-    if link.bandwidth_range is None:
-        return True
-    (b_lo, b_hi), (l_lo, l_hi) = link.bandwidth_range, link.latency_range
-    around = b_lo <= link.bandwidth <= b_hi and l_lo <= link.latency <= l_hi
-    return ok(b_lo, l_lo) and ok(b_hi, l_hi) and around and link.repeats >= 1
-
-
-LINKS.update(measured_links())  # beside the presets, in the command line's --link and the page's choice
-
-
-def link_name(key: str) -> str:
-    """A link's name as shown: a preset's own (a product name); a measured one's in the current language,
-    from its key ("measured-tbf100": tbf at 100 Mbit/s; "measured-veth": no limit)."""
-    if key == "measured-veth":
-        return t("cli.whatif.link.measured_veth")
-    if key.startswith("measured-tbf") and key[len("measured-tbf") :].isdigit():
-        return t("cli.whatif.link.measured_tbf", rate=key[len("measured-tbf") :])
-    return LINKS[key].name
 
 
 @dataclass(frozen=True)
@@ -279,7 +105,7 @@ def _check(field: str, value, lo, hi, what: Text):
 def memory_per_device(strategy: str, params: float, k: int, state: StateBytes = MIXED_ADAM) -> float:
     """Bytes of parameters, gradients and optimizer state on the fullest device (activations not counted)."""
     p, g, o = state.params * params, state.grads * params, state.optimizer * params
-    return _projection(strategy).memory(p, g, o, k)
+    return projection_of(strategy).memory(p, g, o, k)
 
 
 def comm_bytes_per_device(
@@ -292,13 +118,13 @@ def comm_bytes_per_device(
             them through device 0; the others read their own rows).
         state: what one parameter or gradient costs on the wire (its precision).
     """
-    return _projection(strategy).wire(params * state.wire, k, batch_bytes)
+    return projection_of(strategy).wire(params * state.wire, k, batch_bytes)
 
 
 def latency_steps(strategy: str, k: int) -> int:
     """Messages in a row per step: 2(K-1) for a ring all-reduce, 3(K-1) for ZeRO-3, 4(K-1) for
     DataParallel's scatter, replicate, gather and reduce from and to device 0, one device after another."""
-    return _projection(strategy).latency_per_device * (k - 1)
+    return projection_of(strategy).latency_per_device * (k - 1)
 
 
 def comm_seconds(
@@ -368,7 +194,7 @@ def device0_excess(
     """Bytes the fullest device holds beyond each other one (DataParallel's device 0: the optimizer state and
     the K x rows outputs it gathers, one number a row at the state's precision); None where every device
     holds the same."""
-    projection = _projection(strategy)
+    projection = projection_of(strategy)
     if projection.excess is None:
         return None
     p, g, o = state.params * params, state.grads * params, state.optimizer * params
@@ -383,7 +209,7 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured, 
     memory = memory_per_device(s, params, k, state)
     row = {
         "strategy": s,
-        "name": _projection(s).title,
+        "name": projection_of(s).title,
         "devices": k,
         "params": params,
         "global_batch_rows": k * rows,  # every row at this device count describes the same global batch
@@ -394,12 +220,12 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured, 
         "note": "",
         "tags": [],
     }
-    if _projection(s).one_machine and k > DEVICES_PER_MACHINE:
+    if projection_of(s).one_machine and k > DEVICES_PER_MACHINE:
         row["fits"] = False
         _note(row, "one_machine", t("cli.whatif.note.one_machine", n=DEVICES_PER_MACHINE))
         return {**row, "comm_bytes_per_device": None, "comm_seconds": None, "compute_seconds": None,
                 "step_seconds": None, "comm_share": None}  # fmt: skip
-    projection = _projection(s)
+    projection = projection_of(s)
     if projection.activations:  # the batch's outputs, one number a row, not its rows
         batch_bytes = batch_bytes / measured.row_bytes * state.wire
     wire = comm_bytes_per_device(s, params, k, batch_bytes, state)
@@ -612,140 +438,3 @@ def spread_text(link: dict, key: str = "cli.whatif.spread") -> str:
     latency = f"{seconds_text(l_lo)} – {seconds_text(l_hi)}"
     bandwidth = f"{human(b_lo, 'B/s')} – {human(b_hi, 'B/s')}"
     return t(key, repeats=link["repeats"], latency=latency, bandwidth=bandwidth)
-
-
-def table_lines(result: dict) -> list[str]:
-    """The projection for a terminal: the measured start first, then the projected rows."""
-    m, a = result["measured"], result["assumptions"]
-    columns = ("strategy", "memory", "sent", "comm", "compute", "step", "note")
-    head = [t(f"cli.whatif.col.{c}") for c in columns]
-    lines = [
-        t("cli.whatif.measured", seconds=seconds_text(m["compute_seconds"]), where=m["where"],
-          params=m["params"], rows=f"{m['rows_per_device']:g}"),
-        t("cli.whatif.link", name=a["link"]["name"], bandwidth=human(a["link"]["bandwidth"], "B/s"),
-          latency=seconds_text(a["link"]["latency"]), memory=human(a["device_memory_bytes"], "B")),
-        *([spread_text(a["link"])] if a["link"].get("latency_range") else []),
-        state_text(state_bytes(a["optimizer"], a["precision"])),
-        t("cli.whatif.what_moves"),
-        t("cli.whatif.every", projected=t("cli.whatif.projected")),
-        "",
-        pad(head[0], 24) + pad("K", 6, True) + "".join(pad(h, 11, True) for h in head[1:6]) + "  " + head[6],
-    ]  # fmt: skip
-    for r in result["rows"]:
-        lines.append(
-            f"{r['name']:<24}{r['devices']:>6}{memory_text(r['memory_per_device_bytes']):>11}"
-            f"{human(r['comm_bytes_per_device'], 'B'):>11}{seconds_text(r['comm_seconds']):>11}"
-            f"{seconds_text(r['compute_seconds']):>11}{seconds_text(r['step_seconds']):>11}  {r['note']}"
-        )
-    for c in result.get("calibration", []):
-        lines += ["", t("cli.whatif.calibration.head", name=_projection(c["strategy"]).title), c["note"]]
-    return lines
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = Parser(prog="python -m fitcore whatif", description=t("cli.whatif.description"))
-    add_training_flags(p)
-    w = p.add_argument_group(t("cli.whatif.projection"))
-    w.add_argument("--params", help=t("cli.whatif.help.params"))
-    w.add_argument("--precision", default="mixed", help=t("cli.whatif.help.precision"))
-    w.add_argument("--link", default="nvlink", help=t("cli.whatif.help.link", links=", ".join(LINKS)))
-    w.add_argument("--bandwidth", help=t("cli.whatif.help.bandwidth"))
-    w.add_argument("--latency", help=t("cli.whatif.help.latency"))
-    w.add_argument("--memory-gb", default="80", help=t("cli.whatif.help.memory_gb"))
-    w.add_argument("--tflops", default=str(DEVICE_FLOPS / 1e12), help=t("cli.whatif.help.tflops"))
-    w.add_argument("--rows-per-device", help=t("cli.whatif.help.rows_per_device"))
-    w.add_argument("--counts", default=",".join(map(str, DEVICE_COUNTS)), help=t("cli.whatif.help.counts"))
-    w.add_argument("--calibrate", action="store_true", help=t("cli.whatif.help.calibrate"))
-    p.add_argument("--json", action="store_true", help=t("cli.help.json"))
-    return p
-
-
-def _number(flag: str, raw: str, allowed: Text, kind: type = float) -> float:
-    """A flag's number, read by the one number parser of fitcore.config (ASCII digits only), or refused."""
-    try:
-        value = parse_number(flag, str(raw), kind)
-    except ConfigError:
-        raise ConfigError(flag, raw, allowed) from None
-    try:
-        finite = math.isfinite(value)
-    except OverflowError:  # an int beyond float's range: 310 digits of --counts
-        finite = False
-    if not finite:
-        raise ConfigError(flag, raw, allowed)
-    return value
-
-
-def _counts(raw: str) -> tuple[int, ...]:
-    allowed = Text("cli.whatif.allowed.counts", most=MAX_DEVICES)
-    parts = [c for c in str(raw).split(",") if c.strip()]
-    try:
-        counts = tuple(int(_number("--counts", c, allowed, int)) for c in parts)
-    except ConfigError:
-        counts = ()
-    if not counts or not all(1 <= c <= MAX_DEVICES for c in counts):
-        raise ConfigError("--counts", raw, allowed)
-    return counts
-
-
-def _scaled(flag: str, raw: str, unit: str, scale: float) -> float:
-    """A flag's value in its unit (GB, say) times `scale`: at least one byte, FLOP or byte a second, or
-    ConfigError naming the flag and the value as given (1e-300 GB is 1e-291 bytes, which no table takes)."""
-    allowed = Text("cli.whatif.allowed.positive", unit=unit, least=f"{1 / scale:g}")
-    value = _number(flag, raw, allowed) * scale
-    if not 1 <= value < math.inf:
-        raise ConfigError(flag, raw, allowed)
-    return value
-
-
-def projection(args: argparse.Namespace, measured: Measured, optimizer: str = "adam") -> dict:
-    """The JSON object of the command line's flags, from a measured step of a run with `optimizer`."""
-    if args.link not in LINKS:
-        raise ConfigError("--link", args.link, Listed(LINKS))
-    base = LINKS[args.link]
-    bandwidth = base.bandwidth
-    if args.bandwidth is not None:
-        bandwidth = _scaled("--bandwidth", args.bandwidth, "GB/s", 1e9)
-    latency = base.latency
-    if args.latency is not None:
-        latency = _number("--latency", args.latency, Text("cli.whatif.allowed.microseconds")) * 1e-6
-        if not 0 <= latency <= MAX_LATENCY * 1e-6:
-            raise ConfigError("--latency", args.latency, Text("cli.whatif.allowed.microseconds"))
-    link = dataclasses.replace(base, name=link_name(args.link), bandwidth=bandwidth, latency=latency)
-    if args.bandwidth is not None or args.latency is not None:  # a figure given is the figure: no spread
-        link = dataclasses.replace(link, bandwidth_range=None, latency_range=None, repeats=1)
-    memory = _scaled("--memory-gb", args.memory_gb, "GB", 1e9)
-    flops = _scaled("--tflops", args.tflops, "TFLOP/s", 1e12)
-    params = None
-    if args.params is not None:
-        params = _number("--params", args.params, Text("cli.whatif.allowed.params"))
-        if not 1 <= params <= MAX_PARAMS:
-            raise ConfigError("--params", args.params, Text("cli.whatif.allowed.params"))
-    per_device = None
-    if args.rows_per_device is not None:
-        per_device = _number("--rows-per-device", args.rows_per_device, Text("cli.whatif.allowed.rows"))
-        if not 1 <= per_device <= MAX_ROWS:
-            raise ConfigError("--rows-per-device", args.rows_per_device, Text("cli.whatif.allowed.rows"))
-    state = state_bytes(optimizer, args.precision)
-    rows = table(measured, params, _counts(args.counts), link, memory, flops, per_device, state)
-    return to_dict(measured, rows, link, memory, flops, state)
-
-
-@command
-def main(argv: list[str]) -> int:
-    """`python -m fitcore whatif [training flags] [projection flags] [--json]`; returns the exit status."""
-    args = build_parser().parse_args(argv)
-    try:
-        cfg = config_from_args(args)
-        if cfg.strategy != measured_strategy():
-            raise ConfigError("strategy", cfg.strategy, Text("cli.whatif.allowed.strategy"))
-        _counts(args.counts)  # bad flags fail before the run
-        state_bytes(cfg.optimizer, args.precision)
-        measured = measure(cfg)
-        result = projection(args, measured, cfg.optimizer)
-        if args.calibrate:  # each strategy that runs a projected row for real: its measured bytes beside it
-            result["calibration"] = calibrations(cfg)
-    except ConfigError as exc:
-        print(error_line("fitcore whatif", flag_error(exc)), file=sys.stderr)
-        return 2
-    print(dumps(result) if args.json else "\n".join(table_lines(result)), flush=True)
-    return 0

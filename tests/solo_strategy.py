@@ -17,8 +17,8 @@ from pathlib import Path
 from fitcore import check
 from fitcore.devices import parse_devices
 from fitcore.equivalence import Trainer, max_diff
+from fitcore.projection import Projection
 from fitcore.strategies import Strategy
-from fitcore.whatif import Projection
 
 NAME = "solo"
 LABEL = "One device"

@@ -100,9 +100,9 @@ def test_whatif_measures_then_projects_with_the_label(at):
 
 
 def test_whatif_on_a_measured_link_says_what_its_repeats_spanned(at):
-    from fitcore import whatif
+    from fitcore import links, whatif
 
-    link = whatif.LINKS["measured-tbf100"]
+    link = links.LINKS["measured-tbf100"]
     at.selectbox(key="wi_link").select("measured-tbf100").run()
     at.button(key="wi_run").click().run()
     assert not at.exception

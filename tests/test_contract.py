@@ -18,8 +18,8 @@ from fitcore.data import least_squares, make_data
 from fitcore.devices import parse_devices
 from fitcore.events import RunEnded, RunStarted, Step
 from fitcore.pool import RunPool
+from fitcore.projection import Projection
 from fitcore.split import COLUMNS, ROWS
-from fitcore.whatif import Projection
 from tests import solo_strategy, test_app
 from tests.helpers import wait_for
 

@@ -70,7 +70,7 @@ def test_each_strategy_package_names_its_modules_in_its_docstring(package):
 
 
 def test_compare_and_whatif_take_their_flags_from_below_not_from_the_cli():
-    for name in ("compare", "whatif", "flags"):
+    for name in ("compare", "whatif", "whatif_cli", "flags"):
         tree = ast.parse((ROOT / "fitcore" / f"{name}.py").read_text(encoding="utf-8"))
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

@@ -15,7 +15,7 @@ from benchmarks.collectives import (
     ring_steps,
     with_bandwidths,
 )
-from fitcore import whatif
+from fitcore import links, whatif, whatif_cli
 
 
 def synthetic(alpha: float, beta: float, n: int = 2) -> list[dict]:
@@ -47,11 +47,11 @@ def test_a_negative_latency_is_clamped_and_each_error_is_the_model_against_the_p
 
 
 def test_the_measured_links_are_offered_beside_the_presets(tmp_path):
-    links = whatif.measured_links()
-    assert "measured-tbf100" in links and links["measured-tbf100"].name == "measured: 2 hosts, tbf 100 Mbit/s"
-    assert list(whatif.LINKS)[:5] == ["nvlink", "pcie", "ethernet100", "ethernet400", "infiniband400"]
-    assert whatif.LINKS["measured-tbf100"] == links["measured-tbf100"]
-    assert 5e6 < links["measured-tbf100"].bandwidth < 12.5e6  # under tbf's 100 Mbit/s = 12.5 MB/s
+    found = links.measured_links()
+    assert "measured-tbf100" in found and found["measured-tbf100"].name == "measured: 2 hosts, tbf 100 Mbit/s"
+    assert list(links.LINKS)[:5] == ["nvlink", "pcie", "ethernet100", "ethernet400", "infiniband400"]
+    assert links.LINKS["measured-tbf100"] == found["measured-tbf100"]
+    assert 5e6 < found["measured-tbf100"].bandwidth < 12.5e6  # under tbf's 100 Mbit/s = 12.5 MB/s
     bad = tmp_path / "links.json"
     for text in (
         "not json",
@@ -59,25 +59,25 @@ def test_the_measured_links_are_offered_beside_the_presets(tmp_path):
         json.dumps({"x": {"name": "x", "bandwidth": -1, "latency": 0, "source": ""}}),
     ):
         bad.write_text(text)
-        assert whatif.measured_links(bad) == {}
+        assert links.measured_links(bad) == {}
 
 
 def test_whatif_takes_the_measured_link(capsys):
-    code = whatif.main(["--link", "measured-tbf100", "--epochs", "2", "--json"])
+    code = whatif_cli.main(["--link", "measured-tbf100", "--epochs", "2", "--json"])
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert out["assumptions"]["link"]["name"] == "measured: 2 hosts, tbf 100 Mbit/s"
-    assert out["assumptions"]["link"]["bandwidth"] == whatif.LINKS["measured-tbf100"].bandwidth
+    assert out["assumptions"]["link"]["bandwidth"] == links.LINKS["measured-tbf100"].bandwidth
 
 
 def test_a_measured_link_is_named_in_the_language_asked():
     from fitcore import i18n
 
-    assert whatif.link_name("measured-tbf100") == "measured: 2 hosts, tbf 100 Mbit/s"
+    assert links.link_name("measured-tbf100") == "measured: 2 hosts, tbf 100 Mbit/s"
     with i18n.using("zh"):
-        assert whatif.link_name("measured-tbf100") == "实测：2 台主机，tbf 100 Mbit/s"
-        assert whatif.link_name("measured-veth") == "实测：2 台主机，veth，不限速"
-    assert whatif.link_name("nvlink") == "NVLink 4 (H100 SXM)"
+        assert links.link_name("measured-tbf100") == "实测：2 台主机，tbf 100 Mbit/s"
+        assert links.link_name("measured-veth") == "实测：2 台主机，veth，不限速"
+    assert links.link_name("nvlink") == "NVLink 4 (H100 SXM)"
 
 
 def test_a_run_of_some_rates_merges_its_links_into_the_file_and_keeps_the_others(tmp_path):
@@ -104,11 +104,11 @@ def test_a_run_of_some_rates_merges_its_links_into_the_file_and_keeps_the_others
     )  # fmt: skip
     assert "4 B..16 MiB" in tbf["source"] and "the median of 3 repeats" in tbf["source"]
     # what the what-if reads of it: the spread, low to high, around the median fit
-    link = whatif.measured_links(path)["measured-tbf100"]
+    link = links.measured_links(path)["measured-tbf100"]
     assert (link.latency_range, link.bandwidth_range, link.repeats) == ((1.6e-4, 5.7e-4), (0.9e7, 1.1e7), 3)
     tbf["latency_range"] = [4e-4, 5.7e-4]  # a median outside its own spread: not a file the benchmark writes
     path.write_text(json.dumps(on_disk))
-    assert whatif.measured_links(path) == {}
+    assert links.measured_links(path) == {}
 
 
 def test_repeats_keep_the_median_fit_and_the_spread():
@@ -123,7 +123,7 @@ def test_repeats_keep_the_median_fit_and_the_spread():
 
 
 def test_the_whatif_shows_the_measured_spread(tmp_path, capsys):
-    link = whatif.Link("m", 1e7, 3e-4, "", bandwidth_range=(0.9e7, 1.1e7), latency_range=(1.6e-4, 5.7e-4),
+    link = links.Link("m", 1e7, 3e-4, "", bandwidth_range=(0.9e7, 1.1e7), latency_range=(1.6e-4, 5.7e-4),
                        repeats=3)  # fmt: skip
     measured = whatif.Measured(1e-3, 100, 16, 2, 3, "virtual:2")
     (row,) = whatif.table(measured, 1e6, devices=(8,), link=link)[1:2]  # DDP at K = 8
@@ -134,11 +134,11 @@ def test_the_whatif_shows_the_measured_spread(tmp_path, capsys):
         14 * 5.7e-4 + wire / 0.9e7
     )
     assert fast < row["comm_seconds"] < slow
-    lines = whatif.table_lines(whatif.to_dict(measured, [row], link, 80e9, 4e14))
+    lines = whatif_cli.table_lines(whatif.to_dict(measured, [row], link, 80e9, 4e14))
     assert lines[2] == (
         "the link's 3 measured repeats spanned 160 µs – 570 µs of latency and 9 MB/s – 11 MB/s: the median "
         "repeat's fit is used below; each row's comm_seconds_spread (--json) is its time at the two ends"
     )
     # a figure given on the command line is that figure: no spread
-    plain = whatif.Link("m", 1e7, 3e-4, "")
+    plain = links.Link("m", 1e7, 3e-4, "")
     assert "comm_seconds_spread" not in whatif.table(measured, 1e6, devices=(8,), link=plain)[1]

@@ -6,13 +6,12 @@ import json
 
 import pytest
 
-from fitcore import whatif
+from fitcore import projection, whatif
 from fitcore.cli import main
 from fitcore.config import FitConfig, validate
+from fitcore.links import LINKS, Link
 from fitcore.whatif import (
-    LINKS,
     PROJECTED,
-    Link,
     Measured,
     comm_bytes_per_device,
     comm_seconds,
@@ -79,7 +78,7 @@ SEVEN_HALF_B = 7.5e9  # the ZeRO paper's example model
     ],
 )
 def test_optimizer_and_precision_change_the_bytes_per_parameter(optimizer, precision, per_param, wire):
-    state = whatif.state_bytes(optimizer, precision)
+    state = projection.state_bytes(optimizer, precision)
     assert (state.params, state.grads, state.optimizer, state.wire) == (*per_param, wire)
     p, g, o = (b * SEVEN_HALF_B for b in per_param)
     k = 64
@@ -93,9 +92,9 @@ def test_optimizer_and_precision_change_the_bytes_per_parameter(optimizer, preci
 
 
 def test_ddp_on_the_zero_papers_model_needs_60_gb_with_sgd_in_fp32_and_120_with_mixed_adam():
-    sgd = memory_per_device("ddp", SEVEN_HALF_B, 8, whatif.state_bytes("sgd", "fp32"))
-    adam = memory_per_device("ddp", SEVEN_HALF_B, 8, whatif.state_bytes("adam", "mixed"))
-    assert (sgd, adam) == (60e9, 120e9) and whatif.MIXED_ADAM.total == whatif.STATE_BYTES == 16
+    sgd = memory_per_device("ddp", SEVEN_HALF_B, 8, projection.state_bytes("sgd", "fp32"))
+    adam = memory_per_device("ddp", SEVEN_HALF_B, 8, projection.state_bytes("adam", "mixed"))
+    assert (sgd, adam) == (60e9, 120e9) and projection.MIXED_ADAM.total == projection.STATE_BYTES == 16
 
 
 def test_the_command_line_honours_optimizer_and_precision(capsys):
@@ -152,7 +151,8 @@ def test_every_row_at_a_device_count_describes_one_global_batch_and_tp_computes_
     for k in (2, 4):
         # one activation a row of the global batch (k x the run's rows), 2 bytes on the wire, 2(k-1)/k of it
         batch = k * STEP.rows_per_device
-        assert tp[k]["comm_bytes_per_device"] == pytest.approx(2 * (k - 1) / k * batch * whatif.WIRE_BYTES)
+        wire = 2 * (k - 1) / k * batch * projection.WIRE_BYTES
+        assert tp[k]["comm_bytes_per_device"] == pytest.approx(wire)
     doubled = table(STEP, devices=(2,), link=link, rows_per_device=2 * STEP.rows_per_device)
     wire = {r["strategy"]: r["comm_bytes_per_device"] for r in doubled}
     assert wire["tp"] == 2 * tp[2]["comm_bytes_per_device"] and wire["ddp"] == ddp[2]["comm_bytes_per_device"]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from fitcore.projection import Projection
 from fitcore.strategies.dataparallel.name import NAME
-from fitcore.whatif import Projection
 
 
 def _wire(model_bytes: float, k: int, batch_bytes: float = 0.0) -> float:

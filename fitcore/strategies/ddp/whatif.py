@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from fitcore.i18n import t
+from fitcore.projection import Projection, ring
 from fitcore.strategies.ddp.name import NAME
-from fitcore.whatif import Projection, _ring
 
 PROJECTIONS = (
-    Projection(NAME, "DDP (ring all-reduce)", lambda p, g, o, k: p + g + o, _ring, 2,
+    Projection(NAME, "DDP (ring all-reduce)", lambda p, g, o, k: p + g + o, ring, 2,
                page_title=lambda: t("lab.ring")),
 )  # fmt: skip

@@ -26,7 +26,8 @@ STEPS = 3  # steps of the calibration run: the bytes are the same every step
 def calibrate(cfg: FitConfig, k: int) -> dict:
     """Run FSDP (ZeRO-3) on k CPU ranks for a few steps of cfg; the bytes its collectives sent per rank and
     step, against the ZeRO-3 projection's formula at the same K, parameters and float32 numbers."""
-    from fitcore import strategies, whatif
+    from fitcore import strategies
+    from fitcore.projection import ZERO, state_bytes
 
     run = validate(replace(cfg, strategy=NAME, devices="cpu", workers=k, reshard_after_forward=True,
                            epochs=1, batch_size=cfg.data_size))  # fmt: skip
@@ -38,9 +39,9 @@ def calibrate(cfg: FitConfig, k: int) -> dict:
     sent = [
         sum(p.bytes for p in s.phases.phases() if p.name in (ALL_GATHER, REDUCE_SCATTER)) / k for s in steps
     ]
-    fp32 = whatif.state_bytes(cfg.optimizer, "fp32")  # this run's numbers on the wire: float32
+    fp32 = state_bytes(cfg.optimizer, "fp32")  # this run's numbers on the wire: float32
     params, itemsize = cfg.n_features + 1, fp32.wire
-    formula = whatif.comm_bytes_per_device(ROW, params, k, state=fp32)
+    formula = next(z for z in ZERO if z.name == ROW).wire(params * fp32.wire, k, 0.0)
     measured = max(sent)
     return {
         "strategy": ROW,

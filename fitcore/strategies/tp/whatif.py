@@ -4,8 +4,8 @@ traffic is one all-reduce of the batch's activations, which grows with the batch
 
 from __future__ import annotations
 
+from fitcore.projection import Projection
 from fitcore.strategies.tp.name import NAME
-from fitcore.whatif import Projection
 
 
 def _activations(model_bytes: float, k: int, batch_bytes: float = 0.0) -> float:
