@@ -16,7 +16,7 @@ from fitcore import api, i18n, serve
 from fitcore.config import ConfigError, FitConfig
 from fitcore.i18n import t
 from fitcore.runner import Snapshot
-from fitcore.view import controls
+from fitcore.view import controls, link
 
 # Static CSS, no user text in it. One projector screen holds the header, the buttons and the live view with
 # the sidebar open or collapsed: the page starts 1.5 rem from the top (Streamlit leaves 6 rem once the sidebar
@@ -99,7 +99,7 @@ def main() -> None:
     # the link names the language once it is not the browser's own (or the link already named it)
     lang = st.session_state.lang
     keep_lang = "lang" in st.query_params or lang != state.browser_language()
-    want = controls.to_query(
+    want = link.to_query(
         values, st.session_state.pace, lang=lang if keep_lang else None, classroom=classroom.page_classroom()
     )
     if st.query_params.to_dict() != {**st.query_params.to_dict(), **want}:

@@ -1,4 +1,4 @@
-"""The classroom (fitcore.view.controls.Classroom, fitcore.view.quiz): a teacher's link that hides or locks
+"""The classroom (fitcore.view.link.Classroom, fitcore.view.quiz): a teacher's link that hides or locks
 controls, the presenter's bigger picture, and a question before a paused step's picture.
 
 The link is read once, when the session starts (dashboard.state.init_classroom, then join_link_room).
@@ -18,7 +18,7 @@ from fitcore.config import ConfigError
 from fitcore.events import Status
 from fitcore.pool import RunNotFound
 from fitcore.runner import Snapshot
-from fitcore.view import controls, quiz
+from fitcore.view import controls, link, quiz
 from fitcore.view.common import escape_markdown
 
 
@@ -34,7 +34,7 @@ class Obeying:
 
         def widget(*args, **kwargs):
             room, key = st.session_state.classroom, kwargs.get("key")
-            control = controls.control_of(key)
+            control = link.control_of(key)
             if control is not None and room.hidden(control):
                 return st.session_state.get(key)
             if control is not None and room.locked(control):
@@ -47,7 +47,7 @@ class Obeying:
 obey = Obeying
 
 
-def page_classroom() -> controls.Classroom:
+def page_classroom() -> link.Classroom:
     """This page's classroom: the link's hidden and locked controls, the sidebar's two modes."""
     ss = st.session_state
     return dataclasses.replace(ss.classroom, presenter=bool(ss.presenter), ask=bool(ss.ask))
@@ -55,7 +55,7 @@ def page_classroom() -> controls.Classroom:
 
 def forget_classroom_params(want: dict) -> None:
     """A mode switched off leaves the link (query_params.update only adds and changes)."""
-    for name in controls.CLASSROOM_PARAMS:
+    for name in link.CLASSROOM_PARAMS:
         if name not in want and name in st.query_params:
             del st.query_params[name]
 
@@ -83,13 +83,13 @@ def room_link_ui() -> None:
     except rooms.RoomNotFound:
         return
     st.markdown(f"### {i18n.t('classroom.room.code', code=pin)}")
-    link = roomlink.join_link(pin)
-    if link.url is None:
-        key = "classroom.room.loopback" if link.loopback else "classroom.room.no_address"
+    joining = roomlink.join_link(pin)
+    if joining.url is None:
+        key = "classroom.room.loopback" if joining.loopback else "classroom.room.no_address"
         st.warning(i18n.t(key, pin=pin))
         return
-    st.code(link.url, language=None, wrap_lines=True)
-    st.image(roomlink.qr_png(link.url), width=240, caption=i18n.t("classroom.room.qr"))
+    st.code(joining.url, language=None, wrap_lines=True)
+    st.image(roomlink.qr_png(joining.url), width=240, caption=i18n.t("classroom.room.qr"))
 
 
 def join_box_ui() -> None:
@@ -119,13 +119,13 @@ def teacher_link_ui() -> None:
     with st.expander(i18n.t("classroom.builder"), expanded=bool(ss.get("room"))):
         name = controls.field_label  # the controls by their labels; the link names them by their fields
         hide = st.multiselect(
-            i18n.t("classroom.builder.hide"), controls.CLASSROOM_NAMES, key="teach_hide", format_func=name
+            i18n.t("classroom.builder.hide"), link.CLASSROOM_NAMES, key="teach_hide", format_func=name
         )
         lock = st.multiselect(
-            i18n.t("classroom.builder.lock"), controls.CLASSROOM_NAMES, key="teach_lock", format_func=name
+            i18n.t("classroom.builder.lock"), link.CLASSROOM_NAMES, key="teach_lock", format_func=name
         )
-        room = controls.Classroom(tuple(hide), tuple(n for n in lock if n not in hide), ss.presenter, ss.ask)
-        query = controls.to_query(control_values(), ss.pace, classroom=room)
+        room = link.Classroom(tuple(hide), tuple(n for n in lock if n not in hide), ss.presenter, ss.ask)
+        query = link.to_query(control_values(), ss.pace, classroom=room)
         base = (st.context.url or "").rstrip("/")
         if ss.get("room"):
             query["room"] = ss.room

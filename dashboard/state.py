@@ -15,7 +15,7 @@ from fitcore.errors import Text
 from fitcore.events import Status
 from fitcore.pool import RunNotFound, RunPool, server_pool
 from fitcore.runner import Snapshot
-from fitcore.view import controls, datasource
+from fitcore.view import controls, datasource, link
 
 # The live view asks the server for news this often (ms): a request costs the server well under a millisecond,
 # where a script rerun cost 9-25 ms. A queued run changes only its place in the queue.
@@ -91,7 +91,7 @@ def init_session(gpus: dict) -> bool:
     if chosen is not None:
         apply_values(controls.config_values(chosen.config), gpus)
         ss.preset = chosen.name
-    values, pace, value_errors = controls.from_query(link_params(), list(gpus.values()))
+    values, pace, value_errors = link.from_query(link_params(), list(gpus.values()))
     errors += value_errors
     apply_values(values, gpus)
     if pace is not None:
@@ -142,7 +142,7 @@ def run_gone(owner: str) -> bool:
 
 def link_params() -> dict:
     """The link's parameters, a repeated one with all its values (to_dict would keep only the last)."""
-    return controls.link_params({k: st.query_params.get_all(k) for k in st.query_params})
+    return link.link_params({k: st.query_params.get_all(k) for k in st.query_params})
 
 
 def init_script(gpus: dict) -> None:
@@ -159,7 +159,7 @@ def init_classroom() -> None:
     """The teacher's link: the controls it hides or locks keep the values the page holds now (the link's,
     where it gave them); the presenter and question modes start as the link says."""
     ss = st.session_state
-    room, errors = controls.classroom_from_query(link_params())
+    room, errors = link.classroom_from_query(link_params())
     ss.classroom = room
     ss.url_errors += [controls.error_text(e) for e in errors]
     values = control_values()

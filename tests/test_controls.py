@@ -13,7 +13,7 @@ from fitcore.data import make_data
 from fitcore.devices import GPU
 from fitcore.parallel import chunk_sizes
 from fitcore.strategies import STRATEGIES
-from fitcore.view import controls, status
+from fitcore.view import controls, link, status
 from tests.view_helpers import run_to_end, trained_steps
 
 # each strategy's presets by key, in the registry's order (a strategy with no entry here fails)
@@ -99,16 +99,16 @@ def test_matching_preset_needs_every_control_equal():
     ],
 )
 def test_query_round_trip(cfg, pace):
-    query = controls.to_query(controls.config_values(cfg), pace)
+    query = link.to_query(controls.config_values(cfg), pace)
     assert all(isinstance(v, str) for v in query.values())
-    values, got_pace, errors = controls.from_query(query)
+    values, got_pace, errors = link.from_query(query)
     assert errors == []
     assert got_pace == pace
     assert values == controls.config_values(cfg)
 
 
 def test_query_text():
-    query = controls.to_query(controls.config_values(FitConfig(devices="virtual:3", shuffle=False)), "max")
+    query = link.to_query(controls.config_values(FitConfig(devices="virtual:3", shuffle=False)), "max")
     assert query == {
         "weights": "5.2,9.6",
         "bias": "3.4",
@@ -159,7 +159,7 @@ def test_query_text():
     ],
 )
 def test_bad_query_values_are_reported_and_left_out(params, message):
-    values, pace, errors = controls.from_query({**params, "epochs": "7", "embed": "true"})
+    values, pace, errors = link.from_query({**params, "epochs": "7", "embed": "true"})
     assert [str(e) for e in errors] == [message]
     assert values == {"epochs": 7}  # the good one is kept, Streamlit's own `embed` is ignored
     assert pace is None
@@ -168,12 +168,12 @@ def test_bad_query_values_are_reported_and_left_out(params, message):
 def test_cpu_devices_in_the_query_belong_to_ddp():
     """`cpu` is ddp's ranks on the CPU; DataParallel on the page runs on virtual devices or GPUs."""
     query = {"devices": "cpu", "strategy": "ddp", "workers": "3"}
-    assert controls.from_query(query) == ({"devices": "cpu", "strategy": "ddp", "workers": 3}, None, [])
-    values, _, errors = controls.from_query({**query, "strategy": "dataparallel"})
+    assert link.from_query(query) == ({"devices": "cpu", "strategy": "ddp", "workers": 3}, None, [])
+    values, _, errors = link.from_query({**query, "strategy": "dataparallel"})
     assert values == {"strategy": "dataparallel", "workers": 3}  # the default devices stay
     assert [e.field for e in errors] == ["devices"]
     # a worker count out of range is a setup the controls can hold: validation reports it, naming the field
-    values, _, errors = controls.from_query({**query, "workers": "9"})
+    values, _, errors = link.from_query({**query, "workers": "9"})
     assert errors == [] and values["workers"] == 9
     with pytest.raises(ConfigError) as exc:
         controls.config_from_controls({**controls.defaults(), **values})
@@ -183,14 +183,14 @@ def test_cpu_devices_in_the_query_belong_to_ddp():
 
 
 def test_bad_device_in_query_names_what_this_machine_allows():
-    _, _, errors = controls.from_query({"devices": "virtual:9"}, gpus=[])
+    _, _, errors = link.from_query({"devices": "virtual:9"}, gpus=[])
     assert [e.field for e in errors] == ["devices"]
     assert "virtual:K (K from 1 to 8)" in str(errors[0]) and "0 CUDA GPUs" in str(errors[0])
 
 
 def test_query_keeps_what_only_validation_refuses():
     """A link with batch > data is a setup the controls can hold: validation, not the URL, reports it."""
-    values, _, errors = controls.from_query({"batch_size": "300", "data_size": "200"})
+    values, _, errors = link.from_query({"batch_size": "300", "data_size": "200"})
     assert errors == [] and values == {"batch_size": 300, "data_size": 200}
     with pytest.raises(ConfigError) as exc:
         controls.config_from_controls({**controls.defaults(), **values})
@@ -223,7 +223,7 @@ def test_lesson_pace_holds_each_phase_its_seconds():
     assert controls.parse_pace("lesson3", "ddp") == 1 / 18
     assert controls.pace_choice(1 / 16) == "lesson2" and controls.pace_choice(1 / 30) == "lesson5"
     assert controls.pace_label("lesson2") == "lesson: each phase 2 s"
-    values, pace, errors = controls.from_query({"pace": "lesson5"})
+    values, pace, errors = link.from_query({"pace": "lesson5"})
     assert (pace, errors) == ("lesson5", [])
 
 
@@ -300,11 +300,11 @@ def test_config_to_widgets_and_back_is_the_same_config(cfg):
     widgets = {**fresh_widgets(), **controls.widget_values(values, GPUS)}
     assert controls.control_values(widgets) == values
     # and through the link: values -> link -> values -> widgets -> values -> the same link
-    query = controls.to_query(values, "5")
-    linked, pace, errors = controls.from_query(query, GPUS)
+    query = link.to_query(values, "5")
+    linked, pace, errors = link.from_query(query, GPUS)
     assert (linked, pace, errors) == (values, "5", [])
     widgets = {**fresh_widgets(), **controls.widget_values(linked, GPUS)}
-    assert controls.to_query(controls.control_values(widgets), "5") == query
+    assert link.to_query(controls.control_values(widgets), "5") == query
 
 
 def test_every_gpu_reads_back_as_each_gpu_listed():
@@ -345,16 +345,16 @@ def test_weights_widgets_hold_floats_one_per_feature():
 
 
 def test_classroom_parameters_parse_in_the_controls_order():
-    room, errors = controls.classroom_from_query(
+    room, errors = link.classroom_from_query(
         {"hide": "devices, weights", "lock": "batch_size,pace", "presenter": "1", "ask": "true"}
     )
     assert errors == []
-    assert room == controls.Classroom(("weights", "devices"), ("batch_size", "pace"), True, True)
+    assert room == link.Classroom(("weights", "devices"), ("batch_size", "pace"), True, True)
     assert room.hidden("devices") and not room.hidden("bias")
     assert room.locked("devices") and room.locked("pace") and not room.locked("seed")
     assert room.pinned == ("weights", "batch_size", "devices", "pace")
-    assert controls.classroom_from_query({}) == (controls.Classroom(), [])
-    assert controls.classroom_from_query({"hide": "", "ask": "0"}) == (controls.Classroom(), [])
+    assert link.classroom_from_query({}) == (link.Classroom(), [])
+    assert link.classroom_from_query({"hide": "", "ask": "0"}) == (link.Classroom(), [])
 
 
 LINK_ROWS = [
@@ -386,26 +386,26 @@ LINK_ROWS = [
 
 @pytest.mark.parametrize("params, values, lines", LINK_ROWS)
 def test_a_link_value_is_used_as_given_or_refused_with_one_short_line(params, values, lines):
-    got, _, errors = controls.from_query(params)
+    got, _, errors = link.from_query(params)
     assert (got, [str(e) for e in errors]) == (values, lines)
 
 
 def test_processes_on_gpus_in_the_link_are_one_per_gpu_or_refused():
     """The page runs one process per selected GPU: a link's other count is refused, not replaced."""
     query = {"strategy": "ddp", "devices": "cuda:0,1"}
-    assert controls.from_query({**query, "workers": "2"}, GPUS)[0]["workers"] == 2
-    values, _, errors = controls.from_query({**query, "workers": "3"}, GPUS)
+    assert link.from_query({**query, "workers": "2"}, GPUS)[0]["workers"] == 2
+    values, _, errors = link.from_query({**query, "workers": "3"}, GPUS)
     assert "workers" not in values and values["devices"] == "cuda:0,1"
     assert [str(e) for e in errors] == [
         "workers: got '3'; allowed: 2: one process per GPU in devices cuda:0,1"
     ]
     # the GPU control lists the GPUs in order: cuda:1,0 (DataParallel's outputs on GPU 1) is refused
-    values, _, errors = controls.from_query({"devices": "cuda:1,0"}, GPUS)
+    values, _, errors = link.from_query({"devices": "cuda:1,0"}, GPUS)
     assert "devices" not in values and [str(e) for e in errors] == [
         "devices: got 'cuda:1,0'; allowed: the GPUs in increasing order, as the page lists them (cuda:0,1)"
     ]
     # DataParallel does not use the count: the page keeps it for a switch to DDP
-    values, _, errors = controls.from_query({**query, "strategy": "dataparallel", "workers": "3"}, GPUS)
+    values, _, errors = link.from_query({**query, "strategy": "dataparallel", "workers": "3"}, GPUS)
     assert (values["workers"], errors) == (3, [])
 
 
@@ -413,18 +413,18 @@ def test_processes_on_gpus_in_the_link_are_one_per_gpu_or_refused():
     "raw, ask", [("yes", True), ("on", True), ("1", True), ("No", False), ("false", False), ("0", False)]
 )
 def test_a_classroom_switch_is_used_as_given(raw, ask):
-    room, errors = controls.classroom_from_query({"ask": raw, "presenter": raw})
+    room, errors = link.classroom_from_query({"ask": raw, "presenter": raw})
     assert (room.ask, room.presenter, errors) == (ask, ask, [])
 
 
 def test_a_control_both_hidden_and_locked_is_refused():
-    room, errors = controls.classroom_from_query({"hide": "seed", "lock": "seed,bias"})
-    assert room == controls.Classroom(("seed",), ("bias",))
+    room, errors = link.classroom_from_query({"hide": "seed", "lock": "seed,bias"})
+    assert room == link.Classroom(("seed",), ("bias",))
     assert [str(e) for e in errors] == [
         "lock: got 'seed,bias'; allowed: names that hide= does not name too (seed: hidden or locked, not "
         "both)"
     ]
-    _, errors = controls.classroom_from_query({"lock": ["bias", "seed"]})
+    _, errors = link.classroom_from_query({"lock": ["bias", "seed"]})
     assert [str(e) for e in errors] == [
         "lock: got 'lock=bias&lock=seed'; allowed: one value (the link gives this setting 2 values)"
     ]
@@ -444,7 +444,7 @@ def test_a_control_both_hidden_and_locked_is_refused():
 def test_bad_classroom_parameters_name_the_parameter_the_value_and_what_is_allowed(
     params, field, value, allowed
 ):
-    room, errors = controls.classroom_from_query({**params, "lock": params.get("lock", "seed")})
+    room, errors = link.classroom_from_query({**params, "lock": params.get("lock", "seed")})
     (error,) = errors
     assert (error.field, error.value) == (field, value)
     assert error.allowed.startswith(allowed)
@@ -457,30 +457,30 @@ def test_bad_classroom_parameters_name_the_parameter_the_value_and_what_is_allow
 
 def test_classroom_error_in_chinese():
     with i18n.using("zh"):
-        (error,) = controls.classroom_from_query({"hide": "x"})[1]
+        (error,) = link.classroom_from_query({"hide": "x"})[1]
     assert error.allowed.startswith("以逗号分隔的控件名，可选：weights, bias")
 
 
 def test_the_link_keeps_the_classroom_and_reads_back_the_same():
     values = controls.config_values(FitConfig(devices="virtual:3"))
-    room = controls.Classroom(hide=("strategy", "preset"), lock=("batch_size", "devices"), ask=True)
-    query = controls.to_query(values, "5", classroom=room)
+    room = link.Classroom(hide=("strategy", "preset"), lock=("batch_size", "devices"), ask=True)
+    query = link.to_query(values, "5", classroom=room)
     assert query["hide"] == "strategy,preset" and query["lock"] == "batch_size,devices"
     assert query["ask"] == "1" and "presenter" not in query
-    assert controls.classroom_from_query(query) == (room, [])
-    read, pace, errors = controls.from_query(query)
+    assert link.classroom_from_query(query) == (room, [])
+    read, pace, errors = link.from_query(query)
     assert (read, pace, errors) == (values, "5", [])
     # a plain page's link has none of them
-    plain = controls.to_query(values, "5", classroom=controls.Classroom())
-    assert not set(plain) & set(controls.CLASSROOM_PARAMS)
-    assert controls.to_query(values, "5") == controls.to_query(values, "5", classroom=controls.Classroom())
+    plain = link.to_query(values, "5", classroom=link.Classroom())
+    assert not set(plain) & set(link.CLASSROOM_PARAMS)
+    assert link.to_query(values, "5") == link.to_query(values, "5", classroom=link.Classroom())
 
 
 def test_a_locked_name_that_is_also_hidden_is_written_once():
-    room = controls.Classroom(hide=("bias",), lock=("bias", "seed"))
-    assert controls.classroom_query(room) == {"hide": "bias", "lock": "seed"}
-    assert controls.Classroom(hide=("bias",), lock=("bias",)).pinned == ("bias",)
-    assert controls.classroom_query(controls.Classroom(hide=("bias",), lock=("bias",))) == {"hide": "bias"}
+    room = link.Classroom(hide=("bias",), lock=("bias", "seed"))
+    assert link.classroom_query(room) == {"hide": "bias", "lock": "seed"}
+    assert link.Classroom(hide=("bias",), lock=("bias",)).pinned == ("bias",)
+    assert link.classroom_query(link.Classroom(hide=("bias",), lock=("bias",))) == {"hide": "bias"}
 
 
 @pytest.mark.parametrize(
@@ -490,4 +490,4 @@ def test_a_locked_name_that_is_also_hidden_is_written_once():
      ("preset", "preset"), ("workers", "workers"), ("start", None), ("smoothing", None), (None, None)],
 )  # fmt: skip
 def test_every_widget_belongs_to_its_control(key, name):
-    assert controls.control_of(key) == name
+    assert link.control_of(key) == name

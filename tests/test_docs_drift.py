@@ -12,7 +12,7 @@ import pytest
 
 from fitcore import recording, strategies
 from fitcore.cli import build_parser
-from fitcore.view import controls
+from fitcore.view import controls, link
 
 ROOT = Path(__file__).resolve().parents[1]
 READMES = ["docs/reference/cli.md", "docs/reference/cli.zh.md"]  # the flag tables
@@ -98,7 +98,7 @@ def test_the_link_reference_names_every_parameter_the_page_reads(page):
             r"`([a-z_]+)`", "\n".join(r.split("|")[1] for r in text.splitlines() if r.startswith("| `"))
         )
     )
-    params = {*controls.LABELLED_FIELDS, *controls.CLASSROOM_PARAMS, "room"}
+    params = {*controls.LABELLED_FIELDS, *link.CLASSROOM_PARAMS, "room"}
     assert params - named == set() and named - params == set()
     assert all(f"`{name}`" in text for name in strategies.NAMES)  # every strategy as the link names it
 

@@ -32,17 +32,16 @@ from fitcore.devices import GPU, parse_devices
 from fitcore.errors import SHOWN_CHARS, PathValue
 from fitcore.errors import ConfigError as BaseConfigError
 from fitcore.pool import CLASSROOM_LIMITS
-from fitcore.view.controls import (  # the link
+from fitcore.view.controls import (
     CONTROL_FIELDS,
     PACE_CHOICES,
-    classroom_from_query,
     config_values,
     control_values,
     error_text,
-    from_query,
     script_from_query,
     widget_values,
 )
+from fitcore.view.link import classroom_from_query, from_query  # the link
 from tests.test_api import ALICE, BOB, call, finished_pool, server
 
 FIELDS = tuple(FitConfig.__dataclass_fields__)

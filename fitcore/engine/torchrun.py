@@ -22,7 +22,7 @@ from fitcore.config import MAX_WORKERS, FitConfig, check_mesh, validate
 from fitcore.console import final_lines, group_line, shard_lines
 from fitcore.data import least_squares, make_data
 from fitcore.devices import DevicePlan, parse_devices
-from fitcore.engine.launcher import Engine
+from fitcore.engine.contract import Engine
 from fitcore.engine.loop import Place, run_rank
 from fitcore.engine.rank import (
     COLLECTIVE_TIMEOUT,

@@ -19,7 +19,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from fitcore.columns import columns
 from fitcore.config import FitConfig
-from fitcore.engine.launcher import Engine, first_memory_details, joined_parts, memory_on_step_one
+from fitcore.engine.contract import Engine, first_memory_details, joined_parts, memory_on_step_one
 from fitcore.engine.loop import Mark, Place, own_rows, sampler_batches
 from fitcore.engine.rank import rank_params
 from fitcore.engine.rowwise import columns_input, shard_features

@@ -224,7 +224,7 @@ class FsdpPart:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# What an FSDP rank reports (fitcore.engine.launcher.Engine's rank side) and how the parent reads it.
+# What an FSDP rank reports (fitcore.engine.contract.Engine's rank side) and how the parent reads it.
 
 
 def shard_params(rank: int, held: FsdpRank) -> tuple[tuple[float, ...], float | None]:

@@ -14,7 +14,8 @@ from typing import Callable
 from fitcore.columns import columns
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
-from fitcore.engine.launcher import Engine, joined_parts, launch, memory_details, memory_on_step_one
+from fitcore.engine.contract import Engine, joined_parts, memory_details, memory_on_step_one
+from fitcore.engine.launcher import launch
 from fitcore.events import Detail, Event, RunEnded
 from fitcore.split import COLUMNS
 from fitcore.strategies.tp.layout import TP_SLOTS, ranks_tp_specs
