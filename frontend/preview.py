@@ -70,7 +70,8 @@ class Scenario:
         if self.zero is not None:
             return next(s.name for s in strategies.STRATEGIES.values() if SHARDING in s.options)
         if self.columns:
-            return next(s.name for s in strategies.STRATEGIES.values() if s.split.columns)
+            cuts = (s for s in strategies.STRATEGIES.values() if s.split.columns and not s.split.rows)
+            return next(s.name for s in cuts)
         return next(s.name for s in strategies.STRATEGIES.values() if s.processes == self.ranks)
 
     @property
@@ -318,10 +319,11 @@ class Sent(NamedTuple):
 
 
 # One rank's slot times (µs from its start), in its layout's slot order: START, LOSS_END, BACKWARD_END,
-# OPTIMIZER_END, LOADED, FORWARD_END, then the forward's all-gather, backward's (ZeRO-3), the reduce-scatter
+# OPTIMIZER_END, LOADED, FORWARD_END, then the forward's all-gather, backward's (ZeRO-3), the reduce-scatter,
+# and a 2-D mesh's two (the tp all-reduce's), zero-length on a 1-D run
 SHARDED_SLOTS_US = {
-    3: (0, 58, 120, 136, 8, 46, 10, 24, 66, 80, 92, 110),
-    2: (0, 58, 104, 120, 8, 46, 10, 24, 58, 58, 76, 94),  # no second all-gather: its slots stay unread
+    3: (0, 58, 120, 136, 8, 46, 10, 24, 66, 80, 92, 110, 46, 46),
+    2: (0, 58, 104, 120, 8, 46, 10, 24, 58, 58, 76, 94, 46, 46),  # no second all-gather: its slots unread
 }
 
 
