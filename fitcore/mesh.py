@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 # The dimensions a mesh may have, outermost first (torchtitan orders [pp, dp, cp, tp]): a rank's `tp` group
 # holds neighbouring ranks, whose all-reduce runs every forward; its `dp` group strides across them
@@ -62,7 +65,7 @@ class Mesh:
         """The mesh as the flag writes it: "dp=2,tp=2"."""
         return ",".join(f"{name}={size}" for name, size in self.dims)
 
-    def device_mesh(self, device_type: str):
+    def device_mesh(self, device_type: str) -> DeviceMesh:
         """torch's DeviceMesh of this mesh, with its dimensions' names, on a rank of the process group."""
         from torch.distributed.device_mesh import init_device_mesh
 
@@ -84,7 +87,9 @@ def parse_mesh(raw: str) -> tuple[tuple[str, int], ...]:
     return tuple((name, sizes[name]) for name in DIMS if name in sizes)
 
 
-def mesh_of(dims: Mapping[str, int] | tuple[tuple[str, int], ...], backend: str, devices) -> Mesh:
+def mesh_of(
+    dims: Mapping[str, int] | tuple[tuple[str, int], ...], backend: str, devices: Iterable[str]
+) -> Mesh:
     """A Mesh of `dims` in DIMS' order, where each rank runs."""
     sizes = dict(dims)
     return Mesh(tuple((name, sizes[name]) for name in DIMS if name in sizes), backend, tuple(devices))

@@ -89,11 +89,16 @@ def ring(model_bytes: float, k: int, batch_bytes: float = 0.0) -> float:
     return 2 * (k - 1) / k * model_bytes
 
 
+def _three_halves_ring(model_bytes: float, k: int, batch_bytes: float = 0.0) -> float:
+    """ZeRO-3: an all-gather of the parameters in forward, again in backward, a reduce-scatter of the
+    gradients: 3(K-1)/K of the model's bytes."""
+    return 3 * (k - 1) / k * model_bytes
+
+
 # the ZeRO stages, which no package runs as its own row (FSDP calibrates ZeRO-3 against a real run)
 ZERO = (
     Projection("zero1", "ZeRO-1", lambda p, g, o, k: p + g + o / k, ring, 2),
     Projection("zero2", "ZeRO-2", lambda p, g, o, k: p + (g + o) / k, ring, 2),
     # all-gather in forward, again in backward, reduce-scatter of the gradients
-    Projection("zero3", "ZeRO-3 / FSDP", lambda p, g, o, k: (p + g + o) / k,
-               lambda model_bytes, k, batch_bytes=0.0: 3 * (k - 1) / k * model_bytes, 3),
+    Projection("zero3", "ZeRO-3 / FSDP", lambda p, g, o, k: (p + g + o) / k, _three_halves_ring, 3),
 )  # fmt: skip

@@ -11,7 +11,7 @@ coordinate and its block of columns by its `tp` coordinate.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, NamedTuple, Sequence
+from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from fitcore.mesh import DP, TP
 
@@ -49,15 +49,17 @@ class Split:
         columns = _starts(self.columns, (s[1] for s in shapes), coords)
         spans = []
         for (n, c), at in zip(shapes, coords):
-            row = rows[0][at[self.rows]] if self.rows in at else 0
-            column = columns[0][at[self.columns]] if self.columns in at else None
+            row = rows[0][at[self.rows]] if self.rows is not None and self.rows in at else 0
+            column = columns[0][at[self.columns]] if self.columns is not None and self.columns in at else None
             spans.append(RankSpan((row, row + n), None if column is None else (column, column + c)))
         first_rows, first_columns = shapes[0]
         cut_rows, cut_columns = self.rows in coords[0], self.columns in coords[0]
         return spans, (rows[1] if cut_rows else first_rows, columns[1] if cut_columns else first_columns)
 
 
-def _starts(dim: str | None, sizes, coords) -> tuple[dict[int, int], int]:
+def _starts(
+    dim: str | None, sizes: Iterable[int], coords: Sequence[Mapping[str, int]]
+) -> tuple[dict[int, int], int]:
     """Where each block along `dim` starts, by its coordinate, and the blocks' total: each coordinate's
     size is its first rank's (the ranks that share a coordinate share its block)."""
     size_of: dict[int, int] = {}

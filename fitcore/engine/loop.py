@@ -18,7 +18,7 @@ The loop only reads the clock's slots START, LOADED, LOSS_END, BACKWARD_END and 
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable, Iterator, NamedTuple, Protocol
+from typing import Callable, Iterable, Iterator, NamedTuple, Protocol, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -42,7 +42,9 @@ from fitcore.phases import BACKWARD_END, LOADED, LOSS_END, OPTIMIZER_END, START
 from fitcore.shards import Layout
 from fitcore.train import diverged_message
 
-Mark = Callable[[int], None]
+Mark = Callable[[int], None]  # marks a slot of the rank's clock
+H = TypeVar("H")  # what a strategy's rank holds (its model, its shards)
+H_co = TypeVar("H_co", covariant=True)
 
 
 class Place(NamedTuple):
@@ -68,7 +70,7 @@ class Shapes(NamedTuple):
     output_shape: tuple[int, ...]  # (b, 1), or (B, 1)
 
 
-class RankPart(Protocol):
+class RankPart(Protocol[H_co]):
     """What a strategy's rank does inside the loop: its wrapped model, its batches, its collectives' record.
 
     A part is made on its rank (`PartMaker`), after the process group exists, and lives for the loop.
@@ -77,7 +79,7 @@ class RankPart(Protocol):
     optimizer: torch.optim.Optimizer  # of what this rank holds
 
     @property
-    def holds(self) -> object:
+    def holds(self) -> H_co:
         """What the rank holds, as its Engine's report and final functions read it."""
         ...
 
@@ -128,7 +130,9 @@ def sampler_batches(cfg: FitConfig, place: Place, epoch: int) -> Iterator[torch.
     return iter(shard.split(Layout(cfg.data_size, ranks, cfg.batch_size).per_rank_batch))
 
 
-def own_rows(X: torch.Tensor, y: torch.Tensor, idx: torch.Tensor):
+def own_rows(
+    X: torch.Tensor, y: torch.Tensor, idx: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, tuple[int, ...]]:
     """The inputs of a rank that takes its own rows: X's and y's rows `idx`, (b, d) and (b, 1)."""
     xb = X[idx]
     return xb, y[idx], tuple(xb.shape)
@@ -136,21 +140,22 @@ def own_rows(X: torch.Tensor, y: torch.Tensor, idx: torch.Tensor):
 
 # (cfg, place, mark) -> the rank's part: a module-level function or a functools.partial of one, so that
 # spawn can carry it to each rank inside the Engine
-PartMaker = Callable[[FitConfig, Place, Mark], RankPart]
-Report = Callable[..., None]
+PartMaker = Callable[[FitConfig, Place, Mark], RankPart[H]]
+# (step, epoch, batch, the shared table, this rank's loss, what it holds, its slot times, its bytes sent)
+Report = Callable[[int, int, int, torch.Tensor, float, H, tuple[float, ...], tuple[int, ...]], None]
 
 
 def run_rank(
-    make_part: PartMaker,
+    make_part: PartMaker[H],
     slots: int,
     cfg: FitConfig,
     place: Place,
     wait_turn: Callable[[int], bool],
     want_stop: Callable[[], bool],
-    report: Report,
+    report: Report[H],
     ready: Callable[[], None] = lambda: None,
     pass_times: bool = False,
-) -> tuple[RankState, object]:
+) -> tuple[RankState, H]:
     """Train this rank's part in the process group already initialised; return how it ended and what the
     rank holds.
 
@@ -220,7 +225,7 @@ def _ends_here(state: RankState, table: torch.Tensor, epoch: int, lr: float) -> 
     return False
 
 
-def _backward_and_step(part: RankPart, loss: torch.Tensor, mark: Mark) -> None:
+def _backward_and_step(part: RankPart[object], loss: torch.Tensor, mark: Mark) -> None:
     """Backward (the wrapper's gradient collectives run inside it), then the optimizer on this rank's part."""
     part.optimizer.zero_grad(set_to_none=True)
     mark(LOSS_END)  # the loss phase ends here: the step's loss is the ranks' mean, shared just before

@@ -150,8 +150,9 @@ def ranks_specs(labels: Sequence[str], d: int, itemsize: int, reports=(), mesh: 
     """Every rank's DDP specs, rank r's over slots r*DDP_SLOTS ... (r+1)*DDP_SLOTS - 1. On a 2-D mesh a
     rank's all-reduce carries its own columns of W and b over its `dp` group, and its `tp` group's all-reduce
     of the partial outputs its rows' (b, 1) output, each as the rank's shapes (its report) say."""
-    tp = mesh.size(TP) if mesh is not None and TP in mesh.names else None
-    k = len(labels) if tp is None else mesh.size(DP)
+    on_2d = mesh is not None and TP in mesh.names
+    tp = mesh.size(TP) if mesh is not None and on_2d else None
+    k = mesh.size(DP) if mesh is not None and on_2d else len(labels)
     return tuple(
         spec._replace(start=spec.start + r * DDP_SLOTS, stop=spec.stop + r * DDP_SLOTS)
         for r, label in enumerate(labels)
