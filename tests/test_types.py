@@ -1,5 +1,5 @@
-"""The type checker holds the contracts (pyproject.toml's [tool.mypy]): the mesh, the split, the engine's loop
-and its Engine, strict; the strategies' parts held to them. A part that breaks the contract fails the check."""
+"""The type checker holds the contracts (pyproject.toml's [tool.mypy]): the mesh, the split, the engine's
+loop and its Engine, strict; the strategies' parts held to them. A part that breaks the contract fails."""
 
 from __future__ import annotations
 

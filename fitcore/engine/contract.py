@@ -111,7 +111,9 @@ def memory_details(cfg: FitConfig, labels: Sequence[str], finals: Sequence[Final
     return [Detail("memory", rows)] if len(rows) == len(finals) else []
 
 
-def first_memory_details(cfg: FitConfig, labels: Sequence[str], reports: Sequence[StepReport]) -> list[Detail]:
+def first_memory_details(
+    cfg: FitConfig, labels: Sequence[str], reports: Sequence[StepReport]
+) -> list[Detail]:
     """Detail('memory') after step 1, where every rank reported what it holds (its `step_extra` on step 1):
     the picture's chips and the page's table show measured bytes from the first step, not only at the end."""
     rows = [report.extra["memory"] for report in reports if report.extra and "memory" in report.extra]
