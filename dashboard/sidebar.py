@@ -12,6 +12,7 @@ from fitcore import i18n, strategies, warmstart
 from fitcore.config import MAX_WORKERS, OPTIMIZERS
 from fitcore.devices import MAX_VIRTUAL
 from fitcore.i18n import count, t
+from fitcore.mesh import DP, TP
 from fitcore.view import controls
 
 # the projected page may ask ten times a second: each answer costs the server about a millisecond
@@ -190,8 +191,13 @@ def devices_ui(gpus: dict) -> None:
             step=1,
             key="workers",
             help=t("page.workers.help", most=MAX_WORKERS),
+            disabled=bool(ss.get("mesh")),  # a mesh says how many ranks: its sizes' product
         )
         st.caption(t("page.workers.caption"))
+    if processes and ss.device_mode != "cuda":
+        obey(st).text_input(
+            t("page.mesh"), key="mesh", placeholder=f"{DP}=2,{TP}=2", help=t("page.mesh.help")
+        )
     else:
         obey(st).slider(t("page.mode.virtual"), 1, MAX_VIRTUAL, key="virtual_devices")
         if gpus:  # one GPU is enough to show the split on real CUDA kernels

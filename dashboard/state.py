@@ -22,7 +22,7 @@ from fitcore.view import controls, datasource, link
 POLL_MS, QUEUED_POLL_MS = 400, 1000
 KEEP_RUNS = 5  # earlier runs of this session kept for the loss chart's overlay
 # widgets that are not always drawn (a hidden widget's value is forgotten by Streamlit unless kept)
-KEPT_WIDGETS = ("virtual_devices", "gpus", "workers", "emulate_on", *controls.OPTIONS)
+KEPT_WIDGETS = ("virtual_devices", "gpus", "workers", "mesh", "emulate_on", *controls.OPTIONS)
 
 
 def get_pool() -> RunPool:
@@ -210,6 +210,7 @@ def keep_widget_defaults(gpus: dict) -> None:
     ss.setdefault("virtual_devices", 2)
     ss.setdefault("gpus", sorted(gpus))
     ss.setdefault("workers", FitConfig.workers)
+    ss.setdefault("mesh", FitConfig.mesh)
     ss.setdefault("emulate_on", "cpu")
     for option in controls.OPTIONS:  # a strategy's switches, drawn under that strategy only
         ss.setdefault(option, getattr(FitConfig, option))

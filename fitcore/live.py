@@ -17,6 +17,7 @@ from fitcore.config import FitConfig
 from fitcore.devices import label_parts
 from fitcore.events import Step
 from fitcore.i18n import t
+from fitcore.mesh import mesh_of
 from fitcore.phases import step_bytes
 from fitcore.recording import GROUP
 from fitcore.runner import Snapshot
@@ -120,6 +121,22 @@ def emulated_on(label: str) -> str:
     return t("live.picture.cpu") if on in (None, "CPU") else on
 
 
+MESH_DRAWER = "mesh"  # frontend/draw_mesh.js: the ranks of a 2-D mesh as its grid
+# the phases a 2-D step may have, DDP's or FSDP's over dp, each with its tp all-reduce (the drawer draws each)
+MESH_PHASES = ("load", "all_gather", "forward", "tp_allreduce", "loss", "backward", "allreduce",
+               "reduce_scatter", "optimizer")  # fmt: skip
+
+
+def mesh_part(cfg: FitConfig, k: int) -> dict:
+    """A 2-D run's mesh for its picture: the dimensions, outermost first, each rank's coordinates on them,
+    and the features (X's columns), which the `tp` dimension cuts."""
+    mesh = mesh_of(cfg.mesh_dims, "", ("",) * k)
+    return {
+        "mesh": {"dims": [list(d) for d in mesh.dims], "coords": [mesh.coords(r) for r in range(k)]},
+        "features": cfg.n_features,
+    }
+
+
 def _picture(
     cfg: FitConfig,
     step: Step,
@@ -140,12 +157,15 @@ def _picture(
             "label": short_label(label), "busy": True, "start": r.start, "stop": r.stop, "rows": r.rows,
             "input_shape": list(r.input_shape), "output_shape": list(r.output_shape),
             "ids": list(r.ids[:MAX_IDS]), "loss": _number(r.loss),
+            **({} if r.columns is None else {"columns": list(r.columns)}),  # its features [lo, hi) of X
         })  # fmt: skip
     # the strategy's own part: DDP's padding rows, FSDP's shards and each rank's memory
     own = strategies.of(cfg).picture(cfg, step, devices, extra or {})
-    return own | {
+    # a 2-D mesh is drawn as its grid, whatever runs its `dp` dimension (frontend/draw_mesh.js)
+    grid = mesh_part(cfg, len(labels)) if len(cfg.mesh_dims) > 1 else {}
+    return own | grid | {
         "strategy": cfg.strategy,
-        "drawer": strategies.of(cfg).drawer,  # which of frontend/'s drawers draws this picture
+        "drawer": MESH_DRAWER if grid else strategies.of(cfg).drawer,  # which of frontend/'s drawers
         "step": step.step,
         "epoch": step.epoch,
         "batch": step.batch,

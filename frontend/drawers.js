@@ -5,6 +5,7 @@
 import dataparallel from "./draw_dataparallel.js";
 import ddp from "./draw_ddp.js";
 import fsdp from "./draw_fsdp.js";
+import mesh from "./draw_mesh.js";
 import tp from "./draw_tp.js";
 
 export const DRAWERS = {
@@ -12,6 +13,7 @@ export const DRAWERS = {
   [ddp.key]: ddp,
   [fsdp.key]: fsdp,
   [tp.key]: tp,
+  [mesh.key]: mesh,  // not a strategy's: the engine's grid of a 2-D mesh, whatever runs its dp dimension
 };
 
 // A key this page has no drawer for still gets its boxes, rows and phases' names, without arrows.

@@ -135,6 +135,7 @@ def control_values(at: AppTest) -> dict:
         "devices": "cpu" if ddp else f"virtual:{at.slider(key='virtual_devices').value}",
         "strategy": strategy,
         "workers": at.number_input(key="workers").value if ddp else at.session_state["workers"],
+        "mesh": at.text_input(key="mesh").value if ddp else at.session_state["mesh"],  # ranked strategies'
         # FSDP's switch, drawn under FSDP only; elsewhere the config keeps its default
         "reshard_after_forward": at.toggle(key="reshard_after_forward").value if strategy == "fsdp" else True,
     }
@@ -617,6 +618,7 @@ def test_the_link_sets_the_controls_and_follows_them(page):
         "devices": "virtual:4",
         "strategy": "dataparallel",
         "workers": "2",
+        "mesh": "",
         "reshard_after_forward": "true",
         "pace": "5",
     }
@@ -635,6 +637,7 @@ def test_the_link_sets_the_controls_and_follows_them(page):
         "devices": "virtual:4",
         "strategy": "dataparallel",
         "workers": 2,
+        "mesh": "",
         "reshard_after_forward": True,
     }
     assert at.selectbox(key="pace").value == "5"

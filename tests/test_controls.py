@@ -123,6 +123,7 @@ def test_query_text():
         "devices": "virtual:3",
         "strategy": "dataparallel",
         "workers": "2",
+        "mesh": "",  # no mesh: the strategy's own dimension of `workers` ranks
         "reshard_after_forward": "true",
         "pace": "max",
     }
@@ -449,7 +450,7 @@ def test_bad_classroom_parameters_name_the_parameter_the_value_and_what_is_allow
     assert (error.field, error.value) == (field, value)
     assert error.allowed.startswith(allowed)
     assert controls.error_text(error).startswith(f"{field}: got {value!r}; allowed: ")
-    tail = "devices, strategy, workers, reshard_after_forward, pace, preset"
+    tail = "devices, strategy, workers, mesh, reshard_after_forward, pace, preset"
     assert error.allowed.endswith(tail) or field in ("presenter", "ask")
     if field != "lock":
         assert room.lock == ("seed",)  # the good parameters still apply

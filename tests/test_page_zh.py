@@ -36,7 +36,7 @@ CODE_NAMES = {
     "tensor.chunk", "torch.nn.DataParallel", "ceil", "rank", "Rank", "Python", "True", "False",
     # FSDP's API and its collectives, as torch names them
     "fully_shard", "torch.distributed.fsdp.fully_shard", "all-gather", "reduce-scatter", "all-reduce",
-    "reshard_after_forward", "torch.chunk", "gradient_as_bucket_view", "bucket",
+    "reshard_after_forward", "torch.chunk", "gradient_as_bucket_view", "bucket", "dp", "tp", "dp=2,tp=2",
     # tensor parallelism's API, as torch names it
     "TP", "RowwiseParallel", "torch.distributed.tensor.parallel.RowwiseParallel",
     # torch's `reduction=` values, shown with a gloss; "epoch", the word Chinese course material keeps

@@ -23,6 +23,7 @@ from fitcore.config import (
 )
 from fitcore.devices import GPU, parse_devices, run_gpus
 from fitcore.i18n import t
+from fitcore.mesh import MeshError, parse_mesh
 
 # The settings the page has a control for, in the order the URL lists them.
 CONTROL_FIELDS = (
@@ -39,6 +40,7 @@ CONTROL_FIELDS = (
     "devices",
     "strategy",
     "workers",
+    "mesh",
 )
 # every strategy's options (FitConfig fields only it reads, FSDP's reshard_after_forward): a switch each,
 # drawn under its strategy, in the link after the settings every run has
@@ -49,7 +51,7 @@ CONTROL_FIELDS += OPTIONS
 # "批大小"), for error messages that name both the control and the field.
 LABELLED_FIELDS = (
     "weights", "bias", "noise", "data_size", "batch_size", "epochs", "lr", "optimizer", "shuffle", "seed",
-    "devices", "strategy", "workers", *OPTIONS, "pace", "lang", "preset", "script",
+    "devices", "strategy", "workers", "mesh", *OPTIONS, "pace", "lang", "preset", "script",
 )  # fmt: skip
 
 # A widget can hold more features than a run may use, so that asking for too many gets validate()'s message.
@@ -194,7 +196,7 @@ def used_fields(strategy: Any) -> tuple[str, ...]:
     entry = strategies.strategy(strategy)
     unused = set(OPTIONS) - set(entry.options)
     if not entry.processes:
-        unused.add("workers")
+        unused |= {"workers", "mesh"}
     return tuple(f for f in CONTROL_FIELDS if f not in unused)
 
 
@@ -319,6 +321,16 @@ def devices_spec(widgets: Mapping[str, Any]) -> str:
     return f"virtual:{widgets['virtual_devices']}" + (f"@{on}" if on != "cpu" else "")
 
 
+def mesh_workers(widgets: Mapping[str, Any]) -> int | None:
+    """The world size a mesh typed into the page says (its sizes' product), which the workers control then
+    does not: None where no mesh is given, or where it is written wrong (validate names it)."""
+    try:
+        dims = parse_mesh(str(widgets.get("mesh", "")).strip()) if widgets.get("mesh") else ()
+    except MeshError:
+        return None
+    return math.prod(size for _, size in dims) if dims else None
+
+
 def workers_value(widgets: Mapping[str, Any]) -> int:
     """The processes: the workers control on the CPU; one per selected GPU with CUDA (as validate demands)."""
     if strategies.strategy(widgets["strategy"]).processes and widgets["device_mode"] == "cuda":
@@ -380,7 +392,8 @@ def control_values(widgets: Mapping[str, Any]) -> dict[str, Any]:
         "seed": int(widgets["seed"]),
         "devices": devices_spec(widgets),
         "strategy": widgets["strategy"],
-        "workers": workers_value(widgets),
+        "workers": mesh_workers(widgets) or workers_value(widgets),
+        "mesh": str(widgets.get("mesh", "")).strip(),
         **option_values(widgets["strategy"], widgets),
     }
 

@@ -22,6 +22,7 @@ from fitcore.config import (
 from fitcore.devices import MAX_VIRTUAL, parse_devices
 from fitcore.errors import Text
 from fitcore.i18n import LANGUAGES, language, t
+from fitcore.mesh import DIMS, MAX_DIM, MeshError, parse_mesh
 from fitcore.view.controls import (
     CONTROL_FIELDS,
     MAX_FEATURE_CONTROL,
@@ -78,6 +79,11 @@ def _check_url_value(name: str, raw: Any, value: Any, gpus: Any) -> Any:
         raise ConfigError(name, raw, t("view.or").join(OPTIMIZERS))
     if name == "strategy" and value not in strategies.STRATEGIES:
         raise ConfigError(name, raw, t("view.or").join(strategies.NAMES))
+    if name == "mesh" and value:
+        try:
+            return ",".join(f"{dim}={size}" for dim, size in parse_mesh(value))
+        except MeshError:
+            raise ConfigError(name, raw, t("config.mesh", dims=", ".join(DIMS), most=MAX_DIM)) from None
     if name == "devices":
         plan = parse_devices(value, gpus)
         if list(plan.device_ids) != sorted(plan.device_ids) and plan.kind == "cuda":

@@ -12,12 +12,14 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from fitcore.columns import columns
 from fitcore.config import FitConfig
 from fitcore.console import final_lines, group_line
 from fitcore.devices import parse_devices
 from fitcore.engine.rank import rank_labels
 from fitcore.events import Replica, RunStarted, Step
 from fitcore.i18n import count, t
+from fitcore.mesh import DP, TP, mesh_of
 from fitcore.recording import GROUP
 from fitcore.runner import Snapshot
 from fitcore.shards import Layout, epoch_shards, epoch_value, first_epoch_value
@@ -240,14 +242,27 @@ def rank_table(step: Step) -> list[dict[str, Any]]:
 def planned_step(cfg: FitConfig, gpus: Any = None) -> tuple[Step, tuple[str, ...]]:
     """(a ddp run's first step before any run: ceil(batch / K) rows of each shard per rank, the ranks)."""
     value = planned_shards(cfg, gpus)
-    rows = Layout.of(cfg).local_rows(1)
-    replicas = [
-        Replica(r["device"], i * rows, (i + 1) * rows, (rows, cfg.n_features), (rows, 1))
-        for i, r in enumerate(value["first"]["ranks"])
-    ]
-    k = len(replicas)
+    labels = [r["device"] for r in value["first"]["ranks"]]
+    dims = dict(cfg.mesh_dims)
+    if TP in dims and DP in dims:  # a 2-D mesh: each rank its dp coordinate's rows, its tp one's columns
+        mesh = mesh_of(cfg.mesh_dims, "", [""] * len(labels))
+        rows = Layout(cfg.data_size, dims[DP], cfg.batch_size).local_rows(1)
+        cuts = columns(cfg.n_features, dims[TP])
+        replicas = []
+        for i, label in enumerate(labels):
+            at = mesh.coords(i)
+            (lo, hi), start = cuts[at[TP]], at[DP] * rows
+            replicas.append(Replica(label, start, start + rows, (rows, hi - lo), (rows, 1), columns=(lo, hi)))
+        k = dims[DP]
+    else:
+        rows = Layout.of(cfg).local_rows(1)
+        replicas = [
+            Replica(label, i * rows, (i + 1) * rows, (rows, cfg.n_features), (rows, 1))
+            for i, label in enumerate(labels)
+        ]
+        k = len(replicas)
     step = Step(1, 1, 1, math.nan, (k * rows, cfg.n_features), (k * rows, 1), tuple(replicas), (), 0.0, 0.0)
-    return step, tuple(r.device for r in replicas)
+    return step, tuple(labels)
 
 
 def planned_rank_table(cfg: FitConfig, gpus: Any = None) -> list[dict[str, Any]]:

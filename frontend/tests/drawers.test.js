@@ -1,7 +1,8 @@
 // node --test frontend/tests/: the step picture's drawers, one module per strategy, found by key.
 //
-// FITCORE_PHASES (set by tests/test_frontend_units.py from fitcore.strategies' registry) is {drawer key:
-// [phase names]}; without it, this file asks the registry itself, through the checkout's Python.
+// FITCORE_PHASES (set by tests/test_frontend_units.py from fitcore.strategies' registry, and the engine's
+// grid of a 2-D mesh, fitcore.live.MESH_DRAWER) is {drawer key: [phase names]}; without it, this file asks
+// the registry itself, through the checkout's Python.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
@@ -30,8 +31,9 @@ const FRONTEND = fileURLToPath(new URL("..", import.meta.url));
 function registryPhases() {
   const root = fileURLToPath(new URL("../..", import.meta.url));
   const venv = `${root}.venv/bin/python`;
-  const code = "import json, fitcore; from fitcore import strategies; "
-    + "print(json.dumps({s.drawer: list(s.phases()) for s in strategies.STRATEGIES.values()}))";
+  const code = "import json, fitcore; from fitcore import live, strategies; "
+    + "print(json.dumps({**{s.drawer: list(s.phases()) for s in strategies.STRATEGIES.values()}, "
+    + "live.MESH_DRAWER: list(live.MESH_PHASES)}))";
   return execFileSync(existsSync(venv) ? venv : "python3", ["-c", code], { cwd: root, encoding: "utf8" });
 }
 const PHASES = JSON.parse(process.env.FITCORE_PHASES || registryPhases());
