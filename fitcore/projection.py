@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from fitcore.errors import ConfigError, Listed
+from fitcore.mesh import TP
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,8 @@ class Projection:
     # batch's outputs (DataParallel's device 0: all of the optimizer state, and the outputs it gathers);
     # None where every device holds the same
     excess: Callable[[float, float, float, int, float], float] | None = None
+    # messages in a row per step at K devices, where they are not latency_per_device x (K - 1) (a 2-D mesh's)
+    latency: Callable[[int], int] | None = None
 
 
 def ring(model_bytes: float, k: int, batch_bytes: float = 0.0) -> float:
@@ -101,4 +104,50 @@ ZERO = (
     Projection("zero2", "ZeRO-2", lambda p, g, o, k: p + (g + o) / k, ring, 2),
     # all-gather in forward, again in backward, reduce-scatter of the gradients
     Projection("zero3", "ZeRO-3 / FSDP", lambda p, g, o, k: (p + g + o) / k, _three_halves_ring, 3),
+)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 2-D meshes: DDP or ZeRO-3 / FSDP over dp, RowwiseParallel over tp, K = dp x tp devices.
+
+TP_DOMAIN = 8  # tp's all-reduce runs every forward: it stays inside one machine's NVLink, as Megatron's does
+
+
+def mesh_tp(k: int) -> int:
+    """A 2-D row's tp size at K devices: the largest divisor of K up to one machine's TP_DOMAIN devices."""
+    return max(t for t in range(1, min(k, TP_DOMAIN) + 1) if k % t == 0)
+
+
+def _dp_by_tp(gathers: int) -> Callable[[float, int, float], float]:
+    """The bytes a device sends on a dp x tp mesh: its tp group's all-reduce of its dp group's activations
+    (batch_bytes: one number a row of the global batch, of which its dp group takes 1/dp), and its dp group's
+    collectives of its tp shard of the model (gathers: 2 for DDP's all-reduce, 3 for ZeRO-3's)."""
+
+    def wire(model_bytes: float, k: int, batch_bytes: float = 0.0) -> float:
+        tp = mesh_tp(k)
+        dp = k // tp
+        return ring(batch_bytes / dp, tp) + gathers * (dp - 1) / dp * model_bytes / tp
+
+    return wire
+
+
+def _dp_by_tp_latency(gathers: int) -> Callable[[int], int]:
+    def latency(k: int) -> int:
+        tp = mesh_tp(k)
+        return 2 * (tp - 1) + gathers * (k // tp - 1)
+
+    return latency
+
+
+MESH = (
+    # every dp group holds the model once, cut over its tp ranks
+    Projection("ddp_tp", f"DDP × TP ({TP} ≤ {TP_DOMAIN})", lambda p, g, o, k: (p + g + o) / mesh_tp(k),
+               _dp_by_tp(2), 2,
+               compute_share=lambda k: 1 / mesh_tp(k), batch_share=lambda k: mesh_tp(k) / k, activations=True,
+               latency=_dp_by_tp_latency(2)),
+    # and ZeRO-3 cuts each tp shard again over dp: every device holds 1/K
+    Projection("fsdp_tp", f"ZeRO-3 × TP ({TP} ≤ {TP_DOMAIN})", lambda p, g, o, k: (p + g + o) / k,
+               _dp_by_tp(3), 3,
+               compute_share=lambda k: 1 / mesh_tp(k), batch_share=lambda k: mesh_tp(k) / k, activations=True,
+               latency=_dp_by_tp_latency(3)),
 )  # fmt: skip

@@ -31,7 +31,7 @@ from fitcore.config import FitConfig
 from fitcore.errors import ConfigError, Listed, Text
 from fitcore.i18n import current, t
 from fitcore.links import LINKS, Link
-from fitcore.projection import MIXED_ADAM, ZERO, Projection, StateBytes
+from fitcore.projection import MESH, MIXED_ADAM, ZERO, Projection, StateBytes
 
 PROJECTED = "projected, not measured"  # the rows' label in the JSON; the table says it in its language
 DEVICE_COUNTS = (2, 8, 64, 256, 1024)
@@ -53,7 +53,7 @@ def projections() -> dict[str, Projection]:
     from fitcore import strategies
 
     own = [p for s in strategies.STRATEGIES.values() for p in s.projections()]
-    return {p.name: p for p in (*own, *ZERO)}
+    return {p.name: p for p in (*own, *ZERO, *MESH)}
 
 
 def __getattr__(name: str):
@@ -124,7 +124,10 @@ def comm_bytes_per_device(
 def latency_steps(strategy: str, k: int) -> int:
     """Messages in a row per step: 2(K-1) for a ring all-reduce, 3(K-1) for ZeRO-3, 4(K-1) for
     DataParallel's scatter, replicate, gather and reduce from and to device 0, one device after another."""
-    return projection_of(strategy).latency_per_device * (k - 1)
+    projection = projection_of(strategy)
+    if projection.latency is not None:  # a 2-D mesh's: its tp ring, then its dp collectives
+        return projection.latency(k)
+    return projection.latency_per_device * (k - 1)
 
 
 def comm_seconds(

@@ -128,7 +128,9 @@ def test_alpha_beta_by_hand():
     # ZeRO-3 on 4: 9 latency steps, 3 x 3/4 x 1e9 x 2 = 4.5e9 bytes
     assert comm_seconds("zero3", 1e9, 4, link) == pytest.approx(9e-5 + 4.5, rel=1e-12)
     # each projection's messages in a row on 8 devices, by name: a strategy with no entry here fails
-    steps = {"dataparallel": 28, "ddp": 14, "zero1": 14, "zero2": 14, "zero3": 21, "tp": 14}
+    # (a 2-D row on 8 devices is tp = 8, dp = 1: TP's 14)
+    steps = {"dataparallel": 28, "ddp": 14, "zero1": 14, "zero2": 14, "zero3": 21, "tp": 14, "ddp_tp": 14,
+             "fsdp_tp": 14}  # fmt: skip
     assert {s: latency_steps(s, 8) for s in whatif.STRATEGIES} == steps
 
 
@@ -328,3 +330,28 @@ def test_dataparallel_device_0_holds_the_optimizer_state_and_the_gathered_output
     assert by["dataparallel", 64]["device0_excess_bytes"] is None  # no figures beyond one machine
     assert by["dataparallel", 64]["tags"] == ["one_machine"]
     assert all(r["device0_excess_bytes"] is None for r in rows if r["strategy"] != "dataparallel")
+
+
+def test_the_2d_rows_are_the_tp_and_dp_rows_composed_at_the_same_device_count():
+    """DDP x TP and ZeRO-3 x TP at K = dp x tp devices (tp up to 8, a machine's NVLink): on one machine they
+    are the TP row; beyond it, each dp group's rows take TP's all-reduce of their activations, and the
+    gradients of each tp shard take DDP's ring (ZeRO-3's three passes) over the dp group."""
+    rows = {(r["strategy"], r["devices"]): r for r in table(STEP, SEVEN_B, devices=(8, 64, 1024))}
+    for name in ("ddp_tp", "fsdp_tp"):
+        for key in ("memory_per_device_bytes", "comm_bytes_per_device", "compute_seconds"):
+            assert rows[name, 8][key] == pytest.approx(rows["tp", 8][key], rel=1e-12)  # tp = 8, dp = 1
+    assert projection.mesh_tp(64) == 8 and projection.mesh_tp(12) == 6 and projection.mesh_tp(3) == 3
+    k, tp, dp = 64, 8, 8
+    batch = k * STEP.rows_per_device  # every row the same global batch
+    activations = 2 * (tp - 1) / tp * (batch / dp) * projection.WIRE_BYTES
+    model = SEVEN_B * projection.WIRE_BYTES
+    ddp_tp, fsdp_tp = rows["ddp_tp", k], rows["fsdp_tp", k]
+    assert ddp_tp["memory_per_device_bytes"] == pytest.approx(rows["ddp", k]["memory_per_device_bytes"] / tp)
+    assert fsdp_tp["memory_per_device_bytes"] == pytest.approx(rows["zero3", k]["memory_per_device_bytes"])
+    assert ddp_tp["comm_bytes_per_device"] == pytest.approx(activations + 2 * (dp - 1) / dp * model / tp)
+    assert fsdp_tp["comm_bytes_per_device"] == pytest.approx(activations + 3 * (dp - 1) / dp * model / tp)
+    # each device computes its dp group's rows (1/dp of the batch) and its tp columns (1/tp of each row):
+    # 1/K of the batch's compute, as DDP's and TP's devices do
+    assert ddp_tp["compute_seconds"] == pytest.approx(rows["ddp", k]["compute_seconds"], rel=1e-12)
+    assert ddp_tp["compute_seconds"] == pytest.approx(rows["tp", k]["compute_seconds"], rel=1e-12)
+    assert whatif.latency_steps("ddp_tp", k) == 2 * (tp - 1) + 2 * (dp - 1)
