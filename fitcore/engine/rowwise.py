@@ -13,15 +13,20 @@ all-reduce's result).
 from __future__ import annotations
 
 import warnings
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Shard
 from torch.distributed.tensor.parallel import RowwiseParallel, parallelize_module
 
+from fitcore.engine.loop import own_rows
 
-def shard_features(fc: nn.Module, tp_mesh, mark: Callable[[int], None], partial_end: int, end: int) -> None:
+
+def shard_features(
+    fc: nn.Module, tp_mesh: DeviceMesh, mark: Callable[[int], None], partial_end: int, end: int
+) -> None:
     """Cut `fc`'s weight by features over `tp_mesh` (RowwiseParallel), marking slot `partial_end` when a
     rank's partial output is done and `end` once the all-reduce of the partial outputs has arrived."""
     _quiet_known_warnings()
@@ -38,11 +43,14 @@ def _quiet_known_warnings() -> None:
     warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* returned a view tensor")
 
 
-def _after_allreduce(mark: Callable[[int], None], end: int) -> Callable:
+Hook = Callable[[nn.Module, tuple[object, ...], torch.Tensor], None]  # a module's forward hook
+
+
+def _after_allreduce(mark: Callable[[int], None], end: int) -> Hook:
     """The forward hook after RowwiseParallel's: wait for the all-reduce (an AsyncCollectiveTensor, whose
     trigger_wait waits in place and keeps the output's autograd), then mark."""
 
-    def hook(module, args, output):
+    def hook(module: nn.Module, args: tuple[object, ...], output: torch.Tensor) -> None:
         if hasattr(output, "trigger_wait"):
             output.trigger_wait()
         mark(end)
@@ -50,7 +58,28 @@ def _after_allreduce(mark: Callable[[int], None], end: int) -> Callable:
     return hook
 
 
-def columns_input(xb: torch.Tensor, tp_mesh, d: int) -> DTensor:
+def columns_input(xb: torch.Tensor, tp_mesh: DeviceMesh, d: int) -> DTensor:
     """A rank's columns of its rows, (b, hi - lo), as a DTensor of the rows' whole shape (b, d), so that
     uneven columns (3 features on 2 ranks) keep their true global shape."""
     return DTensor.from_local(xb, tp_mesh, [Shard(1)], run_check=False, shape=(xb.shape[0], d), stride=(d, 1))
+
+
+class Cut(NamedTuple):
+    """A rank's columns of X on a 2-D mesh: its `tp` group's DeviceMesh, its features [lo, hi) of d."""
+
+    tp_mesh: DeviceMesh
+    lo: int
+    hi: int
+    d: int
+
+
+def block_inputs(
+    X: torch.Tensor, y: torch.Tensor, idx: torch.Tensor, cut: Cut | None
+) -> tuple[torch.Tensor, torch.Tensor, tuple[int, ...]]:
+    """A rank's inputs where it takes its own rows (DDP's, FSDP's): X's and y's rows `idx`, and on a 2-D mesh
+    only its columns of them, as a DTensor (columns_input); with the shape of what it holds."""
+    x, yb, shape = own_rows(X, y, idx)  # (b, d), (b, 1): this rank's rows only
+    if cut is None:
+        return x, yb, shape
+    xb = x[:, cut.lo : cut.hi]  # and of them its `tp` coordinate's columns
+    return columns_input(xb, cut.tp_mesh, cut.d), yb, tuple(xb.shape)

@@ -20,9 +20,9 @@ from torch.nn.parallel import DistributedDataParallel
 from fitcore.columns import columns
 from fitcore.config import FitConfig
 from fitcore.engine.contract import Engine, first_memory_details, joined_parts, memory_on_step_one
-from fitcore.engine.loop import Mark, Place, own_rows, sampler_batches
+from fitcore.engine.loop import Mark, Place, sampler_batches
 from fitcore.engine.rank import rank_params
-from fitcore.engine.rowwise import columns_input, shard_features
+from fitcore.engine.rowwise import Cut, block_inputs, shard_features
 from fitcore.memory import rank_memory
 from fitcore.mesh import DP, TP, Mesh
 from fitcore.parallel import LinearModel
@@ -86,13 +86,12 @@ class DdpPart:
         raw.device_label = place.label
         raw.to(place.device)
         device = place.device
-        self.tp_mesh, group, wrapped = None, None, raw
-        self.lo, self.hi = 0, cfg.n_features
+        self.cut, group, wrapped = None, None, raw
         if TP in place.mesh.names:
             mesh = place.mesh.device_mesh(device.type)
-            self.tp_mesh, group = mesh[TP], mesh[DP].get_group()
-            self.lo, self.hi = columns(cfg.n_features, place.mesh.size(TP))[place.coords[TP]]
-            shard_features(raw.fc, self.tp_mesh, mark, TP_PARTIAL_END, TP_ALLREDUCE_END)
+            lo, hi = columns(cfg.n_features, place.mesh.size(TP))[place.coords[TP]]
+            self.cut, group = Cut(mesh[TP], lo, hi, cfg.n_features), mesh[DP].get_group()
+            shard_features(raw.fc, mesh[TP], mark, TP_PARTIAL_END, TP_ALLREDUCE_END)
             _pre_dp_module_transform(raw.fc)
             wrapped = raw.fc  # called as a module, so that RowwiseParallel's hooks run (LinearModel's own
             # forward calls F.linear on fc's parameters, past them)
@@ -102,7 +101,7 @@ class DdpPart:
         # dim 1), whose gradient the bucket cannot alias: on a 2-D mesh DDP copies into its bucket instead
         self.model = DistributedDataParallel(
             wrapped, device_ids=[device.index] if device.type == "cuda" else None, process_group=group,
-            gradient_as_bucket_view=self.tp_mesh is None,
+            gradient_as_bucket_view=self.cut is None,
         )  # fmt: skip
         self.hook = _AllreduceTimes(mark, group)  # the hook replaces DDP's own: it all-reduces over `group`
         self.model.register_comm_hook(self.hook, _timed_allreduce)
@@ -119,16 +118,12 @@ class DdpPart:
         return sampler_batches(self.cfg, self.place, epoch)  # its own rows, DistributedSampler's
 
     def inputs(self, X, y, idx):
-        x, yb, shape = own_rows(X, y, idx)  # (b, d), (b, 1): this rank's rows only
-        if self.tp_mesh is None:
-            return x, yb, shape
-        xb = x[:, self.lo : self.hi]  # and of them, on a 2-D mesh, its `tp` coordinate's columns
-        return columns_input(xb, self.tp_mesh, self.cfg.n_features), yb, tuple(xb.shape)
+        return block_inputs(X, y, idx, self.cut)  # its rows; on a 2-D mesh, its columns of them
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.model(x)  # (b, 1); DDP does not gather it anywhere
         self.mark(FORWARD_END)
-        if self.tp_mesh is None:  # no `tp` group, no all-reduce of the partial outputs: zero-length
+        if self.cut is None:  # no `tp` group, no all-reduce of the partial outputs: zero-length
             self.mark(TP_PARTIAL_END)
             self.mark(TP_ALLREDUCE_END)
         return out

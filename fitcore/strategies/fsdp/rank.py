@@ -26,9 +26,9 @@ from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllGath
 
 from fitcore.columns import columns
 from fitcore.config import FitConfig
-from fitcore.engine.loop import Mark, Place, own_rows, sampler_batches
+from fitcore.engine.loop import Mark, Place, sampler_batches
 from fitcore.engine.rank import local_values
-from fitcore.engine.rowwise import columns_input, shard_features
+from fitcore.engine.rowwise import Cut, block_inputs, shard_features
 from fitcore.memory import rank_memory
 from fitcore.mesh import DP, TP
 from fitcore.parallel import LinearModel, ShapeRecorder, init_parameters
@@ -171,12 +171,12 @@ class FsdpPart:
         source = LinearModel(cfg.n_features)
         init_parameters(source, cfg.seed + 1)  # the same initial parameters on every rank, from the seed
         mesh = place.mesh.device_mesh(place.device.type)
-        self.tp_mesh = None
+        self.cut = None
         if TP in place.mesh.names:
             model = source.fc.to(place.device)
-            self.tp_mesh = mesh[TP]
-            self.lo, self.hi = columns(cfg.n_features, place.mesh.size(TP))[place.coords[TP]]
-            shard_features(model, self.tp_mesh, mark, TP_PARTIAL_END, TP_ALLREDUCE_END)
+            lo, hi = columns(cfg.n_features, place.mesh.size(TP))[place.coords[TP]]
+            self.cut = Cut(mesh[TP], lo, hi, cfg.n_features)
+            shard_features(model, mesh[TP], mark, TP_PARTIAL_END, TP_ALLREDUCE_END)
         else:
             model = ColumnLinear(source).to(place.device)
             model.device_label = place.label
@@ -195,16 +195,12 @@ class FsdpPart:
         return sampler_batches(self.cfg, self.place, epoch)  # its own rows, DistributedSampler's
 
     def inputs(self, X, y, idx):
-        x, yb, shape = own_rows(X, y, idx)  # (b, d), (b, 1): this rank's rows only
-        if self.tp_mesh is None:
-            return x, yb, shape
-        xb = x[:, self.lo : self.hi]  # and of them, on a 2-D mesh, its `tp` coordinate's columns
-        return columns_input(xb, self.tp_mesh, self.cfg.n_features), yb, tuple(xb.shape)
+        return block_inputs(X, y, idx, self.cut)  # its rows; on a 2-D mesh, its columns of them
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.model(x)  # fully_shard's pre-forward hook all-gathers W and b first (AG_START, AG_END)
         self.mark(FORWARD_END)  # under ZeRO-3 the gathered parameters are already freed again
-        if self.tp_mesh is None:  # no `tp` group, no all-reduce of the partial outputs: zero-length
+        if self.cut is None:  # no `tp` group, no all-reduce of the partial outputs: zero-length
             self.mark(TP_PARTIAL_END)
             self.mark(TP_ALLREDUCE_END)
         return out
