@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
 from fitcore import strategies
-from fitcore.columns import ranks_allowed
+from fitcore.chunks import ranks_allowed
 from fitcore.devices import DevicePlan, parse_devices, run_gpus
 from fitcore.errors import ConfigError, Listed, Text
 from fitcore.mesh import DIMS, DP, MAX_DIM, TP, MeshError, parse_mesh

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fitcore.phases import chunk_sizes  # DataParallel's split rule, which every strategy's rows follow
+from fitcore.chunks import chunk_sizes  # DataParallel's split rule, which every strategy's rows follow
 
 __all__ = ["LinearModel", "ReplicaRecord", "ShapeRecorder", "chunk_sizes", "init_parameters"]
 

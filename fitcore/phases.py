@@ -18,7 +18,6 @@ step with PhaseRecorder.take().
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Callable, NamedTuple, Sequence
 
@@ -88,19 +87,6 @@ def assemble(specs: Sequence[PhaseSpec], times: Sequence[float]) -> tuple[Phase,
 
 # ---------------------------------------------------------------------------------------------------------
 # Bytes moved between devices. d features, so a row of X is d numbers, an output 1, the parameters d + 1.
-
-
-def chunk_sizes(n: int, k: int) -> tuple[int, ...]:
-    """Rows per replica when DataParallel scatters n rows over k devices.
-
-    `tensor.chunk(k)` gives chunks of ceil(n / k) rows and a smaller last one, so a batch can use fewer
-    than k devices: 9 rows on 4 devices is 3/3/3, and 5 rows on 8 devices is five chunks of 1.
-    """
-    if n < 1 or k < 1:
-        raise ValueError(f"chunk_sizes needs n >= 1 and k >= 1, got n={n}, k={k}")
-    size = math.ceil(n / k)
-    full, rest = divmod(n, size)
-    return (size,) * full + ((rest,) if rest else ())
 
 
 def scatter_bytes(rows: int, d: int, itemsize: int, first: bool) -> int:

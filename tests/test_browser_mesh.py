@@ -41,8 +41,14 @@ def _hold_on(page, pill: str) -> str:
 
 
 def _on_first_screen(page, text: str) -> bool:
-    box = page.locator(".fl-root svg text", has_text=text).first.bounding_box()
-    return box is not None and box["y"] + box["height"] <= 720
+    """Is the text's bottom within the first 720 px? The picture redraws as steps arrive: a text met between
+    two drawings has no box yet, so it is asked again."""
+    for _ in range(20):
+        box = page.locator(".fl-root svg text", has_text=text).first.bounding_box()
+        if box is not None:
+            return box["y"] + box["height"] <= 720
+        time.sleep(0.1)
+    return False
 
 
 @pytest.mark.parametrize(

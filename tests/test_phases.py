@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from fitcore.chunks import chunk_sizes
 from fitcore.phases import (
     BACKWARD_END,
     FORWARD_END,
@@ -19,7 +20,6 @@ from fitcore.phases import (
     PhaseRecorder,
     PhaseSpec,
     assemble,
-    chunk_sizes,
     gather_bytes,
     scatter_bytes,
     step_bytes,

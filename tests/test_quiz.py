@@ -8,9 +8,10 @@ import re
 import pytest
 
 from fitcore import i18n
+from fitcore.chunks import chunk_sizes
 from fitcore.config import FitConfig
 from fitcore.live import ITEMSIZE, short_label
-from fitcore.phases import GATHER, LOSS, chunk_sizes, gather_bytes
+from fitcore.phases import GATHER, LOSS, gather_bytes
 from fitcore.shards import first_epoch_value
 from fitcore.view import controls, quiz
 from tests.view_helpers import ddp_step, run_to_end

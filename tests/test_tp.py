@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from fitcore import strategies
-from fitcore.columns import columns, ranks_allowed
+from fitcore.chunks import columns, ranks_allowed
 from fitcore.config import ConfigError, FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.devices import parse_devices

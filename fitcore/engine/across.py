@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fitcore import strategies
+from fitcore.chunks import chunk_sizes
 from fitcore.config import FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.devices import parse_devices
@@ -26,7 +27,6 @@ from fitcore.engine.hosts import PORT, Hosts, python_env
 from fitcore.errors import ConfigError
 from fitcore.events import Detail, Step
 from fitcore.outfiles import being_written
-from fitcore.phases import chunk_sizes
 from fitcore.recording import GROUP, read
 from fitcore.shards import Layout, epoch_shards
 

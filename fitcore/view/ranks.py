@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from fitcore.columns import columns
+from fitcore.chunks import columns
 from fitcore.config import FitConfig
 from fitcore.console import final_lines, group_line
 from fitcore.devices import parse_devices

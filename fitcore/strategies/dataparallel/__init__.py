@@ -46,7 +46,7 @@ def _markdown(cfg=None) -> str:
 
 
 def _bytes_of_step(rows: int, k: int, d: int, itemsize: int, cfg=None) -> int:
-    from fitcore.phases import chunk_sizes
+    from fitcore.chunks import chunk_sizes
     from fitcore.strategies.dataparallel.phases import dataparallel_bytes
 
     return dataparallel_bytes(chunk_sizes(rows, k), d, itemsize)

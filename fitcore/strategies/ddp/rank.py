@@ -17,7 +17,7 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 from torch.distributed.tensor.parallel.ddp import _pre_dp_module_transform
 from torch.nn.parallel import DistributedDataParallel
 
-from fitcore.columns import columns
+from fitcore.chunks import columns
 from fitcore.config import FitConfig
 from fitcore.engine.contract import Engine, first_memory_details, joined_parts, memory_on_step_one
 from fitcore.engine.loop import Mark, Place, sampler_batches

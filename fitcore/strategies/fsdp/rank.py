@@ -24,7 +24,7 @@ from torch import nn
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllGather, DefaultReduceScatter
 
-from fitcore.columns import columns
+from fitcore.chunks import columns
 from fitcore.config import FitConfig
 from fitcore.engine.loop import Mark, Place, sampler_batches
 from fitcore.engine.rank import local_values

@@ -54,7 +54,7 @@ def _torchrun(cfg, on_event=lambda event: None, control=None, plan=None):
 
 def _rules(cfg, plan) -> None:
     """A rank count that torch.chunk gives columns each (4 features on 3 ranks: 2, 2 and none, refused)."""
-    from fitcore.columns import ranks_allowed
+    from fitcore.chunks import ranks_allowed
     from fitcore.config import MAX_WORKERS
     from fitcore.errors import ConfigError, Listed, Text
 

@@ -24,7 +24,7 @@ from fitcore.check import (
     rank_skips,
     row,
 )
-from fitcore.columns import columns
+from fitcore.chunks import columns
 from fitcore.config import validate
 from fitcore.devices import GPU
 from fitcore.events import Detail

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from fitcore.columns import columns
+from fitcore.chunks import columns
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
 from fitcore.equivalence import StepRows, Toggles, Trainer, finite, loss_of, max_diff

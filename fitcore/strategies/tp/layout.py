@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from fitcore.columns import columns
+from fitcore.chunks import columns
 from fitcore.phases import (
     BACKWARD_END,
     LOSS_END,

@@ -22,7 +22,7 @@ from typing import Iterator, NamedTuple
 import torch
 from torch import nn
 
-from fitcore.columns import columns
+from fitcore.chunks import columns
 from fitcore.config import FitConfig
 from fitcore.data import epoch_order
 from fitcore.engine.loop import Mark, Place

@@ -11,7 +11,7 @@ import time
 from functools import partial
 from typing import Callable
 
-from fitcore.columns import columns
+from fitcore.chunks import columns
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
 from fitcore.engine.contract import Engine, joined_parts, memory_details, memory_on_step_one

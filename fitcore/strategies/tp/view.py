@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from fitcore.columns import columns
+from fitcore.chunks import columns
 from fitcore.config import FitConfig
 from fitcore.devices import parse_devices
 from fitcore.engine.rank import rank_labels
