@@ -131,6 +131,7 @@ STRATEGY_ROWS = {
     "dataparallel": ["dataparallel cuda (2 GPUs, nn.DataParallel)"],
     "ddp": [
         "ddp gloo 2 ranks (CPU)",
+        "ddp on a dp=2,tp=2 mesh, 4 gloo ranks (CPU)",
         "ddp nccl 2 ranks (1 per GPU)",
         "syncbatchnorm nccl 2 ranks (1 per GPU)",
         "ddp across 2 hosts (network namespaces)",
@@ -204,6 +205,7 @@ def test_cuda_rows_call_the_cpu_rows_comparisons_with_a_cuda_spec(monkeypatch):
     )
     monkeypatch.setattr(ddp_check, "check_ddp", lambda spec, k, gpus=(): calls.append(("ddp", spec, k, gpus)))
     monkeypatch.setattr(ddp_check, "check_sync_batchnorm", lambda k: calls.append(("syncbn", k)))
+    monkeypatch.setattr(ddp_check, "check_mesh", lambda: calls.append(("mesh",)))
     monkeypatch.setattr(
         fsdp_check, "check_fsdp", lambda spec, k, gpus=(): calls.append(("fsdp", spec, k, gpus))
     )
@@ -218,6 +220,7 @@ def test_cuda_rows_call_the_cpu_rows_comparisons_with_a_cuda_spec(monkeypatch):
         ("dp", "virtual:3@cuda:0", gpus),
         ("dp", "cuda", gpus),
         ("ddp", "cpu", 2, ()),
+        ("mesh",),
         ("ddp", "cuda", 2, gpus),
         ("syncbn", 2),
         ("fsdp", "cpu", 2, ()),
@@ -332,6 +335,13 @@ def test_the_real_check_passes_every_row_this_machine_runs():
     assert gloo["status"] == "passed" and gloo["figures"]["split"] == [100, 100]
     assert gloo["figures"]["ranks_identical"] and gloo["figures"]["reference_diff"] <= 1e-5
     assert gloo["figures"]["lstsq_diff"] <= 1e-4
+    # DDP over dp on a dp=2 x tp=2 mesh: rank r at (dp, tp) = divmod(r, 2) takes rows [100 dp, +100) and
+    # column tp of the 2 features; one process on the same rows gives the very same parameters
+    mesh = rows["ddp on a dp=2,tp=2 mesh, 4 gloo ranks (CPU)"]
+    assert mesh["status"] == "passed" and mesh["figures"]["reference_diff"] <= 1e-5
+    blocks = [[0, 100, [0, 1]], [0, 100, [1, 2]], [100, 200, [0, 1]], [100, 200, [1, 2]]]
+    assert mesh["figures"]["blocks"] == blocks
+    assert mesh["figures"]["lstsq_diff"] <= 1e-4
     fsdp = rows["fsdp gloo 2 ranks (CPU)"]  # 3 weights on 2 ranks: rank 0 holds w1, w2 and b, rank 1 w3
     assert fsdp["status"] == "passed" and fsdp["figures"]["shards"] == ["W[0:2] + b", "W[2:3]"]
     assert fsdp["figures"]["padded_numel"] == 3 and fsdp["figures"]["reference_diff"] <= 1e-5
