@@ -38,6 +38,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--nodes", type=int, default=2, help="hosts (namespaces), 2 to 8")
     p.add_argument("--procs-per-node", type=int, default=2, help="ranks per host, 1 to 4")
     p.add_argument("--strategy", default="ddp", help="passed to fitcore as it is: one with processes")
+    p.add_argument("--mesh", default="", help="the ranks' mesh, dp=2,tp=2 (its product: nodes x procs)")
     p.add_argument("--rate", default="", help="tbf rate on every host's link (100mbit); none by default")
     p.add_argument("--epochs", type=int, default=across.CONFIG.epochs)
     p.add_argument("--python", default=None, help="the interpreter on every host (an installed fitcore)")
@@ -51,7 +52,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if args.strategy not in across_hosts:  # one process (DataParallel) has no ranks to put on hosts
         p.error(f"--strategy: got {shown(args.strategy)}; allowed: {', '.join(across_hosts)}")
     try:
-        cfg = replace(across.config(args.nodes * args.procs_per_node, args.strategy), epochs=args.epochs)
+        cfg = replace(across.config(args.nodes * args.procs_per_node, args.strategy), epochs=args.epochs,
+                      mesh=args.mesh)
         validate(cfg)
     except ConfigError as exc:
         p.error(flag_error(exc))
@@ -99,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"host {i} stderr (last lines):\n  " + "\n  ".join(tail), file=sys.stderr)
     print(json.dumps({
         "nodes": args.nodes, "procs_per_node": args.procs_per_node, "strategy": args.strategy,
+        "mesh": args.mesh,
         "rate": args.rate, "seconds": round(outcome.seconds, 2), "exit_codes": outcome.codes,
         "lost": outcome.lost, "passed": passed,
         "checks": [{"name": n, "passed": ok, "figures": text} for n, ok, text in results],

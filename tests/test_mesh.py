@@ -178,3 +178,27 @@ def test_compare_on_a_2d_mesh_is_the_real_run_and_equals_one_device(capsys):
     assert "on the mesh dp=2,tp=2, 4 ranks on gloo" in mesh["engine"]
     code, _, err = run_cli(capsys, *argv, "--loss-reduction", "sum")  # the toggles are the simulations'
     assert code == 2 and err[0].startswith("fitcore compare: error: --mesh: got 'dp=2,tp=2'; allowed: the")
+
+
+def test_across_hosts_a_mesh_is_passed_on_and_each_ranks_block_is_checked():
+    """benchmarks.multinode --mesh dp=2,tp=2 (2 hosts of 2 ranks, torchrun): each host's fitcore gets the
+    mesh, and the rows check reads each rank's block (its dp shard's rows, its tp columns) from the steps."""
+    from fitcore.engine import across
+    from fitcore.engine.rank import rank_step
+    from fitcore.shards import epoch_shards
+    from fitcore.split import ROWS as split
+
+    cfg = validate(FitConfig(strategy="ddp", mesh="dp=2,tp=2", workers=4, devices="cpu", epochs=1))
+    args = across.fitcore_args(cfg, "run.fitrec")
+    assert args[args.index("--mesh") + 1] == "dp=2,tp=2"
+    mesh = mesh_of(cfg.mesh_dims, "gloo", ["cpu"] * 4)
+    shards = epoch_shards(cfg.data_size, 2, cfg.shuffle, cfg.seed, 1)
+    shapes = [((100, 1), (100, 1))] * 4
+    ids = [tuple(shards[mesh.coords(r)["dp"]][:8]) for r in range(4)]
+    coords = [mesh.coords(r) for r in range(4)]
+    step = rank_step(1, 1, 1, ["a", "b", "c", "d"], shapes, [1.0] * 4, (0.0, 0.0), 0.0, 0.0, ids, None, split,
+                     coords)  # fmt: skip
+    name, ok, text = across._rows_check(cfg, [step], 4)
+    assert (name, ok) == ("rows", True) and "columns of its tp coordinate (0:1/1:2)" in text
+    swapped = step._replace(replicas=(step.replicas[1], step.replicas[0], *step.replicas[2:]))
+    assert across._rows_check(cfg, [swapped], 4)[1] is False  # rank 0 with rank 1's columns

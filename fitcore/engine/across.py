@@ -19,13 +19,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fitcore import strategies
-from fitcore.chunks import chunk_sizes
+from fitcore.chunks import chunk_sizes, columns
 from fitcore.config import FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.devices import parse_devices
 from fitcore.engine.hosts import PORT, Hosts, python_env
 from fitcore.errors import ConfigError
 from fitcore.events import Detail, Step
+from fitcore.mesh import DP, TP, mesh_of
 from fitcore.outfiles import being_written
 from fitcore.recording import GROUP, read
 from fitcore.shards import Layout, epoch_shards
@@ -60,6 +61,7 @@ def fitcore_args(cfg: FitConfig, record: str) -> list[str]:
         "--strategy", cfg.strategy, "--devices", cfg.devices, "--epochs", str(cfg.epochs),
         "--optimizer", cfg.optimizer, "--lr", str(cfg.lr), "--data-size", str(cfg.data_size),
         "--batch-size", str(cfg.batch_size), "--seed", str(cfg.seed), "--json", "--record", record,
+        *(["--mesh", cfg.mesh] if cfg.mesh else []),
     ]  # fmt: skip
 
 
@@ -215,6 +217,8 @@ def _rows_check(cfg: FitConfig, steps: list[Step], ranks: int) -> Check:
     columns."""
     if not strategies.of(cfg).split.rows:
         return _columns_check(cfg, steps, ranks)
+    if len(cfg.mesh_dims) > 1:
+        return _blocks_check(cfg, steps, ranks)
     layout = Layout(cfg.data_size, ranks, cfg.batch_size)
     bad = [] if len(steps) == cfg.epochs * layout.steps_per_epoch else [f"{len(steps)} steps"]
     shards: dict[int, list[list[int]]] = {}
@@ -229,6 +233,28 @@ def _rows_check(cfg: FitConfig, steps: list[Step], ranks: int) -> Check:
                 bad.append(f"step {step.step} rank {r}")
     sizes = "/".join(str(layout.local_rows(1)) for _ in range(ranks))
     text = f"rows per rank {sizes} = DistributedSampler's shards on all {len(steps)} steps"
+    return ("rows", not bad and len(steps) > 0, text if not bad else "differs: " + ", ".join(bad[:4]))
+
+
+def _blocks_check(cfg: FitConfig, steps: list[Step], ranks: int) -> Check:
+    """A 2-D mesh's steps: each rank its dp coordinate's rows (DistributedSampler's shards over dp), the
+    same for the ranks of one tp group, and its tp coordinate's columns (torch.chunk's)."""
+    mesh = mesh_of(cfg.mesh_dims, "", [""] * ranks)
+    dp, tp = mesh.size(DP), mesh.size(TP)
+    layout, cuts = Layout(cfg.data_size, dp, cfg.batch_size), columns(cfg.n_features, tp)
+    bad = [] if len(steps) == cfg.epochs * layout.steps_per_epoch else [f"{len(steps)} steps"]
+    for step in steps:
+        shards = epoch_shards(cfg.data_size, dp, cfg.shuffle, cfg.seed, step.epoch)
+        start = (step.batch - 1) * layout.per_rank_batch
+        for r, replica in enumerate(step.replicas):
+            at = mesh.coords(r)
+            want = shards[at[DP]][start : start + layout.local_rows(step.batch)]
+            rows_ok = replica.rows == len(want) and list(replica.ids) == want[: len(replica.ids)]
+            if not rows_ok or replica.columns != cuts[at[TP]]:
+                bad.append(f"step {step.step} rank {r}")
+    split = "/".join(f"{lo}:{hi}" for lo, hi in cuts)
+    text = (f"each rank its block: rows of its dp coordinate ({dp} shards of {layout.local_rows(1)}), "
+            f"columns of its tp coordinate ({split}) on all {len(steps)} steps")  # fmt: skip
     return ("rows", not bad and len(steps) > 0, text if not bad else "differs: " + ", ".join(bad[:4]))
 
 
@@ -247,7 +273,8 @@ def _columns_check(cfg: FitConfig, steps: list[Step], ranks: int) -> Check:
 
 def reference(cfg: FitConfig) -> tuple[float, ...]:
     """The parameters one process on one CPU device learns on the same rows (fitcore check's reference)."""
-    one = validate(replace(cfg, strategy=strategies.DEFAULT, devices="cpu", workers=FitConfig().workers))
+    one = replace(cfg, strategy=strategies.DEFAULT, devices="cpu", workers=FitConfig().workers, mesh="")
+    one = validate(one)
     ended = strategies.of(one).train(one, lambda event: None, plan=parse_devices("cpu"))
     return tuple(ended.weights) + (ended.bias,)
 
