@@ -253,8 +253,8 @@ def _blocks_check(cfg: FitConfig, steps: list[Step], ranks: int) -> Check:
             if not rows_ok or replica.columns != cuts[at[TP]]:
                 bad.append(f"step {step.step} rank {r}")
     split = "/".join(f"{lo}:{hi}" for lo, hi in cuts)
-    text = (f"each rank its block: rows of its dp coordinate ({dp} shards of {layout.local_rows(1)}), "
-            f"columns of its tp coordinate ({split}) on all {len(steps)} steps")  # fmt: skip
+    text = (f"each rank its block: rows of its {DP} coordinate ({dp} shards of {layout.local_rows(1)}), "
+            f"columns of its {TP} coordinate ({split}) on all {len(steps)} steps")  # fmt: skip
     return ("rows", not bad and len(steps) > 0, text if not bad else "differs: " + ", ".join(bad[:4]))
 
 
