@@ -558,6 +558,7 @@ PRESET_VALUES = {
     "Noisy data": dict(noise=3.0, data_size=40, batch_size=40, epochs=200, devices="virtual:2"),
     "DistributedDataParallel": dict(strategy="ddp", workers=2, devices="cpu", data_size=200, batch_size=200),
     "Uneven shards": dict(strategy="ddp", workers=3, devices="cpu", data_size=10, batch_size=10),
+    "DDP × TP: a 2-D mesh": dict(strategy="ddp", workers=4, mesh="dp=2,tp=2", weights=(5.2, 9.6, -1.0, 2.5)),
 }  # fmt: skip
 
 
@@ -567,7 +568,7 @@ def test_a_lesson_script_plays_its_presets_in_order_with_next(page):
     order = [by_key[key] for key in controls.SCRIPTS["lesson"]]  # DataParallel's, then each strategy's
     assert order[:7] == [
         "The tutorial", "Uneven split", "Fewer rows than devices", "DistributedDataParallel", "Uneven shards",
-        "FSDP (ZeRO-3)", "FSDP, ZeRO-2",
+        "DDP × TP: a 2-D mesh", "FSDP (ZeRO-3)",
     ]  # fmt: skip
     for i, name in enumerate(order):
         assert at.selectbox(key="preset").value == name
@@ -597,7 +598,7 @@ def test_presets_set_the_controls(page, name):
     for field, value in PRESET_VALUES[name].items():
         assert values[field] == value, field
     assert values == controls.config_values(controls.preset(name).config)
-    assert values["seed"] == 0 and len(values["weights"]) == 2
+    assert values["seed"] == 0 and len(values["weights"]) == len(controls.preset(name).config.weights)
     assert at.selectbox(key="preset").value == name
     assert [e.value for e in at.info if e.value.startswith(f"**{name}.**")]
     assert at.error == []

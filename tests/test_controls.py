@@ -18,7 +18,8 @@ from tests.view_helpers import run_to_end, trained_steps
 
 # each strategy's presets by key, in the registry's order (a strategy with no entry here fails)
 STRATEGY_PRESETS = {
-    "dataparallel": [], "ddp": ["ddp", "uneven_shards"], "fsdp": ["fsdp", "fsdp_zero2"], "tp": ["tp"],
+    "dataparallel": [], "ddp": ["ddp", "uneven_shards", "ddp_tp"], "fsdp": ["fsdp", "fsdp_zero2"],
+    "tp": ["tp"],
 }  # fmt: skip
 PAGE_PRESETS = ["tutorial", "uneven", "few_rows", "high_lr", "noisy"]  # DataParallel's, the page's own
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fitcore.mesh import TP
+from fitcore.mesh import DP, TP
 from fitcore.strategies import Strategy
 from fitcore.strategies.ddp.name import NAME
 
@@ -133,6 +133,12 @@ def _presets(tutorial) -> tuple:
             "Uneven shards",
             replace(tutorial, data_size=10, batch_size=10, strategy=NAME, workers=3, devices="cpu"),
             "uneven_shards",
+        ),
+        (  # a 2-D mesh: DDP over dp, RowwiseParallel over tp, X cut both ways (4 features: 2 columns a rank)
+            "DDP × TP: a 2-D mesh",
+            replace(tutorial, weights=(5.2, 9.6, -1.0, 2.5), strategy=NAME, workers=4, devices="cpu",
+                    mesh=f"{DP}=2,{TP}=2"),  # fmt: skip
+            "ddp_tp",
         ),
     )
 
