@@ -202,3 +202,20 @@ def test_across_hosts_a_mesh_is_passed_on_and_each_ranks_block_is_checked():
     assert (name, ok) == ("rows", True) and "columns of its tp coordinate (0:1/1:2)" in text
     swapped = step._replace(replicas=(step.replicas[1], step.replicas[0], *step.replicas[2:]))
     assert across._rows_check(cfg, [swapped], 4)[1] is False  # rank 0 with rank 1's columns
+
+
+def test_the_rooms_rows_question_on_a_2d_mesh_counts_the_dp_shards_not_the_ranks():
+    """Four ranks on dp=2 x tp=2 take 200 rows as 2 shards of 100: a rank's rows are 100, not 200 / 4."""
+    from fitcore.view.quiz import rows_question
+    from fitcore.view.ranks import planned_step
+
+    cfg = validate(FitConfig(strategy="ddp", mesh="dp=2,tp=2", workers=4, devices="cpu",
+                             weights=(5.2, 9.6, -1.0, 2.5)))  # fmt: skip
+    step, labels = planned_step(cfg)
+    question = rows_question(step, cfg, labels)
+    assert question.value == 100 and 50 in [c.n for c in question.choices]  # the trap: dividing by 4
+    assert question.text.say("en") == (
+        "Step 1: the 2 dp groups take 200 rows in all; the ranks of a tp group share theirs. "
+        "How many rows does rank 1 · cpu · gloo take?"
+    )
+    assert "ceil(200 / 2) = 100 rows a step" in question.explanation.say("en")

@@ -21,6 +21,7 @@ from fitcore import i18n, strategies
 from fitcore.config import FitConfig
 from fitcore.events import Step
 from fitcore.live import short_label
+from fitcore.mesh import DP
 
 MAX_CHOICES = 4
 KINDS = ("rows", "idle", "meet", "gather_bytes", "padded")
@@ -93,6 +94,13 @@ def rows_question(step: Step, cfg: FitConfig, labels: Sequence[str]) -> Question
     """How many rows a given rank gets: ceil(B / K) of its own shard, the replica's rows in the Step."""
     replica, others = asked_rows(step, labels)
     batch, k, device = step.input_shape[0], len(labels), short_label(replica.device)
+    dims = dict(cfg.mesh_dims)
+    if len(dims) > 1:  # a 2-D mesh: the rows are cut over dp only; a tp group's ranks share theirs
+        dp = dims[DP]
+        ask = text("classroom.q.rows_mesh", step=step.step, batch=batch, dp=dp, device=device)
+        why = text("classroom.why.rows_mesh", dp=dp, batch_size=cfg.batch_size, rows=replica.rows,
+                   size=math.ceil(cfg.batch_size / dp), device=device)  # fmt: skip
+        return _question("rows", step, ask, replica.rows, others, lambda n: Text("count.row", n=n), why)
     ask = text("classroom.q.rows_shard", step=step.step, batch=batch, k=k, device=device)
     per_rank = math.ceil(cfg.batch_size / k)  # one process per rank: each takes ceil(B / K) of its own shard
     why = text("classroom.why.rows_shard", k=k, batch_size=cfg.batch_size, size=per_rank, device=device,
