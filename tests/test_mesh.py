@@ -124,9 +124,10 @@ def _ring(k: int, nbytes: int) -> int:
 
 @pytest.mark.slow  # spawns 4 ranks, twice
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
-def test_dp_by_tp_reaches_least_squares_each_rank_a_block_of_rows_and_columns(strategy, capsys):
+def test_dp_by_tp_reaches_least_squares_each_rank_a_block_of_rows_and_columns(strategy, capsys, tmp_path):
     args = ["--strategy", strategy, "--mesh", "dp=2,tp=2", "--devices", "cpu", "--weights", *WEIGHTS]
-    code, out, _ = run_cli(capsys, *args, "--json")
+    record = str(tmp_path / "mesh.fitrec")
+    code, out, _ = run_cli(capsys, *args, "--json", "--record", record)
     assert code == 0
     result = json.loads(out[-1])
     cfg = validate(FitConfig(weights=(5.2, 9.6, -1.0, 2.5), strategy=strategy, mesh="dp=2,tp=2", workers=4,
@@ -162,6 +163,11 @@ def test_dp_by_tp_reaches_least_squares_each_rank_a_block_of_rows_and_columns(st
         assert [(m["parameters"], m["optimizer_state"]) for m in memory] == [(12, 32)] * 4
     else:  # fully_shard shards dim 0 (one row): the dp=1 ranks keep a padded, empty shard and no moments
         assert [m["optimizer_state"] for m in memory] == [32, 32, 8, 8]
+    # the recording gives the run back: the same grid, the same parameters
+    code, replayed, _ = run_cli(capsys, "replay", record, "--json")
+    again = json.loads(replayed[-1])
+    assert code == 0 and again["config"]["mesh"] == "dp=2,tp=2" and again["weights"] == result["weights"]
+    assert again["first_step"]["replicas"] == step["replicas"]
 
 
 @pytest.mark.slow  # spawns 4 ranks
