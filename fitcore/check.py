@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from fitcore import strategies
+from fitcore.chunks import columns
 from fitcore.cliparse import Parser, command
 from fitcore.config import FitConfig, validate
 from fitcore.data import least_squares, make_data
@@ -34,6 +35,7 @@ from fitcore.devices import GPU, cuda_gpus, parse_devices
 from fitcore.engine.hosts import available as hosts_available
 from fitcore.events import Detail, Step
 from fitcore.i18n import t
+from fitcore.mesh import DP, TP
 from fitcore.schema import dumps
 from fitcore.text import pad, width
 
@@ -274,6 +276,41 @@ def check_ranks(
     figures.update(reference_diff=diff, reference_tol=tol)
     parts.append(_lstsq(cfg, learned, figures))
     return Verified("; ".join(parts), figures), events
+
+
+MESH_CHECK = f"{DP}=2,{TP}=2"  # 4 gloo ranks: a strategy over dp, RowwiseParallel over tp
+
+
+def check_mesh(
+    strategy: str, bytes_of: Callable[[int, int], dict[str, int]], words: str
+) -> Verified:
+    """`strategy` over dp on a dp=2 x tp=2 mesh of gloo ranks, RowwiseParallel over tp: each rank's block
+    of the batch (its dp coordinate's rows, its tp coordinate's columns), each collective's bytes against
+    bytes_of(rows, columns) (the strategy's ring formulas, by phase), and the parameters against one process
+    on the same rows and against least squares. `words`: the row's catalog key of what it verified."""
+    cfg = validate(replace(CHECK_CONFIG, strategy=strategy, devices="cpu", mesh=MESH_CHECK, workers=4))
+    events, ended = _train(cfg, ())
+    _require_finished(cfg, ended)
+    step = _steps(events)[0]
+    rows, cuts = cfg.batch_size // 2, columns(cfg.n_features, 2)
+    blocks = [(r.start, r.stop, r.columns) for r in step.replicas]
+    expected = [(dp * rows, dp * rows + rows, cuts[tp]) for dp in range(2) for tp in range(2)]
+    if blocks != expected:
+        raise CheckFailed(f"blocks {blocks}, expected {expected}")
+    sent: dict[tuple[str, str], int] = {}  # by rank and phase, summed (ZeRO-3 all-gathers twice a step)
+    for phase in step.phases.phases() if step.phases else ():
+        sent[phase.device, phase.name] = sent.get((phase.device, phase.name), 0) + phase.bytes
+    for r, (lo, hi) in enumerate(cuts[tp] for _ in range(2) for tp in range(2)):
+        want = bytes_of(rows, hi - lo)
+        got = {name: sent.get((step.replicas[r].device, name)) for name in want}
+        if got != want:
+            raise CheckFailed(f"rank {r}'s bytes {got}, the formulas {want}")
+    learned = _params(ended)
+    diff = _max_diff(learned, _cpu_reference(replace(CHECK_CONFIG, devices="cpu")))
+    figures = {"blocks": [list(b[:2]) + [list(b[2])] for b in blocks], "reference_diff": diff}
+    parts = [t(words, mesh=MESH_CHECK, rows=rows, bytes=", ".join(f"{k} {v} B" for k, v in want.items())),
+             _within("W_1proc", diff, SAME_DEVICE_TOL), _lstsq(cfg, learned, figures)]  # fmt: skip
+    return Verified("; ".join(parts), figures)
 
 
 def plan_rows(machine: Machine) -> list[Row]:

@@ -136,7 +136,11 @@ STRATEGY_ROWS = {
         "syncbatchnorm nccl 2 ranks (1 per GPU)",
         "ddp across 2 hosts (network namespaces)",
     ],
-    "fsdp": ["fsdp gloo 2 ranks (CPU)", "fsdp nccl 2 ranks (1 per GPU)"],
+    "fsdp": [
+        "fsdp gloo 2 ranks (CPU)",
+        "fsdp on a dp=2,tp=2 mesh, 4 gloo ranks (CPU)",
+        "fsdp nccl 2 ranks (1 per GPU)",
+    ],
     "tp": ["tp gloo 2 ranks (CPU)", "tp nccl 2 ranks (1 per GPU)"],
 }
 # the nccl rows, skipped for one reason on a machine: each strategy's own
@@ -205,7 +209,8 @@ def test_cuda_rows_call_the_cpu_rows_comparisons_with_a_cuda_spec(monkeypatch):
     )
     monkeypatch.setattr(ddp_check, "check_ddp", lambda spec, k, gpus=(): calls.append(("ddp", spec, k, gpus)))
     monkeypatch.setattr(ddp_check, "check_sync_batchnorm", lambda k: calls.append(("syncbn", k)))
-    monkeypatch.setattr(ddp_check, "check_mesh", lambda: calls.append(("mesh",)))
+    monkeypatch.setattr(ddp_check, "check_mesh", lambda name, *a: calls.append(("mesh", name)))
+    monkeypatch.setattr(fsdp_check, "check_mesh", lambda name, *a: calls.append(("mesh", name)))
     monkeypatch.setattr(
         fsdp_check, "check_fsdp", lambda spec, k, gpus=(): calls.append(("fsdp", spec, k, gpus))
     )
@@ -220,10 +225,11 @@ def test_cuda_rows_call_the_cpu_rows_comparisons_with_a_cuda_spec(monkeypatch):
         ("dp", "virtual:3@cuda:0", gpus),
         ("dp", "cuda", gpus),
         ("ddp", "cpu", 2, ()),
-        ("mesh",),
+        ("mesh", "ddp"),
         ("ddp", "cuda", 2, gpus),
         ("syncbn", 2),
         ("fsdp", "cpu", 2, ()),
+        ("mesh", "fsdp"),
         ("fsdp", "cuda", 2, gpus),
         ("tp", "cpu", 2, ()),
         ("tp", "cuda", 2, gpus),
@@ -342,6 +348,9 @@ def test_the_real_check_passes_every_row_this_machine_runs():
     blocks = [[0, 100, [0, 1]], [0, 100, [1, 2]], [100, 200, [0, 1]], [100, 200, [1, 2]]]
     assert mesh["figures"]["blocks"] == blocks
     assert mesh["figures"]["lstsq_diff"] <= 1e-4
+    fsdp_mesh = rows["fsdp on a dp=2,tp=2 mesh, 4 gloo ranks (CPU)"]  # fully_shard over dp, the same blocks
+    assert fsdp_mesh["status"] == "passed" and fsdp_mesh["figures"]["blocks"] == blocks
+    assert fsdp_mesh["figures"]["reference_diff"] <= 1e-5 and fsdp_mesh["figures"]["lstsq_diff"] <= 1e-4
     fsdp = rows["fsdp gloo 2 ranks (CPU)"]  # 3 weights on 2 ranks: rank 0 holds w1, w2 and b, rank 1 w3
     assert fsdp["status"] == "passed" and fsdp["figures"]["shards"] == ["W[0:2] + b", "W[2:3]"]
     assert fsdp["figures"]["padded_numel"] == 3 and fsdp["figures"]["reference_diff"] <= 1e-5

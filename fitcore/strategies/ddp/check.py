@@ -8,28 +8,19 @@ from dataclasses import replace
 from fitcore.check import (
     CHECK_CONFIG,
     CUDA_TOL,
-    SAME_DEVICE_TOL,
+    MESH_CHECK,
     CheckFailed,
     Machine,
     Row,
     Verified,
     _cpu_reference,
-    _lstsq,
-    _max_diff,
-    _params,
-    _require_finished,
-    _steps,
-    _train,
-    _within,
+    check_mesh,
     check_ranks,
     rank_skips,
     row,
 )
-from fitcore.chunks import columns
-from fitcore.config import validate
 from fitcore.devices import GPU
 from fitcore.i18n import t
-from fitcore.mesh import DP, TP
 from fitcore.phases import TP_ALLREDUCE
 from fitcore.strategies.ddp.name import NAME
 from fitcore.strategies.ddp.phases import ALLREDUCE, ring_bytes
@@ -76,37 +67,10 @@ def check_hosts(nodes: int = 2) -> Verified:
     return Verified("; ".join(text for _, _, text in results[1:]), {name: text for name, _, text in results})
 
 
-MESH_CHECK = f"{DP}=2,{TP}=2"  # 4 gloo ranks: DDP over dp, RowwiseParallel over tp
-
-
-def check_mesh() -> Verified:
-    """DDP over dp on a dp=2 x tp=2 mesh of gloo ranks, RowwiseParallel over tp: each rank's block of the
-    batch (its dp coordinate's rows, its tp coordinate's columns), each collective's bytes by its ring
-    formula, and the parameters against one process on the same rows and against least squares."""
-    cfg = validate(replace(CHECK_CONFIG, strategy=NAME, devices="cpu", mesh=MESH_CHECK, workers=4))
-    events, ended = _train(cfg, ())
-    _require_finished(cfg, ended)
-    step = _steps(events)[0]
-    rows, cuts = cfg.batch_size // 2, columns(cfg.n_features, 2)
-    blocks = [(r.start, r.stop, r.columns) for r in step.replicas]
-    expected = [(dp * rows, dp * rows + rows, cuts[tp]) for dp in range(2) for tp in range(2)]
-    if blocks != expected:
-        raise CheckFailed(f"blocks {blocks}, expected {expected}")
-    # one rank's bytes: its tp group's all-reduce of its rows' (rows, 1) outputs, its dp group's of its
-    # columns' gradients and b's
-    sent = {(p.device, p.name): p.bytes for p in step.phases.phases()} if step.phases else {}
-    for r, (lo, hi) in enumerate(cuts[tp] for _ in range(2) for tp in range(2)):
-        label = step.replicas[r].device
-        want = {TP_ALLREDUCE: ring_bytes(2, rows * 4), ALLREDUCE: ring_bytes(2, (hi - lo + 1) * 4)}
-        got = {name: sent.get((label, name)) for name in want}
-        if got != want:
-            raise CheckFailed(f"rank {r}'s bytes {got}, the formulas {want}")
-    learned = _params(ended)
-    diff = _max_diff(learned, _cpu_reference(replace(CHECK_CONFIG, devices="cpu")))
-    figures = {"blocks": [list(b[:2]) + [list(b[2])] for b in blocks], "reference_diff": diff}
-    parts = [t("cli.check.mesh", mesh=MESH_CHECK, rows=rows, tp=want[TP_ALLREDUCE]),
-             _within("W_1proc", diff, SAME_DEVICE_TOL), _lstsq(cfg, learned, figures)]  # fmt: skip
-    return Verified("; ".join(parts), figures)
+def mesh_bytes(rows: int, cols: int) -> dict[str, int]:
+    """One rank's bytes on dp=2 x tp=2: its tp group's all-reduce of its rows' (rows, 1) outputs, its dp
+    group's all-reduce of its columns' gradients and b's."""
+    return {TP_ALLREDUCE: ring_bytes(2, rows * 4), ALLREDUCE: ring_bytes(2, (cols + 1) * 4)}
 
 
 def check_rows(machine: Machine) -> list[Row]:
@@ -116,7 +80,8 @@ def check_rows(machine: Machine) -> list[Row]:
     no_gloo, no_nccl = rank_skips(machine)
     return [
         row(t("cli.check.row.gloo", n=2), lambda: check_ddp("cpu", 2), no_gloo),
-        row(t("cli.check.row.mesh", mesh=MESH_CHECK), check_mesh, no_gloo),
+        row(t("cli.check.row.mesh", mesh=MESH_CHECK), lambda: check_mesh(NAME, mesh_bytes, "cli.check.mesh"),
+            no_gloo),
         row(t("cli.check.row.nccl", n=max(n, 2)), lambda: check_ddp("cuda", n, gpus), no_nccl),
         row(t("cli.check.row.syncbn", n=max(n, 2)), lambda: check_sync_batchnorm(n), no_nccl),
         row(t("cli.check.row.hosts", n=2), check_hosts, no_gloo or machine.no_hosts),

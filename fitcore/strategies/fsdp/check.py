@@ -6,11 +6,29 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fitcore.check import CHECK_CONFIG, CheckFailed, Machine, Row, Verified, check_ranks, rank_skips, row
+from fitcore.check import (
+    CHECK_CONFIG,
+    MESH_CHECK,
+    CheckFailed,
+    Machine,
+    Row,
+    Verified,
+    check_mesh,
+    check_ranks,
+    rank_skips,
+    row,
+)
 from fitcore.devices import GPU
 from fitcore.events import Detail
 from fitcore.i18n import t
-from fitcore.strategies.fsdp.layout import shard_numel, shard_rows
+from fitcore.phases import TP_ALLREDUCE
+from fitcore.strategies.fsdp.layout import (
+    ALL_GATHER,
+    REDUCE_SCATTER,
+    planned_sent_2d,
+    shard_numel,
+    shard_rows,
+)
 from fitcore.strategies.fsdp.name import NAME
 
 # three weights, so that two ranks hold unequal parts (w1, w2 and b; w3) and three ranks one weight each
@@ -37,6 +55,14 @@ def check_fsdp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
     return Verified(f"{text}; {verified.text}", figures)
 
 
+def mesh_bytes(rows: int, cols: int) -> dict[str, int]:
+    """One rank's bytes on dp=2 x tp=2: its tp group's all-reduce of its rows' outputs, its dp group's two
+    all-gathers (ZeRO-3) and reduce-scatter of its [1, cols] block of W and b, padded to ceil(1 / 2) rows."""
+    *gathers, scatter = planned_sent_2d(2, cols, 4, True)
+    tp_sent = round(2 * (2 - 1) / 2 * rows * 4)  # a ring of 2 sends half of twice its buffer
+    return {TP_ALLREDUCE: tp_sent, ALL_GATHER: sum(gathers), REDUCE_SCATTER: scatter}
+
+
 def check_rows(machine: Machine) -> list[Row]:
     """Two gloo CPU ranks, and one nccl rank per GPU where there are two or more."""
     gpus = machine.gpus
@@ -44,5 +70,7 @@ def check_rows(machine: Machine) -> list[Row]:
     no_gloo, no_nccl = rank_skips(machine)
     return [
         row(t("cli.check.row.fsdp_gloo", n=2), lambda: check_fsdp("cpu", 2), no_gloo),
+        row(t("cli.check.row.fsdp_mesh", mesh=MESH_CHECK),
+            lambda: check_mesh(NAME, mesh_bytes, "cli.check.fsdp_mesh"), no_gloo),
         row(t("cli.check.row.fsdp_nccl", n=max(n, 2)), lambda: check_fsdp("cuda", n, gpus), no_nccl),
     ]
