@@ -12,8 +12,9 @@ from typing import Iterable, Sequence
 import torch
 
 
-def _local(t: torch.Tensor) -> torch.Tensor:
-    return t.to_local() if hasattr(t, "to_local") else t  # a DTensor holds only its local shard
+def local_tensor(t: torch.Tensor) -> torch.Tensor:
+    """What this rank holds of `t`: a DTensor's local shard, any other tensor itself."""
+    return t.to_local() if hasattr(t, "to_local") else t
 
 
 def held_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
@@ -21,7 +22,7 @@ def held_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
     seen: dict[int, int] = {}
     for t in tensors:
         if isinstance(t, torch.Tensor):
-            storage = _local(t).untyped_storage()
+            storage = local_tensor(t).untyped_storage()
             seen[storage.data_ptr() or id(storage)] = storage.nbytes()
     return sum(seen.values())
 
@@ -47,7 +48,7 @@ def held(params: Iterable[torch.Tensor], optimizer: torch.optim.Optimizer) -> di
         "parameters": held_bytes(params),
         "gradients": held_bytes(p.grad for p in params),
         "optimizer_state": held_bytes(state),
-        **(allocated(_local(params[0]).device) if params else {}),
+        **(allocated(local_tensor(params[0]).device) if params else {}),
     }
 
 

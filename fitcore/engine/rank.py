@@ -18,9 +18,10 @@ from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
 from fitcore.errors import ConfigError, Text
 from fitcore.events import Replica, Status, Step
+from fitcore.memory import local_tensor
 from fitcore.mesh import Mesh, mesh_of
 from fitcore.parallel import LinearModel
-from fitcore.phases import START, CudaClock, HostClock, PhaseSpec, StepPhases
+from fitcore.phases import CudaClock, HostClock, PhaseSpec, StepPhases
 from fitcore.shards import Layout
 from fitcore.split import ROWS, Split
 
@@ -101,8 +102,9 @@ def rank_params(raw: LinearModel) -> tuple[tuple[float, ...], float]:
 
 
 def local_values(param) -> list[float]:
-    """A DTensor parameter's part on this rank (FSDP's shard, TP's columns), as plain numbers."""
-    return param.to_local().detach().view(-1).tolist()
+    """A parameter's part on this rank as plain numbers: a DTensor's shard (FSDP's, TP's columns, a 2-D
+    mesh's block), or the whole of any other tensor (the local one _pre_dp_module_transform leaves DDP)."""
+    return local_tensor(param).detach().view(-1).tolist()
 
 
 def rank_clock(device: torch.device, slots: int) -> HostClock | CudaClock:
@@ -110,12 +112,6 @@ def rank_clock(device: torch.device, slots: int) -> HostClock | CudaClock:
     if device.type == "cuda":
         return CudaClock([device.index] * slots)
     return HostClock(slots)
-
-
-def relative_times(phases: StepPhases) -> tuple[float, ...]:
-    """A rank's slot times in seconds from its own START: what it sends, plain floats."""
-    t0 = phases.times[START]
-    return tuple(t - t0 for t in phases.times)
 
 
 def previous_times(table: torch.Tensor, pass_times: bool, steps: int) -> torch.Tensor | None:

@@ -21,7 +21,7 @@ from fitcore.chunks import columns
 from fitcore.config import FitConfig
 from fitcore.engine.contract import Engine, first_memory_details, joined_parts, memory_on_step_one
 from fitcore.engine.loop import Mark, Place, sampler_batches
-from fitcore.engine.rank import rank_params
+from fitcore.engine.rank import local_values, rank_params
 from fitcore.engine.rowwise import Cut, block_inputs, shard_features
 from fitcore.memory import rank_memory
 from fitcore.mesh import DP, TP, Mesh
@@ -158,17 +158,11 @@ def ranks_specs(labels: Sequence[str], d: int, itemsize: int, reports=(), mesh: 
     )
 
 
-def _local(param) -> list[float]:
-    """A parameter's numbers on this rank: its columns where tensor parallelism cut it (a DTensor, or the
-    local tensor _pre_dp_module_transform left), all of it otherwise."""
-    return (param.to_local() if hasattr(param, "to_local") else param).detach().view(-1).tolist()
-
-
 def lead_params(rank: int, raw) -> tuple[tuple[float, ...] | None, float | None]:
     """What a DDP rank reports after each step: the first rank of each `tp` group along `dp` (rank 0 alone
     on a 1-D mesh) its parameters, its columns of W on a 2-D one (every `dp` group holds the same), and b;
     the others none. The parent joins them in rank order (joined_parts)."""
-    return (tuple(_local(raw.fc.weight)), _local(raw.fc.bias)[0]) if raw.lead else (None, None)
+    return (tuple(local_values(raw.fc.weight)), local_values(raw.fc.bias)[0]) if raw.lead else (None, None)
 
 
 def own_params(raw) -> tuple[tuple[float, ...], float]:
@@ -176,7 +170,7 @@ def own_params(raw) -> tuple[tuple[float, ...], float]:
     on a 2-D mesh (full_tensor, a collective every rank makes)."""
     weight = raw.fc.weight
     if hasattr(weight, "full_tensor"):
-        return tuple(weight.full_tensor().detach().view(-1).tolist()), _local(raw.fc.bias)[0]
+        return tuple(weight.full_tensor().detach().view(-1).tolist()), local_values(raw.fc.bias)[0]
     return rank_params(raw)
 
 
@@ -193,7 +187,7 @@ def final_params(raw) -> tuple[tuple[tuple[float, ...], float], dict]:
     mesh), gradient and Adam state."""
     extra: dict = {"memory": holds_memory(dist.get_rank(), raw)}
     if hasattr(raw.fc.weight, "full_tensor"):
-        extra["shard"] = {"weights": _local(raw.fc.weight), "bias": _local(raw.fc.bias)}
+        extra["shard"] = {"weights": local_values(raw.fc.weight), "bias": local_values(raw.fc.bias)}
     return own_params(raw), extra
 
 
