@@ -34,6 +34,13 @@ LOAD, FORWARD = "load", "forward"
 # DDP's and FSDP's word for it, apart from their own collectives of the gradients inside a `dp` group
 TP_ALLREDUCE = "tp_allreduce"
 
+
+def ring_bytes(k: int, nbytes: int) -> int:
+    """What one of k ranks sends in a ring all-reduce of a buffer of `nbytes`: 2(k-1)/k of it, rounded to
+    whole bytes where k does not divide 2(k-1)·nbytes; 0 for a single rank. Every ring of fitcore's ranks
+    (DDP's gradients, TP's and a 2-D mesh's activations) is counted by it."""
+    return round(2 * (k - 1) * nbytes / k)
+
 # Time slots every layout has: the step's start, and the three the training loop marks after its own calls
 START, LOSS_END, BACKWARD_END, OPTIMIZER_END = 0, 1, 2, 3
 # A rank's loop marks these two after reading its rows and after its forward (a strategy numbers its own

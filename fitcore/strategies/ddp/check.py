@@ -21,9 +21,9 @@ from fitcore.check import (
 )
 from fitcore.devices import GPU
 from fitcore.i18n import t
-from fitcore.phases import TP_ALLREDUCE
+from fitcore.phases import TP_ALLREDUCE, ring_bytes
 from fitcore.strategies.ddp.name import NAME
-from fitcore.strategies.ddp.phases import ALLREDUCE, ring_bytes
+from fitcore.strategies.ddp.phases import ALLREDUCE
 
 
 def check_ddp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:

@@ -21,6 +21,7 @@ from fitcore.phases import (
     START,
     TP_ALLREDUCE,
     PhaseSpec,
+    ring_bytes,
 )
 
 ALLREDUCE = "allreduce"  # the gradients', inside a `dp` group
@@ -43,17 +44,12 @@ def allreduce_bytes(k: int, d: int, itemsize: int) -> int:
 
     Rounded to whole bytes where k does not divide 2(k-1)(d+1)·itemsize; 0 for a single rank.
     """
-    return round(2 * (k - 1) * (d + 1) * itemsize / k)
+    return ring_bytes(k, (d + 1) * itemsize)
 
 
 def ddp_bytes(k: int, d: int, itemsize: int) -> int:
     """A whole DDP step's bytes: every one of the k ranks takes part in the all-reduce."""
     return k * (load_bytes() + allreduce_bytes(k, d, itemsize))
-
-
-def ring_bytes(k: int, nbytes: int) -> int:
-    """What one of k ranks sends in a ring all-reduce of a buffer of `nbytes`: 2(k-1)/k of it."""
-    return round(2 * (k - 1) * nbytes / k)
 
 
 def ddp_specs(label: str, k: int, d: int, itemsize: int, tp_sent: int | None = None) -> tuple[PhaseSpec, ...]:

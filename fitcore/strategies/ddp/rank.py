@@ -26,7 +26,7 @@ from fitcore.engine.rowwise import Cut, block_inputs, shard_features
 from fitcore.memory import rank_memory
 from fitcore.mesh import DP, TP, Mesh
 from fitcore.parallel import LinearModel
-from fitcore.phases import FORWARD_END
+from fitcore.phases import FORWARD_END, ring_bytes
 from fitcore.strategies.ddp.name import NAME
 from fitcore.strategies.ddp.phases import (
     ALLREDUCE_END,
@@ -35,7 +35,6 @@ from fitcore.strategies.ddp.phases import (
     TP_ALLREDUCE_END,
     TP_PARTIAL_END,
     ddp_specs,
-    ring_bytes,
 )
 from fitcore.train import first_model, make_optimizer
 

@@ -21,7 +21,7 @@ from fitcore.check import (
 from fitcore.devices import GPU
 from fitcore.events import Detail
 from fitcore.i18n import t
-from fitcore.phases import TP_ALLREDUCE
+from fitcore.phases import TP_ALLREDUCE, ring_bytes
 from fitcore.strategies.fsdp.layout import (
     ALL_GATHER,
     REDUCE_SCATTER,
@@ -59,8 +59,7 @@ def mesh_bytes(rows: int, cols: int) -> dict[str, int]:
     """One rank's bytes on dp=2 x tp=2: its tp group's all-reduce of its rows' outputs, its dp group's two
     all-gathers (ZeRO-3) and reduce-scatter of its [1, cols] block of W and b, padded to ceil(1 / 2) rows."""
     *gathers, scatter = planned_sent_2d(2, cols, 4, True)
-    tp_sent = round(2 * (2 - 1) / 2 * rows * 4)  # a ring of 2 sends half of twice its buffer
-    return {TP_ALLREDUCE: tp_sent, ALL_GATHER: sum(gathers), REDUCE_SCATTER: scatter}
+    return {TP_ALLREDUCE: ring_bytes(2, rows * 4), ALL_GATHER: sum(gathers), REDUCE_SCATTER: scatter}
 
 
 def check_rows(machine: Machine) -> list[Row]:

@@ -27,6 +27,7 @@ from fitcore.phases import (
     START,
     TP_ALLREDUCE,
     PhaseSpec,
+    ring_bytes,
 )
 
 ALL_GATHER, REDUCE_SCATTER = "all_gather", "reduce_scatter"
@@ -180,8 +181,7 @@ def ranks_fsdp_specs(
         sent = [planned_sent_2d(dp, r.input_shape[1], itemsize, reshard_after_forward) for r in reports]
     elif not sent or not all(sent):
         sent = [planned_sent(k, d, itemsize, reshard_after_forward)] * k
-    tp_sent = [None if tp is None else round(2 * (tp - 1) * r.input_shape[0] * itemsize / tp)
-               for r in reports]  # fmt: skip
+    tp_sent = [None if tp is None else ring_bytes(tp, r.input_shape[0] * itemsize) for r in reports]
     return tuple(
         spec._replace(start=spec.start + r * FSDP_SLOTS, stop=spec.stop + r * FSDP_SLOTS)
         for r, label in enumerate(labels)

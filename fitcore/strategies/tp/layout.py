@@ -21,6 +21,7 @@ from fitcore.phases import (
     OPTIMIZER_END,
     START,
     PhaseSpec,
+    ring_bytes,
 )
 
 # One rank's step, in order: load its columns of the batch, its partial product, the all-reduce of the
@@ -46,7 +47,7 @@ def allreduce_bytes(k: int, rows: int, itemsize: int) -> int:
 
     The buffer is rows·itemsize bytes (N·4 for float32): TP's traffic grows with the batch. (A rank passes
     its buffer's bytes as `rows` with itemsize 1.)"""
-    return round(2 * (k - 1) * rows * itemsize / k)
+    return ring_bytes(k, rows * itemsize)
 
 
 def tp_step_bytes(rows: int, k: int, itemsize: int) -> int:
