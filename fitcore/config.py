@@ -13,7 +13,7 @@ from fitcore import strategies
 from fitcore.chunks import ranks_allowed
 from fitcore.devices import DevicePlan, parse_devices, run_gpus
 from fitcore.errors import ConfigError, Listed, Text
-from fitcore.mesh import DIMS, DP, MAX_DIM, TP, MeshError, parse_mesh
+from fitcore.mesh import DIMS, DP, MAX_DIM, TP, MeshError, parse_mesh, world_size
 from fitcore.uploads import shown_path
 
 __all__ = [  # ConfigError lives in fitcore.errors; `from fitcore.config import ConfigError` keeps working
@@ -127,7 +127,7 @@ class FitConfig:
             kwargs[name] = _PARSERS[name](name, raw)
         if kwargs.get("mesh") and "workers" not in kwargs:  # the mesh says how many ranks: its product
             try:
-                kwargs["workers"] = math.prod(size for _, size in parse_mesh(kwargs["mesh"]))
+                kwargs["workers"] = world_size(parse_mesh(kwargs["mesh"]))
             except MeshError:
                 pass  # validate() refuses the mesh, naming it
         return cls(**kwargs)
@@ -386,7 +386,7 @@ def check_mesh(cfg: FitConfig) -> None:
         allowed = Listed((f"{entry.dim}=K", *(f"{entry.dim}=K,{other}=K" for other in entry.composes)))
         raise ConfigError("mesh", cfg.mesh, Text("config.mesh_dims", strategy=entry.label, dim=entry.dim,
                                                   allowed=allowed))  # fmt: skip
-    product = math.prod(size for _, size in dims)
+    product = world_size(dims)
     if cfg.workers != product:
         raise ConfigError("workers", cfg.workers, Text("config.mesh_workers", n=product, mesh=cfg.mesh))
     sizes = dict(dims)

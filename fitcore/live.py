@@ -17,7 +17,7 @@ from fitcore.config import FitConfig
 from fitcore.devices import label_parts
 from fitcore.events import Step
 from fitcore.i18n import t
-from fitcore.mesh import mesh_of
+from fitcore.mesh import grid
 from fitcore.phases import step_bytes
 from fitcore.recording import GROUP
 from fitcore.runner import Snapshot
@@ -127,12 +127,11 @@ MESH_PHASES = ("load", "all_gather", "forward", "tp_allreduce", "loss", "backwar
                "reduce_scatter", "optimizer")  # fmt: skip
 
 
-def mesh_part(cfg: FitConfig, k: int) -> dict:
+def mesh_part(cfg: FitConfig) -> dict:
     """A 2-D run's mesh for its picture: the dimensions, outermost first, each rank's coordinates on them,
     and the features (X's columns), which the `tp` dimension cuts."""
-    mesh = mesh_of(cfg.mesh_dims, "", ("",) * k)
     return {
-        "mesh": {"dims": [list(d) for d in mesh.dims], "coords": [mesh.coords(r) for r in range(k)]},
+        "mesh": {"dims": [list(d) for d in cfg.mesh_dims], "coords": grid(cfg.mesh_dims)},
         "features": cfg.n_features,
     }
 
@@ -162,10 +161,10 @@ def _picture(
     # the strategy's own part: DDP's padding rows, FSDP's shards and each rank's memory
     own = strategies.of(cfg).picture(cfg, step, devices, extra or {})
     # a 2-D mesh is drawn as its grid, whatever runs its `dp` dimension (frontend/draw_mesh.js)
-    grid = mesh_part(cfg, len(labels)) if len(cfg.mesh_dims) > 1 else {}
-    return own | grid | {
+    mesh = mesh_part(cfg) if len(cfg.mesh_dims) > 1 else {}
+    return own | mesh | {
         "strategy": cfg.strategy,
-        "drawer": MESH_DRAWER if grid else strategies.of(cfg).drawer,  # which of frontend/'s drawers
+        "drawer": MESH_DRAWER if mesh else strategies.of(cfg).drawer,  # which of frontend/'s drawers
         "step": step.step,
         "epoch": step.epoch,
         "batch": step.batch,

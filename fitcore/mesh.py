@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -47,19 +47,15 @@ class Mesh:
 
     @property
     def world_size(self) -> int:
-        return math.prod(self.shape)
+        return world_size(self.dims)
 
     def size(self, name: str) -> int:
         """The ranks along dimension `name`; 1 where the mesh has no such dimension."""
         return dict(self.dims).get(name, 1)
 
     def coords(self, rank: int) -> dict[str, int]:
-        """Rank `rank`'s coordinate along each dimension, as torch's DeviceMesh numbers them (row-major: the
-        last dimension's neighbours are consecutive ranks)."""
-        out = {}
-        for name, size in reversed(self.dims):
-            rank, out[name] = divmod(rank, size)
-        return {name: out[name] for name in self.names}
+        """Rank `rank`'s coordinate along each dimension (grid's)."""
+        return coords(self.dims, rank)
 
     def text(self) -> str:
         """The mesh as the flag writes it: "dp=2,tp=2"."""
@@ -70,6 +66,26 @@ class Mesh:
         from torch.distributed.device_mesh import init_device_mesh
 
         return init_device_mesh(device_type, self.shape, mesh_dim_names=self.names)
+
+
+def world_size(dims: Iterable[tuple[str, int]]) -> int:
+    """The ranks of a mesh of these dimensions: their sizes' product."""
+    return math.prod(size for _, size in dims)
+
+
+def coords(dims: Sequence[tuple[str, int]], rank: int) -> dict[str, int]:
+    """Rank `rank`'s coordinate along each dimension, as torch's DeviceMesh numbers them (row-major: the
+    last dimension's neighbours are consecutive ranks)."""
+    out = {}
+    for name, size in reversed(dims):
+        rank, out[name] = divmod(rank, size)
+    return {name: out[name] for name, _ in dims}
+
+
+def grid(dims: Sequence[tuple[str, int]]) -> list[dict[str, int]]:
+    """Every rank's coordinates on a mesh of these dimensions, in rank order: where a picture, a planned
+    step or a check needs the mesh's shape and not where its ranks run."""
+    return [coords(dims, rank) for rank in range(world_size(dims))]
 
 
 def parse_mesh(raw: str) -> tuple[tuple[str, int], ...]:

@@ -26,7 +26,7 @@ from fitcore.devices import parse_devices
 from fitcore.engine.hosts import PORT, Hosts, python_env
 from fitcore.errors import ConfigError
 from fitcore.events import Detail, Step
-from fitcore.mesh import DP, TP, mesh_of
+from fitcore.mesh import DP, TP, grid
 from fitcore.outfiles import being_written
 from fitcore.recording import GROUP, read
 from fitcore.shards import Layout, epoch_shards
@@ -239,15 +239,15 @@ def _rows_check(cfg: FitConfig, steps: list[Step], ranks: int) -> Check:
 def _blocks_check(cfg: FitConfig, steps: list[Step], ranks: int) -> Check:
     """A 2-D mesh's steps: each rank its dp coordinate's rows (DistributedSampler's shards over dp), the
     same for the ranks of one tp group, and its tp coordinate's columns (torch.chunk's)."""
-    mesh = mesh_of(cfg.mesh_dims, "", [""] * ranks)
-    dp, tp = mesh.size(DP), mesh.size(TP)
+    sizes, at_rank = dict(cfg.mesh_dims), grid(cfg.mesh_dims)
+    dp, tp = sizes[DP], sizes[TP]
     layout, cuts = Layout(cfg.data_size, dp, cfg.batch_size), columns(cfg.n_features, tp)
     bad = [] if len(steps) == cfg.epochs * layout.steps_per_epoch else [f"{len(steps)} steps"]
     for step in steps:
         shards = epoch_shards(cfg.data_size, dp, cfg.shuffle, cfg.seed, step.epoch)
         start = (step.batch - 1) * layout.per_rank_batch
         for r, replica in enumerate(step.replicas):
-            at = mesh.coords(r)
+            at = at_rank[r]
             want = shards[at[DP]][start : start + layout.local_rows(step.batch)]
             rows_ok = replica.rows == len(want) and list(replica.ids) == want[: len(replica.ids)]
             if not rows_ok or replica.columns != cuts[at[TP]]:

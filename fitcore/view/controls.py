@@ -23,7 +23,7 @@ from fitcore.config import (
 )
 from fitcore.devices import GPU, parse_devices, run_gpus
 from fitcore.i18n import t
-from fitcore.mesh import MeshError, parse_mesh
+from fitcore.mesh import MeshError, parse_mesh, world_size
 
 # The settings the page has a control for, in the order the URL lists them.
 CONTROL_FIELDS = (
@@ -328,7 +328,7 @@ def mesh_workers(widgets: Mapping[str, Any]) -> int | None:
         dims = parse_mesh(str(widgets.get("mesh", "")).strip()) if widgets.get("mesh") else ()
     except MeshError:
         return None
-    return math.prod(size for _, size in dims) if dims else None
+    return world_size(dims) if dims else None
 
 
 def workers_value(widgets: Mapping[str, Any]) -> int:

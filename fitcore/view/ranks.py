@@ -19,7 +19,7 @@ from fitcore.devices import parse_devices
 from fitcore.engine.rank import rank_labels
 from fitcore.events import Replica, RunStarted, Step
 from fitcore.i18n import count, t
-from fitcore.mesh import DP, TP, mesh_of
+from fitcore.mesh import DP, TP, grid
 from fitcore.recording import GROUP
 from fitcore.runner import Snapshot
 from fitcore.shards import Layout, epoch_shards, epoch_value, first_epoch_value
@@ -245,12 +245,12 @@ def planned_step(cfg: FitConfig, gpus: Any = None) -> tuple[Step, tuple[str, ...
     labels = [r["device"] for r in value["first"]["ranks"]]
     dims = dict(cfg.mesh_dims)
     if TP in dims and DP in dims:  # a 2-D mesh: each rank its dp coordinate's rows, its tp one's columns
-        mesh = mesh_of(cfg.mesh_dims, "", [""] * len(labels))
+        at_rank = grid(cfg.mesh_dims)
         rows = Layout(cfg.data_size, dims[DP], cfg.batch_size).local_rows(1)
         cuts = columns(cfg.n_features, dims[TP])
         replicas = []
         for i, label in enumerate(labels):
-            at = mesh.coords(i)
+            at = at_rank[i]
             (lo, hi), start = cuts[at[TP]], at[DP] * rows
             replicas.append(Replica(label, start, start + rows, (rows, hi - lo), (rows, 1), columns=(lo, hi)))
         k = dims[DP]
