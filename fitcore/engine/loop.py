@@ -198,23 +198,23 @@ def run_rank(
             ids = idx[:MAX_IDS].tolist()
             more = times if pass_times else ()
             table = share_step(value, seen, ids, want_stop(), place.device, place.world_size, more)
-            if _ends_here(state, table, epoch, cfg.lr):
+            mean = table[:, LOSS_COL].mean().item()  # the step's loss: the mean of every rank's
+            if _ends_here(state, table, mean, epoch, cfg.lr):
                 state.last_times = previous_times(table, pass_times, state.steps)
                 part.end_early()
                 return state, part.holds
             _backward_and_step(part, loss, clock.mark)
             times = _relative(clock.resolve(tuple(range(slots))))
-            state.steps, state.loss = state.steps + 1, table[:, LOSS_COL].mean().item()
+            state.steps, state.loss = state.steps + 1, mean
             report(state.steps, epoch, batch, table, value, part.holds, times, part.sent(out))
     if pass_times and state.steps:  # the last step's times have no next step to travel with
         state.last_times = gather_times(times, place.device, place.world_size)
     return state, part.holds
 
 
-def _ends_here(state: RankState, table: torch.Tensor, epoch: int, lr: float) -> bool:
+def _ends_here(state: RankState, table: torch.Tensor, mean: float, epoch: int, lr: float) -> bool:
     """Does the run end at this step, before its backward: a rank wished to stop, or the mean loss of the
     ranks is not finite? Every rank reads the same table, so every rank ends at the same step."""
-    mean = table[:, LOSS_COL].mean().item()
     if table[:, STOP_COL].any():
         state.status = Status.STOPPED
         return True

@@ -129,6 +129,7 @@ def step_dict(step: Step | None) -> dict[str, Any] | None:
     """A step's split as plain data: its batch's shapes, each replica's rows (row_range) and shapes."""
     if step is None:
         return None
+    moved = step_bytes(step)
     return {
         "step": step.step,
         "input_shape": list(step.input_shape),
@@ -143,9 +144,9 @@ def step_dict(step: Step | None) -> dict[str, Any] | None:
             }
             for r in step.replicas
         ],
-        "step_bytes": step_bytes(step),  # each phase's bytes, summed over the devices
+        "step_bytes": moved,  # each phase's bytes, summed over the devices
         "step_bytes_per_device": step_bytes_per_device(step),  # each device's own, exact
-        "step_bytes_total": sum(step_bytes(step).values()),  # every phase of every device
+        "step_bytes_total": sum(moved.values()),  # every phase of every device
     }
 
 

@@ -62,12 +62,12 @@ def _memory(extra: dict | None) -> list[dict] | None:
 
 
 def picture_part(cfg: FitConfig, step: Step, devices: list[dict], extra: dict) -> dict:
-    """The live picture's TP part: on each rank, its columns and its rows of W (names, values after the
-    step), and the bytes it holds once measured. Changes `devices` in place."""
+    """The live picture's TP part: on each rank its rows of W (names, values after the step; its columns of
+    X come with every rank's replica, fitcore.live), and the bytes it holds once measured. Changes `devices`
+    in place."""
     k = len(devices)
     for device, (lo, hi), names in zip(devices, columns(cfg.n_features, k), column_names(cfg, k)):
         values = list(step.weights[lo:hi]) if len(step.weights) == cfg.n_features else []
-        device["columns"] = [lo, hi]
         device["shard"] = {"names": names, "values": values, "rows": [lo, hi]}
     measured = memory_part(devices, _memory(extra))
     return {"features": cfg.n_features, "param_names": fitted_names(cfg), "memory_measured": measured}
