@@ -9,7 +9,7 @@ from dashboard.classroom import Obeying, classroom_ui, obey
 from dashboard.data import data_source_ui, replay_ui
 from dashboard.state import KEEP_RUNS, apply_values, clear_overlay, control_values, get_gpus
 from fitcore import i18n, strategies, warmstart
-from fitcore.config import MAX_WORKERS, OPTIMIZERS
+from fitcore.config import MAX_WORKERS, OPTIMIZERS, FitConfig
 from fitcore.devices import MAX_VIRTUAL
 from fitcore.i18n import count, t
 from fitcore.mesh import DP, TP
@@ -154,9 +154,24 @@ def strategy_ui() -> None:
         label_visibility="collapsed",
         help=t("page.strategy.help"),
     )
-    for option in strategies.strategy(st.session_state.strategy).options:  # its own switches (FSDP's ZeRO)
+    entry = strategies.strategy(st.session_state.strategy)
+    for option in entry.options:  # its own: FSDP's ZeRO switch, the pipeline's layers, microbatches, schedule
         if not st.session_state.classroom.hidden(option):
-            obey(st).toggle(t(f"view.field.{option}"), key=option, help=t(f"page.option.{option}.help"))
+            option_widget(entry, option)
+
+
+def option_widget(entry, option: str) -> None:
+    """A strategy's option as its field's type asks: a switch, a choice of its values, or a number box."""
+    label, help_text = t(f"view.field.{option}"), t(f"page.option.{option}.help")
+    default = getattr(FitConfig, option)
+    if isinstance(default, bool):
+        obey(st).toggle(label, key=option, help=help_text)
+    elif option in entry.choices:
+        obey(st).selectbox(label, entry.choices[option], key=option, help=help_text)
+    elif isinstance(default, float):
+        obey(st).number_input(label, min_value=0.0, step=1.0, key=option, help=help_text)
+    else:
+        obey(st).number_input(label, min_value=0, step=1, key=option, help=help_text)
 
 
 def devices_ui(gpus: dict) -> None:

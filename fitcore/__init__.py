@@ -8,9 +8,9 @@ point), so that every module below finds them in fitcore.strategies, which impor
 from importlib.metadata import entry_points
 
 from fitcore import strategies
-from fitcore.strategies import dataparallel, ddp, fsdp, tp
+from fitcore.strategies import dataparallel, ddp, fsdp, pp, tp
 
-BUILTIN = (dataparallel, ddp, fsdp, tp)  # the registry's list: one line per strategy, the default first
+BUILTIN = (dataparallel, ddp, fsdp, tp, pp)  # the registry's list: one line per strategy, the default first
 for _package in BUILTIN:
     strategies.register(_package.STRATEGY)
 for _point in entry_points(group="fitcore.strategies"):  # an outside package's strategy: name = module:attr

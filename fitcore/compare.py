@@ -121,11 +121,14 @@ def run(
             allowed = Text("cli.compare.max_steps", most=max_steps, steps=steps)
             raise ConfigError("epochs", cfg.epochs, allowed)
     t0 = time.perf_counter()
-    trained = train_all(cfg, plan, toggles)
+    # a strategy that could not run this config has no column (a pipeline's unequal microbatches): it says why
+    skipped = {name: why for name, s in strategies.STRATEGIES.items() if (why := s.lab_skip(cfg))}
+    names = tuple(name for name in strategies.NAMES if name not in skipped)
+    trained = train_all(cfg, plan, toggles, names)
     shared = _shared_causes(cfg, plan, toggles, trained)
-    causes = {name: s.compare_causes(cfg, plan, toggles, trained) + shared[name]
-              for name, s in strategies.STRATEGIES.items()}  # fmt: skip
-    results = [row_of(name, k, trained.per_step[name], causes[name]) for name in strategies.NAMES]
+    causes = {name: strategies.strategy(name).compare_causes(cfg, plan, toggles, trained) + shared[name]
+              for name in names}  # fmt: skip
+    results = [row_of(name, k, trained.per_step[name], causes[name]) for name in names]
     results = apply_traps(cfg, plan, toggles, traps, results)
     if is_2d(cfg):  # a 2-D mesh: its strategy's row is the real run's, on its mesh
         results = [mesh_row(cfg, toggles) if r["strategy"] == cfg.strategy else r for r in results]
@@ -145,6 +148,7 @@ def run(
         "engines": {name: text for name, text in engines(plan).items() if name in finals},
         "final_parameters": finals,
         "seconds": time.perf_counter() - t0,
+        "not_compared": skipped,
     }
     return {"config": config, "results": results}
 
@@ -204,6 +208,7 @@ def table_lines(result: dict, plan: DevicePlan | None = None) -> list[str]:
     names = {"reference": t("cli.compare.name.reference")}  # the strategies keep their code names
     engines = cfg["engines"] | {r["strategy"]: r["engine"] for r in result["results"] if "engine" in r}
     lines += ["", *(f"{names.get(name, name)}: {text}" for name, text in engines.items())]
+    lines += [f"{name}: {why}" for name, why in cfg.get("not_compared", {}).items()]
     return lines
 
 

@@ -77,6 +77,15 @@ class FitConfig:
     # FSDP's fully_shard(reshard_after_forward=...): True frees the gathered parameters after forward
     # (ZeRO-3), False keeps them until backward ends (ZeRO-2); only that strategy reads it (its `options`)
     reshard_after_forward: bool = True
+    # Pipeline parallelism's own (fitcore.strategies.pp): the deep-linear model's layers, whose product is W;
+    # the microbatches a batch is cut into; torch.distributed.pipelining's schedule that orders them
+    layers: int = 4
+    width: int = 0  # the layers' width between them (0: d); wider layers are more work a block
+    microbatches: int = 4
+    schedule: str = "1f1b"
+    # a stand-in for a model large enough that compute, not messages, fills a pipeline's step: each block
+    # also takes this many milliseconds (a backward twice as many, as a layer's backward is twice the work)
+    block_ms: float = 0.0
     # Your own data (fitcore.csvdata): a CSV file fitted instead of the synthetic data. validate() fills in
     # features, data_size, data_sha256, and as weights and bias the file's least-squares answer.
     data: str = ""  # path of the CSV file; "" for the synthetic y = X·W + b
@@ -273,6 +282,11 @@ _PARSERS = {
     "workers": _parse_int,
     "mesh": _parse_str,
     "reshard_after_forward": _parse_bool,
+    "layers": _parse_int,
+    "width": _parse_int,
+    "microbatches": _parse_int,
+    "schedule": _parse_str,
+    "block_ms": _parse_float,
     "data": _parse_text,
     "target": _parse_text,
     "features": _parse_names,

@@ -36,6 +36,9 @@ class _Trained(NamedTuple):
     per_step: dict[str, list[float]]  # strategy -> the largest |parameter - reference| after each step
     finals: dict[str, list[float]]  # "reference" and each strategy -> the final parameters
     steps: list[StepRows]
+    # strategy -> the step at which its own model's loss stopped being finite, for a column that trains a
+    # model of its own beside the reference (a pipeline's deep one), which the lab leaves frozen there
+    diverged: dict[str, int] = {}
 
 
 def train_all(cfg: FitConfig, plan: DevicePlan, toggles: Toggles, names: tuple[str, ...] = ()) -> _Trained:
@@ -61,10 +64,12 @@ def train_all(cfg: FitConfig, plan: DevicePlan, toggles: Toggles, names: tuple[s
                 per_step[name].append(trainer.step(rows, red, n, reference))
         finals = {"reference": reference.flat().tolist()}
         finals.update({name: t.flat().tolist() for name, t in trainers.items()})
+        diverged = {name: n for name, t in trainers.items()
+                    if (n := getattr(t, "diverged", None)) is not None}  # fmt: skip
     finally:
         for t in trainers.values():
             t.close()
-    return _Trained(per_step, finals, steps)
+    return _Trained(per_step, finals, steps, diverged)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -158,8 +158,10 @@ def _picture(
             "ids": list(r.ids[:MAX_IDS]), "loss": _number(r.loss),
             **({} if r.columns is None else {"columns": list(r.columns)}),  # its features [lo, hi) of X
         })  # fmt: skip
-    # the strategy's own part: DDP's padding rows, FSDP's shards and each rank's memory
+    # the strategy's own part: DDP's padding rows, FSDP's shards and each rank's memory; a pipeline's
+    # blocks' ticks and microbatches, added to each phase's entry (its `phase_fields`, in the phases' order)
     own = strategies.of(cfg).picture(cfg, step, devices, extra or {})
+    fields = own.pop("phase_fields", None) or ()
     # a 2-D mesh is drawn as its grid, whatever runs its `dp` dimension (frontend/draw_mesh.js)
     mesh = mesh_part(cfg) if len(cfg.mesh_dims) > 1 else {}
     return own | mesh | {
@@ -184,8 +186,9 @@ def _picture(
                 "start": p.start,
                 "duration": p.duration,
                 "bytes": p.bytes,
+                **(fields[i] if i < len(fields) else {}),
             }
-            for p in (step.phases.phases() if step.phases else ())
+            for i, p in enumerate(step.phases.phases() if step.phases else ())
         ],
         # the step's batch, every device's rows together (a strategy that splits columns: the batch itself)
         "bytes": step_bytes(step.input_shape[0], len(labels), cfg.n_features, ITEMSIZE, cfg),

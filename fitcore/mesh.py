@@ -19,9 +19,10 @@ if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
 # The dimensions a mesh may have, outermost first (torchtitan orders [pp, dp, cp, tp]): a rank's `tp` group
-# holds neighbouring ranks, whose all-reduce runs every forward; its `dp` group strides across them
-DP, TP = "dp", "tp"  # written here only: the rest of fitcore names a dimension by these
-DIMS = (DP, TP)
+# holds neighbouring ranks, whose all-reduce runs every forward; its `dp` group strides across them; a `pp`
+# group's ranks each hold some of the model's layers (a pipeline's stages), and pass activations on
+PP, DP, TP = "pp", "dp", "tp"  # written here only: the rest of fitcore names a dimension by these
+DIMS = (PP, DP, TP)
 MAX_DIM = 64  # ranks along one dimension: fitcore.config's MAX_WORKERS
 
 

@@ -73,3 +73,5 @@ def _starts(
 
 ROWS = Split(rows=DP, columns=TP)  # DDP's and FSDP's: each rank its rows; on a dp x tp mesh, its columns
 COLUMNS = Split(rows=None, columns=TP)  # TP's: every rank every row, its columns
+# a pipeline's: every rank the whole batch (what it cuts is the model's layers)
+WHOLE = Split(rows=None, columns=None)

@@ -6,6 +6,7 @@ import dataparallel from "./draw_dataparallel.js";
 import ddp from "./draw_ddp.js";
 import fsdp from "./draw_fsdp.js";
 import mesh from "./draw_mesh.js";
+import pp from "./draw_pp.js";
 import tp from "./draw_tp.js";
 
 export const DRAWERS = {
@@ -13,6 +14,7 @@ export const DRAWERS = {
   [ddp.key]: ddp,
   [fsdp.key]: fsdp,
   [tp.key]: tp,
+  [pp.key]: pp,
   [mesh.key]: mesh,  // not a strategy's: the engine's grid of a 2-D mesh, whatever runs its dp dimension
 };
 

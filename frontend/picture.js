@@ -17,6 +17,9 @@
 //   showsIds     a busy box lists its rows' dataset ids when no phase wrote a note there
 //   footer       (picture) => the footer's left line
 //   whole        optional (ctx) => the marks of a step run as one piece, with no phase (one device)
+//   draw         optional (svg, pic, groups, phase, width) => the whole picture, in place of the boxes (a
+//                pipeline's schedule: a row per rank, time across)
+//   groupName    optional (group) => a phase group's pill, where the groups are a schedule's ticks
 
 import { COLOURS, clear, fitList, fitText, label, svgEl, textWidth } from "./dom.js";
 import { formatBytes, isNum, shape } from "./format.js";
@@ -136,6 +139,7 @@ function segments(pic, range) {
 }
 
 export function drawStepPicture(svg, pic, groups, phase, width, drawer) {
+  if (drawer.draw) return drawer.draw(svg, pic, groups, phase, width);
   clear(svg);
   const chipWidth = (text) => chipTextWidth(svg, text);
   // 0. the boxes are as tall as the whole step's chips need (a dry run of every phase), so that none is

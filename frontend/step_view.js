@@ -77,7 +77,8 @@ function renderPills(state, pic, groups, phase, drawer) {
   const { pills, stepInfo } = state.dom;
   clear(pills);
   groups.forEach((group, i) => {
-    const pill = el("span", "fl-pill", phaseName(drawer, group.name));
+    const name = (drawer.groupName && drawer.groupName(group)) || phaseName(drawer, group.name);
+    const pill = el("span", "fl-pill", name);
     pill.style.setProperty("--phase", phaseColour(drawer, group.name));
     if (i < phase.index) pill.classList.add("fl-done");
     if (i === phase.index) pill.classList.add("fl-now");

@@ -13,14 +13,30 @@ export function newStepper(now) {
 }
 
 // The step's phases in the order they first ran, each with its entries (one per device), bytes and span.
+// A pipeline's blocks carry their tick in the schedule's unit-time order: they group by tick, in tick order
+// (the phase walk steps through the schedule), and the phases with no tick (its loss, its optimizer) follow.
 export function phaseGroups(pic) {
+  const entries = (pic && pic.phases) || [];
+  if (!entries.some((e) => isNum(e.tick))) return namedGroups(pic);
+  const ticks = groupBy(entries.filter((e) => isNum(e.tick)), (e) => e.tick, (e) => "tick")
+    .sort((a, b) => a.tick - b.tick);
+  return [...ticks, ...groupBy(entries.filter((e) => !isNum(e.tick)), (e) => e.name, (e) => e.name)];
+}
+
+// The step's phases by name, in the order they first ran: what the bytes list totals.
+export function namedGroups(pic) {
+  return groupBy((pic && pic.phases) || [], (e) => e.name, (e) => e.name);
+}
+
+function groupBy(entries, keyOf, nameOf) {
   const groups = [];
-  const byName = new Map();
-  for (const entry of (pic && pic.phases) || []) {
-    let group = byName.get(entry.name);
+  const byKey = new Map();
+  for (const entry of entries) {
+    let group = byKey.get(keyOf(entry));
     if (!group) {
-      group = { name: entry.name, entries: [], bytes: 0, start: Infinity, end: 0 };
-      byName.set(entry.name, group);
+      group = { name: nameOf(entry), entries: [], bytes: 0, start: Infinity, end: 0 };
+      if (isNum(entry.tick)) group.tick = entry.tick;
+      byKey.set(keyOf(entry), group);
       groups.push(group);
     }
     group.entries.push(entry);

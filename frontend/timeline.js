@@ -6,7 +6,7 @@ import { drawerFor } from "./drawers.js";
 import { bytesSplit, formatBytes, formatSeconds, niceTicks } from "./format.js";
 import { tr } from "./words.js";
 import { phaseColour, phaseName } from "./picture.js";
-import { currentPhase, phaseGroups, shownPicture } from "./stepper.js";
+import { currentPhase, namedGroups, phaseGroups, shownPicture } from "./stepper.js";
 
 export function renderTimeline(state) {
   const pic = shownPicture(state);
@@ -25,7 +25,7 @@ export function renderTimeline(state) {
   const width = Math.max(320, Math.floor(state.width * 0.6));
   dom.ganttSvg.style.display = groups.length ? "" : "none";  // nothing timed: no rows of nothing under it
   drawGantt(dom.ganttSvg, pic, groups, phase, width, total, drawer);
-  renderBytes(dom.bytes, pic, groups, drawer);
+  renderBytes(dom.bytes, pic, namedGroups(pic), drawer);
 }
 
 function drawGantt(svg, pic, groups, phase, width, total, drawer) {
@@ -55,10 +55,10 @@ function drawGantt(svg, pic, groups, phase, width, total, drawer) {
       const w = Math.max(2, x(entry.start + entry.duration) - x0);
       const current = !phase.done && gi === phase.index;
       const rect = svgEl("rect", { x: x0, y: top + row * rowH + 3, width: w, height: rowH - 6, rx: 2,
-                                   fill: phaseColour(drawer, group.name),
+                                   fill: phaseColour(drawer, entry.name),
                                    "fill-opacity": phase.done || current ? 0.9 : 0.3,
                                    stroke: current ? "#111418" : "none" });
-      const fields = { phase: phaseName(drawer, group.name), device: entry.device || pic.first_device,
+      const fields = { phase: phaseName(drawer, entry.name), device: entry.device || pic.first_device,
                        duration: formatSeconds(entry.duration), start: formatSeconds(entry.start),
                        bytes: formatBytes(entry.bytes) };
       const hover = tr(entry.bytes ? "live.timeline.hover_bytes" : "live.timeline.hover", fields);

@@ -136,9 +136,21 @@ def control_values(at: AppTest) -> dict:
         "strategy": strategy,
         "workers": at.number_input(key="workers").value if ddp else at.session_state["workers"],
         "mesh": at.text_input(key="mesh").value if ddp else at.session_state["mesh"],  # ranked strategies'
-        # FSDP's switch, drawn under FSDP only; elsewhere the config keeps its default
-        "reshard_after_forward": at.toggle(key="reshard_after_forward").value if strategy == "fsdp" else True,
+        # a strategy's own options (FSDP's switch, the pipeline's layers and schedule), drawn under it only;
+        # elsewhere the config keeps their defaults
+        **{option: option_widget(at, option) if option in strategies.strategy(strategy).options
+           else getattr(FitConfig, option) for option in strategies.OPTIONS},
     }
+
+
+def option_widget(at: AppTest, option: str):
+    """A strategy's option's widget value: a switch, a number or a choice, by the default's type."""
+    default = getattr(FitConfig, option)
+    if isinstance(default, bool):
+        return at.toggle(key=option).value
+    if isinstance(default, str):
+        return at.selectbox(key=option).value
+    return at.number_input(key=option).value
 
 
 def chart(at: AppTest, key: str) -> dict:
@@ -176,8 +188,9 @@ def test_page_loads_idle_with_the_tutorial(page):
     assert status_text(at) == "Ready · step 0 / 200 · press Start training"
     planned_picture = live_view(at)["payload"]["picture"]
     assert [d["rows"] for d in planned_picture["devices"]] == [100, 100]
-    # tests/test_phases.py: TP's all-reduce of the (200, 1) partial outputs on 2 ranks, 2 x 800 bytes
-    assert planned_picture["bytes"] == {"dataparallel": 1624, "ddp": 24, "fsdp": 48, "tp": 1600}
+    # tests/test_phases.py: TP's all-reduce of the (200, 1) partial outputs on 2 ranks, 2 x 800 bytes; PP's
+    # 200 rows of 2 activations down one link and their gradients back, 2 x 1600 bytes
+    assert planned_picture["bytes"] == {"dataparallel": 1624, "ddp": 24, "fsdp": 48, "tp": 1600, "pp": 3200}
     assert not at.button(key="start").disabled
     assert at.button(key="stop").disabled and at.button(key="pause").disabled
     planned = table(at, "Batch rows")  # before any run: the split the first batch will get
@@ -621,6 +634,11 @@ def test_the_link_sets_the_controls_and_follows_them(page):
         "workers": "2",
         "mesh": "",
         "reshard_after_forward": "true",
+        "layers": "4",
+        "width": "0",
+        "microbatches": "4",
+        "schedule": "1f1b",
+        "block_ms": "0",
         "pace": "5",
     }
     at = page(query)
@@ -640,6 +658,11 @@ def test_the_link_sets_the_controls_and_follows_them(page):
         "workers": 2,
         "mesh": "",
         "reshard_after_forward": True,
+        "layers": 4,  # the pipeline's options, which the link left at their defaults
+        "width": 0,
+        "microbatches": 4,
+        "schedule": "1f1b",
+        "block_ms": 0.0,
     }
     assert at.selectbox(key="pace").value == "5"
     assert at.query_params == query  # already in the page's own spelling

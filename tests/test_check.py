@@ -16,6 +16,7 @@ import fitcore.check as check
 import fitcore.strategies.dataparallel.check as dp_check
 import fitcore.strategies.ddp.check as ddp_check
 import fitcore.strategies.fsdp.check as fsdp_check
+import fitcore.strategies.pp.check as pp_check
 import fitcore.strategies.tp.check as tp_check
 from fitcore import strategies
 from fitcore.check import CheckFailed, Machine, Row, Verified, plan_rows, probe, run_row
@@ -142,6 +143,7 @@ STRATEGY_ROWS = {
         "fsdp nccl 2 ranks (1 per GPU)",
     ],
     "tp": ["tp gloo 2 ranks (CPU)", "tp nccl 2 ranks (1 per GPU)"],
+    "pp": ["pp gloo 2 ranks (CPU)", "pp nccl 2 ranks (1 per GPU)"],
 }
 # the nccl rows, skipped for one reason on a machine: each strategy's own
 NCCL_ROWS = {
@@ -149,6 +151,7 @@ NCCL_ROWS = {
     "ddp": ["ddp nccl 2 ranks (1 per GPU)", "syncbatchnorm nccl 2 ranks (1 per GPU)"],
     "fsdp": ["fsdp nccl 2 ranks (1 per GPU)"],
     "tp": ["tp nccl 2 ranks (1 per GPU)"],
+    "pp": ["pp nccl 2 ranks (1 per GPU)"],
 }
 
 
@@ -215,6 +218,7 @@ def test_cuda_rows_call_the_cpu_rows_comparisons_with_a_cuda_spec(monkeypatch):
         fsdp_check, "check_fsdp", lambda spec, k, gpus=(): calls.append(("fsdp", spec, k, gpus))
     )
     monkeypatch.setattr(tp_check, "check_tp", lambda spec, k, gpus=(): calls.append(("tp", spec, k, gpus)))
+    monkeypatch.setattr(pp_check, "check_pp", lambda spec, k, gpus=(): calls.append(("pp", spec, k, gpus)))
     for row in plan_rows(TWO_GPUS)[5:]:
         if row.name.startswith("ddp across"):
             continue  # the hosts row, which makes namespaces, is not faked
@@ -233,6 +237,8 @@ def test_cuda_rows_call_the_cpu_rows_comparisons_with_a_cuda_spec(monkeypatch):
         ("fsdp", "cuda", 2, gpus),
         ("tp", "cpu", 2, ()),
         ("tp", "cuda", 2, gpus),
+        ("pp", "cpu", 2, ()),
+        ("pp", "cuda", 2, gpus),
     ]
 
 

@@ -47,6 +47,12 @@ CODE_NAMES = {
     "torch.distributed.algorithms.Join", "comm", "hook", "r", "fsdp", "fully_shard", "reduce-scatter",
     "all-gather", "reshard_after_forward", "TP", "RowwiseParallel", "serve", "streamlit", "run", "app.py",
     "Streamlit", "fp32", "fp16", "mixed", "dp", "tp", "tp=2", "dp=2", "name=size", "dp=2,tp=2",
+    # pipeline parallelism: torch.distributed.pipelining's names, its schedules and the formula's letters
+    "stage", "Stage", "GPipe", "gpipe", "1F1B", "1f1b", "interleaved", "interleaved-1f1b", "zbv", "ZBV",
+    "ZB-V",
+    "unit-time", "h", "m", "p", "v", "t", "S", "F", "I", "I/W", "W_L", "L", "mb", "scale_grads",
+    "loss_reduction", "torch.distributed.pipelining", "tests/test_pp.py", "float64", "PP", "DP", "pp",
+    "m+p", "F1B", "pipelining",
 }  # fmt: skip
 CODE_NAMES |= set(strategies.NAMES)  # every registered strategy's name, as the flags take it
 WORD = re.compile(r"(?<![\w.:/-])-{0,2}[A-Za-z][\w.:/@+-]*")

@@ -255,7 +255,7 @@ FROM_MAPPING_ERRORS = [
     ({"weights": [1, True]}, "weights", "[1, True]", "1 to 16 numbers"),
     ({"shuffle": "maybe"}, "shuffle", "'maybe'", "true or false"),
     ({"shuffle": ""}, "shuffle", "''", "true or false"),
-    ({"colour": "red"}, "colour", "'red'", "data, data_sha256, data_size, devices, epochs, features, lr"),
+    ({"colour": "red"}, "colour", "'red'", "data_size, devices, epochs, features, layers, lr"),
 ]
 
 

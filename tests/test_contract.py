@@ -19,7 +19,7 @@ from fitcore.devices import parse_devices
 from fitcore.events import RunEnded, RunStarted, Step
 from fitcore.pool import RunPool
 from fitcore.projection import Projection
-from fitcore.split import COLUMNS, ROWS
+from fitcore.split import COLUMNS, ROWS, WHOLE
 from tests import solo_strategy, test_app
 from tests.helpers import wait_for
 
@@ -60,7 +60,7 @@ def test_every_registered_strategy_keeps_the_contract(solo, name):
     assert cfg.total_steps == cfg.epochs * cfg.batches_per_epoch == cfg.epochs * entry.steps_per_epoch(cfg)
     assert all(hasattr(entry.view_module, part) for part in VIEW)
     assert isinstance(entry.view_module, strategies.StrategyView)  # the declared part of the contract
-    assert entry.split in (ROWS, COLUMNS) and entry.rules(cfg, parse_devices(cfg.devices)) is None
+    assert entry.split in (ROWS, COLUMNS, WHOLE) and entry.rules(cfg, parse_devices(cfg.devices)) is None
     step, labels = entry.planned_step(cfg)
     assert isinstance(step, Step) and len(labels) >= 1
     assert entry.phases() and all(isinstance(p, str) for p in entry.phases())

@@ -19,7 +19,7 @@ from tests.view_helpers import run_to_end, trained_steps
 # each strategy's presets by key, in the registry's order (a strategy with no entry here fails)
 STRATEGY_PRESETS = {
     "dataparallel": [], "ddp": ["ddp", "uneven_shards", "ddp_tp"], "fsdp": ["fsdp", "fsdp_zero2"],
-    "tp": ["tp"],
+    "tp": ["tp"], "pp": ["pp"],
 }  # fmt: skip
 PAGE_PRESETS = ["tutorial", "uneven", "few_rows", "high_lr", "noisy"]  # DataParallel's, the page's own
 
@@ -126,6 +126,11 @@ def test_query_text():
         "workers": "2",
         "mesh": "",  # no mesh: the strategy's own dimension of `workers` ranks
         "reshard_after_forward": "true",
+        "layers": "4",  # the pipeline's options, at their defaults
+        "width": "0",
+        "microbatches": "4",
+        "schedule": "1f1b",
+        "block_ms": "0",
         "pace": "max",
     }
 
@@ -451,7 +456,8 @@ def test_bad_classroom_parameters_name_the_parameter_the_value_and_what_is_allow
     assert (error.field, error.value) == (field, value)
     assert error.allowed.startswith(allowed)
     assert controls.error_text(error).startswith(f"{field}: got {value!r}; allowed: ")
-    tail = "devices, strategy, workers, mesh, reshard_after_forward, pace, preset"
+    tail = ("devices, strategy, workers, mesh, reshard_after_forward, layers, width, microbatches, schedule, "
+            "block_ms, pace, preset")
     assert error.allowed.endswith(tail) or field in ("presenter", "ask")
     if field != "lock":
         assert room.lock == ("seed",)  # the good parameters still apply

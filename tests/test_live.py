@@ -230,7 +230,9 @@ def test_planned_payload_before_a_run_for_each_strategy():
     # FSDP: 3 ranks, shards of ceil(2/3) + ceil(1/3) = 2 numbers, 3 collectives of 2 * 8 bytes each per rank
     # TP on the step's 12 rows (4 of each shard): each of 3 ranks all-reduces a (12, 1) partial output
     tp = 3 * round(2 * 2 / 3 * 12 * 4)
-    assert ddp["picture"]["bytes"] == {"dataparallel": 176, "ddp": 48, "fsdp": 3 * 3 * 2 * 8, "tp": tp}
+    pp = 2 * 2 * 12 * 2 * 4  # 3 stages: the 12 rows' activations down 2 links and their gradients back
+    fsdp = 3 * 3 * 2 * 8
+    assert ddp["picture"]["bytes"] == {"dataparallel": 176, "ddp": 48, "fsdp": fsdp, "tp": tp, "pp": pp}
 
 
 def test_the_picture_carries_what_each_device_holds_for_dataparallel():

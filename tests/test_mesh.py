@@ -45,7 +45,7 @@ def test_parse_mesh(raw, dims):
 
 
 @pytest.mark.parametrize(
-    "raw", ["", "dp", "dp=", "pp=2", "dp=2,dp=2", "dp=0", "dp=65", "dp=٢", "dp=2;tp=2", "dp=+2"]
+    "raw", ["", "dp", "dp=", "cp=2", "dp=2,dp=2", "dp=0", "dp=65", "dp=٢", "dp=2;tp=2", "dp=+2"]
 )
 def test_a_mesh_written_wrong_is_refused(raw):
     with pytest.raises(MeshError):
@@ -90,14 +90,14 @@ def test_a_1d_run_is_a_mesh_of_the_strategys_own_dimension():
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--strategy", "ddp", "--mesh", "dp=2,pp=2"],
-         "--mesh: got 'dp=2,pp=2'; allowed: name=size pairs of dp, tp"),
+        (["--strategy", "ddp", "--mesh", "dp=2,cp=2"],
+         "--mesh: got 'dp=2,cp=2'; allowed: name=size pairs of pp, dp, tp"),
         (["--strategy", "ddp", "--mesh", "dp=2,tp=2", "--workers", "3"],
          "--workers: got 3; allowed: 4, the product of the mesh's sizes (dp=2,tp=2)"),
         (["--strategy", "ddp", "--mesh", "dp=2,tp=3"],
          "--mesh: got 'dp=2,tp=3'; allowed: a tp size at which torch.chunk gives every rank some of the 2 "
          "features: 1 or 2"),
-        (["--mesh", "dp=2"], "--mesh: got 'dp=2'; allowed: a strategy with ranks (ddp or fsdp or tp): "
+        (["--mesh", "dp=2"], "--mesh: got 'dp=2'; allowed: a strategy with ranks (ddp or fsdp or tp or pp): "
          "DataParallel runs in one process, with no mesh"),
         (["--strategy", "tp", "--mesh", "dp=2,tp=2"], "--mesh: got 'dp=2,tp=2'; allowed: tp=K: TP"),
         (["--strategy", "ddp", "--mesh", "tp=2"], "--mesh: got 'tp=2'; allowed: dp=K or dp=K,tp=K"),

@@ -67,6 +67,12 @@ CODE_NAMES = {
     "BatchNorm", "BatchNorm1d", "SyncBatchNorm", "running_mean", "no_sync", "Join",
     "torch.distributed.algorithms.Join", "comm", "hook", "--batchnorm", "--sync-batchnorm", "--accumulate",
     "--uneven", "r", "d",
+    # pipeline parallelism: torch.distributed.pipelining's names, its schedules and the formula's letters
+    "stage", "Stage", "GPipe", "gpipe", "1F1B", "1f1b", "interleaved", "interleaved-1f1b", "zbv", "ZBV",
+    "ZB-V",
+    "unit-time", "h", "m", "p", "v", "t", "S", "F", "I", "I/W", "W_L", "A", "L", "mb", "scale_grads",
+    "loss_reduction", "torch.distributed.pipelining", "tests/test_pp.py", "float64", "PP", "DP", "pp",
+    "torchrun", "m+p", "F1B", "pipelining",
 }
 WORD = re.compile(r"-{0,2}[A-Za-zµ][A-Za-z0-9_./-]*")
 # left out before looking for words: Markdown code spans (code, written as code), plotly's <extra> tag and

@@ -70,8 +70,10 @@ def test_the_tutorial_step_200_rows_on_2_devices_float32():
     # all-gathers and its reduce-scatter: 3 * 8 = 24 bytes, 48 in all.
     # TP: each rank all-reduces its partial output (200, 1), 800 bytes: 2*(2-1)/2 * 800 = 800, 1600 in all;
     # it grows with the rows, where DDP's does not.
-    assert step_bytes(200, 2, 2, 4) == {"dataparallel": 1624, "ddp": 24, "fsdp": 48, "tp": 1600}
-    assert step_bytes(200, 2, 2, 8) == {"dataparallel": 3248, "ddp": 48, "fsdp": 96, "tp": 3200}  # float64
+    # PP (1F1B, 2 stages, layers of width d): each of the 200 rows' activations (d = 2 numbers) down the one
+    # link and their gradients back: 2 * 1 * 200 * 2 * 4 = 3200
+    assert step_bytes(200, 2, 2, 4) == {"dataparallel": 1624, "ddp": 24, "fsdp": 48, "tp": 1600, "pp": 3200}
+    assert step_bytes(200, 2, 2, 8) == {"dataparallel": 3248, "ddp": 48, "fsdp": 96, "tp": 3200, "pp": 6400}
     assert step_bytes(400, 2, 2, 4)["tp"] == 2 * 1600 and step_bytes(400, 2, 2, 4)["ddp"] == 24
 
 
@@ -95,7 +97,9 @@ def test_step_bytes_table(rows, k, d, itemsize, dataparallel, ddp):
     fsdp = k * 3 * (k - 1) * (math.ceil(d / k) + 1) * itemsize
     # TP: every rank all-reduces the (rows, 1) partial output: 2(k-1)/k of rows * itemsize, rounded
     tp = k * round(2 * (k - 1) * rows * itemsize / k)
-    expected = {"dataparallel": dataparallel, "ddp": ddp, "fsdp": fsdp, "tp": tp}
+    # PP: k stages, each row's activations (d numbers) down k - 1 links and their gradients back
+    pp = 2 * (k - 1) * rows * d * itemsize
+    expected = {"dataparallel": dataparallel, "ddp": ddp, "fsdp": fsdp, "tp": tp, "pp": pp}
     assert step_bytes(rows, k, d, itemsize) == expected
 
 

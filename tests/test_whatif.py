@@ -130,7 +130,7 @@ def test_alpha_beta_by_hand():
     # each projection's messages in a row on 8 devices, by name: a strategy with no entry here fails
     # (a 2-D row on 8 devices is tp = 8, dp = 1: TP's 14)
     steps = {"dataparallel": 28, "ddp": 14, "zero1": 14, "zero2": 14, "zero3": 21, "tp": 14, "ddp_tp": 14,
-             "fsdp_tp": 14}  # fmt: skip
+             "fsdp_tp": 14, "pp": 14}  # fmt: skip
     assert {s: latency_steps(s, 8) for s in whatif.STRATEGIES} == steps
 
 

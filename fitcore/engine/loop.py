@@ -11,6 +11,9 @@ A step on one rank:
   5. backward, where the wrapper's collectives run (DDP's all-reduce, FSDP's reduce-scatter);
   6. the optimizer's step on what this rank holds, then report the step.
 
+A pipeline (fitcore.strategies.pp) runs 3 and 5 as one: its schedule interleaves the microbatches' forwards
+and backwards, so its part's `forward_loss` runs the whole schedule and its `backward` has nothing left to do.
+
 The loop only reads the clock's slots START, LOADED, LOSS_END, BACKWARD_END and OPTIMIZER_END
 (fitcore.phases); a part marks its own (its collectives', its forward's end) with the `mark` it is given.
 """
@@ -93,9 +96,15 @@ class RankPart(Protocol[H_co]):
         """The model's input and the targets of rows `idx`, and the shape of what this rank holds of them."""
         ...
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The wrapped model's output for the step's input, (b, 1): its collectives run here where it has
-        forward ones (FSDP's all-gather, TP's all-reduce of the partial outputs)."""
+    def forward_loss(self, x: torch.Tensor, yb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The step's output on this rank, whose shape it reports, and the step's loss, whose value it
+        shares: the wrapped model's forward (its collectives run here where it has forward ones, FSDP's
+        all-gather, TP's all-reduce of the partial outputs) and the MSE (WholeForward's); a pipeline's whole
+        schedule, backward included."""
+        ...
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """The loss's backward, where the wrapper's gradient collectives run (nothing left for a pipeline)."""
         ...
 
     def begin_step(self) -> None:
@@ -114,6 +123,21 @@ class RankPart(Protocol[H_co]):
         """The bytes this rank's collectives sent in the step, as measured (none where the engine's specs
         give them, DDP's)."""
         ...
+
+
+class WholeForward:
+    """forward_loss and backward of a part whose every rank runs a forward of the whole batch it took (DDP,
+    FSDP, TP): its own `forward`, then the MSE of its output; backward from that loss."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward_loss(self, x: torch.Tensor, yb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.forward(x)
+        return out, F.mse_loss(out, yb)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
 
 
 def sampler_batches(cfg: FitConfig, place: Place, epoch: int) -> Iterator[torch.Tensor]:
@@ -188,11 +212,11 @@ def run_rank(
                 state.status = Status.STOPPED
                 return state, part.holds
             part.begin_step()
+            part.optimizer.zero_grad(set_to_none=True)  # before the step: a pipeline's backward is in it
             clock.mark(START)
             x, yb, held_shape = part.inputs(X, y, idx)
             clock.mark(LOADED)
-            out = part.forward(x)
-            loss = F.mse_loss(out, yb)
+            out, loss = part.forward_loss(x, yb)
             value = loss.item()
             seen = Shapes(held_shape, tuple(out.shape))
             ids = idx[:MAX_IDS].tolist()
@@ -227,9 +251,8 @@ def _ends_here(state: RankState, table: torch.Tensor, mean: float, epoch: int, l
 
 def _backward_and_step(part: RankPart[object], loss: torch.Tensor, mark: Mark) -> None:
     """Backward (the wrapper's gradient collectives run inside it), then the optimizer on this rank's part."""
-    part.optimizer.zero_grad(set_to_none=True)
     mark(LOSS_END)  # the loss phase ends here: the step's loss is the ranks' mean, shared just before
-    loss.backward()
+    part.backward(loss)
     mark(BACKWARD_END)
     part.end_backward()
     part.optimizer.step()

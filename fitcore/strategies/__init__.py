@@ -114,9 +114,15 @@ class Strategy:
     phases: Callable[[], tuple[str, ...]] = tuple
     picture: Callable[..., dict] = lambda cfg, step, devices, extra: {}
     options: tuple[str, ...] = ()  # FitConfig fields only this strategy reads (their defaults elsewhere)
+    # the values a text option may take (a pipeline's schedule), drawn as a choice on the page; a bool
+    # option is a switch, a number one a number box
+    choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     calibrate: Callable[..., dict] | None = None  # (cfg, k) -> whatif's calibration point, a real run's bytes
     torchrun: Callable[..., Any] | None = None  # its trainer for one rank of a torchrun launch, if it has one
     rules: Callable[..., None] = lambda cfg, plan: None  # its own config rules: raise ConfigError
+    # (cfg) -> why the lab has no column of it for this config (a pipeline's microbatches that do not cut
+    # the batch equally: a real run refuses the config), or "" where it has one
+    lab_skip: Callable[..., str] = lambda cfg: ""
     split: Split = ROWS  # which rows and columns of the batch each device takes (fitcore.split)
     dim: str = DP  # the mesh dimension it runs (fitcore.mesh): its ranks' name in a mesh (TP's: mesh.TP)
     composes: tuple[str, ...] = ()  # the other dimensions a mesh of it may have

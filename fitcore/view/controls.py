@@ -205,7 +205,15 @@ def option_values(strategy: Any, widgets: Mapping[str, Any]) -> dict[str, Any]:
     switch left off under FSDP does not follow the page to another strategy, which would refuse it)."""
     own = strategies.strategy(strategy).options
     default = {f: getattr(FitConfig, f) for f in OPTIONS}
-    return {f: bool(widgets.get(f, default[f])) if f in own else default[f] for f in OPTIONS}
+    return {f: _option(widgets.get(f, default[f]), default[f]) if f in own else default[f] for f in OPTIONS}
+
+
+def _option(value: Any, default: Any) -> Any:
+    """An option's widget value typed as its field: a switch's bool, a number box's int or float, a choice's
+    text (validate() checks it)."""
+    if isinstance(default, bool):
+        return bool(value)
+    return value
 
 
 def matching_preset(values: Mapping[str, Any]) -> Preset | None:

@@ -20,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel
 from fitcore.chunks import columns
 from fitcore.config import FitConfig
 from fitcore.engine.contract import Engine, first_memory_details, joined_parts, memory_on_step_one
-from fitcore.engine.loop import Mark, Place, sampler_batches
+from fitcore.engine.loop import Mark, Place, WholeForward, sampler_batches
 from fitcore.engine.rank import local_values, rank_params
 from fitcore.engine.rowwise import Cut, block_inputs, shard_features
 from fitcore.memory import rank_memory
@@ -67,7 +67,7 @@ def _timed_allreduce(state, bucket):  # no annotations: DDP rejects any but its 
 
 
 
-class DdpPart:
+class DdpPart(WholeForward):
     """A DDP rank's part of the engine's loop (fitcore.engine.loop): its replica wrapped in
     DistributedDataParallel, with its all-reduce timed by a communication hook, and its rows of each
     batch from DistributedSampler.

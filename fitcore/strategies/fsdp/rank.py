@@ -26,7 +26,7 @@ from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllGath
 
 from fitcore.chunks import columns
 from fitcore.config import FitConfig
-from fitcore.engine.loop import Mark, Place, sampler_batches
+from fitcore.engine.loop import Mark, Place, WholeForward, sampler_batches
 from fitcore.engine.rank import local_values
 from fitcore.engine.rowwise import Cut, block_inputs, shard_features
 from fitcore.memory import rank_memory
@@ -156,7 +156,7 @@ def _mark_absent(seen: Collectives, reshard_after_forward: bool) -> None:
         seen.mark(slot)
 
 
-class FsdpPart:
+class FsdpPart(WholeForward):
     """An FSDP rank's part of the engine's loop (fitcore.engine.loop): the (d, 1) model under fully_shard,
     its collectives timed and measured, its rows of each batch from DistributedSampler (as DDP's).
 

@@ -25,7 +25,7 @@ from torch import nn
 from fitcore.chunks import columns
 from fitcore.config import FitConfig
 from fitcore.data import epoch_order
-from fitcore.engine.loop import Mark, Place
+from fitcore.engine.loop import Mark, Place, WholeForward
 from fitcore.engine.rank import local_values
 from fitcore.engine.rowwise import columns_input, shard_features
 from fitcore.memory import rank_memory
@@ -42,7 +42,7 @@ class TpRank(NamedTuple):
     cols: tuple[int, int]
 
 
-class TpPart:
+class TpPart(WholeForward):
     """A TP rank's part of the engine's loop (fitcore.engine.loop): its rows of W by RowwiseParallel, the
     whole batch every step (one device's order), its own columns of X."""
 

@@ -1,0 +1,3 @@
+"""The pp strategy's name alone: what its modules import, and the value of FitConfig.strategy."""
+
+NAME = "pp"

@@ -1,0 +1,266 @@
+"""A pipeline rank's part of the engine's one loop: its stages of the deep-linear model, run by PyTorch's own
+pipelining (torch.distributed.pipelining's PipelineStage and a schedule: ScheduleGPipe, Schedule1F1B,
+ScheduleInterleaved1F1B, ScheduleZBVZeroBubble).
+
+Every rank takes the whole batch (one device's order); stage 0's rank feeds it to the schedule, which cuts it
+into m equal microbatches and runs each stage's forward and backward of each, passing activations down and
+their gradients back with send and receive. The last stage computes each microbatch's MSE; `scale_grads`
+divides the gradients by m, so with equal microbatches a step is one device's step on the whole batch. The
+schedule runs backward too: the loop's backward has nothing left to do.
+
+Each block is timed by wrapping the stage's own forward_one_chunk, backward_one_chunk and
+backward_weight_one_chunk (every schedule calls them); the schedule starts after a barrier of the pipeline's
+ranks, so that their clocks share a zero and the idle time between blocks (the bubble) reads across ranks.
+The first step infers the stages' shapes (tens of milliseconds): the part runs it once on zeros before the
+loop, with no optimizer step, so that no timed step pays for it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator, NamedTuple
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F_
+from torch import nn
+
+from fitcore.config import FitConfig
+from fitcore.data import epoch_order
+from fitcore.engine.loop import Mark, Place
+from fitcore.memory import rank_memory
+from fitcore.mesh import PP
+from fitcore.phases import START
+from fitcore.strategies.pp import layout
+from fitcore.strategies.pp.layout import FIRST_BLOCK, SCHEDULE_START, B, Block, F, I, W
+from fitcore.strategies.pp.model import deep_layers, hidden, product
+from fitcore.train import make_optimizer
+
+ITEMSIZE = 4  # float32
+
+
+class PpRank(NamedTuple):
+    """What one rank holds: its stages' modules (by stage index), its optimizer, what its last step ran."""
+
+    modules: dict[int, nn.Module]
+    optimizer: torch.optim.Optimizer
+    group: Any  # the pipeline's process group
+    ran: tuple[Block, ...]  # its blocks of the last step, in the order they ran
+    times: tuple[tuple[float, float], ...]  # each block's start and end, seconds from the schedule's start
+    sent: tuple[int, ...]  # the bytes each block sent
+    stages: int  # S
+    rank: int  # its place in the pipeline
+
+
+class PpPart:
+    """A pipeline rank's part of the engine's loop (fitcore.engine.loop): its stages, the schedule."""
+
+    def __init__(self, cfg: FitConfig, place: Place, mark: Mark):
+        from torch.distributed.pipelining import PipelineStage, schedules
+
+        self.cfg, self.mark, self.device = cfg, mark, place.device
+        self.width = hidden(cfg)
+        p, m = place.mesh.size(PP), cfg.microbatches
+        self.rank = place.coords.get(PP, place.rank)
+        self.group = place.mesh.device_mesh(place.device.type)[PP].get_group()
+        self.n_stages = layout.n_stages(cfg.schedule, p)
+        layers = deep_layers(cfg)
+        bounds = layout.stage_layers(cfg.layers, self.n_stages)
+        self.modules: dict[int, nn.Module] = {}
+        stages = []
+        for s in layout.rank_stages(cfg.schedule, p, self.rank):
+            lo, hi = bounds[s]
+            module = nn.Sequential(*layers[lo:hi]).to(place.device)
+            self.modules[s] = module
+            stage = PipelineStage(module, s, self.n_stages, place.device, group=self.group)
+            self._time(stage, s)
+            stages.append(stage)
+        self.first = any(st.is_first for st in stages)
+        self.last = any(st.is_last for st in stages)
+        params = [q for module in self.modules.values() for q in module.parameters()]
+        self.optimizer = make_optimizer(cfg, params)
+        cls = getattr(schedules, layout.CLASSES[cfg.schedule])
+        one = layout.stages_per_rank(cfg.schedule) == 1
+        self.schedule = cls(
+            stages[0] if one else stages, n_microbatches=m, loss_fn=F_.mse_loss, scale_grads=True
+        )
+        self.generator = torch.Generator().manual_seed(cfg.seed + 2)  # one device's order (dataparallel's)
+        self.ran: list[Block] = []
+        self.times: list[tuple[float, float]] = []
+        self.block_bytes: list[int] = []
+        self.rows: dict[tuple[int, int], int] = {}  # (stage, microbatch) -> its rows, as its forward saw them
+        self.zero = 0.0
+        self.recording = False
+        rows = min(cfg.batch_size, cfg.data_size)
+        x = torch.zeros(rows, cfg.n_features, device=place.device)
+        self._run(x, torch.zeros(rows, 1, device=place.device))  # the shapes inferred, untimed, no step
+        self.optimizer.zero_grad(set_to_none=True)
+        self.recording = True
+
+    # ---- timing each block, as the schedule calls the stage's own methods
+
+    def _time(self, stage: Any, s: int) -> None:
+        for method, kind in (
+            ("forward_one_chunk", F),
+            ("backward_one_chunk", B),
+            ("backward_weight_one_chunk", W),
+        ):
+            setattr(stage, method, self._timed(getattr(stage, method), kind, s))
+
+    def _timed(self, run: Any, kind: str, s: int) -> Any:
+        def timed(chunk: int, *args: Any, **kwargs: Any) -> Any:
+            if not self.recording:
+                return run(chunk, *args, **kwargs)
+            full = kwargs.get("full_backward", args[1] if kind == B and len(args) > 1 else True)
+            block = Block(I if kind == B and not full else kind, s, chunk)
+            i = len(self.ran)
+            self.mark(FIRST_BLOCK + 2 * i)
+            start = self._now()
+            out = run(chunk, *args, **kwargs)
+            if self.cfg.block_ms:  # the stand-in work of a bigger model's block (FitConfig.block_ms)
+                time.sleep(self.cfg.block_ms * layout.WORK[block.kind] / 1000)
+            self.mark(FIRST_BLOCK + 2 * i + 1)
+            self.times.append((start, self._now()))
+            self.ran.append(block)
+            self.block_bytes.append(self._sent(block, out))
+            return out
+
+        return timed
+
+    def _sent(self, block: Block, out: Any) -> int:
+        """The bytes the block hands on: a forward's output to the next stage, a backward's gradient of its
+        input to the stage before (the shape of what its forward took), as the tensors measure them."""
+        if block.kind == F:
+            rows = out.shape[0] if isinstance(out, torch.Tensor) else 0
+            self.rows[(block.stage, block.microbatch)] = rows
+            if block.stage == self.n_stages - 1:
+                return 0
+            return out.numel() * out.element_size()
+        if (
+            block.kind in (B, I) and block.stage > 0
+        ):  # its input's gradient: the shape of the input, (rows, h)
+            return self.rows.get((block.stage, block.microbatch), 0) * self.width * ITEMSIZE
+        return 0
+
+    # ---- the loop's calls
+
+    def _now(self) -> float:
+        """Seconds from the schedule's start, the block's work done (a GPU's queue waited for): the part's
+        own record of its last step, which it reports at the end (the step's slots go to the parent)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter() - self.zero
+
+    @property
+    def holds(self) -> PpRank:
+        return PpRank(self.modules, self.optimizer, self.group, tuple(self.ran), tuple(self.times),
+                      tuple(self.block_bytes), self.n_stages, self.rank)  # fmt: skip
+
+    def batches(self, epoch: int) -> Iterator[torch.Tensor]:
+        """Every row of the epoch, in one device's order, in whole batches: every rank takes every row."""
+        cfg = self.cfg
+        order = epoch_order(cfg.data_size, cfg.shuffle, self.generator)
+        ids = order if order is not None else torch.arange(cfg.data_size)
+        return iter(ids.split(cfg.batch_size))
+
+    def inputs(self, X, y, idx):
+        xb = X[idx]
+        return xb, y[idx], tuple(xb.shape)
+
+    def forward_loss(self, x: torch.Tensor, yb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The whole schedule, forward and backward of every microbatch, after a barrier of the pipeline's
+        ranks; the batch's loss (the mean of the microbatches' on the last stage) summed to every rank."""
+        dist.barrier(group=self.group)
+        self.mark(START)  # a pipeline's step counts from here, every rank's shared zero: its rows line up
+        self.mark(SCHEDULE_START)
+        self.zero = 0.0
+        self.zero = self._now()
+        loss = self._run(x, yb)
+        return torch.empty(x.shape[0], 1 if self.last else self.width), loss
+
+    def _run(self, x: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        losses: list[torch.Tensor] = []
+        args = (x,) if self.first else ()
+        self.schedule.step(*args, target=yb if self.last else None, losses=losses)
+        mean = (
+            torch.stack([v.detach() for v in losses]).mean() if losses else torch.zeros((), device=x.device)
+        )
+        dist.all_reduce(mean, group=self.group)  # the last stage's loss, on every rank (the others add 0)
+        return mean
+
+    def backward(self, loss: torch.Tensor) -> None:
+        pass  # the schedule ran every microbatch's backward
+
+    def begin_step(self) -> None:
+        self.ran, self.times, self.block_bytes, self.rows = [], [], [], {}
+
+    def end_backward(self) -> None:
+        pass
+
+    def end_early(self) -> None:
+        pass
+
+    def sent(self, out: torch.Tensor) -> tuple[int, ...]:
+        """The bytes each of the step's blocks sent, in the order they ran."""
+        return tuple(self.block_bytes)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What a pipeline rank reports (the engine's Engine) and how the parent reads it.
+
+
+def stage_products(holds: PpRank) -> list[torch.Tensor]:
+    """Each of its stages' layers multiplied, in stage order: (d, d), or (1, d) for the last stage."""
+    return [product([layer.weight.detach() for layer in holds.modules[s]]) for s in sorted(holds.modules)]
+
+
+def own_products(rank: int, holds: PpRank) -> tuple[tuple[float, ...], float | None]:
+    """What a rank reports after each step: its stages' products, flat in stage order; b from the rank
+    that holds the last stage."""
+    flat = tuple(v for w in stage_products(holds) for v in w.reshape(-1).tolist())
+    last = holds.stages - 1
+    return flat, (holds.modules[last][-1].bias.item() if last in holds.modules else None)
+
+
+def joined_products(holds: PpRank) -> tuple[tuple[float, ...], float]:
+    """W and b as every rank can gather them (an all-gather of every stage's product: torchrun's lead rank,
+    the end of a run), multiplied in stage order."""
+    mine = {s: w.cpu() for s, w in zip(sorted(holds.modules), stage_products(holds))}
+    last = holds.stages - 1
+    bias = holds.modules[last][-1].bias.item() if last in holds.modules else None
+    every: list[Any] = [None] * dist.get_world_size(holds.group)
+    dist.all_gather_object(every, (mine, bias), group=holds.group)
+    by_stage = {s: w for part, _ in every for s, w in part.items()}
+    w = product([by_stage[s] for s in range(holds.stages)])
+    return tuple(w.view(-1).tolist()), next(b for _, b in every if b is not None)
+
+
+def holds_memory(rank: int, holds: PpRank) -> dict:
+    """What a rank measured it holds: its stages' layers, their gradients and their optimizer state."""
+    params = [q for s in sorted(holds.modules) for q in holds.modules[s].parameters()]
+    return rank_memory(rank, params, holds.optimizer)
+
+
+def last_blocks(holds: PpRank) -> list[dict]:
+    """Its last step's blocks as it ran them: kind, stage, microbatch, start and end (seconds from the
+    schedule's start), the bytes each sent."""
+    return [
+        {"kind": b.kind, "stage": b.stage, "microbatch": b.microbatch, "start": t0, "end": t1, "sent": n}
+        for b, (t0, t1), n in zip(holds.ran, holds.times, holds.sent)
+    ]
+
+
+def final_rows(holds: PpRank) -> tuple[tuple[tuple[float, ...], float], dict]:
+    """After the loop: W and b gathered (a collective every rank makes), and what this rank holds and ran."""
+    return joined_products(holds), {
+        "memory": holds_memory(holds.rank, holds),
+        "blocks": last_blocks(holds),
+    }
+
+
+def first_step_extra(rank: int, holds: PpRank, step: int) -> dict | None:
+    """Step 1's report: what the rank holds (Adam's state exists now) and the blocks it ran, with their
+    times, as the picture and the console read them from the first step on."""
+    if step != 1:
+        return None
+    return {"memory": holds_memory(holds.rank, holds), "blocks": last_blocks(holds)}

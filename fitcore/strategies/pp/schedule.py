@@ -1,0 +1,77 @@
+"""A pipeline step as measured: each rank's blocks, the bubble beside its formula, the activations each stage
+held, the bytes between stages. One function makes it (`schedule_value`), for Detail('pp') (the console, the
+JSON, a recording) and for the live picture (fitcore.strategies.pp.view), so that a figure shown is computed
+once, from what the ranks measured.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from fitcore.config import FitConfig
+from fitcore.strategies.pp import layout
+from fitcore.strategies.pp.layout import Block
+
+
+def blocks_of(rows: Sequence[dict]) -> list[Block]:
+    return [Block(b["kind"], b["stage"], b["microbatch"]) for b in rows]
+
+
+def bubble(blocks: Sequence[Sequence[dict]]) -> float:
+    """The measured bubble of a step: 1 − Σ busy / (p × the longest span from the schedule's start)."""
+    busy = [sum(b["end"] - b["start"] for b in rank) for rank in blocks]
+    spans = [max((b["end"] for b in rank), default=0.0) for rank in blocks]
+    return layout.measured_bubble(busy, spans)
+
+
+def schedule_value(
+    cfg: FitConfig,
+    labels: Sequence[str],
+    blocks: Sequence[Sequence[dict]],
+    memory: Sequence[dict] | None = None,
+) -> dict:
+    """Detail('pp').value: the pipeline's layout and one step's blocks as each rank ran them (`blocks`, in
+    rank order, from its report), with the figures read from them."""
+    p, m, d, h = len(labels), cfg.microbatches, cfg.n_features, cfg.width or cfg.n_features
+    stages = layout.n_stages(cfg.schedule, p)
+    bounds = layout.stage_layers(cfg.layers, stages)
+    rows = min(cfg.batch_size, cfg.data_size) // m
+    ranks = []
+    for r, label in enumerate(labels):
+        ran = list(blocks[r]) if r < len(blocks) else []
+        held = layout.held_counts(blocks_of(ran))
+        own = layout.rank_stages(cfg.schedule, p, r)
+        ranks.append({
+            "rank": r, "device": label, "stages": list(own), "layers": [list(bounds[s]) for s in own],
+            "blocks": ran,
+            "held": [{"stage": s, "microbatches": held.get(s, 0),
+                      "bytes": held.get(s, 0) * layout.activation_bytes(rows, d, h, bounds[s])}
+                     for s in own],
+            "busy_seconds": sum(b["end"] - b["start"] for b in ran),
+            "span_seconds": max((b["end"] for b in ran), default=0.0),
+        })  # fmt: skip
+    links = []
+    for s in range(stages - 1):
+        forward = sum(b["sent"] for rank in blocks for b in rank if b["stage"] == s and b["kind"] == layout.F)
+        back = sum(b["sent"] for rank in blocks for b in rank
+                   if b["stage"] == s + 1 and b["kind"] in (layout.B, layout.I))  # fmt: skip
+        links.append({"from_stage": s, "to_stage": s + 1, "forward_bytes": forward, "backward_bytes": back})
+    value = {
+        "schedule": cfg.schedule,
+        "world_size": p,
+        "stages": stages,
+        "layers": cfg.layers,
+        "width": h,
+        "microbatches": m,
+        "microbatch_rows": rows,
+        "bubble_measured": bubble(blocks) if any(blocks) else 0.0,
+        "bubble_formula": layout.formula_bubble(cfg.schedule, p, m),
+        "bubble_formula_text": layout.formula_text(cfg.schedule),
+        "bubble_unit_time": layout.unit_bubble(cfg.schedule, p, m),
+        "ranks": ranks,
+        "links": links,
+        "bytes_between_stages": sum(link["forward_bytes"] + link["backward_bytes"] for link in links),
+    }
+    if memory:
+        value["per_rank_memory"] = list(memory)
+    return value

@@ -1,0 +1,228 @@
+"""The pipeline's part of the page: each rank's stages and layers, the schedule as it ran (its picture part:
+every block with its microbatch, its tick and its measured times, the bubble beside its formula), what each
+stage holds, how it ran and its console lines.
+
+It exposes the names every strategy's view module does (fitcore.strategies.StrategyView).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from fitcore.config import FitConfig
+from fitcore.devices import parse_devices
+from fitcore.engine.rank import rank_labels
+from fitcore.events import Replica, RunStarted, Step
+from fitcore.i18n import count, t
+from fitcore.memory import memory_part
+from fitcore.runner import Snapshot
+from fitcore.strategies.pp import layout
+from fitcore.strategies.pp.name import NAME
+from fitcore.strategies.pp.schedule import schedule_value
+from fitcore.text import format_bytes
+from fitcore.view import ranks as rank_view
+from fitcore.view.common import Section, fitted_names, memory_notes, memory_rows
+
+CONSOLE_HINT = "view.console_hint.pp"
+BLOCK_PHASES = frozenset(layout.KIND_PHASE.values())
+PHASE_KIND = {phase: kind for kind, phase in layout.KIND_PHASE.items()}
+
+
+def whole_replicas(labels, rows: int, d: int, stages_last, losses=None, ids=None) -> tuple[Replica, ...]:
+    """A Replica per rank: the whole batch (stage 0's rank feeds it; every rank loads it), its output (B, d),
+    or (B, 1) where it holds the last stage."""
+    return tuple(
+        Replica(label, 0, rows, (rows, d), (rows, 1 if stages_last[r] else d),
+                losses[r] if losses else None, tuple(ids[r]) if ids else ())
+        for r, label in enumerate(labels)
+    )  # fmt: skip
+
+
+def holds_last(cfg: FitConfig, p: int) -> list[bool]:
+    last = layout.n_stages(cfg.schedule, p) - 1
+    return [last in layout.rank_stages(cfg.schedule, p, r) for r in range(p)]
+
+
+def planned_step(cfg: FitConfig, gpus: Any = None) -> tuple[Step, tuple[str, ...]]:
+    """(a pipeline's first step before any run: every rank the whole batch; the ranks)."""
+    labels = rank_labels(cfg, parse_devices(cfg.devices, gpus))
+    rows, d = min(cfg.batch_size, cfg.data_size), cfg.n_features
+    replicas = whole_replicas(labels, rows, d, holds_last(cfg, len(labels)))
+    return Step(1, 1, 1, math.nan, (rows, d), (rows, 1), replicas, (), 0.0, 0.0), labels
+
+
+def step_blocks(cfg: FitConfig, step: Step, p: int) -> list[list[dict]]:
+    """Each rank's blocks in a step, from its recorded phases: kind, stage and microbatch in the schedule's
+    order (layout.order, the order a run measures), start and end from the ranks' shared zero, bytes sent."""
+    runs = layout.order(cfg.schedule, p, cfg.microbatches)
+    if step.phases is None:
+        return [[] for _ in range(p)]
+    per_rank: list[list[Any]] = [[] for _ in range(p)]
+    labels = [r.device for r in step.replicas]
+    for phase in step.phases.phases():
+        if phase.name in BLOCK_PHASES and phase.device in labels:
+            per_rank[labels.index(phase.device)].append(phase)
+    out = []
+    for r in range(p):
+        out.append([
+            {"kind": b.kind, "stage": b.stage, "microbatch": b.microbatch, "start": ph.start,
+             "end": ph.start + ph.duration, "sent": ph.bytes}
+            for b, ph in zip(runs[r], per_rank[r])
+        ])  # fmt: skip
+    return out
+
+
+def _memory(extra: dict | None) -> list[dict] | None:
+    value = (extra or {}).get(NAME)
+    return value.get("per_rank_memory") if isinstance(value, dict) else None
+
+
+def picture_part(cfg: FitConfig, step: Step, devices: list[dict], extra: dict) -> dict:
+    """The live picture's pipeline part: the step's schedule as it ran (schedule_value on the step's own
+    blocks: the bubble, the held activations, the bytes between stages), each block's unit-time tick (the
+    phase walk steps through them) and microbatch on its phase entry, and what each rank holds."""
+    p = len(devices)
+    blocks = step_blocks(cfg, step, p)
+    value = schedule_value(cfg, [d["label"] for d in devices], blocks, _memory(extra))
+    tick = layout.ticks(cfg.schedule, p, cfg.microbatches)
+    for r, rank in enumerate(value["ranks"]):  # each block's tick, for the walk through the schedule
+        for i, block in enumerate(rank["blocks"]):
+            block["tick"] = tick[r][i] if i < len(tick[r]) else None
+    fields = []  # one per phase entry, in the step's phase order: a block's tick, microbatch and stage
+    runs = layout.order(cfg.schedule, p, cfg.microbatches)
+    if step.phases is not None:
+        seen = [0] * p
+        labels = [r.device for r in step.replicas]
+        for phase in step.phases.phases():
+            r = labels.index(phase.device) if phase.device in labels else -1
+            if phase.name in BLOCK_PHASES and r >= 0 and seen[r] < len(runs[r]):
+                b = runs[r][seen[r]]
+                fields.append({"tick": tick[r][seen[r]], "microbatch": b.microbatch, "stage": b.stage})
+                seen[r] += 1
+            else:
+                fields.append({})
+    measured = memory_part(devices, _memory(extra))
+    return {"pipeline": value, "phase_fields": fields, "param_names": fitted_names(cfg),
+            "memory_measured": measured}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The page's panels.
+
+
+def held_text(held: list[dict]) -> str:
+    """ "2 microbatch(es), 1.6 kB" for each of a rank's stages."""
+    return "; ".join(t("pp.held", n=h["microbatches"], bytes=format_bytes(h["bytes"])) for h in held)
+
+
+def stage_table(value: dict) -> list[dict[str, Any]]:
+    """Each rank's stages, their layers, and the activations each stage held at most."""
+    rank_, device = t("view.col.rank"), t("view.col.device")
+    stages, layers, held = t("pp.col.stages"), t("pp.col.layers"), t("pp.col.held")
+    rows = []
+    for r in value["ranks"]:
+        rows.append({
+            rank_: r["rank"], device: r["device"],
+            stages: ", ".join(str(s) for s in r["stages"]),
+            layers: ", ".join(f"{lo + 1}–{hi}" if hi - lo > 1 else f"{hi}" for lo, hi in r["layers"]),
+            held: held_text(r["held"]),
+        })  # fmt: skip
+    return rows
+
+
+def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> list[Section]:
+    """Each rank's stages and layers and what they held (the latest step's, or the plan's), then memory."""
+    config = snap.config if snap is not None else cfg
+    if config is None:
+        return []
+    if snap is not None and snap.latest is not None:
+        step = snap.latest
+        blocks = step_blocks(config, step, len(step.replicas))
+        caption = t("pp.stages.caption", step=step.step, loss=f"{step.loss:.6g}")
+    else:
+        step = planned_step(config, gpus)[0]
+        blocks = [[] for _ in step.replicas]
+        caption = t("view.ranks.planned")
+    labels = tuple(r.device for r in step.replicas)
+    value = schedule_value(config, labels, blocks)
+    if not any(blocks):  # the plan: the activations each stage will hold, from the schedule's order
+        runs = layout.order(config.schedule, len(labels), config.microbatches)
+        planned = [[{"kind": b.kind, "stage": b.stage, "microbatch": b.microbatch, "start": 0.0, "end": 0.0,
+                     "sent": 0} for b in run] for run in runs]  # fmt: skip
+        value = schedule_value(config, labels, planned)
+    split = Section(
+        "pp_stages",
+        title=t("pp.stages.title"),
+        tables=(stage_table(value),),
+        text_columns=(t("view.col.rank"), t("pp.col.stages")),
+        notes=(caption, t("pp.stages.note", layers=config.layers, stages=value["stages"])),
+    )
+    measured = _memory(snap.extra if snap is not None else None)
+    k = len(labels)
+    memory = (
+        measured
+        if measured and len(measured) == k
+        else [layout.planned_memory(config, r, k) for r in range(k)]
+    )
+    holds = Section(
+        "memory",
+        title=t("view.memory.title.ranks"),
+        tables=(memory_rows(labels, memory),),
+        text_columns=(t("view.col.rank"),),
+        notes=(*memory_notes(memory, bool(measured)), t("pp.memory.note")),
+    )
+    return [split, holds]
+
+
+def parallelism(cfg: FitConfig, started: RunStarted) -> str:
+    """ "Pipeline parallel, 2 ranks, 1f1b, gloo"."""
+    backend = "nccl" if cfg.devices.startswith("cuda") else "gloo"
+    return t("pp.parallelism", ranks=count("cli.count.rank", len(started.devices)), schedule=cfg.schedule,
+             backend=backend)  # fmt: skip
+
+
+def percent(share: float) -> str:
+    return f"{100 * share:.0f}%"
+
+
+def holds_lines(value: dict) -> list[str]:
+    """Detail('pp'): the stages on each rank, the bubble measured and by formula, what each stage held."""
+    ranks = count("cli.count.rank", value["world_size"])
+    lines = [t("pp.console.layout", ranks=ranks, layers=value["layers"],
+               stages=value["stages"], schedule=value["schedule"], m=value["microbatches"],
+               rows=value["microbatch_rows"])]  # fmt: skip
+    memory = {m["rank"]: m for m in value.get("per_rank_memory", [])}
+    for r in value["ranks"]:
+        held = held_text(r["held"])
+        line = t("pp.console.rank", rank=r["rank"], stages=", ".join(map(str, r["stages"])), held=held)
+        if r["rank"] in memory:
+            m = memory[r["rank"]]
+            line += t(
+                "pp.console.memory",
+                parameters=format_bytes(m["parameters"]),
+                gradients=format_bytes(m["gradients"]),
+                optimizer=format_bytes(m["optimizer_state"]),
+            )
+        lines.append(line)
+    if any(r["blocks"] for r in value["ranks"]):
+        lines.append(t("pp.console.bubble", measured=percent(value["bubble_measured"]),
+                       formula=percent(value["bubble_formula"]), text=value["bubble_formula_text"],
+                       bytes=format_bytes(value["bytes_between_stages"])))  # fmt: skip
+    return lines
+
+
+def console_frame(snap: Snapshot) -> tuple[list[str], list[str]]:
+    """The process group and the stages first; the ranks' final parameters once it ends."""
+    return rank_view.console_frame(snap, NAME, holds_lines)
+
+
+def example(cfg: FitConfig | None) -> str:
+    """The explanation's example on cfg's sizes: "4 layers in 2 stages on 2 ranks, 4 microbatches of 50"."""
+    cfg = cfg if cfg is not None else FitConfig(strategy=NAME)
+    p = cfg.workers
+    return t("explain.pp.example", layers=cfg.layers, stages=layout.n_stages(cfg.schedule, p),
+             ranks=count("cli.count.rank", p), m=cfg.microbatches,
+             rows=min(cfg.batch_size, cfg.data_size) // max(1, cfg.microbatches),
+             formula=layout.formula_text(cfg.schedule),
+             bubble=percent(layout.formula_bubble(cfg.schedule, p, cfg.microbatches)))  # fmt: skip

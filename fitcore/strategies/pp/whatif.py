@@ -1,0 +1,28 @@
+"""The pp row of `fitcore whatif`: each of K stages holds 1/K of the layers (its parameters, gradients and
+optimizer state) and runs 1/K of the compute; it sends each microbatch's activations to the next stage (and
+their gradients back), which grow with the batch; and it idles for the bubble, (K−1)/(m+K−1) of the step
+with m microbatches (1F1B, m = 4K here: a batch cut finer than that is common practice)."""
+
+from __future__ import annotations
+
+from fitcore.projection import Projection
+from fitcore.strategies.pp.name import NAME
+
+
+def _activations(model_bytes: float, k: int, batch_bytes: float = 0.0) -> float:
+    # each stage but the last sends the batch's activations on, and each but the first their gradients back
+    return 2 * batch_bytes if k > 1 else 0.0
+
+
+PROJECTIONS = (
+    Projection(
+        NAME,
+        "PP (1F1B, m = 4K)",
+        lambda p, g, o, k: (p + g + o) / k,
+        _activations,
+        2,
+        compute_share=lambda k: 1 / k,
+        batch_share=lambda k: 1.0,  # every stage sees every row of the batch, one microbatch at a time
+        activations=True,
+    ),
+)
