@@ -1,5 +1,6 @@
 """Pipeline parallelism (fitcore.strategies.pp): the schedules' order as torch runs it, the bubble against its
-formula, the activations each stage holds, the bytes between stages, the lab's column and the config's rules."""
+formula, the activations each stage holds, the bytes between stages, the lab's column and the config's
+rules."""
 
 from __future__ import annotations
 
@@ -148,7 +149,8 @@ def test_more_microbatches_make_the_measured_bubble_smaller(capsys):
     # with each block's work well above a message's time (block_ms), the step follows the formula
     measured = {}
     for m in (2, 4, 8):
-        value = run_json(capsys, "--epochs", "2", "--microbatches", str(m), "--block-ms", "4")["details"]["pp"]
+        out = run_json(capsys, "--epochs", "2", "--microbatches", str(m), "--block-ms", "4")
+        value = out["details"]["pp"]
         measured[m] = value["bubble_measured"]
         assert value["bubble_formula"] == pytest.approx(1 / (m + 1))
         assert measured[m] >= value["bubble_formula"] - 0.05  # never less idle than the schedule leaves
