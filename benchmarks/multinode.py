@@ -40,7 +40,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--strategy", default="ddp", help="passed to fitcore as it is: one with processes")
     p.add_argument("--mesh", default="", help="the ranks' mesh, dp=2,tp=2 (its product: nodes x procs)")
     p.add_argument("--rate", default="", help="tbf rate on every host's link (100mbit); none by default")
-    p.add_argument("--epochs", type=int, default=across.CONFIG.epochs)
+    p.add_argument("--epochs", type=int, default=None, help="the strategy's check config's by default")
     p.add_argument("--python", default=None, help="the interpreter on every host (an installed fitcore)")
     p.add_argument("--kill-after", type=int, default=0, help="kill the last host after K recorded steps")
     p.add_argument("--collective-timeout", type=float, default=10.0, help="seconds, with --kill-after")
@@ -52,8 +52,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if args.strategy not in across_hosts:  # one process (DataParallel) has no ranks to put on hosts
         p.error(f"--strategy: got {shown(args.strategy)}; allowed: {', '.join(across_hosts)}")
     try:
-        cfg = replace(across.config(args.nodes * args.procs_per_node, args.strategy), epochs=args.epochs,
-                      mesh=args.mesh)
+        cfg = across.config(args.nodes * args.procs_per_node, args.strategy)
+        cfg = replace(cfg, epochs=args.epochs or cfg.epochs, mesh=args.mesh)
         validate(cfg)
     except ConfigError as exc:
         p.error(flag_error(exc))

@@ -146,14 +146,15 @@ def test_each_schedule_is_the_same_deep_model_as_one_device(capsys, schedule):
 
 
 def test_more_microbatches_make_the_measured_bubble_smaller(capsys):
-    # with each block's work well above a message's time (block_ms), the step follows the formula
+    # with each block's work well above a message's time and the ranks' start skew on a loaded machine
+    # (block_ms), the step follows the formula
     measured = {}
     for m in (2, 4, 8):
-        out = run_json(capsys, "--epochs", "2", "--microbatches", str(m), "--block-ms", "4")
+        out = run_json(capsys, "--epochs", "2", "--microbatches", str(m), "--block-ms", "10")
         value = out["details"]["pp"]
         measured[m] = value["bubble_measured"]
         assert value["bubble_formula"] == pytest.approx(1 / (m + 1))
-        assert measured[m] >= value["bubble_formula"] - 0.05  # never less idle than the schedule leaves
+        assert abs(measured[m] - value["bubble_formula"]) < 0.08  # the schedule's idle, and the messages
     assert measured[2] > measured[4] > measured[8]
 
 

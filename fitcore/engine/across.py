@@ -180,7 +180,8 @@ def config(ranks: int, strategy: str) -> FitConfig:
     """fitcore check's config for a ranked `strategy`, its rows a multiple of the ranks: no padding, one
     step per epoch."""
     rows = ranks * math.ceil(CONFIG.data_size / ranks)
-    return validate(replace(CONFIG, data_size=rows, batch_size=rows, workers=ranks, strategy=strategy))
+    cfg = replace(CONFIG, data_size=rows, batch_size=rows, workers=ranks, strategy=strategy)
+    return validate(strategies.strategy(strategy).check_config(cfg))
 
 
 def checks(cfg: FitConfig, outcome: Outcome, nodes: int, procs: int, reference) -> list[Check]:
@@ -259,7 +260,10 @@ def _blocks_check(cfg: FitConfig, steps: list[Step], ranks: int) -> Check:
 
 
 def _columns_check(cfg: FitConfig, steps: list[Step], ranks: int) -> Check:
-    sizes = list(chunk_sizes(cfg.n_features, ranks))
+    """Every rank every row: its columns torch.chunk's where the strategy cuts them (TP), else every one (a
+    pipeline, which cuts the layers)."""
+    cut = strategies.of(cfg).split.columns is not None
+    sizes = list(chunk_sizes(cfg.n_features, ranks)) if cut else [None] * ranks
     bad = [] if len(steps) == cfg.total_steps else [f"{len(steps)} steps"]
     for step in steps:
         widths = [r.columns[1] - r.columns[0] if r.columns else None for r in step.replicas]
@@ -267,12 +271,17 @@ def _columns_check(cfg: FitConfig, steps: list[Step], ranks: int) -> Check:
         if widths != sizes or not whole:
             bad.append(f"step {step.step}")
     split = "/".join(map(str, sizes))
-    text = f"every rank every row, columns {split} = torch.chunk on all {len(steps)} steps"
+    text = (f"every rank every row, columns {split} = torch.chunk on all {len(steps)} steps" if cut
+            else f"every rank every row and column on all {len(steps)} steps")  # fmt: skip
     return ("rows", not bad and len(steps) > 0, text if not bad else "differs: " + ", ".join(bad[:4]))
 
 
 def reference(cfg: FitConfig) -> tuple[float, ...]:
-    """The parameters one process on one CPU device learns on the same rows (fitcore check's reference)."""
+    """The parameters one process on one CPU device learns on the same rows (fitcore check's reference), of
+    the strategy's own model where it has one (a pipeline's deep one)."""
+    own = strategies.of(cfg).one_device
+    if own is not None:
+        return own(cfg)
     one = replace(cfg, strategy=strategies.DEFAULT, devices="cpu", workers=FitConfig().workers, mesh="")
     one = validate(one)
     ended = strategies.of(one).train(one, lambda event: None, plan=parse_devices("cpu"))

@@ -123,6 +123,11 @@ class Strategy:
     # (cfg) -> why the lab has no column of it for this config (a pipeline's microbatches that do not cut
     # the batch equally: a real run refuses the config), or "" where it has one
     lab_skip: Callable[..., str] = lambda cfg: ""
+    # (cfg) -> the config its checks run (fitcore check's, across hosts'): a pipeline's deep model wants Adam
+    # where the one-layer checks take SGD; and (cfg) -> the parameters one device learns of its own model,
+    # where that is not the one-layer model (None: one process of the default strategy)
+    check_config: Callable[..., Any] = lambda cfg: cfg
+    one_device: Callable[..., tuple[float, ...]] | None = None
     split: Split = ROWS  # which rows and columns of the batch each device takes (fitcore.split)
     dim: str = DP  # the mesh dimension it runs (fitcore.mesh): its ranks' name in a mesh (TP's: mesh.TP)
     composes: tuple[str, ...] = ()  # the other dimensions a mesh of it may have

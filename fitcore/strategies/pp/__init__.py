@@ -96,6 +96,20 @@ def _lab_skip(cfg) -> str:
     return ""
 
 
+def _check_config(cfg):
+    """The checks' config for a pipeline: Adam at 0.1, where SGD at the one-layer checks' 0.3 would make the
+    deep model diverge, and epochs enough to reach least squares."""
+    from dataclasses import replace
+
+    return replace(cfg, optimizer="adam", lr=0.1, epochs=300)
+
+
+def _one_device(cfg) -> tuple[float, ...]:
+    from fitcore.strategies.pp.check import one_device
+
+    return one_device(cfg)
+
+
 def _step_lines(step) -> list[str]:
     from fitcore.console import rank_step_lines
 
@@ -230,6 +244,8 @@ STRATEGY = Strategy(
     torchrun=_torchrun,
     rules=_rules,
     lab_skip=_lab_skip,
+    check_config=_check_config,
+    one_device=_one_device,
     split=WHOLE,
     dim=PP,
 )
