@@ -73,21 +73,30 @@ function pictureWidth(state) {
   return (inner > 0 ? inner : state.width - 24) / zoom;
 }
 
+// The pills are made again only when the step's phases change (their names, or the language): while a slow
+// run animates through its phases they are only marked, so that a click never lands on a pill that a
+// redraw has just replaced (a pipeline's ten or more ticks redraw them many times a second).
 function renderPills(state, pic, groups, phase, drawer) {
   const { pills, stepInfo } = state.dom;
-  clear(pills);
-  groups.forEach((group, i) => {
-    const name = (drawer.groupName && drawer.groupName(group)) || phaseName(drawer, group.name);
-    const pill = el("span", "fl-pill", name);
-    pill.style.setProperty("--phase", phaseColour(drawer, group.name));
-    if (i < phase.index) pill.classList.add("fl-done");
-    if (i === phase.index) pill.classList.add("fl-now");
-    pill.addEventListener("click", () => {
-      pickPhase(state, i);
-      state.dirty.picture = true;
-      state.redraw();
+  const names = groups.map((group) => (drawer.groupName && drawer.groupName(group)) || phaseName(drawer, group.name));
+  const key = `${state.lang}|${drawer.key}|${names.join("|")}`;
+  if (key !== state.pillKey) {
+    state.pillKey = key;
+    clear(pills);
+    groups.forEach((group, i) => {
+      const pill = el("span", "fl-pill", names[i]);
+      pill.style.setProperty("--phase", phaseColour(drawer, group.name));
+      pill.addEventListener("click", () => {
+        pickPhase(state, i);
+        state.dirty.picture = true;
+        state.redraw();
+      });
+      pills.append(pill);
     });
-    pills.append(pill);
+  }
+  [...pills.children].forEach((pill, i) => {
+    pill.classList.toggle("fl-done", i < phase.index);
+    pill.classList.toggle("fl-now", i === phase.index);
   });
   if (!pic) {
     stepInfo.textContent = "";

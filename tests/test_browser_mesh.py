@@ -36,6 +36,7 @@ def _start(browser, server, query: str, lang: str):  # noqa: F811
 def _hold_on(page, pill: str) -> str:
     """Click the phase's pill (the picture holds on it) and return the picture's texts."""
     page.locator(".fl-pill", has_text=pill).first.click()
+    page.locator(".fl-pill.fl-now", has_text=pill).first.wait_for(timeout=10_000)  # held on it, drawn
     time.sleep(0.4)
     return " ".join(page.locator(".fl-root svg text").all_text_contents())
 
