@@ -61,6 +61,18 @@ def epoch_order(n: int, shuffle: bool, generator: torch.Generator | None = None)
     return torch.randperm(n, generator=generator) if shuffle else None
 
 
+def order_generator(seed: int) -> torch.Generator:
+    """The generator of one device's epoch orders (DataParallel's), from the run's seed: a strategy whose
+    every rank takes one device's batches (TP, a pipeline) draws the very same permutations from it."""
+    return torch.Generator().manual_seed(seed + 2)
+
+
+def epoch_ids(n: int, batch_size: int, shuffle: bool, generator: torch.Generator) -> Iterator[torch.Tensor]:
+    """One epoch's dataset row ids in whole batches, in one device's order (epoch_order's, or 0..n-1)."""
+    order = epoch_order(n, shuffle, generator)
+    return iter((order if order is not None else torch.arange(n)).split(batch_size))
+
+
 def ordered_batches(
     X: torch.Tensor, y: torch.Tensor, batch_size: int, order: torch.Tensor | None
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from fitcore.config import FitConfig
-from fitcore.data import epoch_order, least_squares, make_data, ordered_batches
+from fitcore.data import epoch_order, least_squares, make_data, order_generator, ordered_batches
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.errors import Text
 from fitcore.events import Detail, Event, Replica, RunEnded, Status, Step, run_started
@@ -117,7 +117,7 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, Text]:
     optimizer = state.optimizer = make_optimizer(cfg, params)
     state.devices = len(plan.labels)
     gpus = state.gpus = plan.device_ids if plan.kind == "cuda" else ()
-    perm_gen = torch.Generator().manual_seed(cfg.seed + 2)
+    perm_gen = order_generator(cfg.seed)
     on_event(
         run_started(
             cfg, plan.labels, plan.describe(), cfg.batches_per_epoch, (lstsq_w, lstsq_b),

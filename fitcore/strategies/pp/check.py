@@ -26,7 +26,7 @@ from fitcore.check import (
     row,
 )
 from fitcore.config import FitConfig, validate
-from fitcore.data import make_data
+from fitcore.data import epoch_ids, make_data, order_generator
 from fitcore.devices import GPU
 from fitcore.events import Detail
 from fitcore.i18n import t
@@ -42,16 +42,12 @@ CHECK_PP = replace(
 
 def one_device(cfg: FitConfig) -> tuple[float, ...]:
     """The same deep model on one CPU device, on the same whole batches (one device's order)."""
-    from fitcore.data import epoch_order
-
     cfg = replace(cfg, devices="cpu")
     data = make_data(cfg, torch.device("cpu"))
     one = DeepTrainer(cfg, data, torch.device("cpu"), cfg.lr)
-    generator = torch.Generator().manual_seed(cfg.seed + 2)
+    generator = order_generator(cfg.seed)
     for _ in range(cfg.epochs):
-        order = epoch_order(cfg.data_size, cfg.shuffle, generator)
-        ids = order if order is not None else torch.arange(cfg.data_size)
-        for batch in ids.split(cfg.batch_size):
+        for batch in epoch_ids(cfg.data_size, cfg.batch_size, cfg.shuffle, generator):
             xb, yb = one.rows(batch.tolist())
             one.optimizer.zero_grad(set_to_none=True)
             torch.nn.functional.mse_loss(one.model(xb), yb).backward()

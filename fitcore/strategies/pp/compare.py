@@ -18,9 +18,9 @@ import torch
 
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
-from fitcore.equivalence import StepRows, Toggles, loss_of, max_diff
+from fitcore.equivalence import StepRows, Toggles, Trainer, loss_of, max_diff
 from fitcore.i18n import t
-from fitcore.strategies.pp.model import deep_model, product
+from fitcore.strategies.pp.model import deep_model, flat_parameters
 from fitcore.strategies.pp.name import NAME
 from fitcore.train import make_optimizer
 
@@ -40,15 +40,10 @@ class DeepTrainer:
         self.optimizer = make_optimizer(replace(cfg, lr=lr), self.params)
         self.device = device
 
-    def rows(self, ids: list[int]):
-        idx = torch.tensor(ids, dtype=torch.long, device=self.device)
-        return self.X.index_select(0, idx), self.y.index_select(0, idx)
+    rows = Trainer.rows  # the reference's own reader of a batch's rows (it reads X, y and the device)
 
     def flat(self) -> torch.Tensor:
-        """W (the layers' product) and b: what the lab compares."""
-        layers = list(self.model)
-        w = product([layer.weight.detach() for layer in layers])
-        return torch.cat([w.reshape(-1), layers[-1].bias.detach()])
+        return flat_parameters(self.model)
 
 
 class Comparer:

@@ -14,6 +14,7 @@ it (backward): that waiting is the bubble.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple, Sequence
 
@@ -57,6 +58,11 @@ class Block(NamedTuple):
     microbatch: int
 
 
+def hidden(cfg) -> int:
+    """The layers' width h between the first and the last: cfg.width, or the features d where it is 0."""
+    return cfg.width or cfg.n_features
+
+
 def stages_per_rank(schedule: str) -> int:
     return STAGES_PER_RANK[schedule]
 
@@ -89,6 +95,9 @@ def stage_layers(layers: int, stages: int) -> list[tuple[int, int]]:
     return bounds
 
 
+# order, ticks and torch's order are pure in (schedule, p, m) and read for every picture a page polls, every
+# spec and every config check: each is made once (torch's builds a schedule on stand-ins, about a ms)
+@functools.lru_cache(maxsize=64)
 def order(schedule: str, p: int, m: int) -> tuple[tuple[Block, ...], ...]:
     """Each rank's blocks in the order its schedule runs them (what a run measures, tests/test_pp.py holds
     them equal): GPipe's all forwards then all backwards; 1F1B's p − r forwards first, then one backward and
@@ -111,6 +120,7 @@ def order(schedule: str, p: int, m: int) -> tuple[tuple[Block, ...], ...]:
     return _torch_order(schedule, p, m)
 
 
+@functools.lru_cache(maxsize=64)
 def _torch_order(schedule: str, p: int, m: int) -> tuple[tuple[Block, ...], ...]:
     """The order torch's multi-stage schedules compute for every rank (their pipeline_order), read from a
     schedule made on stand-ins for the stages: it reads only their sizes and indices."""
@@ -154,6 +164,7 @@ def schedule_problem(schedule: str, p: int, m: int) -> str | None:
 # The schedule in unit time, and the bubble.
 
 
+@functools.lru_cache(maxsize=64)
 def ticks(schedule: str, p: int, m: int) -> tuple[tuple[int, ...], ...]:
     """Each rank's blocks' start in unit time (every block one tick, as the textbook figures draw them): a
     block starts when its rank is free and what it needs is done (a forward the stage before's forward of
@@ -279,7 +290,7 @@ def step_bytes(rows: int, h: int, p: int, schedule: str, itemsize: int = 4) -> i
 def planned_memory(cfg, rank: int, p: int, itemsize: int = 4) -> dict:
     """The bytes rank `rank` of p will hold: its stages' layers (layer_shape's numbers, b with the last),
     their gradients, and Adam's two moments of each number and a 4-byte step per tensor."""
-    d, h, stages = cfg.n_features, cfg.width or cfg.n_features, n_stages(cfg.schedule, p)
+    d, h, stages = cfg.n_features, hidden(cfg), n_stages(cfg.schedule, p)
     numbers = tensors = 0
     for s in rank_stages(cfg.schedule, p, rank):
         lo, hi = stage_layers(cfg.layers, stages)[s]

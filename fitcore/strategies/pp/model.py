@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from fitcore.config import FitConfig
+from fitcore.strategies.pp.layout import hidden
 from fitcore.train import first_model
 
 
@@ -44,11 +45,6 @@ def deep_layers(cfg: FitConfig) -> list[nn.Linear]:
     return [first, *middle, last]
 
 
-def hidden(cfg: FitConfig) -> int:
-    """The layers' width: cfg.width, or d where it is 0."""
-    return cfg.width or cfg.n_features
-
-
 def product(weights: Sequence[torch.Tensor]) -> torch.Tensor:
     """The layers' weights multiplied in the order the data meets them: W_k···W_1, as
     x·W₁ᵀ···W_kᵀ = x·(W_k···W₁)ᵀ."""
@@ -63,8 +59,14 @@ def deep_model(cfg: FitConfig) -> nn.Sequential:
     return nn.Sequential(*deep_layers(cfg))
 
 
-def whole_weights(model: nn.Sequential) -> tuple[tuple[float, ...], float]:
-    """W (the layers' product, d numbers) and b of a deep model on one device."""
+def flat_parameters(model: nn.Sequential) -> torch.Tensor:
+    """W (the layers' product, d numbers) then b, in one vector: what the lab compares and a check reports."""
     layers = list(model)
     w = product([layer.weight.detach() for layer in layers])
-    return tuple(w.view(-1).tolist()), layers[-1].bias.item()
+    return torch.cat([w.reshape(-1), layers[-1].bias.detach()])
+
+
+def whole_weights(model: nn.Sequential) -> tuple[tuple[float, ...], float]:
+    """W and b of a deep model on one device."""
+    *w, b = flat_parameters(model).tolist()
+    return tuple(w), b

@@ -26,14 +26,14 @@ import torch.nn.functional as F_
 from torch import nn
 
 from fitcore.config import FitConfig
-from fitcore.data import epoch_order
-from fitcore.engine.loop import Mark, Place
+from fitcore.data import epoch_ids, order_generator
+from fitcore.engine.loop import Mark, Place, own_rows
 from fitcore.memory import rank_memory
 from fitcore.mesh import PP
 from fitcore.phases import START
 from fitcore.strategies.pp import layout
-from fitcore.strategies.pp.layout import FIRST_BLOCK, SCHEDULE_START, B, Block, F, I, W
-from fitcore.strategies.pp.model import deep_layers, hidden, product
+from fitcore.strategies.pp.layout import FIRST_BLOCK, SCHEDULE_START, B, Block, F, I, W, hidden
+from fitcore.strategies.pp.model import deep_layers, product
 from fitcore.train import make_optimizer
 
 ITEMSIZE = 4  # float32
@@ -84,7 +84,7 @@ class PpPart:
         self.schedule = cls(
             stages[0] if one else stages, n_microbatches=m, loss_fn=F_.mse_loss, scale_grads=True
         )
-        self.generator = torch.Generator().manual_seed(cfg.seed + 2)  # one device's order (dataparallel's)
+        self.generator = order_generator(cfg.seed)  # one device's order (dataparallel's)
         self.ran: list[Block] = []
         self.times: list[tuple[float, float]] = []
         self.block_bytes: list[int] = []
@@ -136,20 +136,22 @@ class PpPart:
             if block.stage == self.n_stages - 1:
                 return 0
             return out.numel() * out.element_size()
-        if (
-            block.kind in (B, I) and block.stage > 0
-        ):  # its input's gradient: the shape of the input, (rows, h)
+        if block.kind in (B, I) and block.stage > 0:  # its input's gradient: the input's shape, (rows, h)
             return self.rows.get((block.stage, block.microbatch), 0) * self.width * ITEMSIZE
         return 0
 
     # ---- the loop's calls
 
-    def _now(self) -> float:
-        """Seconds from the schedule's start, the block's work done (a GPU's queue waited for): the part's
-        own record of its last step, which it reports at the end (the step's slots go to the parent)."""
+    def _clock(self) -> float:
+        """Now, the work queued so far done (a GPU's queue waited for)."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        return time.perf_counter() - self.zero
+        return time.perf_counter()
+
+    def _now(self) -> float:
+        """Seconds from the schedule's start: the part's own record of its last step, which it reports at
+        the end (the step's slots go to the parent)."""
+        return self._clock() - self.zero
 
     @property
     def holds(self) -> PpRank:
@@ -159,13 +161,10 @@ class PpPart:
     def batches(self, epoch: int) -> Iterator[torch.Tensor]:
         """Every row of the epoch, in one device's order, in whole batches: every rank takes every row."""
         cfg = self.cfg
-        order = epoch_order(cfg.data_size, cfg.shuffle, self.generator)
-        ids = order if order is not None else torch.arange(cfg.data_size)
-        return iter(ids.split(cfg.batch_size))
+        return epoch_ids(cfg.data_size, cfg.batch_size, cfg.shuffle, self.generator)
 
     def inputs(self, X, y, idx):
-        xb = X[idx]
-        return xb, y[idx], tuple(xb.shape)
+        return own_rows(X, y, idx)  # the whole batch: stage 0's rank feeds it, the last takes its targets
 
     def forward_loss(self, x: torch.Tensor, yb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The whole schedule, forward and backward of every microbatch, after a barrier of the pipeline's
@@ -173,8 +172,7 @@ class PpPart:
         dist.barrier(group=self.group)
         self.mark(START)  # a pipeline's step counts from here, every rank's shared zero: its rows line up
         self.mark(SCHEDULE_START)
-        self.zero = 0.0
-        self.zero = self._now()
+        self.zero = self._clock()
         loss = self._run(x, yb)
         return torch.empty(x.shape[0], 1 if self.last else self.width), loss
 
@@ -210,7 +208,7 @@ class PpPart:
 
 
 def stage_products(holds: PpRank) -> list[torch.Tensor]:
-    """Each of its stages' layers multiplied, in stage order: (d, d), or (1, d) for the last stage."""
+    """Each of its stages' layers multiplied, in stage order: (its last layer's out, its first layer's in)."""
     return [product([layer.weight.detach() for layer in holds.modules[s]]) for s in sorted(holds.modules)]
 
 
@@ -218,18 +216,21 @@ def own_products(rank: int, holds: PpRank) -> tuple[tuple[float, ...], float | N
     """What a rank reports after each step: its stages' products, flat in stage order; b from the rank
     that holds the last stage."""
     flat = tuple(v for w in stage_products(holds) for v in w.reshape(-1).tolist())
+    return flat, own_bias(holds)
+
+
+def own_bias(holds: PpRank) -> float | None:
+    """b, from the rank that holds the last stage (its last layer's); None from the others."""
     last = holds.stages - 1
-    return flat, (holds.modules[last][-1].bias.item() if last in holds.modules else None)
+    return holds.modules[last][-1].bias.item() if last in holds.modules else None
 
 
 def joined_products(holds: PpRank) -> tuple[tuple[float, ...], float]:
     """W and b as every rank can gather them (an all-gather of every stage's product: torchrun's lead rank,
     the end of a run), multiplied in stage order."""
     mine = {s: w.cpu() for s, w in zip(sorted(holds.modules), stage_products(holds))}
-    last = holds.stages - 1
-    bias = holds.modules[last][-1].bias.item() if last in holds.modules else None
     every: list[Any] = [None] * dist.get_world_size(holds.group)
-    dist.all_gather_object(every, (mine, bias), group=holds.group)
+    dist.all_gather_object(every, (mine, own_bias(holds)), group=holds.group)
     by_stage = {s: w for part, _ in every for s, w in part.items()}
     w = product([by_stage[s] for s in range(holds.stages)])
     return tuple(w.view(-1).tolist()), next(b for _, b in every if b is not None)
@@ -250,17 +251,17 @@ def last_blocks(holds: PpRank) -> list[dict]:
     ]
 
 
+def held_and_ran(holds: PpRank) -> dict:
+    """What the rank holds, measured, and the blocks of its last step: what it reports after step 1 (Adam's
+    state exists then) and at the end."""
+    return {"memory": holds_memory(holds.rank, holds), "blocks": last_blocks(holds)}
+
+
 def final_rows(holds: PpRank) -> tuple[tuple[tuple[float, ...], float], dict]:
     """After the loop: W and b gathered (a collective every rank makes), and what this rank holds and ran."""
-    return joined_products(holds), {
-        "memory": holds_memory(holds.rank, holds),
-        "blocks": last_blocks(holds),
-    }
+    return joined_products(holds), held_and_ran(holds)
 
 
 def first_step_extra(rank: int, holds: PpRank, step: int) -> dict | None:
-    """Step 1's report: what the rank holds (Adam's state exists now) and the blocks it ran, with their
-    times, as the picture and the console read them from the first step on."""
-    if step != 1:
-        return None
-    return {"memory": holds_memory(holds.rank, holds), "blocks": last_blocks(holds)}
+    """Step 1's report, for the console and the page's tables from the first step on."""
+    return held_and_ran(holds) if step == 1 else None

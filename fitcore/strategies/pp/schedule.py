@@ -17,13 +17,6 @@ def blocks_of(rows: Sequence[dict]) -> list[Block]:
     return [Block(b["kind"], b["stage"], b["microbatch"]) for b in rows]
 
 
-def bubble(blocks: Sequence[Sequence[dict]]) -> float:
-    """The measured bubble of a step: 1 − Σ busy / (p × the longest span from the schedule's start)."""
-    busy = [sum(b["end"] - b["start"] for b in rank) for rank in blocks]
-    spans = [max((b["end"] for b in rank), default=0.0) for rank in blocks]
-    return layout.measured_bubble(busy, spans)
-
-
 def schedule_value(
     cfg: FitConfig,
     labels: Sequence[str],
@@ -32,7 +25,7 @@ def schedule_value(
 ) -> dict:
     """Detail('pp').value: the pipeline's layout and one step's blocks as each rank ran them (`blocks`, in
     rank order, from its report), with the figures read from them."""
-    p, m, d, h = len(labels), cfg.microbatches, cfg.n_features, cfg.width or cfg.n_features
+    p, m, d, h = len(labels), cfg.microbatches, cfg.n_features, layout.hidden(cfg)
     stages = layout.n_stages(cfg.schedule, p)
     bounds = layout.stage_layers(cfg.layers, stages)
     rows = min(cfg.batch_size, cfg.data_size) // m
@@ -64,7 +57,10 @@ def schedule_value(
         "width": h,
         "microbatches": m,
         "microbatch_rows": rows,
-        "bubble_measured": bubble(blocks) if any(blocks) else 0.0,
+        # 1 − Σ each rank's busy time / (p × the longest span from the schedule's start); 0 before a run
+        "bubble_measured": layout.measured_bubble(
+            [r["busy_seconds"] for r in ranks], [r["span_seconds"] for r in ranks]
+        ),  # fmt: skip
         "bubble_formula": layout.formula_bubble(cfg.schedule, p, m),
         "bubble_formula_text": layout.formula_text(cfg.schedule),
         "bubble_unit_time": layout.unit_bubble(cfg.schedule, p, m),

@@ -16,14 +16,15 @@ import torch
 
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
-from fitcore.engine.contract import Engine, Final, StepReport, memory_details
+from fitcore.engine.contract import Engine, Final, StepReport, first_memory_details, memory_details
 from fitcore.engine.launcher import launch
 from fitcore.events import Detail, Event, RunEnded
 from fitcore.mesh import PP
 from fitcore.phases import PhaseSpec
 from fitcore.split import WHOLE
 from fitcore.strategies.pp import layout
-from fitcore.strategies.pp.model import hidden
+from fitcore.strategies.pp.layout import hidden
+from fitcore.strategies.pp.model import product
 from fitcore.strategies.pp.name import NAME
 from fitcore.strategies.pp.rank import PpPart, final_rows, first_step_extra, joined_products, own_products
 from fitcore.strategies.pp.schedule import schedule_value
@@ -69,9 +70,7 @@ def joined_reports(schedule: str, layers: int, d: int, h: int, reports: Sequence
             size = shape[0] * shape[1]
             by_stage[s] = torch.tensor(values[at : at + size]).view(shape)
             at += size
-    w = by_stage[0]
-    for s in range(1, stages):
-        w = by_stage[s] @ w
+    w = product([by_stage[s] for s in range(stages)])
     return tuple(w.view(-1).tolist()), next(m.bias for m in reports if m.bias is not None)
 
 
@@ -81,7 +80,7 @@ def _first_step_details(cfg: FitConfig, labels, reports) -> list[Detail]:
     memory = [report.extra["memory"] for report in reports]
     blocks = [report.extra["blocks"] for report in reports]
     value = schedule_value(cfg, labels, blocks, memory)
-    return [Detail(NAME, value, "\n".join(holds_lines(value))), Detail("memory", memory)]
+    return [Detail(NAME, value, "\n".join(holds_lines(value))), *first_memory_details(cfg, labels, reports)]
 
 
 def _details(cfg: FitConfig, labels, finals: Sequence[Final]) -> list[Detail]:

@@ -18,6 +18,7 @@ from fitcore.i18n import count, t
 from fitcore.memory import memory_part
 from fitcore.runner import Snapshot
 from fitcore.strategies.pp import layout
+from fitcore.strategies.pp.layout import hidden
 from fitcore.strategies.pp.name import NAME
 from fitcore.strategies.pp.schedule import schedule_value
 from fitcore.text import format_bytes
@@ -26,51 +27,61 @@ from fitcore.view.common import Section, fitted_names, memory_notes, memory_rows
 
 CONSOLE_HINT = "view.console_hint.pp"
 BLOCK_PHASES = frozenset(layout.KIND_PHASE.values())
-PHASE_KIND = {phase: kind for kind, phase in layout.KIND_PHASE.items()}
-
-
-def whole_replicas(labels, rows: int, d: int, stages_last, losses=None, ids=None) -> tuple[Replica, ...]:
-    """A Replica per rank: the whole batch (stage 0's rank feeds it; every rank loads it), its output (B, d),
-    or (B, 1) where it holds the last stage."""
-    return tuple(
-        Replica(label, 0, rows, (rows, d), (rows, 1 if stages_last[r] else d),
-                losses[r] if losses else None, tuple(ids[r]) if ids else ())
-        for r, label in enumerate(labels)
-    )  # fmt: skip
-
-
-def holds_last(cfg: FitConfig, p: int) -> list[bool]:
-    last = layout.n_stages(cfg.schedule, p) - 1
-    return [last in layout.rank_stages(cfg.schedule, p, r) for r in range(p)]
 
 
 def planned_step(cfg: FitConfig, gpus: Any = None) -> tuple[Step, tuple[str, ...]]:
-    """(a pipeline's first step before any run: every rank the whole batch; the ranks)."""
+    """(a pipeline's first step before any run: every rank the whole batch, its output (B, h), or (B, 1)
+    where it holds the last stage, as a run reports them; the ranks)."""
     labels = rank_labels(cfg, parse_devices(cfg.devices, gpus))
-    rows, d = min(cfg.batch_size, cfg.data_size), cfg.n_features
-    replicas = whole_replicas(labels, rows, d, holds_last(cfg, len(labels)))
+    rows, d, p = min(cfg.batch_size, cfg.data_size), cfg.n_features, len(labels)
+    last = layout.n_stages(cfg.schedule, p) - 1
+    replicas = tuple(
+        Replica(label, 0, rows, (rows, d), (rows, 1 if last in layout.rank_stages(cfg.schedule, p, r)
+                                            else hidden(cfg)))
+        for r, label in enumerate(labels)
+    )  # fmt: skip
     return Step(1, 1, 1, math.nan, (rows, d), (rows, 1), replicas, (), 0.0, 0.0), labels
 
 
-def step_blocks(cfg: FitConfig, step: Step, p: int) -> list[list[dict]]:
-    """Each rank's blocks in a step, from its recorded phases: kind, stage and microbatch in the schedule's
-    order (layout.order, the order a run measures), start and end from the ranks' shared zero, bytes sent."""
-    runs = layout.order(cfg.schedule, p, cfg.microbatches)
+def _walk(cfg: FitConfig, step: Step, p: int) -> tuple[list[list[dict]], list[dict]]:
+    """One pass over a step's recorded phases: each rank's blocks (kind, stage and microbatch in the
+    schedule's order, layout.order, the order a run measures; start and end from the ranks' shared zero;
+    bytes sent; its unit-time tick, which the phase walk steps through), and for each phase entry, in the
+    step's order, a block's tick, microbatch and stage (an empty dict for the loss and the optimizer)."""
+    blocks: list[list[dict]] = [[] for _ in range(p)]
+    fields: list[dict] = []
     if step.phases is None:
-        return [[] for _ in range(p)]
-    per_rank: list[list[Any]] = [[] for _ in range(p)]
+        return blocks, fields
+    runs, tick = (
+        layout.order(cfg.schedule, p, cfg.microbatches),
+        layout.ticks(cfg.schedule, p, cfg.microbatches),
+    )
     labels = [r.device for r in step.replicas]
     for phase in step.phases.phases():
-        if phase.name in BLOCK_PHASES and phase.device in labels:
-            per_rank[labels.index(phase.device)].append(phase)
-    out = []
-    for r in range(p):
-        out.append([
-            {"kind": b.kind, "stage": b.stage, "microbatch": b.microbatch, "start": ph.start,
-             "end": ph.start + ph.duration, "sent": ph.bytes}
-            for b, ph in zip(runs[r], per_rank[r])
-        ])  # fmt: skip
-    return out
+        r = labels.index(phase.device) if phase.device in labels else -1
+        i = len(blocks[r]) if r >= 0 else 0
+        if phase.name not in BLOCK_PHASES or r < 0 or i >= len(runs[r]):
+            fields.append({})
+            continue
+        b = runs[r][i]
+        blocks[r].append(
+            {
+                "kind": b.kind,
+                "stage": b.stage,
+                "microbatch": b.microbatch,
+                "tick": tick[r][i],
+                "start": phase.start,
+                "end": phase.start + phase.duration,
+                "sent": phase.bytes,
+            }
+        )
+        fields.append({"tick": tick[r][i], "microbatch": b.microbatch, "stage": b.stage})
+    return blocks, fields
+
+
+def step_blocks(cfg: FitConfig, step: Step, p: int) -> list[list[dict]]:
+    """Each rank's blocks in a step, from its recorded phases (_walk's)."""
+    return _walk(cfg, step, p)[0]
 
 
 def _memory(extra: dict | None) -> list[dict] | None:
@@ -82,26 +93,8 @@ def picture_part(cfg: FitConfig, step: Step, devices: list[dict], extra: dict) -
     """The live picture's pipeline part: the step's schedule as it ran (schedule_value on the step's own
     blocks: the bubble, the held activations, the bytes between stages), each block's unit-time tick (the
     phase walk steps through them) and microbatch on its phase entry, and what each rank holds."""
-    p = len(devices)
-    blocks = step_blocks(cfg, step, p)
+    blocks, fields = _walk(cfg, step, len(devices))
     value = schedule_value(cfg, [d["label"] for d in devices], blocks, _memory(extra))
-    tick = layout.ticks(cfg.schedule, p, cfg.microbatches)
-    for r, rank in enumerate(value["ranks"]):  # each block's tick, for the walk through the schedule
-        for i, block in enumerate(rank["blocks"]):
-            block["tick"] = tick[r][i] if i < len(tick[r]) else None
-    fields = []  # one per phase entry, in the step's phase order: a block's tick, microbatch and stage
-    runs = layout.order(cfg.schedule, p, cfg.microbatches)
-    if step.phases is not None:
-        seen = [0] * p
-        labels = [r.device for r in step.replicas]
-        for phase in step.phases.phases():
-            r = labels.index(phase.device) if phase.device in labels else -1
-            if phase.name in BLOCK_PHASES and r >= 0 and seen[r] < len(runs[r]):
-                b = runs[r][seen[r]]
-                fields.append({"tick": tick[r][seen[r]], "microbatch": b.microbatch, "stage": b.stage})
-                seen[r] += 1
-            else:
-                fields.append({})
     measured = memory_part(devices, _memory(extra))
     return {"pipeline": value, "phase_fields": fields, "param_names": fitted_names(cfg),
             "memory_measured": measured}  # fmt: skip

@@ -24,7 +24,7 @@ from torch import nn
 
 from fitcore.chunks import columns
 from fitcore.config import FitConfig
-from fitcore.data import epoch_order
+from fitcore.data import epoch_ids, order_generator
 from fitcore.engine.loop import Mark, Place, WholeForward
 from fitcore.engine.rank import local_values
 from fitcore.engine.rowwise import columns_input, shard_features
@@ -56,7 +56,7 @@ class TpPart(WholeForward):
         shard_features(fc, self.mesh, mark, PARTIAL_END, ALLREDUCE_END)  # RowwiseParallel, its hooks
         self.fc = fc
         self.optimizer = make_optimizer(cfg, fc.parameters())  # of this rank's rows of W, and b
-        self.generator = torch.Generator().manual_seed(cfg.seed + 2)  # one device's order (dataparallel's)
+        self.generator = order_generator(cfg.seed)  # one device's order (dataparallel's)
         self.world_size = place.world_size
 
     @property
@@ -66,9 +66,7 @@ class TpPart(WholeForward):
     def batches(self, epoch: int) -> Iterator[torch.Tensor]:
         """Every row of the epoch, in one device's order, in whole batches: every rank takes every row."""
         cfg = self.cfg
-        order = epoch_order(cfg.data_size, cfg.shuffle, self.generator)
-        ids = order if order is not None else torch.arange(cfg.data_size)
-        return iter(ids.split(cfg.batch_size))
+        return epoch_ids(cfg.data_size, cfg.batch_size, cfg.shuffle, self.generator)
 
     def inputs(self, X, y, idx):
         """This rank's columns of the whole batch, as a DTensor of the whole batch's shape (so that uneven

@@ -14,7 +14,13 @@ from typing import Callable
 from fitcore.chunks import columns
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
-from fitcore.engine.contract import Engine, joined_parts, memory_details, memory_on_step_one
+from fitcore.engine.contract import (
+    Engine,
+    first_memory_details,
+    joined_parts,
+    memory_details,
+    memory_on_step_one,
+)
 from fitcore.engine.launcher import launch
 from fitcore.events import Detail, Event, RunEnded
 from fitcore.split import COLUMNS
@@ -44,7 +50,7 @@ def _first_step_details(cfg, labels, reports) -> list[Detail]:
         return []
     memory = [report.extra["memory"] for report in reports]
     value = holds_value(cfg, labels, memory)
-    return [Detail(NAME, value, "\n".join(holds_lines(value))), Detail("memory", memory)]
+    return [Detail(NAME, value, "\n".join(holds_lines(value))), *first_memory_details(cfg, labels, reports)]
 
 
 def _details(cfg, labels, finals) -> list[Detail]:
