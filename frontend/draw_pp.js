@@ -16,7 +16,6 @@ const colours = {
   loss: "#495057", optimizer: "#343a40", tick: "#1f6feb", idle: "#adb5bd",
 };
 const LETTER = { forward: "F", backward: "B", backward_input: "I", backward_weight: "W" };
-const KIND_NAME = { F: "forward", B: "backward", I: "backward_input", W: "backward_weight" };
 const SHADE = { F: 0.92, B: 0.5, I: 0.62, W: 0.36 };  // a forward solid, a backward lighter
 
 const names = {
@@ -99,7 +98,7 @@ function draw(svg, pic, groups, phase, width) {
       const rect = svgEl("rect", { x: x0, y: y + 4, width: w, height: rowH - 8, rx: 2, fill: mbColour(b.microbatch),
                                    "fill-opacity": (SHADE[b.kind] || 0.6) * (later ? 0.3 : 1),
                                    stroke: now ? "#111418" : "#ffffff", "stroke-width": now ? 2.5 : 1 });
-      rect.append(svgEl("title", {}, `${LETTER[KIND_NAME[b.kind]] || b.kind}${b.microbatch} · stage ${b.stage}`
+      rect.append(svgEl("title", {}, `${b.kind}${b.microbatch} · stage ${b.stage}`
         + ` · ${((b.end - b.start) * 1e3).toFixed(2)} ms${b.sent ? ` · ${formatBytes(b.sent)}` : ""}`));
       svg.append(rect);
       const text = `${b.kind}${b.microbatch}`;
@@ -115,11 +114,14 @@ function draw(svg, pic, groups, phase, width) {
   // sends: a forward's activations to the next stage, a backward's gradient to the stage before
   for (const r of ranks) {
     for (const b of r.blocks) {
-      const next = b.kind === "F" ? `F/${b.stage + 1}/${b.microbatch}` : (b.kind === "B" || b.kind === "I")
-        ? [`B/${b.stage - 1}/${b.microbatch}`, `I/${b.stage - 1}/${b.microbatch}`].find((k) => blockAt.has(k)) : null;
+      // a forward hands its activations to the next stage's forward; a backward (or I) its gradient to the
+      // stage before's; a send within one rank (interleaved, ZBV) is no message
+      const target = b.kind === "F" ? b.stage + 1 : b.kind === "B" || b.kind === "I" ? b.stage - 1 : null;
+      if (target === null || rowOf.get(target) === undefined || rowOf.get(target) === rowOf.get(b.stage)) continue;
+      const kinds = b.kind === "F" ? ["F"] : ["B", "I"];
+      const to = kinds.map((k) => blockAt.get(`${k}/${target}/${b.microbatch}`)).find(Boolean);
       const from = blockAt.get(`${b.kind}/${b.stage}/${b.microbatch}`);
-      const to = next && blockAt.get(next);
-      if (!from || !to || rowOf.get(b.stage) === rowOf.get(Number(next.split("/")[1]))) continue;
+      if (!from || !to) continue;
       const y0 = from[2] + (to[2] > from[2] ? rowH - 4 : 4);
       const y1 = to[2] + (to[2] > from[2] ? 4 : rowH - 4);
       const later = current !== null && isNum(b.tick) && b.tick >= current;

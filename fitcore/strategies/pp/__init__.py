@@ -74,9 +74,10 @@ def _rules(cfg, plan) -> None:
     if not (math.isfinite(cfg.block_ms) and 0 <= cfg.block_ms <= layout.MAX_BLOCK_MS):
         raise ConfigError("block_ms", cfg.block_ms, Text("config.pp_block_ms", most=layout.MAX_BLOCK_MS))
     b = min(cfg.batch_size, cfg.data_size)
-    if cfg.data_size % b:
+    field = layout.uneven(cfg.data_size, cfg.batch_size, cfg.microbatches)
+    if field == "batch_size":
         raise ConfigError("batch_size", cfg.batch_size, Text("config.pp_batches", rows=cfg.data_size))
-    if b % cfg.microbatches:
+    if field == "microbatches":
         fits = Listed(tuple(m for m in range(1, layout.MAX_MICROBATCHES + 1) if b % m == 0))
         raise ConfigError("microbatches", cfg.microbatches, Text("config.pp_equal", batch=b, allowed=fits))
     problem = layout.schedule_problem(cfg.schedule, p, cfg.microbatches)
@@ -89,9 +90,10 @@ def _lab_skip(cfg) -> str:
     """Why the lab has no pp column for cfg: the microbatches would not cut its batches equally (a pipeline
     refuses the config: its receive buffers keep the first microbatch's shape)."""
     from fitcore.i18n import t
+    from fitcore.strategies.pp.layout import uneven
 
-    b = min(cfg.batch_size, cfg.data_size)
-    if cfg.data_size % b or b % cfg.microbatches:
+    if uneven(cfg.data_size, cfg.batch_size, cfg.microbatches):
+        b = min(cfg.batch_size, cfg.data_size)
         return t("cli.compare.skip.pp", batch=b, rows=cfg.data_size, m=cfg.microbatches)
     return ""
 

@@ -54,7 +54,6 @@ class Comparer:
         self.one = DeepTrainer(cfg, data, device, cfg.lr, double=True)
         self.pipe = DeepTrainer(cfg, data, device, cfg.lr, double=True)
         self.m, self.lr, self.worst = cfg.microbatches, cfg.lr, 0.0
-        self.sizes: set[tuple[int, ...]] = set()  # the microbatches' rows, as each batch was cut
         self.diverged: int | None = None  # the step at which the deep model's loss stopped being finite
 
     def batch(self, ids: list[int], reduction: str, n: int, reference) -> None:
@@ -69,11 +68,8 @@ class Comparer:
         loss.backward()
         self.one.optimizer.step()
         self.pipe.optimizer.zero_grad(set_to_none=True)
-        chunks = list(zip(xb.tensor_split(self.m), yb.tensor_split(self.m)))
-        chunks = [(x, y) for x, y in chunks if len(x)]
-        self.sizes.add(tuple(len(x) for x, _ in chunks))
-        for x, y in chunks:  # each microbatch's loss; scale_grads divides the sum of their gradients by m
-            (loss_of(self.pipe.model(x), y, reduction) / len(chunks)).backward()
+        for x, y in zip(xb.tensor_split(self.m), yb.tensor_split(self.m)):  # each microbatch's loss, as the
+            (loss_of(self.pipe.model(x), y, reduction) / self.m).backward()  # schedule's; scale_grads: / m
         self.pipe.optimizer.step()
         self.worst = max(self.worst, max_diff(self.pipe.flat(), self.one.flat()))
 
@@ -89,14 +85,9 @@ class Comparer:
 
 
 def causes(cfg: FitConfig, plan, toggles: Toggles, trained) -> list[str]:
-    """Why the column differs, measured: microbatches of unequal rows."""
+    """Why the column differs: the deep model diverged, or a summed loss (a config whose microbatches are
+    unequal has no column: the package's lab_skip)."""
     found = []
-    b = min(cfg.batch_size, cfg.data_size)
-    if b % cfg.microbatches or (cfg.data_size % b and (cfg.data_size % b) % cfg.microbatches):
-        sizes = [len(c) for c in torch.arange(b).tensor_split(cfg.microbatches) if len(c)]
-        worst = max(trained.per_step.get(NAME, [0.0]), default=0.0)
-        found.append(t("cli.compare.cause.pp_unequal", batch=b, m=cfg.microbatches,
-                       sizes=", ".join(map(str, sizes)), d=f"{worst:.3g}"))  # fmt: skip
     diverged = trained.diverged.get(NAME)
     if diverged is not None:
         found.append(t("cli.compare.cause.pp_diverged", step=diverged, lr=f"{cfg.lr:g}"))

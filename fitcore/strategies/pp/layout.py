@@ -148,6 +148,13 @@ def _torch_order(schedule: str, p: int, m: int) -> tuple[tuple[Block, ...], ...]
     return tuple(out)
 
 
+def uneven(data_size: int, batch_size: int, m: int) -> str:
+    """The field that keeps m microbatches from cutting every batch equally ("batch_size": the last batch
+    would be smaller; "microbatches": the batch does not divide by m), or "" where they all are equal."""
+    b = min(batch_size, data_size)
+    return "batch_size" if data_size % b else "microbatches" if b % m else ""
+
+
 def schedule_problem(schedule: str, p: int, m: int) -> str | None:
     """What torch's schedule refuses for p ranks and m microbatches (its own ValueError's words), or None."""
     if schedule == ONE_F_ONE_B and m < p:
