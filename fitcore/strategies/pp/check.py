@@ -69,7 +69,7 @@ def check_pp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
     if held > workers:
         raise CheckFailed(t("cli.check.fail.pp_held", held=held, p=workers))
     rows = value["microbatch_rows"]
-    expected = layout.step_bytes(rows * cfg.microbatches, cfg.n_features, workers, cfg.schedule)
+    expected = layout.step_bytes(rows * cfg.microbatches, layout.hidden(cfg), workers, cfg.schedule)
     if value["bytes_between_stages"] != expected:
         raise CheckFailed(f"bytes between stages {value['bytes_between_stages']}, the formula {expected}")
     parts = [t("cli.check.pp_schedule", schedule=cfg.schedule, held=held, bytes=expected)]

@@ -277,21 +277,29 @@ def activation_bytes(rows: int, d: int, h: int, bounds: tuple[int, int], itemsiz
     return sum(rows * (d if layer == 0 else h) for layer in range(lo, hi)) * itemsize
 
 
-def sent_bytes(kind: str, stage: int, stages: int, rows: int, h: int, itemsize: int = 4) -> int:
-    """What a block sends the next stage (a forward's activations, (rows, h)) or the stage before (a
-    backward's gradient of its input, (rows, h)); nothing from the last stage's forward (its output is the
-    loss's) or the first stage's backward, and nothing from W."""
-    if kind == F and stage < stages - 1:
-        return rows * h * itemsize
-    if kind in (B, I) and stage > 0:
-        return rows * h * itemsize
-    return 0
+def receiver(kind: str, stage: int, schedule: str, p: int) -> int | None:
+    """The stage a block hands its tensor to, where that stage is on another rank: a forward's next stage,
+    a backward's (or I's) stage before; None for the last stage's forward (its output is the loss's), the
+    first stage's backward, W, and a neighbour on the same rank (ZBV's middle stages: no message)."""
+    to = stage + 1 if kind == F else stage - 1 if kind in (B, I) else None
+    if to is None or not 0 <= to < n_stages(schedule, p):
+        return None
+    return to if stage_rank(schedule, p, to) != stage_rank(schedule, p, stage) else None
+
+
+def sent_bytes(kind: str, stage: int, schedule: str, p: int, rows: int, h: int, itemsize: int = 4) -> int:
+    """What a block sends another rank's stage: a forward's activations, or a backward's gradient of its
+    input, (rows, h) each; nothing where receiver() names none."""
+    return rows * h * itemsize if receiver(kind, stage, schedule, p) is not None else 0
 
 
 def step_bytes(rows: int, h: int, p: int, schedule: str, itemsize: int = 4) -> int:
-    """A whole step's bytes between stages: each microbatch's activations down the S − 1 links and their
-    gradients back up, (rows, h) each: 2·(S − 1)·B·h·itemsize, whatever the number of microbatches."""
-    return 2 * (n_stages(schedule, p) - 1) * rows * h * itemsize
+    """A whole step's bytes between ranks: each microbatch's activations down every link between stages on
+    two ranks and their gradients back up, (rows, h) each: 2·links·B·h·itemsize, whatever the number of
+    microbatches (links = S − 1 but where the "v" keeps two neighbouring stages on one rank)."""
+    stages = n_stages(schedule, p)
+    links = sum(stage_rank(schedule, p, s) != stage_rank(schedule, p, s + 1) for s in range(stages - 1))
+    return 2 * links * rows * h * itemsize
 
 
 def planned_memory(cfg, rank: int, p: int, itemsize: int = 4) -> dict:

@@ -61,6 +61,7 @@ class PpPart:
         self.cfg, self.mark, self.device = cfg, mark, place.device
         self.width = hidden(cfg)
         p, m = place.mesh.size(PP), cfg.microbatches
+        self.p = p
         self.rank = place.coords.get(PP, place.rank)
         self.group = place.mesh.device_mesh(place.device.type)[PP].get_group()
         self.n_stages = layout.n_stages(cfg.schedule, p)
@@ -128,17 +129,17 @@ class PpPart:
         return timed
 
     def _sent(self, block: Block, out: Any) -> int:
-        """The bytes the block hands on: a forward's output to the next stage, a backward's gradient of its
-        input to the stage before (the shape of what its forward took), as the tensors measure them."""
+        """The bytes the block sends another rank: a forward's output to the next stage, a backward's
+        gradient of its input to the stage before (the shape of what its forward took), as the tensors
+        measure them; none to a stage on this rank (layout.receiver)."""
         if block.kind == F:
             rows = out.shape[0] if isinstance(out, torch.Tensor) else 0
             self.rows[(block.stage, block.microbatch)] = rows
-            if block.stage == self.n_stages - 1:
-                return 0
+        if layout.receiver(block.kind, block.stage, self.cfg.schedule, self.p) is None:
+            return 0
+        if block.kind == F:
             return out.numel() * out.element_size()
-        if block.kind in (B, I) and block.stage > 0:  # its input's gradient: the input's shape, (rows, h)
-            return self.rows.get((block.stage, block.microbatch), 0) * self.width * ITEMSIZE
-        return 0
+        return self.rows.get((block.stage, block.microbatch), 0) * self.width * ITEMSIZE  # its input's grad
 
     # ---- the loop's calls
 

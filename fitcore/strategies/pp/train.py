@@ -39,7 +39,6 @@ def pp_specs(schedule: str, m: int, h: int, labels: Sequence[str], d: int, items
     shared table (torchrun), by the formula on the batch's rows."""
     p = len(labels)
     runs, n = layout.order(schedule, p, m), layout.slots(schedule, p, m)
-    stages = layout.n_stages(schedule, p)
     specs: list[PhaseSpec] = []
     for r, label in enumerate(labels):
         measured = tuple(reports[r].sent) if r < len(reports) else ()
@@ -47,7 +46,7 @@ def pp_specs(schedule: str, m: int, h: int, labels: Sequence[str], d: int, items
         sent = (
             measured
             if len(measured) == len(runs[r])
-            else tuple(layout.sent_bytes(b.kind, b.stage, stages, rows, h, itemsize) for b in runs[r])
+            else tuple(layout.sent_bytes(b.kind, b.stage, schedule, p, rows, h, itemsize) for b in runs[r])
         )
         specs += layout.rank_specs(label, runs[r], sent, r * n)
     return tuple(specs)
