@@ -101,9 +101,11 @@ function draw(svg, pic, groups, phase, width) {
       rect.append(svgEl("title", {}, `${b.kind}${b.microbatch} · stage ${b.stage}`
         + ` · ${((b.end - b.start) * 1e3).toFixed(2)} ms${b.sent ? ` · ${formatBytes(b.sent)}` : ""}`));
       svg.append(rect);
+      // its name, smaller where a short block (a forward is half a backward) leaves no room at 13 px
       const text = `${b.kind}${b.microbatch}`;
-      if (textWidth(text, 13, 700) + 4 <= w) {
-        label(svg, x0 + w / 2, y + rowH / 2 + 5, text, { size: 13, weight: 700, anchor: "middle",
+      const size = [13, 11].find((px) => textWidth(text, px, 700) + 2 <= w);
+      if (size) {
+        label(svg, x0 + w / 2, y + rowH / 2 + 5, text, { size, weight: 700, anchor: "middle",
                                                          fill: b.kind === "F" ? "#ffffff" : "#111418" });
       }
     }
