@@ -18,6 +18,7 @@ APP_FILES = (  # relative to the repository root; the same paths under fitcore/a
     "frontend/*.css",
     "examples/*.csv",
     "examples/*.fitrec",
+    "examples/*.ipynb",
 )
 
 

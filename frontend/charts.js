@@ -44,10 +44,13 @@ export function chartFigure(name) {
 
 let loading = null;
 
+// url: plotly.js's address, or a function that promises one (a notebook's widget asks its kernel for the
+// file once per page, fitcore/notebook/widget.py, as Jupyter serves no file of a package).
 export function loadPlotly(url) {
   if (window.Plotly) return Promise.resolve(window.Plotly);
   if (!loading) {
-    loading = new Promise((resolve, reject) => {
+    const where = typeof url === "function" ? Promise.resolve().then(url) : Promise.resolve(url);
+    loading = where.then((url) => new Promise((resolve, reject) => {
       const script = document.createElement("script");
       script.src = url;
       script.async = true;
@@ -58,6 +61,9 @@ export function loadPlotly(url) {
         reject(new Error(`${url} did not load`));
       };
       document.head.append(script);
+    }), (error) => {
+      loading = null;
+      throw error;
     });
   }
   return loading;

@@ -5,7 +5,7 @@
 // calls the returned cleanup when the component unmounts. So all state lives on `parentElement`
 // (one state per mount), and a rerun updates it instead of building a second poller or DOM.
 //
-// data = {payload, owner, endpoint, bye, poll_ms, queued_poll_ms, smoothing, overlay, plotly, lang, texts}:
+// data = {payload, owner, endpoint, bye, poll_ms, queued_poll_ms, smoothing, overlay, plotly, lang, texts, push}:
 // app.py's live_data; payload is fitcore/live.py's payload with since=0; texts are the view's words in
 // the page's language (words.js).
 
@@ -209,6 +209,7 @@ function acceptMountData(state, data) {
   if (state.lang !== currentLang()) state.dirty = { charts: true, picture: true, timeline: true };
   state.lang = currentLang();  // polls ask for the run's own words (its status line) in it too
   labelDom(state.dom);
+  state.push = data.push === true;  // a notebook's widget: its kernel pushes the payloads, nothing polls
   if (data.endpoint) state.endpoint = data.endpoint;
   if (data.bye) state.byeEndpoint = data.bye;
   if (data.plotly) state.plotlyUrl = data.plotly;
@@ -238,6 +239,22 @@ function acceptMountData(state, data) {
   state.reportedStatus = state.run.status;
   state.poll.gone = false;
   startPollingIfActive(state);
+  render(state);
+}
+
+// A notebook's widget (widget.js): what its kernel pushed, as a poll's answer would bring it. `replace`: the
+// whole run (since=0), the truth for what it covers, as a rerun's mount data is; else the steps after the
+// last one pushed. A payload without a run is the planned step of a config (or nothing).
+export function pushPayload(parentElement, payload, replace) {
+  const state = parentElement.fitcoreLiveState;
+  if (!state || state.disposed || !payload) return;
+  if (!payload.run) {
+    resetRun(state, null);
+  } else {
+    if (!state.run || state.run.id !== payload.run.id) resetRun(state, payload);
+    mergePayload(state, payload, { replace });
+  }
+  state.reportedStatus = state.run ? state.run.status : null;
   render(state);
 }
 
@@ -286,13 +303,17 @@ function renderStatus(state) {
   dom.statusText.textContent = line;
   const fraction = run && run.total_steps ? Math.min(1, (run.step || 0) / run.total_steps) : 0;
   dom.progressFill.style.width = `${(fraction * 100).toFixed(2)}%`;
-  if (!state.follow) keepLiveRun(run);  // the teacher's run is not this browser's
+  if (!state.follow && !state.push) keepLiveRun(run);  // the teacher's run is not this browser's
   renderConnection(state);
 }
 
 function renderConnection(state) {
   if (state.disposed) return;
   const conn = state.dom.conn;
+  if (state.push) {  // no requests of its own to time: the widget says what its kernel does
+    conn.hidden = true;
+    return;
+  }
   if (state.poll.gone) {
     conn.textContent = tr("live.connection.gone");
   } else if (isActive(state) && performance.now() - state.poll.lastAnswerAt > LOST_AFTER_MS) {

@@ -80,7 +80,7 @@ function pollInterval(state) {
 }
 
 export function startPollingIfActive(state) {
-  if (!isActive(state)) {
+  if (!isActive(state) || state.push) {  // a notebook's kernel pushes its payloads (pushPayload): no polls
     stopPolling(state);
     return;
   }
