@@ -89,7 +89,7 @@ def view_settings() -> dict:
         "queued_poll_ms": QUEUED_POLL_MS,
         "smoothing": float(ss.smoothing),
         "lang": i18n.current(),  # the live route answers in it (poll.js sends it as `&lang=`)
-        "texts": i18n.browser_texts("live."),  # the live view's own words, in that language
+        "texts": i18n.browser_texts(),  # the live view's own words, in that language
     }
 
 

@@ -142,7 +142,13 @@ def count(key: str, n: int, /, lang: str | None = None, **fields: Any) -> str:
     return t(f"{key}.{'one' if n == 1 else 'other'}", lang, n=n, **fields)
 
 
-def browser_texts(prefix: str = "live.", lang: str | None = None) -> dict[str, str]:
+# the live view's words, and the glossary by which its pills gloss torch's names
+BROWSER_PREFIXES = ("live.", "glossary.")
+
+
+def browser_texts(
+    prefix: str | tuple[str, ...] = BROWSER_PREFIXES, lang: str | None = None
+) -> dict[str, str]:
     """The keys under `prefix` in one language, for the live view, which formats them itself."""
     lang = lang or _current.get()
     return {k: (e.get(lang) or e[DEFAULT]) for k, e in catalog().items() if k.startswith(prefix)}

@@ -515,7 +515,7 @@ class Handler(BaseHTTPRequestHandler):
             "payload": payload(run, 0), "endpoint": "/fitcore/live", "poll_ms": 400, "paused_poll_ms": 1000,
             "assets": STATIC.rstrip("/"), "plotly": STATIC + "plotly.min.js",
             "overlay": overlay_series(run.scenario.total) if run.scenario.overlay else [],
-            "lang": lang, "texts": i18n.browser_texts("live.", lang),
+            "lang": lang, "texts": i18n.browser_texts(lang=lang),
             "presenter": query.get("presenter") == "1",
         }  # fmt: skip
         self.send_json(200, data)

@@ -76,15 +76,25 @@ function pictureWidth(state) {
 // The pills are made again only when the step's phases change (their names, or the language): while a slow
 // run animates through its phases they are only marked, so that a click never lands on a pill that a
 // redraw has just replaced (a pipeline's ten or more ticks redraw them many times a second).
+// A pill named by torch's own function (scatter, allreduce) keeps that name, with its word in the page's
+// language beside it where that differs (fitcore/locales/glossary.json: "scatter 分发"), as the title says it.
+function gloss(name) {
+  const key = `glossary.${name}`;
+  const word = tr(key);
+  return word !== key && word !== name ? word : "";
+}
+
 function renderPills(state, pic, groups, phase, drawer) {
   const { pills, stepInfo } = state.dom;
   const names = groups.map((group) => (drawer.groupName && drawer.groupName(group)) || phaseName(drawer, group.name));
-  const key = `${state.lang}|${drawer.key}|${names.join("|")}`;
+  const glosses = groups.map((group, i) => (names[i] === group.name ? gloss(group.name) : ""));
+  const key = `${state.lang}|${drawer.key}|${names.join("|")}|${glosses.join("|")}`;
   if (key !== state.pillKey) {
     state.pillKey = key;
     clear(pills);
     groups.forEach((group, i) => {
       const pill = el("span", "fl-pill", names[i]);
+      if (glosses[i]) pill.append(el("span", "fl-gloss", glosses[i]));
       pill.style.setProperty("--phase", phaseColour(drawer, group.name));
       pill.addEventListener("click", () => {
         pickPhase(state, i);

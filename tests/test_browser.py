@@ -215,6 +215,16 @@ def test_eight_devices_keep_the_charts_on_the_first_screen(server, context, lang
         ("picture", ".fl-picture"), ("loss", ".fl-chart >> nth=0"), ("params", ".fl-chart >> nth=1"),
     )}  # fmt: skip
     assert all(b["inside"] for b in boxes.values()), (lang, boxes)
+    # torch's functions keep their names on the pills, each with the glossary's word where the page's language
+    # has another ("scatter 分发"), on one line
+    torch_names = ["scatter", "replicate", "parallel_apply", "gather", "reduce"]
+    pills = page.locator(".fl-pill").all_text_contents()
+    glossed = [f"{n}{t(f'glossary.{n}', lang)}" if lang == "zh" else n for n in torch_names]
+    assert [p for p in pills if p.startswith(tuple(torch_names))] == glossed, pills
+    tops = page.locator(".fl-pill").evaluate_all(
+        "(ps) => ps.map((p) => Math.round(p.getBoundingClientRect().top))"
+    )
+    assert len(set(tops)) == 1, tops
     short = plots(page)
     height = short[0]["height"]
     assert {p["height"] for p in short} == {height}, short

@@ -90,7 +90,11 @@ def test_keyword_arguments_are_the_configs_fields_checked_as_the_cli_checks_them
         ({"weights": []}, "weights"),
         ({"epochs": 7 * 10**4300}, "epochs"),  # too long to print whole
         ({"strategy": "zero"}, "strategy"),
-        ({"strategy": "tp", "workers": 3}, "workers"),  # torch.chunk gives 2 features to 1 or 2 ranks
+        ({"strategy": "tp", "workers": 3}, "workers"),
+        ({"pace": -1}, "pace"),  # the widget's own arguments too
+        ({"pace": "fast"}, "pace"),
+        ({"pace": float("nan")}, "pace"),
+        ({"lang": "fr"}, "lang"),  # torch.chunk gives 2 features to 1 or 2 ranks
     ],
 )
 def test_a_bad_argument_is_one_line_in_the_widget_and_start_refuses_it(values, named):
@@ -109,7 +113,7 @@ def test_a_bad_argument_is_one_line_in_the_widget_and_start_refuses_it(values, n
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    field=st.sampled_from([f for f in FitConfig.__dataclass_fields__ if f != "data"]),
+    field=st.sampled_from([f for f in FitConfig.__dataclass_fields__ if f != "data"] + ["pace", "lang"]),
     value=st.one_of(
         st.integers(),
         st.floats(allow_nan=True, allow_infinity=True),
@@ -234,12 +238,11 @@ def test_the_words_follow_the_language_the_buttons_are_the_pages_own():
     assert live.labels == {
         a: i18n.t(f"page.{a}", lang="zh") for a in ("start", "pause", "resume", "step", "stop", "reset")
     }
-    assert live.texts == i18n.browser_texts("live.", "zh")
+    assert live.texts == i18n.browser_texts(lang="zh")
     live.lang = "en"
-    assert live.labels["start"] == i18n.t("page.start", lang="en") and live.texts == i18n.browser_texts(
-        "live.", "en"
-    )
-    assert Live(lang="fr").lang == "en"
+    assert live.labels["start"] == i18n.t("page.start", lang="en")
+    assert live.texts == i18n.browser_texts(lang="en")
+    assert Live(lang="fr").lang == "en" and Live(lang="fr").error == "lang: got 'fr'; allowed: en, zh"
     assert Live(lang="zh", epochs=-3).error.startswith("epochs：")  # the error in the widget's language too
 
 

@@ -24,6 +24,7 @@ import traitlets
 
 from fitcore import api, i18n, live
 from fitcore.config import Checked, ConfigError, FitConfig, check
+from fitcore.errors import Text
 from fitcore.notebook import bundle
 from fitcore.runner import Run, Snapshot
 from fitcore.view.controls import DEFAULT_PACE
@@ -31,6 +32,7 @@ from fitcore.view.controls import DEFAULT_PACE
 MAX_UPDATES_PER_S = 30.0  # Jupyter's default limit is 1,000 messages a second per kernel, averaged over 3 s
 ACTIONS = ("start", "pause", "resume", "step", "stop", "reset")
 MAX_ERROR_CHARS = 200  # an error is one line a student reads, whatever the value it quotes
+MIN_PACE, MAX_PACE = 0.1, 1000.0  # steps a second; None: as fast as it trains
 
 
 def one_line(text: str) -> str:
@@ -45,6 +47,15 @@ def configure(config: FitConfig | None, values: dict[str, Any]) -> Checked:
     merged = {**(config.to_dict() if config is not None else {}), **values}
     merged.pop("data_sha256", None)  # filled in from the file by check(), never given
     return check(FitConfig.from_mapping(merged))
+
+
+def check_widget(lang: Any, pace: Any) -> None:
+    """The widget's own arguments, beside the config's: ConfigError names the one that is bad."""
+    if not (isinstance(lang, str) and lang in i18n.LANGUAGES):
+        raise ConfigError("lang", lang, ", ".join(i18n.LANGUAGES))
+    number = isinstance(pace, (int, float)) and not isinstance(pace, bool)
+    if pace is not None and not (number and MIN_PACE <= pace <= MAX_PACE):
+        raise ConfigError("pace", pace, Text("notebook.pace", low=MIN_PACE, high=MAX_PACE))
 
 
 def in_colab() -> bool:
@@ -89,13 +100,12 @@ class Live(anywidget.AnyWidget):
         self._lock = threading.RLock()  # one push at a time: the pusher's, run()'s, a new view's
         self._pusher: threading.Thread | None = None
         self._pushing: Run | None = None  # the run the pusher thread follows
-        self.pushes = (
-            0  # messages sent to the view, and the CPU seconds their making took (benchmarks read both)
-        )
-        self.push_seconds = 0.0
-        self.set_trait("lang", lang if lang in i18n.LANGUAGES else i18n.DEFAULT)
+        # messages sent to the view, and the CPU seconds their making took (benchmarks read both)
+        self.pushes, self.push_seconds = 0, 0.0
+        self.set_trait("lang", lang if isinstance(lang, str) and lang in i18n.LANGUAGES else i18n.DEFAULT)
         self._words()
         try:
+            check_widget(lang, pace)
             self._checked = configure(config, values)
         except ConfigError as exc:
             with i18n.using(self.lang):
@@ -259,4 +269,4 @@ class Live(anywidget.AnyWidget):
     def _words(self) -> None:
         lang = self.lang if self.lang in i18n.LANGUAGES else i18n.DEFAULT
         self.labels = {action: i18n.t(f"page.{action}", lang=lang) for action in ACTIONS}
-        self.texts = i18n.browser_texts("live.", lang)
+        self.texts = i18n.browser_texts(lang=lang)
