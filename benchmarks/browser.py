@@ -102,9 +102,14 @@ def streamlit_app(
             time.sleep(0.05)
         yield App(url, proc.pid, log, started, time.perf_counter() - started)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        end(proc, 10)
+
+
+def end(proc: subprocess.Popen, grace_s: float) -> None:
+    """Terminate a server; kill it if it has not exited after `grace_s` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)

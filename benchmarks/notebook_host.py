@@ -19,7 +19,7 @@ from typing import Iterator
 
 import nbformat
 
-from benchmarks.browser import ROOT, free_port
+from benchmarks.browser import ROOT, end, free_port
 
 LESSON = ROOT / "examples" / "lesson.ipynb"
 KERNEL = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -95,12 +95,7 @@ def jupyter_server(folder: Path, timeout: float = 120.0) -> Iterator[str]:
                 time.sleep(0.2)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        end(proc, 15)
 
 
 def open_notebook(page, url: str, timeout_ms: float = 90_000) -> None:

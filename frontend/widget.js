@@ -106,19 +106,15 @@ function render({ model, el: host }) {
     mountLive({ data: mountData(model), parentElement: view, setTriggerValue: null });
     model.send({ type: "hello" });
   };
-  model.on("msg:custom", onMessage);
-  model.on("change:error", update);
-  model.on("change:note", update);
-  model.on("change:labels", update);
-  model.on("change:texts", onWords);
+  const listeners = [
+    ["msg:custom", onMessage], ["change:error", update], ["change:note", update], ["change:labels", update],
+    ["change:texts", onWords],
+  ];
+  for (const [event, listener] of listeners) model.on(event, listener);
   update();
   model.send({ type: "hello" });
   return () => {
-    model.off("msg:custom", onMessage);
-    model.off("change:error", update);
-    model.off("change:note", update);
-    model.off("change:labels", update);
-    model.off("change:texts", onWords);
+    for (const [event, listener] of listeners) model.off(event, listener);
     cleanup();
     root.remove();
   };
