@@ -221,7 +221,7 @@ def play(cfg, trainer, args, torchrun, source: dict | None = None, label: str = 
         if lead and getattr(args, "record", None):
             listeners.append(Recorder(args.record, extra={"data": source} if source else None))
         if lead and args.trace:
-            tracer = TraceBuilder("replay: " + label if label else "fitcore run")
+            tracer = TraceBuilder("replay: " + label if label else "fitcore run", strategies.flows)
             trace_file = Pending(args.trace, "trace")
             listeners.append(tracer)
     except ConfigError as exc:

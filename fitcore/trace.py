@@ -8,12 +8,16 @@ holding the step, the rows on that device and the bytes the phase moved.
 A step's phases are timed from the step's own start (fitcore.phases); the step is placed on the run's
 timeline so that it ends at Step.elapsed, the run's clock when the step was emitted. A step without phase
 records (one device) is one "step" event, from the previous step's end to its own.
+
+A strategy whose ranks send each other tensors inside a step (the pipeline's activations and their
+gradients) gives its sends (`flows`): each is a flow arrow ("ph": "s" on the sender's block, "ph": "f" on the
+receiver's), which Perfetto draws from one rank's track to the other's.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from fitcore.events import Event, RunStarted, Step
 from fitcore.outfiles import Pending
@@ -21,6 +25,10 @@ from fitcore.outfiles import Pending
 MAX_STEPS = 100_000  # the most steps a trace holds (as fitcore.recording.MAX_STEPS); later ones are left out
 PID = 1
 SHARED = "host"  # the track of phases that belong to no one device
+# a send in a step: the sender's device and when it sends, the receiver's device and when it receives, in
+# seconds from the step's start (each inside a block of that device, where the viewer binds the arrow)
+Flow = tuple[str, float, str, float]
+FlowsOf = Callable[[Any, Step], Sequence[Flow]]  # (the run's config, a step) -> its sends
 
 
 def _us(seconds: float) -> float:
@@ -32,10 +40,14 @@ class TraceBuilder:
 
     Args:
         name: the process's name in the viewer ("fitcore run", "replay: recorded on ...").
+        flows: the run's strategy's sends in a step (fitcore.strategies.flows), drawn as flow arrows.
     """
 
-    def __init__(self, name: str = "fitcore run"):
+    def __init__(self, name: str = "fitcore run", flows: FlowsOf | None = None):
         self.name = name
+        self.flows = flows
+        self.config: Any = None  # the run's, from its RunStarted
+        self.arrows = 0  # flow arrows so far: the next one's id
         self.tracks: dict[str, int] = {}  # device label -> tid, in order of first appearance
         self.events: list[dict[str, Any]] = []
         self.steps = 0
@@ -45,7 +57,7 @@ class TraceBuilder:
         if isinstance(event, RunStarted):
             for label in event.devices:
                 self._tid(label)
-            cfg = event.config
+            cfg = self.config = event.config
             self.name = f"{self.name}: {cfg.strategy} on {cfg.devices}"
         elif isinstance(event, Step) and self.steps < MAX_STEPS:
             self.steps += 1
@@ -77,7 +89,21 @@ class TraceBuilder:
         for p in phases:
             args = {**base, "rows": rows.get(p.device, step.input_shape[0]), "bytes": p.bytes}
             self.events.append(self._complete(p.name, p.device, origin + p.start, p.duration, args))
+        if self.flows is not None and self.config is not None:
+            for sender, sent, receiver, received in self.flows(self.config, step):
+                self._flow(sender, origin + sent, receiver, origin + received)
         self._previous_end = step.elapsed
+
+    def _flow(self, sender: str, sent: float, receiver: str, received: float) -> None:
+        """One arrow, from the sender's block at `sent` to the receiver's at `received` (run's seconds)."""
+        self.arrows += 1
+        n = self.arrows
+        for ph, device, at in (("s", sender, sent), ("f", receiver, received)):
+            event = {"name": "send", "cat": "send", "ph": ph, "id": n, "ts": _us(max(0.0, at)), "pid": PID,
+                     "tid": self._tid(device)}  # fmt: skip
+            if ph == "f":
+                event["bp"] = "e"  # bound to the receiver's block that encloses it, not the next one
+            self.events.append(event)
 
     def _complete(self, name: str, device: str, start: float, duration: float, args: dict) -> dict:
         return {
@@ -122,9 +148,9 @@ class TraceBuilder:
         pending.commit()
 
 
-def trace_of(events, name: str = "fitcore run") -> dict[str, Any]:
+def trace_of(events, name: str = "fitcore run", flows: FlowsOf | None = None) -> dict[str, Any]:
     """The Chrome trace of a sequence of events (a recording's, say)."""
-    builder = TraceBuilder(name)
+    builder = TraceBuilder(name, flows)
     for event in events:
         builder(event)
     return builder.trace()

@@ -128,8 +128,8 @@ def test_1f1b_reaches_least_squares_with_each_block_timed_and_measured(capsys):
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "interleaved-1f1b", "zbv"])
-def test_each_schedule_is_the_same_deep_model_as_one_device(capsys, schedule):
-    flags = ["--epochs", "30", "--schedule", schedule]
+def test_each_schedule_is_the_same_deep_model_as_one_device(capsys, schedule, tmp_path):
+    flags = ["--epochs", "30", "--schedule", schedule, "--trace", str(tmp_path / "pp.json")]
     out = run_json(capsys, *flags)
     cfg = validate(replace(PP, epochs=30, schedule=schedule))
     assert out["status"] == "finished"
@@ -147,6 +147,18 @@ def test_each_schedule_is_the_same_deep_model_as_one_device(capsys, schedule):
     links = {"gpipe": 1, "interleaved-1f1b": 3, "zbv": 2}[schedule]
     assert value["stages"] == layout.n_stages(schedule, 2)
     assert value["bytes_between_stages"] == layout.step_bytes(200, 2, 2, schedule) == links * 3200
+    # the trace draws each of those sends as an arrow from the sender's block to the receiver's: a link's 4
+    # microbatches down and their 4 gradients back, every one of the 30 steps, each end inside a block of
+    # its own rank's track (where Perfetto binds it)
+    events = json.loads((tmp_path / "pp.json").read_text())["traceEvents"]
+    starts, ends = [e for e in events if e["ph"] == "s"], [e for e in events if e["ph"] == "f"]
+    assert len(starts) == len(ends) == 30 * links * 2 * 4
+    assert sorted(e["id"] for e in starts) == sorted(e["id"] for e in ends) == list(range(1, len(starts) + 1))
+    blocks = [e for e in events if e["ph"] == "X"]
+    for arrow in starts + ends:
+        assert any(b["tid"] == arrow["tid"] and b["ts"] <= arrow["ts"] <= b["ts"] + b["dur"] for b in blocks)
+    pairs = {e["id"]: e["tid"] for e in starts}
+    assert all(pairs[e["id"]] != e["tid"] for e in ends)  # every arrow goes to the other rank
 
 
 def test_more_microbatches_make_the_measured_bubble_smaller(capsys):

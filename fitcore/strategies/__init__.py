@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from fitcore.mesh import DP
 from fitcore.split import ROWS, Split
@@ -113,6 +113,8 @@ class Strategy:
     preload: tuple[str, ...] = ()  # the modules its ranks run, imported once by fitcore.warmstart's server
     phases: Callable[[], tuple[str, ...]] = tuple
     picture: Callable[..., dict] = lambda cfg, step, devices, extra: {}
+    # its ranks' sends inside a step, for the trace's flow arrows (fitcore.trace.Flow): none by default
+    flows: Callable[..., Sequence[tuple[str, float, str, float]]] = lambda cfg, step: ()
     options: tuple[str, ...] = ()  # FitConfig fields only this strategy reads (their defaults elsewhere)
     # the values a text option may take (a pipeline's schedule), drawn as a choice on the page; a bool
     # option is a switch, a number one a number box
@@ -194,3 +196,8 @@ def of(source: Any) -> Strategy:
     """The strategy of a FitConfig, or of anything with a `.config` (a Snapshot, a RunStarted)."""
     cfg = getattr(source, "config", source)
     return strategy(cfg.strategy)
+
+
+def flows(cfg: Any, step: Any) -> Sequence[tuple[str, float, str, float]]:
+    """The sends between a run's ranks in one step (its strategy's `flows`), for fitcore.trace's arrows."""
+    return of(cfg).flows(cfg, step)

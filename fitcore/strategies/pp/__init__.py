@@ -209,6 +209,12 @@ def _picture(cfg, step, devices: list[dict], extra: dict) -> dict:
     return picture_part(cfg, step, devices, extra)
 
 
+def _flows(cfg, step) -> list:
+    from fitcore.strategies.pp.view import flows
+
+    return flows(cfg, step)
+
+
 STRATEGY = Strategy(
     name=NAME,
     label="PP (pipelining)",  # torch.distributed.pipelining's name: a code name in every language
@@ -241,6 +247,7 @@ STRATEGY = Strategy(
     preload=(f"{__name__}.train", f"{__name__}.rank"),
     phases=_phases,
     picture=_picture,
+    flows=_flows,
     options=("layers", "width", "microbatches", "schedule", "block_ms"),
     choices={"schedule": ("gpipe", "1f1b", "interleaved-1f1b", "zbv")},  # layout.SCHEDULES, tests hold
     torchrun=_torchrun,

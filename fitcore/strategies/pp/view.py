@@ -79,6 +79,29 @@ def _walk(cfg: FitConfig, step: Step, p: int) -> tuple[list[list[dict]], list[di
     return blocks, fields
 
 
+def flows(cfg: FitConfig, step: Step) -> list[tuple[str, float, str, float]]:
+    """The sends between ranks in a step, for the trace's arrows (fitcore.trace.Flow): each block that hands
+    its tensor to another rank's stage (layout.receiver), to that stage's block of the same microbatch, from
+    just inside the sender's end to just inside the receiver's start, where the viewer binds each end."""
+    p = len(step.replicas)
+    blocks = step_blocks(cfg, step, p)
+    labels = [r.device for r in step.replicas]
+    found = {(b["kind"], b["stage"], b["microbatch"]): (r, b) for r in range(p) for b in blocks[r]}
+    sends = []
+    for r in range(p):
+        for b in blocks[r]:
+            to = layout.receiver(b["kind"], b["stage"], cfg.schedule, p)
+            kinds = (layout.F,) if b["kind"] == layout.F else (layout.B, layout.I)  # a gradient: B, or ZB's I
+            keys = [(k, to, b["microbatch"]) for k in kinds if (k, to, b["microbatch"]) in found]
+            if to is None or not keys:
+                continue
+            target = found[keys[0]]
+            r2, b2 = target
+            inside = lambda block: min(1e-6, (block["end"] - block["start"]) / 2)  # noqa: E731
+            sends.append((labels[r], b["end"] - inside(b), labels[r2], b2["start"] + inside(b2)))
+    return sends
+
+
 def step_blocks(cfg: FitConfig, step: Step, p: int) -> list[list[dict]]:
     """Each rank's blocks in a step, from its recorded phases (_walk's)."""
     return _walk(cfg, step, p)[0]
