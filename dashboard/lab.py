@@ -222,7 +222,8 @@ def whatif_ui(cfg: FitConfig) -> None:
 def _tag(row: dict, tag: str) -> str:
     """A what-if row's note in a few words (its sentence is the command line's `note`)."""
     excess = row["device0_excess_bytes"]
-    return t(f"lab.tag.{tag}", bytes=whatif.memory_text(excess) if excess is not None else "")
+    return t(f"lab.tag.{tag}", bytes=whatif.memory_text(excess) if excess is not None else "",
+             share=whatif.share_text(row.get("bubble_share")))  # fmt: skip
 
 
 def _name(strategy: str) -> str:

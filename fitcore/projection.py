@@ -85,6 +85,8 @@ class Projection:
     excess: Callable[[float, float, float, int, float], float] | None = None
     # messages in a row per step at K devices, where they are not latency_per_device x (K - 1) (a 2-D mesh's)
     latency: Callable[[int], int] | None = None
+    # the share of a step a device idles, waiting on its neighbours (a pipeline's bubble): 0 for the others
+    bubble: Callable[[int], float] = lambda k: 0.0
 
 
 def ring(model_bytes: float, k: int, batch_bytes: float = 0.0) -> float:

@@ -205,7 +205,7 @@ def device0_excess(
 
 
 # a row's notes, by tag, in the order the table lists them; the page shows the tags and explains each below
-NOTE_TAGS = ("one_machine", "memory", "comm", "device0")
+NOTE_TAGS = ("one_machine", "memory", "comm", "device0", "bubble")
 
 
 def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured, state) -> dict:
@@ -226,8 +226,9 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured, 
     if projection_of(s).one_machine and k > DEVICES_PER_MACHINE:
         row["fits"] = False
         _note(row, "one_machine", t("cli.whatif.note.one_machine", n=DEVICES_PER_MACHINE))
-        return {**row, "comm_bytes_per_device": None, "comm_seconds": None, "compute_seconds": None,
-                "step_seconds": None, "comm_share": None}  # fmt: skip
+        none = ("comm_bytes_per_device", "comm_seconds", "compute_seconds", "bubble_share", "idle_seconds",
+                "step_seconds", "comm_share")  # fmt: skip
+        return {**row, **dict.fromkeys(none)}
     projection = projection_of(s)
     if projection.activations:  # the batch's outputs, one number a row, not its rows
         batch_bytes = batch_bytes / measured.row_bytes * state.wire
@@ -248,13 +249,21 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured, 
     if excess is not None:
         row["device0_excess_bytes"] = excess
         _note(row, "device0", t("cli.whatif.note.device0", bytes=memory_text(excess)))
+    # a pipeline's bubble: the device waits that share of the step, so its compute is the rest of it
+    bubble = projection.bubble(k)
+    idle = compute * bubble / (1 - bubble)
+    if bubble > 0:
+        _note(row, "bubble", t("cli.whatif.note.bubble", share=share_text(bubble)))
+    step = comm + compute + idle  # no overlap: DDP overlaps its buckets with backward, so less
     return {
         **row,
         "comm_bytes_per_device": wire,
         "comm_seconds": comm,
         "compute_seconds": compute,
-        "step_seconds": comm + compute,  # no overlap: DDP overlaps its buckets with backward, so less
-        "comm_share": comm / (comm + compute),
+        "bubble_share": bubble,
+        "idle_seconds": idle,
+        "step_seconds": step,
+        "comm_share": comm / step,
     }
 
 

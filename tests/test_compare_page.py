@@ -95,6 +95,7 @@ def test_whatif_measures_then_projects_with_the_label(at):
         "out of memory",
         "comm. bound",
         "device 0 +…",
+        "bubble",
     ]
     assert "about 8" in legend[0] and "more than its 80 GB" in legend[1]
 

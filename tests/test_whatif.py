@@ -355,3 +355,25 @@ def test_the_2d_rows_are_the_tp_and_dp_rows_composed_at_the_same_device_count():
     assert ddp_tp["compute_seconds"] == pytest.approx(rows["ddp", k]["compute_seconds"], rel=1e-12)
     assert ddp_tp["compute_seconds"] == pytest.approx(rows["tp", k]["compute_seconds"], rel=1e-12)
     assert whatif.latency_steps("ddp_tp", k) == 2 * (tp - 1) + 2 * (dp - 1)
+
+
+def test_the_pipeline_row_idles_its_bubble_and_no_other_row_does():
+    """PP (1F1B, m = 4K): the stage waits (K−1)/(m+K−1) of its schedule (compute and wait), which the step's
+    time includes; every other row waits for nothing."""
+    link = Link("test", bandwidth=1e9, latency=0.0, source="")
+    for r in table(STEP, devices=(1, 2, 8, 64, 1024), link=link):
+        if r["compute_seconds"] is None:
+            continue
+        k, b = r["devices"], r["bubble_share"]
+        if r["strategy"] != "pp":
+            assert b == 0 and r["idle_seconds"] == 0 and "bubble" not in r["tags"]
+            continue
+        assert b == pytest.approx((k - 1) / (4 * k + k - 1), rel=1e-12)
+        compute, idle = r["compute_seconds"], r["idle_seconds"]
+        assert idle / (compute + idle) == pytest.approx(b, abs=1e-15)
+        assert r["step_seconds"] == pytest.approx(r["comm_seconds"] + compute + idle)
+        assert r["comm_share"] == pytest.approx(r["comm_seconds"] / r["step_seconds"])
+        assert ("bubble" in r["tags"]) == (k > 1)
+    at = {r["devices"]: r for r in table(STEP, devices=(2, 1024), link=link) if r["strategy"] == "pp"}
+    assert at[2]["bubble_share"] == pytest.approx(1 / 9) and "11.1 %" in at[2]["note"]
+    assert at[1024]["bubble_share"] == pytest.approx(1023 / 5119)

@@ -6,7 +6,15 @@ with m microbatches (1F1B, m = 4K here: a batch cut finer than that is common pr
 from __future__ import annotations
 
 from fitcore.projection import Projection
+from fitcore.strategies.pp.layout import ONE_F_ONE_B, formula_bubble
 from fitcore.strategies.pp.name import NAME
+
+MICROBATCHES_PER_STAGE = 4  # m = 4K
+
+
+def _bubble(k: int) -> float:
+    """1F1B's (K−1)/(m+K−1) of the step, m = 4K: 0 on one device, about a fifth at scale."""
+    return formula_bubble(ONE_F_ONE_B, k, MICROBATCHES_PER_STAGE * k)
 
 
 def _activations(model_bytes: float, k: int, batch_bytes: float = 0.0) -> float:
@@ -24,5 +32,6 @@ PROJECTIONS = (
         compute_share=lambda k: 1 / k,
         batch_share=lambda k: 1.0,  # every stage sees every row of the batch, one microbatch at a time
         activations=True,
+        bubble=_bubble,
     ),
 )
