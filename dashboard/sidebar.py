@@ -171,7 +171,8 @@ def option_widget(entry, option: str) -> None:
     elif isinstance(default, float):
         obey(st).number_input(label, min_value=0.0, step=1.0, key=option, help=help_text)
     else:
-        obey(st).number_input(label, min_value=0, step=1, key=option, help=help_text)
+        # a count from 0, or an index whose default -1 says "none" (the pipeline's slow stage)
+        obey(st).number_input(label, min_value=min(0, default), step=1, key=option, help=help_text)
 
 
 def devices_ui(gpus: dict) -> None:

@@ -86,6 +86,9 @@ class FitConfig:
     # a stand-in for a model large enough that compute, not messages, fills a pipeline's step: each block
     # also takes this many milliseconds (a backward twice as many, as a layer's backward is twice the work)
     block_ms: float = 0.0
+    # a straggler: this stage's blocks take SLOW_FACTOR times block_ms, and the class sees the bubble move to
+    # the stages around it (-1: every stage alike)
+    slow_stage: int = -1
     # Your own data (fitcore.csvdata): a CSV file fitted instead of the synthetic data. validate() fills in
     # features, data_size, data_sha256, and as weights and bias the file's least-squares answer.
     data: str = ""  # path of the CSV file; "" for the synthetic y = X·W + b
@@ -287,6 +290,7 @@ _PARSERS = {
     "microbatches": _parse_int,
     "schedule": _parse_str,
     "block_ms": _parse_float,
+    "slow_stage": _parse_int,
     "data": _parse_text,
     "target": _parse_text,
     "features": _parse_names,

@@ -119,6 +119,8 @@ function renderPills(state, pic, groups, phase, drawer) {
   const diverged = state.run && isNum(state.run.diverged_at) ? state.run.diverged_at : null;
   stepInfo.textContent = diverged === null ? info
     : `${info} · ${tr("live.stepper.info_diverged", { step: diverged })}`;
+  stepInfo.hidden = false;  // where the pills leave them too little room to be read whole, they go
+  if (stepInfo.scrollWidth > stepInfo.clientWidth + 1) stepInfo.hidden = true;
 }
 
 // The big line: which phase, in words a student can read off the projector.

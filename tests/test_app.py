@@ -639,6 +639,7 @@ def test_the_link_sets_the_controls_and_follows_them(page):
         "microbatches": "4",
         "schedule": "1f1b",
         "block_ms": "0",
+        "slow_stage": "-1",
         "pace": "5",
     }
     at = page(query)
@@ -663,6 +664,7 @@ def test_the_link_sets_the_controls_and_follows_them(page):
         "microbatches": 4,
         "schedule": "1f1b",
         "block_ms": 0.0,
+        "slow_stage": -1,
     }
     assert at.selectbox(key="pace").value == "5"
     assert at.query_params == query  # already in the page's own spelling

@@ -57,7 +57,8 @@ def test_bad_classroom_parameters_show_one_error_each(page):
     assert errors == [
         link + "hide: got 'bias,colour'; allowed: comma-separated control names from: weights, bias, "
         "noise, data_size, batch_size, epochs, lr, optimizer, shuffle, seed, devices, strategy, workers, "
-        "mesh, reshard_after_forward, layers, width, microbatches, schedule, block_ms, pace, preset",
+        "mesh, reshard_after_forward, layers, width, microbatches, schedule, block_ms, slow_stage, pace, "
+        "preset",
         link + "presenter: got 'big'; allowed: 1 or 0 (or true/false, on/off, yes/no)",
     ]
     assert not at.number_input(key="bias").disabled  # nothing hidden or locked

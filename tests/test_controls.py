@@ -131,6 +131,7 @@ def test_query_text():
         "microbatches": "4",
         "schedule": "1f1b",
         "block_ms": "0",
+        "slow_stage": "-1",
         "pace": "max",
     }
 
@@ -457,7 +458,7 @@ def test_bad_classroom_parameters_name_the_parameter_the_value_and_what_is_allow
     assert error.allowed.startswith(allowed)
     assert controls.error_text(error).startswith(f"{field}: got {value!r}; allowed: ")
     tail = ("devices, strategy, workers, mesh, reshard_after_forward, layers, width, microbatches, schedule, "
-            "block_ms, pace, preset")
+            "block_ms, slow_stage, pace, preset")
     assert error.allowed.endswith(tail) or field in ("presenter", "ask")
     if field != "lock":
         assert room.lock == ("seed",)  # the good parameters still apply

@@ -174,6 +174,33 @@ def test_more_microbatches_make_the_measured_bubble_smaller(capsys):
     assert measured[2] > measured[4] > measured[8]
 
 
+def test_a_slow_stage_moves_the_bubble_to_the_stages_that_wait_for_it(capsys):
+    """Stage 1 three times slower (1F1B, 2 ranks, 4 microbatches): in work units stage 0 is busy 4·(1+2) =
+    12 and stage 1 36 of a span of 1 + 36 + 2 = 39, so stage 0 idles 69 % and stage 1 8 %, and the step's
+    bubble grows from 1 − 24/30 = 20 % to 1 − 48/78 = 38 %."""
+    ranks, bubble = {}, {}
+    for slow in ("-1", "1"):
+        out = run_json(capsys, "--epochs", "2", "--block-ms", "10", "--slow-stage", slow)
+        value = out["details"]["pp"]
+        bubble[slow] = value["bubble_measured"]
+        ranks[slow] = value["ranks"]
+    forward = [[b["end"] - b["start"] for b in r["blocks"] if b["kind"] == "F"] for r in ranks["1"]]
+    ratio = (sum(forward[1]) / len(forward[1])) / (sum(forward[0]) / len(forward[0]))
+    assert 2.4 < ratio < 3.6, ratio  # stage 1's blocks take 3 times the work
+    idle = [1 - r["busy_seconds"] / r["span_seconds"] for r in ranks["1"]]
+    assert idle[0] == pytest.approx(27 / 39, abs=0.1) and idle[1] == pytest.approx(3 / 39, abs=0.1), idle
+    assert bubble["-1"] == pytest.approx(0.2, abs=0.08) and bubble["1"] == pytest.approx(30 / 78, abs=0.08)
+
+
+def test_a_slow_stage_is_a_stage_and_needs_work_to_slow():
+    with pytest.raises(ConfigError, match="a stage from 0 to 1, or -1 for none"):
+        validate(replace(PP, slow_stage=2))
+    with pytest.raises(ConfigError, match="needs --block-ms above 0"):
+        validate(replace(PP, slow_stage=0))
+    assert validate(replace(PP, slow_stage=0, block_ms=1.0)).slow_stage == 0
+    assert layout.block_seconds(replace(PP, slow_stage=1, block_ms=2.0), "B", 1) == 3 * 2 * 2.0 / 1000
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The lab and the rules.
 

@@ -73,6 +73,11 @@ def _rules(cfg, plan) -> None:
         raise ConfigError("width", cfg.width, Text("config.pp_width", most=layout.MAX_WIDTH))
     if not (math.isfinite(cfg.block_ms) and 0 <= cfg.block_ms <= layout.MAX_BLOCK_MS):
         raise ConfigError("block_ms", cfg.block_ms, Text("config.pp_block_ms", most=layout.MAX_BLOCK_MS))
+    if not (isinstance(cfg.slow_stage, int) and -1 <= cfg.slow_stage < stages):
+        raise ConfigError("slow_stage", cfg.slow_stage, Text("config.pp_slow_stage", last=stages - 1))
+    if cfg.slow_stage >= 0 and not cfg.block_ms:  # slower than nothing is nothing: say what makes it slow
+        slow = Text("config.pp_slow_needs_block", factor=layout.SLOW_FACTOR)
+        raise ConfigError("slow_stage", cfg.slow_stage, slow)
     b = min(cfg.batch_size, cfg.data_size)
     field = layout.uneven(cfg.data_size, cfg.batch_size, cfg.microbatches)
     if field == "batch_size":
@@ -248,7 +253,7 @@ STRATEGY = Strategy(
     phases=_phases,
     picture=_picture,
     flows=_flows,
-    options=("layers", "width", "microbatches", "schedule", "block_ms"),
+    options=("layers", "width", "microbatches", "schedule", "block_ms", "slow_stage"),
     choices={"schedule": ("gpipe", "1f1b", "interleaved-1f1b", "zbv")},  # layout.SCHEDULES, tests hold
     torchrun=_torchrun,
     rules=_rules,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from fitcore.phases import LOSS_END, OPTIMIZER_END, PhaseSpec
 
@@ -42,6 +42,7 @@ MAX_WIDTH = 1024  # the layers' width: (1024, 1024) float32 is 4 MiB a layer
 F, B, I, W = "F", "B", "I", "W"  # noqa: E741 (torch's own letters for them)
 KIND_PHASE = {F: "forward", B: "backward", I: "backward_input", W: "backward_weight"}
 WORK = {F: 1, B: 2, I: 1, W: 1}  # a block's work in forwards: a whole backward is about two (input, weights)
+SLOW_FACTOR = 3  # the slow stage's blocks take this many times a block's stand-in work (FitConfig.slow_stage)
 PP_PHASES = ("forward", "backward", "backward_input", "backward_weight", "loss", "optimizer")
 
 # Time slots after those every layout has (START ... OPTIMIZER_END): the batch loaded, the schedule's start,
@@ -345,3 +346,10 @@ def slots(schedule: str, p: int, m: int) -> int:
     """A rank's time slots: the six every rank has, and two for each of its blocks (every rank runs as
     many)."""
     return FIRST_BLOCK + 2 * len(order(schedule, p, m)[0])
+
+
+def block_seconds(cfg: Any, kind: str, stage: int) -> float:
+    """A block's stand-in work (FitConfig.block_ms, in seconds): its kind's share of it, SLOW_FACTOR times
+    that on the slow stage."""
+    slow = SLOW_FACTOR if stage == cfg.slow_stage else 1
+    return cfg.block_ms * WORK[kind] * slow / 1000

@@ -119,7 +119,7 @@ class PpPart:
             start = self._now()
             out = run(chunk, *args, **kwargs)
             if self.cfg.block_ms:  # the stand-in work of a bigger model's block (FitConfig.block_ms)
-                time.sleep(self.cfg.block_ms * layout.WORK[block.kind] / 1000)
+                time.sleep(layout.block_seconds(self.cfg, block.kind, block.stage))
             self.mark(FIRST_BLOCK + 2 * i + 1)
             self.times.append((start, self._now()))
             self.ran.append(block)
