@@ -161,3 +161,49 @@ def test_two_students_follow_the_teachers_run_answer_and_see_the_reveal(server, 
     finally:
         for context in (teacher_context, ann_context, ben_context):
             context.close()
+
+
+def test_a_pipeline_room_shows_the_students_the_schedule_the_teacher_walks(server, browser):
+    """The room on a pipeline (issue 46's "the room's students see the same"): the student's page, in Chinese,
+    is asked one of the pipeline's own questions on Pause, and after the reveal shows the teacher's schedule,
+    its bubble line and the tick the teacher walks to."""
+    teacher_context, student_context = new_context(browser), new_context(browser)
+    try:
+        link = "strategy=pp&devices=cpu&workers=2&block_ms=2&pace=2&presenter=1&ask=1&epochs=300"
+        teacher = open_page(teacher_context, f"{server}/?{link}")
+        summary = teacher.locator("summary", has_text="Teacher's link").first
+        summary.scroll_into_view_if_needed()
+        summary.click()
+        teacher.get_by_role("button", name="Open a room for the class").click()
+        found = wait_for(lambda: re.search(r"room=([A-Za-z0-9_-]{22})", teacher.content()), 10, what="a room")
+        student = student_context.new_page()
+        student.goto(f"{server}/?room={found[1]}&presenter=1&lang=zh")
+        student.locator(".fl-status-text").wait_for(timeout=90_000)
+
+        teacher.get_by_role("button", name="Start training").click()
+        wait_for(lambda: step_shown(teacher) >= 3, 60, interval=0.05, what="three steps")
+        teacher.get_by_role("button", name="Pause").click()
+        teacher.locator(".fl-reveal").wait_for()
+        within(FOLLOW, lambda: student.locator(".fl-choice").count() >= 2, "the pipeline's question")
+        asked = student.locator(".fl-question-text").inner_text()
+        # one of the pipeline's own questions: which rank starts last, or stage 0's microbatches held
+        assert "流水线" in asked or "微批次" in asked, asked
+        student.locator(".fl-choice").nth(0).click()
+        within(FOLLOW, lambda: "1 answered" in teacher.locator(".fl-question").inner_text(), "the count")
+        teacher.locator(".fl-reveal").click()
+        within(FOLLOW, lambda: student.locator(".fl-answer").is_visible(), "the reveal")
+
+        # the schedule as it ran, on both pages: every block of the step, the bubble, the teacher's tick
+        teacher.locator(".fl-veil").wait_for(state="hidden")
+        blocks = lambda page: page.locator(".fl-svg rect > title").count()  # noqa: E731
+        within(FOLLOW, lambda: blocks(student) == blocks(teacher) > 0, "the student's blocks")
+        assert "气泡" in " ".join(student.locator(".fl-svg text").all_text_contents())
+        teacher.locator(".fl-pill", has_text="t3").click()
+        tick = teacher.locator(".fl-phase-title").inner_text()
+        assert tick.startswith("Tick 3")
+        followed = lambda: student.locator(".fl-phase-title").inner_text().startswith("第 3 拍：")  # noqa: E731
+        within(FOLLOW, followed, "the teacher's tick")
+        on_first_screen(student, "pp-student-zh")
+    finally:
+        for context in (teacher_context, student_context):
+            context.close()
