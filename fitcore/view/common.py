@@ -112,3 +112,18 @@ class Section:
     tables: tuple[list[dict[str, Any]], ...] = ()  # each a list of rows
     text_columns: tuple[str, ...] = ()  # columns shown as text (a "Rank" of 0, 1 and "all")
     notes: tuple[str, ...] = ()  # captions beneath
+
+
+def ranks_memory(
+    labels: Sequence[str], measured: Sequence[dict] | None, planned: Sequence[dict], note: str
+) -> Section:
+    """The ranks' memory panel: what each rank held, measured where the run reported every rank's, else by
+    the strategy's formula (`planned`), with the notes that say which and the strategy's own `note`."""
+    memory = measured if measured and len(measured) == len(labels) else planned
+    return Section(
+        "memory",
+        title=t("view.memory.title.ranks"),
+        tables=(memory_rows(labels, memory),),
+        text_columns=(t("view.col.rank"),),
+        notes=(*memory_notes(memory, bool(measured)), note),
+    )

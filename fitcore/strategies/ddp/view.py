@@ -17,7 +17,7 @@ from fitcore.memory import whole_model
 from fitcore.runner import Snapshot
 from fitcore.strategies.ddp.memory import ddp_rows
 from fitcore.view import ranks as rank_view
-from fitcore.view.common import Section, memory_notes, memory_rows
+from fitcore.view.common import Section, ranks_memory
 from fitcore.view.ranks import planned_step, rank_sections, ranks_words
 
 CONSOLE_HINT = "view.console_hint.ddp"  # the catalog's words for what the console will show
@@ -36,11 +36,7 @@ def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> 
         labels = rank_labels(config, parse_devices(config.devices, gpus))
     measured = snap.extra.get("memory") if snap is not None else None
     planned = ddp_rows(whole_model(config), len(labels))
-    memory = measured if measured and len(measured) == len(labels) else planned
-    notes = (*memory_notes(memory, bool(measured)), t("view.memory.ddp"))
-    holds = Section("memory", title=t("view.memory.title.ranks"), tables=(memory_rows(labels, memory),),
-                    text_columns=(t("view.col.rank"),), notes=notes)  # fmt: skip
-    return [*split, holds]
+    return [*split, ranks_memory(labels, measured, planned, t("view.memory.ddp"))]
 
 
 def parallelism(cfg: FitConfig, started: RunStarted) -> str:

@@ -23,7 +23,7 @@ from fitcore.strategies.pp.name import NAME
 from fitcore.strategies.pp.schedule import schedule_value
 from fitcore.text import format_bytes
 from fitcore.view import ranks as rank_view
-from fitcore.view.common import Section, fitted_names, memory_notes, memory_rows
+from fitcore.view.common import Section, fitted_names, ranks_memory
 
 CONSOLE_HINT = "view.console_hint.pp"
 BLOCK_PHASES = frozenset(layout.KIND_PHASE.values())
@@ -176,19 +176,8 @@ def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> 
     )
     measured = _memory(snap.extra if snap is not None else None)
     k = len(labels)
-    memory = (
-        measured
-        if measured and len(measured) == k
-        else [layout.planned_memory(config, r, k) for r in range(k)]
-    )
-    holds = Section(
-        "memory",
-        title=t("view.memory.title.ranks"),
-        tables=(memory_rows(labels, memory),),
-        text_columns=(t("view.col.rank"),),
-        notes=(*memory_notes(memory, bool(measured)), t("pp.memory.note")),
-    )
-    return [split, holds]
+    planned = [layout.planned_memory(config, r, k) for r in range(k)]
+    return [split, ranks_memory(labels, measured, planned, t("pp.memory.note"))]
 
 
 def parallelism(cfg: FitConfig, started: RunStarted) -> str:

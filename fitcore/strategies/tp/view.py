@@ -20,7 +20,7 @@ from fitcore.runner import Snapshot
 from fitcore.strategies.tp.layout import planned_memory
 from fitcore.strategies.tp.name import NAME
 from fitcore.view import ranks as rank_view
-from fitcore.view.common import Section, fitted_names, memory_notes, memory_rows, shape_text
+from fitcore.view.common import Section, fitted_names, ranks_memory, shape_text
 
 CONSOLE_HINT = "view.console_hint.tp"
 
@@ -130,15 +130,8 @@ def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> 
     )
     measured = _memory(snap.extra if snap is not None else None)
     k = len(labels)
-    memory = measured if measured and len(measured) == k else [planned_memory(config, r, k) for r in range(k)]
-    holds = Section(
-        "memory",
-        title=t("view.memory.title.ranks"),
-        tables=(memory_rows(labels, memory),),
-        text_columns=(t("view.col.rank"),),
-        notes=(*memory_notes(memory, bool(measured)), t("tp.memory.note")),
-    )
-    return [split, holds]
+    planned = [planned_memory(config, r, k) for r in range(k)]
+    return [split, ranks_memory(labels, measured, planned, t("tp.memory.note"))]
 
 
 def parallelism(cfg: FitConfig, started: RunStarted) -> str:
