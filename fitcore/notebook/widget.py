@@ -212,8 +212,9 @@ class Live(anywidget.AnyWidget):
             time.sleep(1.0 / MAX_UPDATES_PER_S)
             if run is not self._run:
                 return  # reset, or a newer run: that one's pusher speaks for it
-            if run.stamp() != stamp:
-                stamp = run.stamp()
+            now = run.stamp()
+            if now != stamp:
+                stamp = now
                 if not self._push():
                     return
         if run is self._run:
