@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fitcore import check
 from fitcore.devices import parse_devices
 from fitcore.equivalence import Trainer, max_diff
 from fitcore.projection import Projection
 from fitcore.strategies import Strategy
+
+if TYPE_CHECKING:  # the config its hooks read, bound to the registry's C
+    from fitcore.config import FitConfig
 
 NAME = "solo"
 LABEL = "One device"
@@ -78,7 +82,7 @@ class _Comparer(Trainer):
 PROJECTIONS = (Projection(NAME, LABEL, lambda p, g, o, k: p + g + o, lambda params, k, batch=0.0: 0.0, 0),)
 
 
-STRATEGY = Strategy(
+STRATEGY: Strategy[FitConfig] = Strategy(
     name=NAME,
     label=LABEL,
     short=LABEL,

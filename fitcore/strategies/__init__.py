@@ -12,40 +12,43 @@ written anywhere else.
 
 This module imports no strategy, so that fitcore.config, which checks `strategy` and counts steps through
 it, stays below every package: the packages import the floor, the floor asks the registry, and only the top
-floor imports the packages.
+floor imports the packages. Nor does it import fitcore.config, not even for its types: the config asks the
+registry, so the registry is written for any config type `C` (`Strategy[C]`, `StrategyView[C]`), and each
+package binds `C` to the config its hooks read (`Strategy[FitConfig]`); that keeps the two free of a circle
+even counting typing-only imports.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Generic, Mapping, Protocol, Sequence, TypeVar, runtime_checkable
 
 from fitcore.mesh import DP
 from fitcore.split import ROWS, Split
 
-if TYPE_CHECKING:
-    from fitcore.config import FitConfig
+C = TypeVar("C")  # the config a strategy's hooks read (fitcore.config.FitConfig, bound by each package)
+C_contra = TypeVar("C_contra", contravariant=True)
 
 
 @runtime_checkable
-class StrategyView(Protocol):
+class StrategyView(Protocol[C_contra]):
     """What a strategy's view module (its `view()` hook) gives the page: a declared part of the contract,
     checked by tests/test_contract.py for every registered strategy."""
 
     CONSOLE_HINT: str  # the catalog key of what the console will show before a run
 
-    def planned_step(self, cfg: FitConfig, gpus: Any = None) -> tuple[Any, tuple[str, ...]]: ...
+    def planned_step(self, cfg: C_contra, gpus: Any = None) -> tuple[Any, tuple[str, ...]]: ...
 
-    def sections(self, snap: Any, cfg: FitConfig | None, gpus: Any = None) -> list: ...
+    def sections(self, snap: Any, cfg: C_contra | None, gpus: Any = None) -> list: ...
 
-    def parallelism(self, cfg: FitConfig, started: Any) -> str: ...
+    def parallelism(self, cfg: C_contra, started: Any) -> str: ...
 
     def console_frame(self, snap: Any) -> tuple[list[str], list[str]]: ...
 
 
 @dataclass(frozen=True)
-class Strategy:
+class Strategy(Generic[C]):
     """One way of training on several devices: its words, and the callables every part of fitcore uses.
 
     The hooks' signatures (a new package provides each):
@@ -88,7 +91,7 @@ class Strategy:
     short: str  # its short name, where strategies stand side by side ("DDP")
     processes: bool  # one process per worker: `workers` applies, `cpu` means workers CPU processes
     drawer: str  # the key of its step picture's drawer in the browser (frontend/), sent with every picture
-    steps_per_epoch: Callable[[FitConfig], int]
+    steps_per_epoch: Callable[[C], int]
     train: Callable[..., Any]
     step_lines: Callable[[Any], list[str]]
     markdown: Callable[[], str]
@@ -149,13 +152,13 @@ WORDS = ("title", "explain", "lab", "who")  # the roles of a strategy's words th
 
 # The registry, filled by register() (fitcore/__init__.py registers the built-in packages first of all): the
 # table keeps its identity, the tuples below are made again at each registration
-STRATEGIES: dict[str, Strategy] = {}
+STRATEGIES: dict[str, Strategy[Any]] = {}
 NAMES: tuple[str, ...] = ()
 DEFAULT = ""  # the first registered: one process, the page's and the config's default
 OPTIONS: tuple[str, ...] = ()  # every strategy's own config fields
 
 
-def register(entry: Strategy) -> Strategy:
+def register(entry: Strategy[C]) -> Strategy[C]:
     """Add a strategy (the built-in packages' and an installed package's `STRATEGY`); a name already taken
     is refused, so that no package silently replaces another."""
     global NAMES, DEFAULT, OPTIONS
@@ -186,13 +189,13 @@ def owners(option: str) -> str:
     return ", ".join(s.label for s in STRATEGIES.values() if option in s.options)
 
 
-def strategy(name: Any) -> Strategy:
+def strategy(name: Any) -> Strategy[Any]:
     """The strategy called `name`, or the default one for a name that is not one (the config check refuses
     it with its own message)."""
     return STRATEGIES.get(name, STRATEGIES[DEFAULT])
 
 
-def of(source: Any) -> Strategy:
+def of(source: Any) -> Strategy[Any]:
     """The strategy of a FitConfig, or of anything with a `.config` (a Snapshot, a RunStarted)."""
     cfg = getattr(source, "config", source)
     return strategy(cfg.strategy)

@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fitcore.strategies import Strategy
 from fitcore.strategies.dataparallel.name import NAME
+
+if TYPE_CHECKING:  # the config its hooks read, bound to the registry's C
+    from fitcore.config import FitConfig
 
 
 def _steps_per_epoch(cfg) -> int:
@@ -110,7 +114,7 @@ def _picture(cfg, step, devices: list[dict], extra: dict) -> dict:
     return {"memory_measured": memory_part(devices, extra.get("memory"))}
 
 
-STRATEGY = Strategy(
+STRATEGY: Strategy[FitConfig] = Strategy(
     name=NAME,
     label="DataParallel",
     short="DataParallel",

@@ -32,10 +32,14 @@ which DDP and FSDP share; the console lines of ranks, shards and finals are fitc
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fitcore.mesh import DP, TP
 from fitcore.strategies import Strategy
 from fitcore.strategies.ddp.name import NAME
+
+if TYPE_CHECKING:  # the config its hooks read, bound to the registry's C
+    from fitcore.config import FitConfig
 
 
 def _steps_per_epoch(cfg) -> int:
@@ -157,7 +161,7 @@ def _picture(cfg, step, devices: list[dict], extra: dict) -> dict:
     return {**part, "memory_measured": memory_part(devices, extra.get("memory"))}
 
 
-STRATEGY = Strategy(
+STRATEGY: Strategy[FitConfig] = Strategy(
     name=NAME,
     label="DistributedDataParallel",
     short="DDP",

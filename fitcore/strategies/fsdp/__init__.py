@@ -30,11 +30,15 @@ The package, by responsibility:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fitcore.mesh import TP
 from fitcore.strategies import Strategy
 from fitcore.strategies.fsdp.name import NAME
 from fitcore.strategies.fsdp.shapes import DETAIL
+
+if TYPE_CHECKING:  # the config its hooks read, bound to the registry's C
+    from fitcore.config import FitConfig
 
 OPTION = "reshard_after_forward"  # the config field only this strategy reads
 
@@ -163,7 +167,7 @@ def _picture(cfg, step, devices: list[dict], extra: dict) -> dict:
     return picture_part(cfg, step, devices, extra)
 
 
-STRATEGY = Strategy(
+STRATEGY: Strategy[FitConfig] = Strategy(
     name=NAME,
     label="FSDP",
     short="FSDP",

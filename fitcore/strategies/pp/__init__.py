@@ -23,12 +23,16 @@ The package, by responsibility:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fitcore.mesh import PP
 from fitcore.split import WHOLE
 from fitcore.strategies import Strategy
 from fitcore.strategies.pp.name import NAME
 from fitcore.strategies.pp.shapes import DETAIL
+
+if TYPE_CHECKING:  # the config its hooks read, bound to the registry's C
+    from fitcore.config import FitConfig
 
 
 def _steps_per_epoch(cfg) -> int:
@@ -220,7 +224,7 @@ def _flows(cfg, step) -> list:
     return flows(cfg, step)
 
 
-STRATEGY = Strategy(
+STRATEGY: Strategy[FitConfig] = Strategy(
     name=NAME,
     label="PP (pipelining)",  # torch.distributed.pipelining's name: a code name in every language
     short="PP",

@@ -25,12 +25,16 @@ The package, by responsibility:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fitcore.mesh import TP
 from fitcore.split import COLUMNS
 from fitcore.strategies import Strategy
 from fitcore.strategies.tp.name import NAME
 from fitcore.strategies.tp.shapes import DETAIL
+
+if TYPE_CHECKING:  # the config its hooks read, bound to the registry's C
+    from fitcore.config import FitConfig
 
 
 def _steps_per_epoch(cfg) -> int:
@@ -157,7 +161,7 @@ def _picture(cfg, step, devices: list[dict], extra: dict) -> dict:
     return picture_part(cfg, step, devices, extra)
 
 
-STRATEGY = Strategy(
+STRATEGY: Strategy[FitConfig] = Strategy(
     name=NAME,
     label="TP (RowwiseParallel)",  # torch.distributed.tensor.parallel's names: code names in every language
     short="TP",
