@@ -2,7 +2,7 @@
 
     python -m benchmarks.multinode --nodes 2 --procs-per-node 2 --strategy ddp [--rate 100mbit]
 
-Makes `--nodes` hosts (strategies.ddp.hosts: 192.0.2.10, .11, ... on a bridge, each with its own hostname),
+Makes `--nodes` hosts (registry.ddp.hosts: 192.0.2.10, .11, ... on a bridge, each with its own hostname),
 runs `torchrun --nnodes N --nproc-per-node P --rdzv-backend c10d --rdzv-endpoint 192.0.2.10:29500 -m fitcore
 --strategy S ...` on each, and prints one line per check (the world size and the hosts; every rank's rows per
 step as DistributedSampler cuts them; identical parameters on every rank; against one process; against
@@ -21,7 +21,7 @@ import signal
 import sys
 from dataclasses import replace
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.cliparse import Parser
 from fitcore.config import validate
 from fitcore.engine import across
@@ -48,7 +48,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not 2 <= args.nodes <= 8 or not 1 <= args.procs_per_node <= 4:
         p.error(f"--nodes 2 to 8 and --procs-per-node 1 to 4; got {args.nodes} and {args.procs_per_node}")
-    across_hosts = [s.name for s in strategies.STRATEGIES.values() if s.processes and s.torchrun]
+    across_hosts = [s.name for s in registry.STRATEGIES.values() if s.processes and s.torchrun]
     if args.strategy not in across_hosts:  # one process (DataParallel) has no ranks to put on hosts
         p.error(f"--strategy: got {shown(args.strategy)}; allowed: {', '.join(across_hosts)}")
     try:

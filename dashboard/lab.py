@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard.panels import PLOT_CONFIG
-from fitcore import links, projection, strategies, whatif
+from fitcore import links, projection, registry, whatif
 from fitcore.config import ConfigError, FitConfig
 from fitcore.i18n import t
 from fitcore.view import controls
@@ -176,7 +176,7 @@ def whatif_ui(cfg: FitConfig) -> None:
             measured = whatif.measure(one, WHATIF_STEPS)
             st.session_state.wi_measured = measured
             # a strategy that runs a projected row for real (FSDP's ZeRO-3): its measured bytes beside it
-            calibrate = strategies.of(cfg).calibrate
+            calibrate = registry.of(cfg).calibrate
             st.session_state.wi_calibration = calibrate(cfg, max(2, cfg.workers)) if calibrate else None
         except ConfigError as exc:
             st.error(controls.error_text(exc))
@@ -228,4 +228,4 @@ def _tag(row: dict, tag: str) -> str:
 
 def _name(strategy: str) -> str:
     """A strategy's name in the lab's table, chart and causes: its own word for it."""
-    return t(strategies.strategy(strategy).words["lab"])
+    return t(registry.strategy(strategy).words["lab"])

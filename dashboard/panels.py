@@ -12,7 +12,7 @@ import streamlit as st
 
 from dashboard.classroom import classroom_data
 from dashboard.state import QUEUED_POLL_MS
-from fitcore import api, i18n, live, strategies
+from fitcore import api, i18n, live, registry
 from fitcore.config import FitConfig
 from fitcore.devices import run_gpus
 from fitcore.i18n import t
@@ -64,7 +64,7 @@ def one_device(devices: str) -> bool:
 def page_title(shown: dict) -> str:
     """The page's heading for what it shows: its strategy's, or, where one process runs on one device
     (a single GPU's recording, say), that nothing is split."""
-    strategy = strategies.strategy(shown["strategy"])
+    strategy = registry.strategy(shown["strategy"])
     if not strategy.processes and one_device(shown["devices"]):
         return t("page.title.one_device")
     return t(strategy.words["title"])
@@ -179,14 +179,14 @@ def sections_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> Non
     here = list(gpus.values())
     if snap is not None:  # the run's own devices, where it ran (a replay's may be another machine's GPUs)
         here = run_gpus(snap.config.devices, here)
-    for section in strategies.of(source).view_module.sections(snap, cfg, here):
+    for section in registry.of(source).view_module.sections(snap, cfg, here):
         section_ui(section)
 
 
 def console_ui(snap: Snapshot | None) -> None:
     st.subheader(t("page.console"))
     if snap is None or not snap.recent:
-        hint = strategies.of(snap if snap is not None else FitConfig()).view_module.CONSOLE_HINT
+        hint = registry.of(snap if snap is not None else FitConfig()).view_module.CONSOLE_HINT
         st.caption(t("page.console.hint", hint=t(hint)))
         return
     # a tab as 4 spaces keeps the tutorial's lines on one line at the page's width
@@ -212,7 +212,7 @@ def results_ui(snap: Snapshot | None) -> None:
     gap = results.least_squares_gap(snap)  # a run that did not settle: how far, and what would help
     if gap:
         st.warning(gap)
-    if strategies.of(snap).processes:  # each process ends with its own copy of the parameters
+    if registry.of(snap).processes:  # each process ends with its own copy of the parameters
         ranks_results_ui(snap)
 
 
@@ -260,6 +260,6 @@ def explain_ui(strategy: str, snap: Snapshot | None, cfg: FitConfig | None, valu
     run's, else the controls' where they are valid, else the defaults); the shown strategy's opens where it
     is not the default (the default's is the page's title and first screen)."""
     shown = snap.config if snap is not None and not superseded(snap, values) else cfg
-    for s in strategies.STRATEGIES.values():
-        with st.expander(t(s.words["explain"]), expanded=s.name == strategy != strategies.DEFAULT):
+    for s in registry.STRATEGIES.values():
+        with st.expander(t(s.words["explain"]), expanded=s.name == strategy != registry.DEFAULT):
             st.markdown(s.markdown(shown))

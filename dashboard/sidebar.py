@@ -8,7 +8,7 @@ import streamlit as st
 from dashboard.classroom import Obeying, classroom_ui, obey
 from dashboard.data import data_source_ui, replay_ui
 from dashboard.state import KEEP_RUNS, apply_values, clear_overlay, control_values, get_gpus
-from fitcore import i18n, strategies, warmstart
+from fitcore import i18n, registry, warmstart
 from fitcore.config import MAX_WORKERS, OPTIMIZERS, FitConfig
 from fitcore.devices import MAX_VIRTUAL
 from fitcore.i18n import count, t
@@ -148,13 +148,13 @@ def strategy_ui() -> None:
     st.subheader(t("page.strategy"))
     obey(st).radio(
         t("page.strategy"),
-        strategies.NAMES,
+        registry.NAMES,
         key="strategy",
-        format_func=lambda name: strategies.strategy(name).label,
+        format_func=lambda name: registry.strategy(name).label,
         label_visibility="collapsed",
         help=t("page.strategy.help"),
     )
-    entry = strategies.strategy(st.session_state.strategy)
+    entry = registry.strategy(st.session_state.strategy)
     for option in entry.options:  # its own: FSDP's ZeRO switch, the pipeline's layers, microbatches, schedule
         if not st.session_state.classroom.hidden(option):
             option_widget(entry, option)
@@ -177,7 +177,7 @@ def option_widget(entry, option: str) -> None:
 
 def devices_ui(gpus: dict) -> None:
     ss = st.session_state
-    processes = strategies.strategy(ss.strategy).processes  # workers on the CPU, one per GPU with CUDA
+    processes = registry.strategy(ss.strategy).processes  # workers on the CPU, one per GPU with CUDA
     if processes:  # the ranks fork from a server that imports torch once: started now, it is ready at Start
         warmstart.start()
     if ss.classroom.hidden("devices") and (ss.classroom.hidden("workers") or not processes):

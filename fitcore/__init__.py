@@ -7,14 +7,14 @@ point), so that every module below finds them in fitcore.strategies, which impor
 
 from importlib.metadata import entry_points
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.strategies import dataparallel, ddp, fsdp, pp, tp
 
 BUILTIN = (dataparallel, ddp, fsdp, tp, pp)  # the registry's list: one line per strategy, the default first
 for _package in BUILTIN:
-    strategies.register(_package.STRATEGY)
+    registry.register(_package.STRATEGY)
 for _point in entry_points(group="fitcore.strategies"):  # an outside package's strategy: name = module:attr
-    strategies.register(_point.load())
+    registry.register(_point.load())
 
 # the library's API, imported once the registry is filled
 from fitcore.config import ConfigError, FitConfig, Limits, validate  # noqa: E402

@@ -26,7 +26,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.chunks import columns
 from fitcore.cliparse import Parser, command
 from fitcore.config import FitConfig, validate
@@ -66,7 +66,7 @@ class Machine:
     nccl: bool  # torch.distributed.is_nccl_available()
     gloo: bool  # torch.distributed.is_gloo_available()
     error: str = ""  # what reading the machine raised; the environment row fails with it
-    no_hosts: str = ""  # why network-namespace hosts cannot be made here (strategies.ddp.hosts), or ''
+    no_hosts: str = ""  # why network-namespace hosts cannot be made here (registry.ddp.hosts), or ''
 
 
 @dataclass(frozen=True)
@@ -179,7 +179,7 @@ def _train(cfg: FitConfig, gpus: tuple[GPU, ...]):
     """Run cfg with its strategy's trainer (imported when a row runs, not when rows are planned); return
     (its events, its RunEnded)."""
     events: list = []
-    train = strategies.of(cfg).train
+    train = registry.of(cfg).train
     ended = train(cfg, events.append, plan=parse_devices(cfg.devices, list(gpus)))
     return events, ended
 
@@ -202,7 +202,7 @@ def _max_diff(a, b) -> float:
 @functools.lru_cache(maxsize=8)
 def _cpu_reference(cfg: FitConfig) -> tuple[float, ...]:
     """The parameters one process on one CPU device learns with cfg (the reference every other row meets)."""
-    cfg = replace(cfg, strategy=strategies.DEFAULT, devices="cpu")
+    cfg = replace(cfg, strategy=registry.DEFAULT, devices="cpu")
     _, ended = _train(cfg, ())
     _require_finished(cfg, ended)
     return _params(ended)
@@ -316,7 +316,7 @@ def check_mesh(
 def plan_rows(machine: Machine) -> list[Row]:
     """Every path, in order: a runnable Row where the machine allows it, a skipped one where not."""
     rows = [Row(t("cli.check.row.environment"), lambda: check_environment(machine))]
-    for s in strategies.STRATEGIES.values():
+    for s in registry.STRATEGIES.values():
         rows += s.check_rows(machine)
     return rows
 

@@ -9,7 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
-from fitcore import paths, strategies
+from fitcore import paths, registry
 from fitcore.cliparse import Parser, command, error_line
 from fitcore.config import ConfigError, FitConfig, integer_range
 from fitcore.console import data_lines, final_lines, group_line, shard_lines, summary_lines
@@ -117,7 +117,7 @@ def main(argv: list[str]) -> int:
         print(error_line("fitcore", flag_error(exc)), file=sys.stderr)
         return 2
     # under torchrun this process is one rank, and only rank 0 prints
-    strategy = strategies.strategy(cfg.strategy)
+    strategy = registry.strategy(cfg.strategy)
     torchrun = torchrun_env() if strategy.torchrun is not None else None
     trainer = strategy.torchrun if torchrun is not None else trainer_for(cfg)
     source = data_source(cfg) if cfg.data else None
@@ -184,7 +184,7 @@ def examples_main(argv: list[str]) -> int:
     for name, path in shipped.items():
         rec = read_recording(str(path))
         cfg, steps = rec.config, sum(isinstance(e, Step) for e in rec.events)
-        what = t("cli.examples.line", steps=steps, strategy=strategies.of(cfg).label, devices=cfg.devices)
+        what = t("cli.examples.line", steps=steps, strategy=registry.of(cfg).label, devices=cfg.devices)
         print(f"{name:<{width}}  {rec.short_label} · {what}")
     print(t("cli.examples.replay", name=next(iter(shipped))))
     return 0
@@ -201,7 +201,7 @@ def detail_text(event: Detail) -> str:
     """A Detail's lines in the current language: made again from its value, so that a replay of a
     recording made in another language reads in this one."""
     lines = {
-        **{key: f for s in strategies.STRATEGIES.values() for key, f in s.detail_lines.items()},
+        **{key: f for s in registry.STRATEGIES.values() for key, f in s.detail_lines.items()},
         GROUP: lambda v: [group_line(v)],
         "shards": lambda v: shard_lines(v, "first"),
         "final": final_lines,
@@ -212,7 +212,7 @@ def detail_text(event: Detail) -> str:
 def play(cfg, trainer, args, torchrun, source: dict | None = None, label: str = "") -> int:
     """Run `trainer` on cfg and print what args ask for; write the recording and the trace. The exit code."""
     lead = torchrun is None or torchrun.rank == 0
-    lines = strategies.strategy(cfg.strategy).step_lines
+    lines = registry.strategy(cfg.strategy).step_lines
     verbose = lead and not (args.quiet or args.json)
     seen: dict = {}
     listeners = []
@@ -221,7 +221,7 @@ def play(cfg, trainer, args, torchrun, source: dict | None = None, label: str = 
         if lead and getattr(args, "record", None):
             listeners.append(Recorder(args.record, extra={"data": source} if source else None))
         if lead and args.trace:
-            tracer = TraceBuilder("replay: " + label if label else "fitcore run", strategies.flows)
+            tracer = TraceBuilder("replay: " + label if label else "fitcore run", registry.flows)
             trace_file = Pending(args.trace, "trace")
             listeners.append(tracer)
     except ConfigError as exc:

@@ -24,7 +24,7 @@ import sys
 import time
 from dataclasses import asdict, replace
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.cliparse import Parser, command, error_line
 from fitcore.compare_mesh import is_2d, mesh_row
 from fitcore.config import FitConfig
@@ -86,7 +86,7 @@ def _shared_causes(cfg, plan, toggles, trained) -> dict[str, list[str]]:
 
 def engines(plan: DevicePlan) -> dict[str, str]:
     """Which engine ran each strategy: say what is real, emulated or simulated."""
-    named = {name: s.engine(plan) for name, s in strategies.STRATEGIES.items()}
+    named = {name: s.engine(plan) for name, s in registry.STRATEGIES.items()}
     return {"reference": t("cli.compare.engine.reference", device=plan.first_device), **named}
 
 
@@ -122,11 +122,11 @@ def run(
             raise ConfigError("epochs", cfg.epochs, allowed)
     t0 = time.perf_counter()
     # a strategy that could not run this config has no column (a pipeline's unequal microbatches): it says why
-    skipped = {name: why for name, s in strategies.STRATEGIES.items() if (why := s.lab_skip(cfg))}
-    names = tuple(name for name in strategies.NAMES if name not in skipped)
+    skipped = {name: why for name, s in registry.STRATEGIES.items() if (why := s.lab_skip(cfg))}
+    names = tuple(name for name in registry.NAMES if name not in skipped)
     trained = train_all(cfg, plan, toggles, names)
     shared = _shared_causes(cfg, plan, toggles, trained)
-    causes = {name: strategies.strategy(name).compare_causes(cfg, plan, toggles, trained) + shared[name]
+    causes = {name: registry.strategy(name).compare_causes(cfg, plan, toggles, trained) + shared[name]
               for name in names}  # fmt: skip
     results = [row_of(name, k, trained.per_step[name], causes[name]) for name in names]
     results = apply_traps(cfg, plan, toggles, traps, results)
@@ -197,7 +197,7 @@ def table_lines(result: dict, plan: DevicePlan | None = None) -> list[str]:
     ]
     for r in result["results"]:
         first = "-" if r["first_divergent_step"] is None else str(r["first_divergent_step"])
-        engine = strategies.strategy(r["strategy"]).engine_word(plan)
+        engine = registry.strategy(r["strategy"]).engine_word(plan)
         if "seconds" in r:  # a real run of fitcore.traps: its engine and its own time
             engine = t("traps.word.real", engine=r["engine"], seconds=f"{r['seconds']:.1f}")
         status = pad(t(f"cli.compare.status.{r['status']}"), 9)

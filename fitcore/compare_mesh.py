@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.config import FitConfig
 from fitcore.data import make_data
 from fitcore.equivalence import FAILED, FINISHED, Toggles, Trainer, finite, max_diff, result, schedule
@@ -35,7 +35,7 @@ def mesh_row(cfg: FitConfig, toggles: Toggles) -> dict:
     dp = dict(cfg.mesh_dims).get(DP, 1)
     steps: list[Step] = []
     t0 = time.perf_counter()
-    ended = strategies.of(cfg).train(cfg, lambda e: steps.append(e) if isinstance(e, Step) else None)
+    ended = registry.of(cfg).train(cfg, lambda e: steps.append(e) if isinstance(e, Step) else None)
     seconds = time.perf_counter() - t0
     device = torch.device("cpu")
     reference = Trainer(cfg, make_data(cfg, device), device)
@@ -46,7 +46,7 @@ def mesh_row(cfg: FitConfig, toggles: Toggles) -> dict:
         learned = torch.tensor((*step.weights, step.bias), dtype=reference.flat().dtype)
         per_step.append(max_diff(learned, reference.flat()))
     status = FINISHED if ended.status == Status.FINISHED else FAILED
-    engine = t("cli.compare.mesh_engine", who=strategies.of(cfg).label, mesh=cfg.mesh, ranks=cfg.workers)
+    engine = t("cli.compare.mesh_engine", who=registry.of(cfg).label, mesh=cfg.mesh, ranks=cfg.workers)
     causes = [t("cli.compare.mesh_cause", mesh=cfg.mesh, dp=dp)]
     if status == FAILED:
         causes.append(t("traps.run.failed", reason=str(ended.message)))

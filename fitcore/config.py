@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 import os
@@ -9,7 +10,7 @@ import re
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.chunks import ranks_allowed
 from fitcore.devices import DevicePlan, parse_devices, run_gpus
 from fitcore.errors import ConfigError, Listed, Text
@@ -69,7 +70,9 @@ class FitConfig:
     shuffle: bool = True  # draw each epoch's batches from a fresh permutation, like DataLoader(shuffle=True)
     seed: int = 0  # seeds the data, the initial parameters and the permutations
     devices: str = "virtual:2"  # "cpu", "cuda", "cuda:0,1", or "virtual:K" (K emulated CPU devices)
-    strategy: str = strategies.DEFAULT  # one of fitcore.strategies.NAMES; the first is one process
+    # one of fitcore.registry.NAMES; the first registered (one process) by default, read when a config is
+    # made, not when this module is imported, so that no import order can leave it empty
+    strategy: str = dataclasses.field(default_factory=lambda: registry.DEFAULT)
     workers: int = 2  # worker processes for a strategy with processes (ddp, fsdp)
     # the ranks' mesh by dimension, "dp=2,tp=2" (fitcore.mesh); "" is the strategy's own dimension of
     # `workers` ranks ("dp=2" for DDP, "tp=2" for TP); its sizes' product is the world size, `workers`
@@ -107,12 +110,12 @@ class FitConfig:
         where no mesh is given (validate() has checked a given one)."""
         if self.mesh:
             return parse_mesh(self.mesh)
-        return ((strategies.strategy(self.strategy).dim, self.workers),)
+        return ((registry.strategy(self.strategy).dim, self.workers),)
 
     @property
     def batches_per_epoch(self) -> int:
         """Optimizer steps per epoch, as the strategy cuts an epoch."""
-        return strategies.strategy(self.strategy).steps_per_epoch(self)
+        return registry.strategy(self.strategy).steps_per_epoch(self)
 
     @property
     def total_steps(self) -> int:
@@ -368,11 +371,11 @@ def _check_finite(field: str, value: float) -> None:
 
 def check_options(strategy: str, values: Mapping[str, Any]) -> None:
     """Refuse a strategy's own field (FSDP's reshard_after_forward) set away from its default under another
-    strategy, which would ignore it; `values`: some of strategies.OPTIONS, typed."""
-    own = strategies.strategy(strategy).options
+    strategy, which would ignore it; `values`: some of registry.OPTIONS, typed."""
+    own = registry.strategy(strategy).options
     for field, value in values.items():
         if field not in own and value != getattr(FitConfig, field):
-            raise ConfigError(field, value, Text("config.option_of", strategies=strategies.owners(field)))
+            raise ConfigError(field, value, Text("config.option_of", strategies=registry.owners(field)))
 
 
 @dataclass(frozen=True)
@@ -395,9 +398,9 @@ def check_mesh(cfg: FitConfig) -> None:
         dims = parse_mesh(cfg.mesh)
     except MeshError:
         raise ConfigError("mesh", cfg.mesh, Text("config.mesh", dims=", ".join(DIMS), most=MAX_DIM)) from None
-    entry = strategies.strategy(cfg.strategy)
+    entry = registry.strategy(cfg.strategy)
     if not entry.processes:
-        ranked = Listed(tuple(s.name for s in strategies.STRATEGIES.values() if s.processes))
+        ranked = Listed(tuple(s.name for s in registry.STRATEGIES.values() if s.processes))
         raise ConfigError("mesh", cfg.mesh, Text("config.mesh_ranks", strategy=entry.label, names=ranked))
     names = [name for name, _ in dims]
     if entry.dim not in names or not set(names) <= {entry.dim, *entry.composes}:
@@ -501,18 +504,18 @@ def check(
     _check_int("seed", cfg.seed, 0, 2**63 - 1)
 
     # 3. where it runs
-    if cfg.strategy not in strategies.STRATEGIES:  # as registered now: an installed package's too
-        raise ConfigError("strategy", cfg.strategy, Listed(strategies.NAMES))
-    check_options(cfg.strategy, {f: getattr(cfg, f) for f in strategies.OPTIONS})
+    if cfg.strategy not in registry.STRATEGIES:  # as registered now: an installed package's too
+        raise ConfigError("strategy", cfg.strategy, Listed(registry.NAMES))
+    check_options(cfg.strategy, {f: getattr(cfg, f) for f in registry.OPTIONS})
     plan = parse_devices(cfg.devices, gpus)
     if len(plan.labels) > cfg.data_size:
         raise ConfigError("devices", cfg.devices, Text("config.devices_rows", rows=cfg.data_size))
     if cfg.mesh:  # a mesh given: its own rules, and its `dp` size bounds the row shards (not the world size)
         check_mesh(cfg)
-    if not strategies.strategy(cfg.strategy).processes:  # unused here, but never a count that is not one
+    if not registry.strategy(cfg.strategy).processes:  # unused here, but never a count that is not one
         _check_int("workers", cfg.workers, 1, MAX_WORKERS)
     else:
-        if strategies.strategy(cfg.strategy).split.rows and not cfg.mesh:  # each rank its rows: one a row
+        if registry.strategy(cfg.strategy).split.rows and not cfg.mesh:  # each rank its rows: one a row
             _check_int("workers", cfg.workers, 1, min(MAX_WORKERS, cfg.data_size), "config.why.workers")
         else:  # every rank takes every row (TP's columns): the strategy's own rules bound its ranks
             _check_int("workers", cfg.workers, 1, MAX_WORKERS)
@@ -520,7 +523,7 @@ def check(
             raise ConfigError(
                 "workers", cfg.workers, Text("config.workers_gpus", n=len(plan.device_ids), spec=plan.spec)
             )
-    strategies.strategy(cfg.strategy).rules(cfg, plan)  # its own rules (TP: ranks torch.chunk gives columns)
+    registry.strategy(cfg.strategy).rules(cfg, plan)  # its own rules (TP: ranks torch.chunk gives columns)
 
     # 4. memory, estimated before any tensor exists
     need = estimate_bytes(cfg.data_size, d, cfg.batch_size)

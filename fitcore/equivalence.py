@@ -12,7 +12,7 @@ from typing import Any, Iterator, Mapping, NamedTuple, Protocol
 import torch
 import torch.nn.functional as F
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.config import FitConfig, _parse_bool
 from fitcore.errors import ConfigError, Listed, Text
 from fitcore.shards import epoch_shards, is_padding
@@ -158,7 +158,7 @@ class Comparer(Protocol):
 def finite(value: float, who: str, step: int, lr: float) -> None:
     """Refuse a loss that is no longer finite: `who` ("reference" or a strategy's name) diverged."""
     if not math.isfinite(value):
-        key = strategies.STRATEGIES[who].words["who"] if who in strategies.STRATEGIES else REFERENCE_WHO
+        key = registry.STRATEGIES[who].words["who"] if who in registry.STRATEGIES else REFERENCE_WHO
         why = Text("cli.compare.diverged", who=Text(key), step=step, value=value)
         raise ConfigError("lr", lr, why)
 

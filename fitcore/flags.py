@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.config import ConfigError, FitConfig, validate
 from fitcore.engine.torchrun import config_for_torchrun, torchrun_env
 from fitcore.errors import Listed, Text
@@ -37,12 +37,12 @@ def add_training_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-shuffle", action="store_true", help=t("cli.help.no_shuffle"))
     p.add_argument("--seed", help=t("cli.help.seed", default=d.seed))
     p.add_argument("--devices", help=t("cli.help.devices", default=d.devices))
-    ranked = [s.name for s in strategies.STRATEGIES.values() if s.processes]
-    names = Listed(strategies.NAMES)
+    ranked = [s.name for s in registry.STRATEGIES.values() if s.processes]
+    names = Listed(registry.NAMES)
     p.add_argument("--strategy", help=t("cli.help.strategy", names=names, default=d.strategy))
     p.add_argument("--workers", help=t("cli.help.workers", names=Listed(ranked), default=d.workers))
     p.add_argument("--mesh", help=t("cli.help.mesh"))
-    for option in strategies.OPTIONS:  # a strategy's own switches (FSDP's reshard_after_forward)
+    for option in registry.OPTIONS:  # a strategy's own switches (FSDP's reshard_after_forward)
         flag, default = "--" + option.replace("_", "-"), getattr(d, option)
         p.add_argument(flag, help=t(f"cli.help.{option}", default=default))
 
@@ -59,16 +59,16 @@ def config_from_args(args: argparse.Namespace) -> FitConfig:
         rows = len(csvdata.load(named.data, named.target, named.features).y)
         raw["batch_size"] = min(FitConfig.batch_size, rows)
     cfg = FitConfig.from_mapping(raw)
-    env = torchrun_env() if strategies.strategy(cfg.strategy).processes else None
-    if env is not None and strategies.strategy(cfg.strategy).torchrun is None:  # an outside package's, say
-        names = ", ".join(s.name for s in strategies.STRATEGIES.values() if s.torchrun is not None)
+    env = torchrun_env() if registry.strategy(cfg.strategy).processes else None
+    if env is not None and registry.strategy(cfg.strategy).torchrun is None:  # an outside package's, say
+        names = ", ".join(s.name for s in registry.STRATEGIES.values() if s.torchrun is not None)
         raise ConfigError("strategy", cfg.strategy, Text("config.torchrun_strategies", names=names))
     if env is not None:  # one rank of a torchrun launch: the world size comes from torchrun
         return config_for_torchrun(cfg, env, workers_given="workers" in raw)
     try:
         return validate(cfg)
     except ConfigError as exc:
-        if exc.field in strategies.OPTIONS and exc.field in raw:  # a switch: quoted as typed, not as Python's
+        if exc.field in registry.OPTIONS and exc.field in raw:  # a switch: quoted as typed, not as Python's
             raise exc.as_typed(raw[exc.field]) from None
         raise
 

@@ -22,7 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from fitcore import strategies
+from fitcore import registry
 
 LANGUAGES = {"en": "English", "zh": "中文"}  # code -> the language's own name, for the language control
 DEFAULT = "en"
@@ -34,7 +34,7 @@ _current: ContextVar[str] = ContextVar("fitcore_language", default=DEFAULT)
 def catalog() -> dict[str, dict[str, str]]:
     """Every key of every file in `fitcore/locales/` and of every registered strategy's catalog, merged; a
     key in two files is a mistake and raises. Read again only when a strategy is registered."""
-    return _catalog(tuple(s.locale for s in strategies.STRATEGIES.values()))
+    return _catalog(tuple(s.locale for s in registry.STRATEGIES.values()))
 
 
 @cache

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import torch
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.config import FitConfig
 from fitcore.data import make_data
 from fitcore.devices import DevicePlan
@@ -49,8 +49,8 @@ def train_all(cfg: FitConfig, plan: DevicePlan, toggles: Toggles, names: tuple[s
     data = make_data(cfg, device)
     reference = Trainer(cfg, data, device)
     trainers: dict[str, Comparer] = {}
-    for name in names or strategies.NAMES:
-        trainers[name] = strategies.strategy(name).comparer(cfg, data, device, plan, toggles)
+    for name in names or registry.NAMES:
+        trainers[name] = registry.strategy(name).comparer(cfg, data, device, plan, toggles)
     per_step: dict[str, list[float]] = {name: [] for name in trainers}
     steps = list(schedule(cfg, len(plan.labels), toggles))
     red = toggles.loss_reduction

@@ -12,7 +12,7 @@ import time
 from bisect import bisect_right
 from typing import Any, Sequence
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.config import FitConfig
 from fitcore.devices import label_parts
 from fitcore.events import Step
@@ -64,7 +64,7 @@ def legend_title(snap: Snapshot, number: int | None = None) -> str:
 
 def _label(cfg: FitConfig, name: str = "", source: str = "", with_data: bool = True) -> str:
     """The run's name, strategy, devices, a CSV file's words, a replay's source: those that apply."""
-    parts = (name, strategies.of(cfg).label, cfg.devices, data_words(cfg) if with_data else "", source)
+    parts = (name, registry.of(cfg).label, cfg.devices, data_words(cfg) if with_data else "", source)
     return " · ".join(p for p in parts if p)
 
 
@@ -160,13 +160,13 @@ def _picture(
         })  # fmt: skip
     # the strategy's own part: DDP's padding rows, FSDP's shards and each rank's memory; a pipeline's
     # blocks' ticks and microbatches, added to each phase's entry (its `phase_fields`, in the phases' order)
-    own = strategies.of(cfg).picture(cfg, step, devices, extra or {})
+    own = registry.of(cfg).picture(cfg, step, devices, extra or {})
     fields = own.pop("phase_fields", None) or ()
     # a 2-D mesh is drawn as its grid, whatever runs its `dp` dimension (frontend/draw_mesh.js)
     mesh = mesh_part(cfg) if len(cfg.mesh_dims) > 1 else {}
     return own | mesh | {
         "strategy": cfg.strategy,
-        "drawer": MESH_DRAWER if mesh else strategies.of(cfg).drawer,  # which of frontend/'s drawers
+        "drawer": MESH_DRAWER if mesh else registry.of(cfg).drawer,  # which of frontend/'s drawers
         "step": step.step,
         "epoch": step.epoch,
         "batch": step.batch,
@@ -192,7 +192,7 @@ def _picture(
         ],
         # the step's batch, every device's rows together (a strategy that splits columns: the batch itself)
         "bytes": step_bytes(step.input_shape[0], len(labels), cfg.n_features, ITEMSIZE, cfg),
-        "strategy_labels": {s.name: s.short for s in strategies.STRATEGIES.values()},
+        "strategy_labels": {s.name: s.short for s in registry.STRATEGIES.values()},
     }
 
 
@@ -223,7 +223,7 @@ def _parameters(cfg: FitConfig) -> dict[str, list]:
 
 def planned_payload(cfg: FitConfig, gpus: Any = None) -> dict[str, Any]:
     """Before a run: the first step as it will be split, with no times yet (nothing has run)."""
-    step, labels = strategies.of(cfg).planned_step(cfg, gpus)
+    step, labels = registry.of(cfg).planned_step(cfg, gpus)
     return {
         "run": {
             "id": None,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from typing import Callable, NamedTuple, Sequence
 
-from fitcore import strategies
+from fitcore import registry
 
 # The words of more than one strategy's step: DataParallel scatters and gathers, and so does FSDP (its shards,
 # all-gathered and reduce-scattered); every strategy has a loss, a backward and an optimizer step, and
@@ -115,7 +115,7 @@ def step_bytes(rows: int, k: int, d: int, itemsize: int, cfg=None) -> dict[str, 
     """One step's bytes under every strategy, side by side, by strategy name: batch `rows` on k devices, d
     features. Each strategy's package gives its own formula (`bytes_of_step`); cfg, where given, holds the
     options a strategy reads (FSDP's resharding)."""
-    return {s.name: s.bytes_of_step(rows, k, d, itemsize, cfg) for s in strategies.STRATEGIES.values()}
+    return {s.name: s.bytes_of_step(rows, k, d, itemsize, cfg) for s in registry.STRATEGIES.values()}
 
 
 # ---------------------------------------------------------------------------------------------------------

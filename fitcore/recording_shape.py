@@ -13,7 +13,7 @@ import math
 from string import Formatter
 from typing import Any
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.config import MAX_FEATURES, FitConfig, validate
 from fitcore.errors import Text
 from fitcore.events import ACTIVE, Detail, Replica, RunEnded, RunStarted, Status, Step
@@ -192,7 +192,7 @@ ENGINE_DETAILS = {
 
 def detail_schemas() -> dict[str, Any]:
     """Every detail key this fitcore writes, with its declared shape: the engine's and each strategy's."""
-    own = {key: check for s in strategies.STRATEGIES.values() for key, check in s.detail_schemas.items()}
+    own = {key: check for s in registry.STRATEGIES.values() for key, check in s.detail_schemas.items()}
     return {**ENGINE_DETAILS, **own}
 
 

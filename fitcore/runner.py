@@ -11,7 +11,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
 from fitcore.errors import Text
@@ -108,7 +108,7 @@ class Snapshot:
 
 def trainer_for(cfg: FitConfig) -> Callable[..., RunEnded]:
     """The training function for cfg.strategy; each emits the same events."""
-    return strategies.strategy(cfg.strategy).train
+    return registry.strategy(cfg.strategy).train
 
 
 class Run:

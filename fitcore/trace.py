@@ -40,7 +40,7 @@ class TraceBuilder:
 
     Args:
         name: the process's name in the viewer ("fitcore run", "replay: recorded on ...").
-        flows: the run's strategy's sends in a step (fitcore.strategies.flows), drawn as flow arrows.
+        flows: the run's strategy's sends in a step (fitcore.registry.flows), drawn as flow arrows.
     """
 
     def __init__(self, name: str = "fitcore run", flows: FlowsOf | None = None):

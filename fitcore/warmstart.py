@@ -35,7 +35,7 @@ import threading
 from multiprocessing import forkserver
 from types import ModuleType
 
-from fitcore import strategies
+from fitcore import registry
 
 START_METHOD = "forkserver"
 # What the server imports once: torch, torch._dynamo (what the first DistributedDataParallel and the first
@@ -48,7 +48,7 @@ _lock = threading.Lock()
 
 def preload() -> list[str]:
     """The modules the server imports before its first fork."""
-    trainers = [m for s in strategies.STRATEGIES.values() for m in s.preload]
+    trainers = [m for s in registry.STRATEGIES.values() for m in s.preload]
     return [*TORCH_MODULES, *trainers, *main_imports()]
 
 

@@ -50,9 +50,9 @@ MAX_DEVICES = 65_536
 
 def projections() -> dict[str, Projection]:
     """Every row kind, by name: each strategy's own, in the registry's order, then the ZeRO stages."""
-    from fitcore import strategies
+    from fitcore import registry
 
-    own = [p for s in strategies.STRATEGIES.values() for p in s.projections()]
+    own = [p for s in registry.STRATEGIES.values() for p in s.projections()]
     return {p.name: p for p in (*own, *ZERO, *MESH)}
 
 
@@ -295,7 +295,7 @@ def measure(cfg: FitConfig, steps: int | None = None) -> Measured:
     """
     from dataclasses import replace
 
-    from fitcore import strategies
+    from fitcore import registry
     from fitcore.devices import parse_devices
     from fitcore.events import Step
 
@@ -304,7 +304,7 @@ def measure(cfg: FitConfig, steps: int | None = None) -> Measured:
     plan = parse_devices(cfg.devices)
     seen: list[Step] = []
     keep = lambda e: seen.append(e) if isinstance(e, Step) else None  # noqa: E731
-    ended = strategies.of(cfg).train(cfg, keep, plan=plan)
+    ended = registry.of(cfg).train(cfg, keep, plan=plan)
     if ended.status != "finished":
         raise ConfigError("lr", cfg.lr, Text("cli.whatif.allowed.finished", message=ended.message))
     times = [_compute(s) for s in seen]
@@ -327,9 +327,9 @@ def measure(cfg: FitConfig, steps: int | None = None) -> Measured:
 def measured_strategy() -> str:
     """The strategy whose step the projection starts from: the default one, one process (its compute
     time is one device's, whatever its devices)."""
-    from fitcore import strategies
+    from fitcore import registry
 
-    return strategies.DEFAULT
+    return registry.DEFAULT
 
 
 def _compute(step) -> float:
@@ -437,10 +437,10 @@ def state_text(state: StateBytes) -> str:
 def calibrations(cfg: FitConfig) -> list[dict]:
     """Every strategy's calibration point at cfg.workers ranks: the bytes its real collectives sent per rank
     and step, against the projected row's formula at the same K (a strategy's `calibrate` hook)."""
-    from fitcore import strategies
+    from fitcore import registry
 
     k = max(2, cfg.workers)
-    return [s.calibrate(cfg, k) for s in strategies.STRATEGIES.values() if s.calibrate is not None]
+    return [s.calibrate(cfg, k) for s in registry.STRATEGIES.values() if s.calibrate is not None]
 
 
 def spread_text(link: dict, key: str = "cli.whatif.spread") -> str:

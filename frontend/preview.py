@@ -30,7 +30,7 @@ from urllib.parse import parse_qs, urlparse
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # fitcore's catalog, run as `python frontend/preview.py`
-from fitcore import i18n, live, strategies  # noqa: E402
+from fitcore import i18n, live, registry  # noqa: E402
 from fitcore.config import FitConfig  # noqa: E402
 from fitcore.events import Step  # noqa: E402
 from fitcore.memory import memory_part  # noqa: E402
@@ -68,15 +68,15 @@ class Scenario:
         """The registered strategy it fakes: the one that shards the model where `zero` is set, else the first
         with one process per rank, or the first without."""
         if self.zero is not None:
-            return next(s.name for s in strategies.STRATEGIES.values() if SHARDING in s.options)
+            return next(s.name for s in registry.STRATEGIES.values() if SHARDING in s.options)
         if self.columns:
-            cuts = (s for s in strategies.STRATEGIES.values() if s.split.columns and not s.split.rows)
+            cuts = (s for s in registry.STRATEGIES.values() if s.split.columns and not s.split.rows)
             return next(s.name for s in cuts)
-        return next(s.name for s in strategies.STRATEGIES.values() if s.processes == self.ranks)
+        return next(s.name for s in registry.STRATEGIES.values() if s.processes == self.ranks)
 
     @property
     def label(self) -> str:
-        return strategies.strategy(self.strategy).label
+        return registry.strategy(self.strategy).label
 
 
 SCENARIOS = {
@@ -248,7 +248,7 @@ def sharded_picture(run: FakeRun, step: int) -> dict:
     cfg = FitConfig(weights=sc.weights, bias=sc.bias, data_size=sc.rows, batch_size=sc.rows, epochs=sc.total,
                     strategy=sc.strategy, devices="cpu", workers=sc.devices,
                     reshard_after_forward=sc.zero == 3)  # fmt: skip
-    strategy = strategies.of(cfg)
+    strategy = registry.of(cfg)
     layout = importlib.import_module(f"fitcore.strategies.{sc.strategy}.layout")  # bytes, specs, memory
     first, labels = strategy.planned_step(cfg)
     # one batch an epoch: the step's rows are its epoch's shards
@@ -280,7 +280,7 @@ def columns_picture(run: FakeRun, step: int) -> dict:
     sc = run.scenario
     cfg = FitConfig(weights=sc.weights, bias=sc.bias, data_size=sc.rows, batch_size=sc.rows, epochs=sc.total,
                     strategy=sc.strategy, devices="cpu", workers=sc.devices)  # fmt: skip
-    strategy = strategies.of(cfg)
+    strategy = registry.of(cfg)
     layout = importlib.import_module(f"fitcore.strategies.{sc.strategy}.layout")  # bytes, specs, memory
     first, labels = strategy.planned_step(cfg)
     order = list(range(sc.rows))

@@ -1,6 +1,6 @@
 """A strategy that lives in tests/ only: `solo`, one device, nothing split.
 
-It is registered through the public registration (`fitcore.strategies.register`, what an installed
+It is registered through the public registration (`fitcore.registry.register`, what an installed
 package's `fitcore.strategies` entry point does) and gives every hook of the `Strategy` contract, each the
 smallest true one: its training is one device's (the dataparallel loop on `cpu`, which splits nothing), its
 picture is DataParallel's drawer with one device, its check row trains and meets least squares, its compare
@@ -19,7 +19,7 @@ from fitcore import check
 from fitcore.devices import parse_devices
 from fitcore.equivalence import Trainer, max_diff
 from fitcore.projection import Projection
-from fitcore.strategies import Strategy
+from fitcore.registry import Strategy
 
 if TYPE_CHECKING:  # the config its hooks read, bound to the registry's C
     from fitcore.config import FitConfig

@@ -21,7 +21,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 from torch.utils.data import DistributedSampler
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.config import FitConfig
 from fitcore.data import make_data
 from fitcore.pool import RunNotFound, close_server_pool
@@ -120,7 +120,7 @@ def control_values(at: AppTest) -> dict:
     """What the sidebar's widgets hold, in FitConfig's terms (workers is drawn for ddp only)."""
     n = at.number_input(key="n_features").value
     strategy = at.radio(key="strategy").value
-    ddp = strategies.strategy(strategy).processes  # ddp and fsdp: processes on the CPU
+    ddp = registry.strategy(strategy).processes  # ddp and fsdp: processes on the CPU
     return {
         "weights": tuple(at.number_input(key=f"weight_{i}").value for i in range(n)),
         "bias": at.number_input(key="bias").value,
@@ -138,8 +138,8 @@ def control_values(at: AppTest) -> dict:
         "mesh": at.text_input(key="mesh").value if ddp else at.session_state["mesh"],  # ranked strategies'
         # a strategy's own options (FSDP's switch, the pipeline's layers and schedule), drawn under it only;
         # elsewhere the config keeps their defaults
-        **{option: option_widget(at, option) if option in strategies.strategy(strategy).options
-           else getattr(FitConfig, option) for option in strategies.OPTIONS},
+        **{option: option_widget(at, option) if option in registry.strategy(strategy).options
+           else getattr(FitConfig, option) for option in registry.OPTIONS},
     }
 
 

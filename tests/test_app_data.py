@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fitcore import csvdata, live, recording, strategies
+from fitcore import csvdata, live, recording, registry
 from fitcore.events import Status
 from fitcore.uploads import KEEP_PER_KIND, UploadStore, safe_name
 from fitcore.view import datasource, results
@@ -231,7 +231,7 @@ def test_every_shipped_recording_replays_and_reloads_on_a_machine_without_gpus(p
     assert snapshot(at).config == recorded
     # the heading says what ran: one GPU's recording splits nothing
     (heading,) = [h.value for h in at.header]
-    one = not strategies.strategy(recorded.strategy).processes and recorded.devices in ("cuda:0", "cpu")
+    one = not registry.strategy(recorded.strategy).processes and recorded.devices in ("cuda:0", "cpu")
     assert (heading == "One device: the whole batch, nothing split") == one, (example, heading)
     again = page()  # the reload: the same owner finds its replay
     assert not again.exception and errors(again) == []

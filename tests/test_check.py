@@ -18,7 +18,7 @@ import fitcore.strategies.ddp.check as ddp_check
 import fitcore.strategies.fsdp.check as fsdp_check
 import fitcore.strategies.pp.check as pp_check
 import fitcore.strategies.tp.check as tp_check
-from fitcore import strategies
+from fitcore import registry
 from fitcore.check import CheckFailed, Machine, Row, Verified, plan_rows, probe, run_row
 from fitcore.cli import main as cli_main
 from fitcore.devices import GPU
@@ -157,12 +157,12 @@ NCCL_ROWS = {
 
 def strategy_rows() -> list[str]:
     """Every registered strategy's rows, in the registry's order (a strategy with no entry here fails)."""
-    assert set(STRATEGY_ROWS) == set(strategies.NAMES) == set(NCCL_ROWS)
-    return [row for name in strategies.NAMES for row in STRATEGY_ROWS[name]]
+    assert set(STRATEGY_ROWS) == set(registry.NAMES) == set(NCCL_ROWS)
+    return [row for name in registry.NAMES for row in STRATEGY_ROWS[name]]
 
 
 def nccl_skips(reason: str) -> dict[str, str]:
-    return {row: reason for name in strategies.NAMES for row in NCCL_ROWS[name]}
+    return {row: reason for name in registry.NAMES for row in NCCL_ROWS[name]}
 
 
 def test_without_gpus_the_cuda_rows_are_skipped_with_their_reasons():

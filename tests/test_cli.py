@@ -359,23 +359,23 @@ def test_a_ranked_strategy_without_torchrun_is_refused_under_torchrun_with_one_l
     registers without a torchrun trainer is refused with one line, never run as another strategy."""
     import dataclasses
 
-    from fitcore import strategies
+    from fitcore import registry
 
     env = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    ranked = [s for s in strategies.STRATEGIES.values() if s.processes]
+    ranked = [s for s in registry.STRATEGIES.values() if s.processes]
     assert ranked and all(s.torchrun is not None for s in ranked)
     from tests import solo_strategy  # its catalog: a second copy of a package's own would clash
 
     solo = solo_strategy.STRATEGY
     spawned = dataclasses.replace(ranked[0], name="spawned_only", torchrun=None, options=(), words=solo.words,
                                   locale=solo.locale)  # fmt: skip
-    strategies.register(spawned)
+    registry.register(spawned)
     try:
         code, out, err = run_cli(capsys, "--strategy", "spawned_only", "--devices", "cpu", "--epochs", "1")
     finally:
-        strategies.unregister("spawned_only")
+        registry.unregister("spawned_only")
     names = ", ".join(s.name for s in ranked)
     assert (code, out) == (2, [])
     assert err == [

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fitcore import check, i18n, strategies
+from fitcore import check, i18n, registry
 from fitcore.check import Row, Verified
 from fitcore.cli import main
 from fitcore.config import FitConfig, validate
@@ -54,7 +54,7 @@ CODE_NAMES = {
     "loss_reduction", "torch.distributed.pipelining", "tests/test_pp.py", "float64", "PP", "DP", "pp",
     "m+p", "F1B", "pipelining",
 }  # fmt: skip
-CODE_NAMES |= set(strategies.NAMES)  # every registered strategy's name, as the flags take it
+CODE_NAMES |= set(registry.NAMES)  # every registered strategy's name, as the flags take it
 WORD = re.compile(r"(?<![\w.:/-])-{0,2}[A-Za-z][\w.:/@+-]*")
 
 
@@ -263,7 +263,7 @@ def test_main_help_names_every_flag_in_chinese(capsys):
     _, out, _ = run(capsys, "--lang", "zh", "--help")
     text = "\n".join(out)
     expected = ["批大小，即每批的行数（默认 200）", "学习率（默认 0.5）",
-                "--strategy " + " 或 ".join(s.name for s in strategies.STRATEGIES.values() if s.processes)
+                "--strategy " + " 或 ".join(s.name for s in registry.STRATEGIES.values() if s.processes)
                 + " 的进程数（rank 数，默认 2）", "配合 --data：要预测的列"]  # fmt: skip
     for words in expected:
         assert words in text

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.cli import main
 from fitcore.compare import run, same_as_one_device, verdict
 from fitcore.config import FitConfig, validate
@@ -180,7 +180,7 @@ def test_json_shape_from_the_command_line(capsys):
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"config", "results"}
     assert [r["strategy"] for r in out["results"]] == list(
-        strategies.NAMES
+        registry.NAMES
     )  # a column each, registry's order
     for r in out["results"]:
         shape = {

@@ -10,7 +10,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.pool import close_server_pool
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -47,8 +47,8 @@ def test_compare_shows_dataparallel_equal_and_a_summed_sgd_loss_apart(at):
     at.button(key="cmp_run").click().run()
     assert not at.exception
     rows = table(at, "max |diff|")
-    k = len(strategies.NAMES)
-    assert list(rows["strategy"]) == list(strategies.NAMES) and list(rows["devices"]) == [2] * k
+    k = len(registry.NAMES)
+    assert list(rows["strategy"]) == list(registry.NAMES) and list(rows["devices"]) == [2] * k
     assert all(float(v) <= 1e-5 for v in rows["max |diff|"])  # the tutorial: all match one device
     assert list(rows["first step > 1e-5"]) == ["-"] * k
     assert "simulated" in rows["engine"][1]

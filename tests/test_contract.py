@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from fitcore import check, cli, compare, i18n, live, recording, strategies, whatif
+from fitcore import check, cli, compare, i18n, live, recording, registry, whatif
 from fitcore.config import FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.devices import parse_devices
@@ -30,11 +30,11 @@ SOLO = dict(strategy="solo", devices="cpu", epochs=300, data_size=64, batch_size
 
 @pytest.fixture
 def solo():
-    strategies.register(solo_strategy.STRATEGY)
+    registry.register(solo_strategy.STRATEGY)
     try:
         yield solo_strategy.STRATEGY
     finally:
-        strategies.unregister(solo_strategy.NAME)
+        registry.unregister(solo_strategy.NAME)
 
 
 def config_of(entry) -> FitConfig:
@@ -48,18 +48,18 @@ def lstsq_gap(cfg: FitConfig, weights, bias) -> float:
     return max(abs(x - y) for x, y in zip((*weights, bias), (*w, b)))
 
 
-@pytest.mark.parametrize("name", [*strategies.NAMES, solo_strategy.NAME])
+@pytest.mark.parametrize("name", [*registry.NAMES, solo_strategy.NAME])
 def test_every_registered_strategy_keeps_the_contract(solo, name):
-    entry = strategies.strategy(name)
-    assert entry.name == name and strategies.of(FitConfig(strategy=name)) is entry
-    for role in strategies.WORDS:  # its words are its catalog's keys, in both languages
+    entry = registry.strategy(name)
+    assert entry.name == name and registry.of(FitConfig(strategy=name)) is entry
+    for role in registry.WORDS:  # its words are its catalog's keys, in both languages
         entry_words = i18n.catalog()[entry.words[role]]
         assert entry_words["en"] and entry_words["zh"]
     cfg = config_of(entry)
     assert isinstance(entry.steps_per_epoch(cfg), int)
     assert cfg.total_steps == cfg.epochs * cfg.batches_per_epoch == cfg.epochs * entry.steps_per_epoch(cfg)
     assert all(hasattr(entry.view_module, part) for part in VIEW)
-    assert isinstance(entry.view_module, strategies.StrategyView)  # the declared part of the contract
+    assert isinstance(entry.view_module, registry.StrategyView)  # the declared part of the contract
     assert entry.split in (ROWS, COLUMNS, WHOLE) and entry.rules(cfg, parse_devices(cfg.devices)) is None
     step, labels = entry.planned_step(cfg)
     assert isinstance(step, Step) and len(labels) >= 1
@@ -73,11 +73,11 @@ def test_every_registered_strategy_keeps_the_contract(solo, name):
 def test_a_name_already_taken_or_a_word_missing_is_refused(solo):
     twin = {**vars(solo_strategy.STRATEGY), "label": "x"}
     with pytest.raises(ValueError, match="registered already"):
-        strategies.register(solo_strategy.STRATEGY.__class__(**twin))
+        registry.register(solo_strategy.STRATEGY.__class__(**twin))
     wordless = {**vars(solo_strategy.STRATEGY), "name": "mute", "words": {"title": "solo.title"}}
     with pytest.raises(ValueError, match="no words for explain, lab, who"):
-        strategies.register(solo_strategy.STRATEGY.__class__(**wordless))
-    assert "mute" not in strategies.NAMES
+        registry.register(solo_strategy.STRATEGY.__class__(**wordless))
+    assert "mute" not in registry.NAMES
 
 
 def test_solo_runs_from_the_command_line_to_least_squares(solo, capsys):
@@ -136,7 +136,7 @@ def test_solo_has_its_check_row_compare_column_and_whatif_row(solo):
 
     cfg = validate(FitConfig(strategy="solo", devices="virtual:2", data_size=12, batch_size=4, epochs=3))
     column = {r["strategy"]: r for r in compare.run(cfg)["results"]}
-    assert set(strategies.NAMES) <= set(column)  # every registered strategy has its column, solo among them
+    assert set(registry.NAMES) <= set(column)  # every registered strategy has its column, solo among them
     assert column["solo"]["max_abs_diff"] == 0.0  # one device on the reference's own batches: exactly it
     assert len(column["solo"]["per_step"]) == len(column["ddp"]["per_step"])
 

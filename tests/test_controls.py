@@ -12,7 +12,7 @@ from fitcore.config import ConfigError, FitConfig, validate
 from fitcore.data import make_data
 from fitcore.devices import GPU
 from fitcore.parallel import chunk_sizes
-from fitcore.strategies import STRATEGIES
+from fitcore.registry import STRATEGIES
 from fitcore.view import controls, link, status
 from tests.view_helpers import run_to_end, trained_steps
 
@@ -25,10 +25,10 @@ PAGE_PRESETS = ["tutorial", "uneven", "few_rows", "high_lr", "noisy"]  # DataPar
 
 
 def strategy_presets() -> list[str]:
-    from fitcore import strategies
+    from fitcore import registry
 
-    assert set(STRATEGY_PRESETS) == set(strategies.NAMES)
-    return [key for name in strategies.NAMES for key in STRATEGY_PRESETS[name]]
+    assert set(STRATEGY_PRESETS) == set(registry.NAMES)
+    return [key for name in registry.NAMES for key in STRATEGY_PRESETS[name]]
 
 
 def test_every_preset_is_valid_and_named_once():

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DistributedSampler
 
-from fitcore import cli, strategies, warmstart
+from fitcore import cli, registry, warmstart
 from fitcore.config import MAX_WORKERS, ConfigError, FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.devices import GPU
@@ -181,7 +181,7 @@ def test_shard_table_reads_a_snapshots_extra():
 
 
 def test_explanation_contrasts_the_two_wrappers():
-    text = strategies.strategy("ddp").markdown()
+    text = registry.strategy("ddp").markdown()
     for words in ("one process", "one process per device", "scatter", "gather", "all-reduce", "shard"):
         assert words in text.lower().replace("**", "")
 

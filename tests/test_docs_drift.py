@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fitcore import recording, strategies
+from fitcore import recording, registry
 from fitcore.cli import build_parser
 from fitcore.view import controls, link
 
@@ -51,8 +51,8 @@ def test_the_flag_table_names_every_strategy_and_every_ranked_one(readme):
     rows = flag_rows((ROOT / readme).read_text(encoding="utf-8"))
     (strategy,) = [r for r in rows if r.startswith("| `--strategy")]
     (workers,) = [r for r in rows if r.startswith("| `--workers")]
-    assert set(re.findall(r"`(\w+)`", strategy.split("|")[2])) == set(strategies.NAMES)
-    ranked = {s.name for s in strategies.STRATEGIES.values() if s.processes}
+    assert set(re.findall(r"`(\w+)`", strategy.split("|")[2])) == set(registry.NAMES)
+    ranked = {s.name for s in registry.STRATEGIES.values() if s.processes}
     named = set(re.findall(r"`(?:--strategy )?(\w+)`", workers.split("|")[2]))
     assert named == ranked
 
@@ -62,7 +62,7 @@ def test_the_help_names_every_strategy(capsys):
         build_parser().parse_args(["--help"])
     text = " ".join(capsys.readouterr().out.split())
     line = text.split("--strategy STRATEGY ")[-1][:80]  # its help, after the usage lines
-    assert all(name in line for name in strategies.NAMES), line
+    assert all(name in line for name in registry.NAMES), line
 
 
 @pytest.mark.parametrize("readme, lang", [("docs/guide/class.md", "en"), ("docs/guide/class.zh.md", "zh")])
@@ -100,7 +100,7 @@ def test_the_link_reference_names_every_parameter_the_page_reads(page):
     )
     params = {*controls.LABELLED_FIELDS, *link.CLASSROOM_PARAMS, "room"}
     assert params - named == set() and named - params == set()
-    assert all(f"`{name}`" in text for name in strategies.NAMES)  # every strategy as the link names it
+    assert all(f"`{name}`" in text for name in registry.NAMES)  # every strategy as the link names it
 
 
 @pytest.mark.parametrize("name", ["README.md", "README.zh-CN.md"])
@@ -112,4 +112,4 @@ def test_the_readmes_drawing_of_the_layers_is_the_architecture_pages(name):
         return blocks[0]
 
     readme, page = ((ROOT / n).read_text(encoding="utf-8") for n in (name, "docs/architecture.md"))
-    assert drawing(readme) == drawing(page) and "fitcore/strategies/&lt;name&gt;/" in drawing(page)
+    assert drawing(readme) == drawing(page) and "the registry: registry" in drawing(page)

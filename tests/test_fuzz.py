@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from fitcore import api, strategies
+from fitcore import api, registry
 from fitcore.cli import build_parser, config_from_args, main
 from fitcore.config import MAX_WORKERS, ConfigError, FitConfig, Limits, validate
 from fitcore.devices import GPU, parse_devices
@@ -233,7 +233,7 @@ def test_a_links_run_settings_reach_the_run_as_given_or_are_refused(params, gpus
     # the page's widgets hold the link's values and give them back to the run, unchanged
     widgets = {"gpus": [], **widget_values(config_values(FitConfig()), gpus), **widget_values(values, gpus)}
     run = control_values(widgets)
-    processes = strategies.strategy(run["strategy"]).processes
+    processes = registry.strategy(run["strategy"]).processes
     for name in set(values) & {"strategy", "shuffle", "reshard_after_forward"}:
         assert run[name] == values[name], name
     if "workers" in values:  # used by a strategy with processes; else held for a switch to one, in range

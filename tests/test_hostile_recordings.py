@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fitcore import live, strategies
+from fitcore import live, registry
 from fitcore.cli import main
 from fitcore.errors import ConfigError
 from fitcore.events import Status
@@ -73,7 +73,7 @@ def _replayed(capsys, path: Path | str) -> dict:
     assert run.wait(30), "the replay did not end"
     snap = run.snapshot()
     json.dumps(live.payload(snap, 0, 1), allow_nan=False)  # the live route's body: strict JSON
-    strategies.of(snap.config).view_module.sections(snap, snap.config)  # the page's tables of it
+    registry.of(snap.config).view_module.sections(snap, snap.config)  # the page's tables of it
     return result
 
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -116,9 +118,9 @@ def test_a_typing_only_import_counts():
     assert "fitcore.config" in import_graph("fitcore")["fitcore.strategies.ddp"]
     assert "fitcore.config" not in import_graph("fitcore", typing=False)["fitcore.strategies.ddp"]
     graph = import_graph("fitcore")
-    graph["fitcore.strategies"] = graph["fitcore.strategies"] | {"fitcore.config"}  # the circle undone
+    graph["fitcore.registry"] = graph["fitcore.registry"] | {"fitcore.config"}  # the circle undone
     (found,) = [c for c in circles(graph) if "fitcore.config" in c]
-    assert {"fitcore.config", "fitcore.strategies", "fitcore.i18n"} <= set(found)
+    assert {"fitcore.config", "fitcore.registry", "fitcore.i18n"} <= set(found)
 
 
 def test_the_circle_finder_finds_a_lazy_circle():
@@ -133,7 +135,7 @@ def test_the_registry_imports_no_strategy_and_the_top_floor_registers_them():
     graph = import_graph("fitcore")
     # the registry imports no strategy, nor anything that imports one or the registry: only the floor's leaves
     # a strategy's record names (fitcore.split, fitcore.mesh: its split, its mesh dimension), and theirs
-    below, todo = set(), list(graph["fitcore.strategies"])
+    below, todo = set(), list(graph["fitcore.registry"])
     while todo:
         m = todo.pop()
         if m not in below:
@@ -156,4 +158,94 @@ def test_the_import_linter_contracts_are_kept():
         cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Contracts: 5 kept, 0 broken." in done.stdout
+    assert "Contracts: 4 kept, 0 broken." in done.stdout
+
+
+def contract_layers(pyproject: str | None = None) -> list[tuple[frozenset[str], bool]]:
+    """pyproject.toml's `layers` contract, top to bottom: each layer's modules and whether they are peers."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8") if pyproject is None else pyproject
+    contracts = tomllib.loads(text)["tool"]["importlinter"]["contracts"]
+    (contract,) = [c for c in contracts if c["type"] == "layers"]
+    return [(frozenset(m.strip() for m in re.split(r"[|:]", x)), "|" in x) for x in contract["layers"]]
+
+
+def drawn_layers(page: str | None = None) -> list[tuple[frozenset[str], bool]]:
+    """The architecture page's drawing, its boxes from the page down along the solid arrows: each box's
+    modules (after its title's colon, `·` between modules, `|` between peers)."""
+    text = (ROOT / "docs/architecture.md").read_text(encoding="utf-8") if page is None else page
+    (block,) = re.findall(r"```mermaid\n(.*?)```", text, re.S)
+    boxes, below = {}, {}
+    for line in block.splitlines():
+        found = re.fullmatch(r'\s*(\w+)\["([^"]+)"\](?:\s*-->\s*(\w+))?', line)
+        if found:
+            key, label, to = found.groups()
+            boxes[key] = label
+            if to:
+                below[key] = to
+    layers, key = [], "page"
+    while key:
+        names = boxes[key].split(": ", 1)[1]
+        modules = {n.strip() for n in re.split(r"[·|]", names)}
+        layers.append((frozenset(m if m == "dashboard" else f"fitcore.{m}" for m in modules), "|" in names))
+        key = below.get(key)
+    return layers
+
+
+def test_the_drawing_is_the_layers_contract():
+    """docs/architecture.md's drawing and pyproject.toml's layers contract say the same: the same boxes in
+    the same order, each of the same modules, peers where the contract has them independent."""
+    drawn, kept = drawn_layers(), contract_layers()
+    assert len(drawn) == 9 and drawn == kept
+    assert kept[3] == (frozenset({"fitcore.strategies"}), False)  # every package, a new one too
+    assert kept[-2] == (frozenset({"fitcore.registry"}), False)
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    peers = [c for c in contracts["contracts"] if c["type"] == "independence"]
+    assert [c["modules"] for c in peers] == [["fitcore.strategies.*"]]  # and the packages are peers
+
+
+def test_a_box_drawn_out_of_place_is_found():
+    """The check can fail: the registry drawn below mesh and split no longer matches the contract."""
+    text = (ROOT / "docs/architecture.md").read_text(encoding="utf-8")
+    swapped = text.replace('"the registry: registry"', '"the registry: mesh · split"').replace(
+        '"the leaves: mesh · split"', '"the leaves: registry"'
+    )
+    assert swapped != text and drawn_layers(swapped) != contract_layers()
+
+
+def test_every_module_of_fitcore_stands_in_one_layer():
+    """A new module takes its place in the drawing and the contract: every module and subpackage of fitcore
+    is in exactly one layer (the strategies' packages in their folder's, a namespace that imports nothing)."""
+    top = {
+        f"fitcore.{p.stem}" for p in (ROOT / "fitcore").iterdir()
+        if (p.suffix == ".py" or (p / "__init__.py").exists()) and p.stem != "__init__"
+    }  # fmt: skip
+    placed = [m for modules, _ in contract_layers() for m in modules if m != "dashboard"]
+    assert len(placed) > 50 and sorted(placed) == sorted(top)  # each once, none missing or extra
+    assert import_graph("fitcore")["fitcore.strategies"] == set()  # the folder imports nothing
+
+
+def test_the_default_strategy_holds_whatever_imports_first():
+    """A package that imports the config while the top floor is still registering (as if a strategy's
+    `__init__.py` imported fitcore.config eagerly) still gets the registry's default: the config reads it
+    when a config is made, not when the module is imported."""
+    code = (
+        "import importlib, importlib.abc, sys\n"
+        "class Early(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name == 'fitcore.strategies.dataparallel':\n"
+        "            sys.meta_path.remove(self)\n"
+        "            importlib.import_module('fitcore.config')\n"
+        "            assert 'fitcore.registry' in sys.modules and not sys.modules['fitcore.registry'].NAMES\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Early())\n"
+        "from fitcore import registry\n"
+        "from fitcore.config import FitConfig\n"
+        "print(FitConfig().strategy, registry.NAMES[0], registry.DEFAULT)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    made, first, default = done.stdout.split()
+    assert made == first == default and made  # the first registered, not the empty name of an empty registry

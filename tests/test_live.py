@@ -251,7 +251,7 @@ def test_the_picture_carries_what_each_device_holds_for_dataparallel():
 
 
 def test_the_picture_carries_what_each_rank_holds_for_ddp():
-    from fitcore import strategies
+    from fitcore import registry
     from fitcore.memory import whole_model
 
     cfg = FitConfig(strategy="ddp", devices="cpu", workers=2, data_size=10, batch_size=10)
@@ -259,7 +259,7 @@ def test_the_picture_carries_what_each_rank_holds_for_ddp():
     assert pic["memory_measured"] is False and all("memory" not in d for d in pic["devices"])
     rows = [{"rank": r, **whole_model(cfg)} for r in range(2)]  # what the ranks report after step 1
     devices = [dict(d) for d in pic["devices"]]
-    step, _ = strategies.of(cfg).planned_step(cfg)
-    part = strategies.of(cfg).picture(cfg, step, devices, {"memory": rows})
+    step, _ = registry.of(cfg).planned_step(cfg)
+    part = registry.of(cfg).picture(cfg, step, devices, {"memory": rows})
     assert part["memory_measured"] is True
     assert [d["memory"] for d in devices] == [{"parameters": 12, "gradients": 12, "optimizer_state": 32}] * 2

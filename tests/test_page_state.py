@@ -26,7 +26,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from fitcore import i18n, strategies
+from fitcore import i18n, registry
 from fitcore.events import Status
 from fitcore.view import controls
 from tests import test_app
@@ -176,7 +176,7 @@ class PageMachine(RuleBasedStateMachine):
             st.tuples(st.just("pace"), st.sampled_from(controls.PACE_CHOICES)),
             st.tuples(st.just("preset"), st.sampled_from(PRESETS)),
             st.tuples(st.just("devices"), st.integers(1, 8)),
-            st.tuples(st.just("strategy"), st.sampled_from(list(strategies.NAMES))),
+            st.tuples(st.just("strategy"), st.sampled_from(list(registry.NAMES))),
             st.tuples(st.just("reshard_after_forward"), st.booleans()),
         )
     )

@@ -285,11 +285,11 @@ def test_every_key_the_page_names_is_in_the_catalog():
     assert missing == []
     assert len(named) > 100  # the page's words are really read from the catalog
     # the keys built from names: a status, a strategy, a preset, a field
-    from fitcore import strategies
+    from fitcore import registry
     from fitcore.events import Status
 
-    built = [f"view.status.{s}" for s in Status] + [f"explain.{s}" for s in strategies.NAMES]
-    built += [s.words[role] for s in strategies.STRATEGIES.values() for role in strategies.WORDS]
+    built = [f"view.status.{s}" for s in Status] + [f"explain.{s}" for s in registry.NAMES]
+    built += [s.words[role] for s in registry.STRATEGIES.values() for role in registry.WORDS]
     built += [f"view.field.{f}" for f in controls.LABELLED_FIELDS]
     built += [f"view.preset.{p.key}.{part}" for p in controls.PRESETS for part in ("name", "lesson")]
     assert [k for k in built if k not in catalog] == []

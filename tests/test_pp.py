@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.cli import main as cli_main
 from fitcore.compare import run as compare_run
 from fitcore.config import ConfigError, FitConfig, validate
@@ -96,7 +96,7 @@ def test_microbatches_are_tensor_splits_rows():
 
 
 def test_the_page_offers_every_schedule():
-    assert strategies.strategy("pp").choices["schedule"] == layout.SCHEDULES
+    assert registry.strategy("pp").choices["schedule"] == layout.SCHEDULES
 
 
 # ---------------------------------------------------------------------------------------------------------

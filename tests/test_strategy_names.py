@@ -1,4 +1,4 @@
-"""No strategy's name is written outside its own package: the rest of fitcore asks fitcore.strategies.
+"""No strategy's name is written outside its own package: the rest of fitcore asks fitcore.registry.
 
 A name counts where code spells it as a string: a Python string constant (docstrings aside: they are prose)
 or a JavaScript string literal in which the name stands as a word of its own ("ddp", "lab.strategy.ddp",
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.mesh import DIMS
 
 ROOT = Path(__file__).resolve().parent.parent
-NAMES = strategies.NAMES
+NAMES = registry.NAMES
 PYTHON = sorted(
     [*(ROOT / "fitcore").rglob("*.py"), *(ROOT / "dashboard").rglob("*.py"), ROOT / "app.py",
      *(ROOT / "frontend").rglob("*.py")]

@@ -12,7 +12,7 @@ import json
 import pytest
 import torch
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.chunks import columns, ranks_allowed
 from fitcore.config import ConfigError, FitConfig, validate
 from fitcore.data import least_squares, make_data
@@ -31,7 +31,7 @@ CFG = FitConfig(
 
 def _train(cfg):
     events = []
-    ended = strategies.of(cfg).train(cfg, events.append)
+    ended = registry.of(cfg).train(cfg, events.append)
     return events, ended
 
 
@@ -40,9 +40,9 @@ def run():
     """CFG on 2 ranks (3 features: rank 0 w1, w2; rank 1 w3), and the same config on one device."""
     cfg = validate(CFG)
     events, ended = _train(cfg)
-    one = validate(FitConfig(**{**CFG.__dict__, "strategy": strategies.DEFAULT, "workers": 1}))
+    one = validate(FitConfig(**{**CFG.__dict__, "strategy": registry.DEFAULT, "workers": 1}))
     one_events = []
-    one_ended = strategies.of(one).train(one, one_events.append, plan=parse_devices("cpu"))
+    one_ended = registry.of(one).train(one, one_events.append, plan=parse_devices("cpu"))
     return cfg, events, ended, one_events, one_ended
 
 
@@ -87,9 +87,9 @@ def test_bytes_grow_with_the_batch_and_not_the_model():
     # each rank all-reduces its (B, 1) partial output, B*4 bytes: 2(K-1)/K of it
     assert allreduce_bytes(2, 200, 4) == 800 and tp_step_bytes(200, 2, 4) == 1600
     assert tp_step_bytes(400, 2, 4) == 2 * tp_step_bytes(200, 2, 4)
-    ddp = strategies.strategy("ddp")
+    ddp = registry.strategy("ddp")
     assert ddp.bytes_of_step(400, 2, 3, 4) == ddp.bytes_of_step(200, 2, 3, 4)
-    assert strategies.strategy("tp").bytes_of_step(200, 2, 3, 4) == tp_step_bytes(200, 2, 4)
+    assert registry.strategy("tp").bytes_of_step(200, 2, 3, 4) == tp_step_bytes(200, 2, 4)
 
 
 @pytest.mark.slow
@@ -120,7 +120,7 @@ def test_each_rank_covers_every_row_and_its_columns_and_holds_its_rows_of_w(run)
         # the all-reduce's bytes, from each rank's buffer: 2(K-1)/K of its (b, 1) output, b*4 bytes
         sent = [p.bytes for p in s.phases.phases() if p.name == "allreduce"]
         assert sent == [allreduce_bytes(2, b, 4)] * 2
-        assert [p.name for p in s.phases.phases()][:6] == list(strategies.strategy("tp").phases())
+        assert [p.name for p in s.phases.phases()][:6] == list(registry.strategy("tp").phases())
     value = [e.value for e in events if isinstance(e, Detail) and e.key == "tp"][-1]
     shards = [r["shard"] for r in value["ranks"]]
     assert [len(s["weights"]) for s in shards] == [2, 1]  # torch.chunk's rows of W, and no more
@@ -211,7 +211,7 @@ def test_tps_questions_are_answered_from_the_steps_own_events(run):
     cfg, events, _, _, _ = run
     steps = [e for e in events if isinstance(e, Step)]
     labels = tuple(r.device for r in steps[0].replicas)
-    asked = [strategies.strategy("tp").questions(s, cfg, labels) for s in steps[:4]]
+    asked = [registry.strategy("tp").questions(s, cfg, labels) for s in steps[:4]]
     for step, found in zip(steps, asked):
         kinds = [q.kind for q in found]
         assert kinds == ["tp_columns", "tp_bytes"]

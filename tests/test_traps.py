@@ -15,8 +15,8 @@ from fitcore.cli import main
 from fitcore.compare import TOL, Toggles, run
 from fitcore.config import FitConfig, validate
 from fitcore.data import make_data
+from fitcore.strategies.ddp.syncbn import sync_batchnorm
 from fitcore.traps import Traps
-from fitcore.traps.syncbn import sync_batchnorm
 from fitcore.traps.uneven import step_counts
 
 # 24 rows in batches of 8: 4 rows a rank on 2 ranks, 3 steps an epoch
@@ -91,11 +91,13 @@ def test_sync_batchnorm_arithmetic_is_batch_norm_over_the_whole_batch():
 
 @pytest.mark.parametrize("sync", [False, True])
 def test_the_checks_ddp_column_is_the_questions_to_the_last_bit(sync):
-    # `fitcore check` holds torch's SyncBatchNorm to fitcore.traps.syncbn.ddp_column, which trains DDP's
-    # column alone (no DataParallel emulation): it ends with the question's DDP parameters and running means
+    # `fitcore check` holds torch's SyncBatchNorm to fitcore.strategies.ddp.syncbn.ddp_column, which trains
+    # DDP's column alone (no DataParallel emulation): it ends with the question's DDP parameters and running
+    # means
     from fitcore.devices import parse_devices
     from fitcore.equivalence import Toggles
-    from fitcore.traps import batchnorm, syncbn
+    from fitcore.strategies.ddp import syncbn
+    from fitcore.traps import batchnorm
 
     cfg = validate(replace(SMALL, data_size=30, batch_size=30, lr=0.1, devices="virtual:3"))
     _, means, steps, finals = batchnorm.train(cfg, parse_devices(cfg.devices), Toggles(), sync=sync)

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.config import FitConfig
 from fitcore.phases import step_bytes
 from fitcore.strategies.dataparallel import view as dataparallel
@@ -46,10 +46,10 @@ def test_planned_split_is_what_the_trainer_records(cfg):
 VIEW_NAMES = ("planned_step", "sections", "parallelism", "console_frame", "CONSOLE_HINT")
 
 
-@pytest.mark.parametrize("name", strategies.NAMES)
+@pytest.mark.parametrize("name", registry.NAMES)
 def test_every_strategys_view_module_exposes_the_same_names(name):
     """A strategy is a plug-in: the page and the live view reach its parts only through these names."""
-    entry = strategies.strategy(name)
+    entry = registry.strategy(name)
     view = entry.view_module
     assert view is entry.view() and view.__name__ == f"fitcore.strategies.{name}.view"
     assert [n for n in VIEW_NAMES if not hasattr(view, n)] == []

@@ -82,10 +82,10 @@ def test_the_console_lines_say_who_holds_what_and_its_bytes():
     ],
 )
 def test_the_explanation_describes_the_shown_runs_shards(d, k, says):
-    from fitcore import strategies
+    from fitcore import registry
 
     cfg = FitConfig(weights=tuple(range(1, d + 1)), strategy="fsdp", workers=k, devices="cpu")
-    text = " ".join(strategies.strategy("fsdp").markdown(cfg).split())
+    text = " ".join(registry.strategy("fsdp").markdown(cfg).split())
     assert says in text
 
 

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.chunks import chunk_sizes, columns
 from fitcore.config import FitConfig, validate
 from fitcore.data import least_squares, make_data
@@ -181,7 +181,7 @@ def config(ranks: int, strategy: str) -> FitConfig:
     step per epoch."""
     rows = ranks * math.ceil(CONFIG.data_size / ranks)
     cfg = replace(CONFIG, data_size=rows, batch_size=rows, workers=ranks, strategy=strategy)
-    return validate(strategies.strategy(strategy).check_config(cfg))
+    return validate(registry.strategy(strategy).check_config(cfg))
 
 
 def checks(cfg: FitConfig, outcome: Outcome, nodes: int, procs: int, reference) -> list[Check]:
@@ -216,7 +216,7 @@ def _rows_check(cfg: FitConfig, steps: list[Step], ranks: int) -> Check:
     """Every step's rows on every rank: as many as DistributedSampler's shard gives, and its first ids; or,
     for ranks that split the columns (TP), every row of the batch on every rank, each its torch.chunk
     columns."""
-    if not strategies.of(cfg).split.rows:
+    if not registry.of(cfg).split.rows:
         return _columns_check(cfg, steps, ranks)
     if len(cfg.mesh_dims) > 1:
         return _blocks_check(cfg, steps, ranks)
@@ -262,7 +262,7 @@ def _blocks_check(cfg: FitConfig, steps: list[Step], ranks: int) -> Check:
 def _columns_check(cfg: FitConfig, steps: list[Step], ranks: int) -> Check:
     """Every rank every row: its columns torch.chunk's where the strategy cuts them (TP), else every one (a
     pipeline, which cuts the layers)."""
-    cut = strategies.of(cfg).split.columns is not None
+    cut = registry.of(cfg).split.columns is not None
     sizes = list(chunk_sizes(cfg.n_features, ranks)) if cut else [None] * ranks
     bad = [] if len(steps) == cfg.total_steps else [f"{len(steps)} steps"]
     for step in steps:
@@ -279,12 +279,12 @@ def _columns_check(cfg: FitConfig, steps: list[Step], ranks: int) -> Check:
 def reference(cfg: FitConfig) -> tuple[float, ...]:
     """The parameters one process on one CPU device learns on the same rows (fitcore check's reference), of
     the strategy's own model where it has one (a pipeline's deep one)."""
-    own = strategies.of(cfg).one_device
+    own = registry.of(cfg).one_device
     if own is not None:
         return own(cfg)
-    one = replace(cfg, strategy=strategies.DEFAULT, devices="cpu", workers=FitConfig().workers, mesh="")
+    one = replace(cfg, strategy=registry.DEFAULT, devices="cpu", workers=FitConfig().workers, mesh="")
     one = validate(one)
-    ended = strategies.of(one).train(one, lambda event: None, plan=parse_devices("cpu"))
+    ended = registry.of(one).train(one, lambda event: None, plan=parse_devices("cpu"))
     return tuple(ended.weights) + (ended.bias,)
 
 

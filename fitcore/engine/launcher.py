@@ -11,10 +11,8 @@ from __future__ import annotations
 import os
 import queue as queue_module
 import signal
-import socket
 import threading
 import time
-from datetime import timedelta
 from typing import Callable
 
 import torch
@@ -40,6 +38,7 @@ from fitcore.engine.rank import (
     run_mesh,
     table_ids,
 )
+from fitcore.engine.spawn import HOST, join_group, loopback_store
 from fitcore.errors import Text
 from fitcore.events import Detail, Event, RunEnded, Status, run_started
 from fitcore.i18n import count, current, set_language, t
@@ -48,7 +47,6 @@ from fitcore.recording import GROUP
 from fitcore.shards import epoch_shards, epoch_value, shards_value
 from fitcore.train import Control, describe_failure, finished_message
 
-HOST = "127.0.0.1"  # spawned ranks talk over loopback only
 START_TIMEOUT = 180.0  # seconds for every rank to import torch and join the process group
 JOIN_TIMEOUT = 10.0  # seconds ranks get to end by themselves before they are terminated
 SHARDS_EVERY = 1.0  # seconds between updates of the latest epoch's shards
@@ -91,11 +89,6 @@ class _Gate:
         return True
 
 
-def _loopback_interface() -> str | None:
-    names = {name for _, name in socket.if_nameindex()}
-    return next((n for n in ("lo", "lo0") if n in names), None)
-
-
 def _worker(rank, cfg, mesh, port, out, gate, parent_pid, lang, engine) -> None:
     """One spawned rank: join the process group through the parent's store, train, report, leave."""
     set_language(lang)  # the words a rank makes (its Details' lines) in the parent's language
@@ -107,9 +100,6 @@ def _worker(rank, cfg, mesh, port, out, gate, parent_pid, lang, engine) -> None:
     except (ImportError, AttributeError):
         pass
     warmstart.leave_server()  # the parent is the forkserver, which ends with this run's caller
-    lo = _loopback_interface()
-    if lo:  # the ranks' own connections stay on loopback too
-        os.environ["GLOO_SOCKET_IFNAME"] = os.environ["NCCL_SOCKET_IFNAME"] = lo
     world_size, backend = mesh.world_size, mesh.backend
     try:
         device = torch.device(mesh.devices[rank])
@@ -118,10 +108,7 @@ def _worker(rank, cfg, mesh, port, out, gate, parent_pid, lang, engine) -> None:
         else:
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
         label = rank_label(rank, mesh.devices[rank], backend)
-        store = dist.TCPStore(HOST, port, is_master=False, timeout=timedelta(seconds=START_TIMEOUT))
-        dist.init_process_group(
-            backend, store=store, rank=rank, world_size=world_size, timeout=COLLECTIVE_TIMEOUT
-        )
+        join_group(backend, rank, world_size, port, START_TIMEOUT, COLLECTIVE_TIMEOUT)  # on loopback
 
         def report(step, epoch, batch, table, value, raw, times, sent=()):
             rows, cols, out_rows, out_cols = table[rank, 1:5].long().tolist()
@@ -154,28 +141,6 @@ def _worker(rank, cfg, mesh, port, out, gate, parent_pid, lang, engine) -> None:
 
 # ---------------------------------------------------------------------------------------------------------
 # The parent's side.
-
-
-def _loopback_store() -> tuple[dist.TCPStore, int]:
-    """The process group's TCPStore, served by the parent on a free port of 127.0.0.1 only.
-
-    TCPStore binds every interface when given a port; handing it a socket already bound to loopback keeps
-    it there, and picking the port with that socket leaves no race for it. The store closes the socket.
-    """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind((HOST, 0))
-    sock.listen(64)
-    port = sock.getsockname()[1]
-    fd = sock.detach()
-    try:
-        store = dist.TCPStore(
-            HOST, port, None, True, timedelta(seconds=START_TIMEOUT), wait_for_workers=False,
-            master_listen_fd=fd,
-        )  # fmt: skip
-    except Exception:
-        os.close(fd)
-        raise
-    return store, port
 
 
 class _RankFailed(Exception):
@@ -222,7 +187,7 @@ class _Launch:
         del X, y
 
         # 2. the store on a loopback port, then K ranks, forked from a server that has imported torch
-        self.store, self.port = _loopback_store()
+        self.store, self.port = loopback_store(START_TIMEOUT)
         ctx = warmstart.context()
         self.queue, self.gate = ctx.Queue(), _Gate(ctx, k)
         args = (

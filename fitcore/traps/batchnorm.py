@@ -29,7 +29,7 @@ from fitcore.i18n import t
 from fitcore.strategies.dataparallel.name import NAME as DP
 from fitcore.strategies.dataparallel.wrappers import EmulatedDataParallel, wrap
 from fitcore.strategies.ddp.name import NAME as DDP
-from fitcore.traps.syncbn import BatchNormModel, _BatchNormTrainer
+from fitcore.strategies.ddp.syncbn import BatchNormModel, _BatchNormTrainer
 
 
 class BatchNormEmulation(EmulatedDataParallel):

@@ -12,7 +12,6 @@ still alive at its deadline, so a rank left waiting never hangs the caller.
 from __future__ import annotations
 
 import os
-import queue as queue_module
 import re
 import time
 from contextlib import nullcontext
@@ -22,14 +21,13 @@ from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
 from fitcore.config import FitConfig
 from fitcore.data import make_data
-from fitcore.engine.launcher import HOST, _loopback_interface, _loopback_store
+from fitcore.engine.spawn import Spawned, join_group, run_spawned
 from fitcore.parallel import LinearModel, init_parameters
 from fitcore.train import make_optimizer
 
@@ -116,11 +114,8 @@ def _train(rank: int, job: RankJob, model, raw, counter: _Counter, done: list, b
         done.append((_flat(raw), counter.calls - calls, counter.nbytes - nbytes))
 
 
-def _rank_main(rank: int, world: int, port: int, job: RankJob, out) -> None:
+def _rank_main(rank: int, world: int, port: int, out, job: RankJob) -> None:
     """One spawned rank: join the group through the parent's store, run its steps, report, leave."""
-    lo = _loopback_interface()
-    if lo:
-        os.environ["GLOO_SOCKET_IFNAME"] = lo
     torch.set_num_threads(1)
     done: list = []
     began: list = []
@@ -128,11 +123,9 @@ def _rank_main(rank: int, world: int, port: int, job: RankJob, out) -> None:
     t0 = time.perf_counter()
     status, reason = "finished", ""
     try:
-        store = dist.TCPStore(HOST, port, is_master=False, timeout=timedelta(seconds=START_BOUND))
         # the default group waits as long as the ranks' start may take; DDP's own group has the short timeout,
         # made once every rank is here, so that only a rank left waiting in training runs into it
-        long = timedelta(seconds=START_BOUND)
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=long)
+        join_group("gloo", rank, world, port, START_BOUND, timedelta(seconds=START_BOUND))
         raw = LinearModel(job.cfg.n_features)
         init_parameters(raw, job.cfg.seed + 1)
         dist.barrier()
@@ -162,15 +155,6 @@ def _rank_main(rank: int, world: int, port: int, job: RankJob, out) -> None:
     os._exit(0)
 
 
-class GlooRun(NamedTuple):
-    """The ranks' reports, by rank; the ranks that never reported were terminated at the bound."""
-
-    reports: dict[int, RankReport]
-    terminated: tuple[int, ...]
-    seconds: float  # wall time of the whole run, the ranks' start included
-    bound: float  # the seconds it was allowed
-
-
 def per_step_calls(reports) -> tuple[int, int]:
     """All-reduces and their bytes in one optimizer step: the most any rank's comm hook saw in a step."""
     calls = max((c for rep in reports for c in rep.calls), default=0)
@@ -184,37 +168,7 @@ def bound_for(job: RankJob) -> float:
     return START_BOUND + 2 * job.timeout_s + 0.05 * steps
 
 
-def run_ranks(job: RankJob) -> GlooRun:
-    """Spawn one process per entry of job.steps, run them to their end or the bound, and collect them."""
-    world = len(job.steps)
-    bound = bound_for(job)
-    store, port = _loopback_store()
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    args = [(r, world, port, job, out) for r in range(world)]
-    procs = [ctx.Process(target=_rank_main, args=a, daemon=True) for a in args]
-    t0 = time.monotonic()
-    deadline = t0 + bound
-    reports: dict[int, RankReport] = {}
-    try:
-        for p in procs:
-            p.start()
-        while len(reports) < world and time.monotonic() < deadline:
-            try:
-                report = out.get(timeout=0.2)
-                reports[report.rank] = report
-            except queue_module.Empty:
-                if not any(p.is_alive() for p in procs) and out.empty():
-                    break  # a rank died without a word: nothing more will come
-    finally:
-        terminated = []
-        for r, p in enumerate(procs):
-            if p.pid is None:  # never started: a failure to start the others
-                continue
-            p.join(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=5)
-                terminated.append(r)
-        del store
-    return GlooRun(reports, tuple(terminated), time.monotonic() - t0, bound)
+def run_ranks(job: RankJob) -> Spawned:
+    """Spawn one process per entry of job.steps on the engine's loopback launcher, run them to their end or
+    the bound, and collect their RankReports by rank."""
+    return run_spawned(_rank_main, (job,), len(job.steps), bound_for(job), START_BOUND)

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, Mapping
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.config import (
     MAX_FEATURES,
     Checked,
@@ -44,7 +44,7 @@ CONTROL_FIELDS = (
 )
 # every strategy's options (FitConfig fields only it reads, FSDP's reshard_after_forward): a switch each,
 # drawn under its strategy, in the link after the settings every run has
-OPTIONS = strategies.OPTIONS
+OPTIONS = registry.OPTIONS
 CONTROL_FIELDS += OPTIONS
 
 # The fields the page names by a label of their own (the catalog's `view.field.<name>`: "Batch size",
@@ -81,7 +81,8 @@ def error_text(exc: ConfigError) -> str:
 
 def defaults() -> dict[str, Any]:
     """The controls' values for a fresh page: FitConfig's defaults."""
-    return {f.name: f.default for f in fields(FitConfig)}
+    fresh = FitConfig()
+    return {f.name: getattr(fresh, f.name) for f in fields(FitConfig)}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -139,7 +140,7 @@ PRESETS = (
     ),
 )
 # each strategy's own presets (its `presets` hook), after the tutorial's
-PRESETS += tuple(Preset(*p) for s in strategies.STRATEGIES.values() for p in s.presets(_TUTORIAL))
+PRESETS += tuple(Preset(*p) for s in registry.STRATEGIES.values() for p in s.presets(_TUTORIAL))
 
 
 def preset(name: str) -> Preset:
@@ -153,7 +154,7 @@ def preset(name: str) -> Preset:
 # in the order wanted: `?script=tutorial,ddp`).
 # The lesson: DataParallel's even, uneven and idle-device splits, then each strategy with ranks' presets
 # (DDP's ranks, then its padded shards).
-_RANKED = tuple(p[2] for s in strategies.STRATEGIES.values() if s.processes for p in s.presets(_TUTORIAL))
+_RANKED = tuple(p[2] for s in registry.STRATEGIES.values() if s.processes for p in s.presets(_TUTORIAL))
 SCRIPTS = {"lesson": ("tutorial", "uneven", "few_rows", *_RANKED)}
 
 
@@ -193,7 +194,7 @@ def preset_from_query(params: Mapping[str, Any]) -> tuple[Preset | None, list[Co
 def used_fields(strategy: Any) -> tuple[str, ...]:
     """The controlled fields a run of this strategy uses: `workers` only matters with one process each, and
     a strategy's options (its `options`) only under it."""
-    entry = strategies.strategy(strategy)
+    entry = registry.strategy(strategy)
     unused = set(OPTIONS) - set(entry.options)
     if not entry.processes:
         unused |= {"workers", "mesh"}
@@ -203,7 +204,7 @@ def used_fields(strategy: Any) -> tuple[str, ...]:
 def option_values(strategy: Any, widgets: Mapping[str, Any]) -> dict[str, Any]:
     """Every strategy's options: the widget's value under the strategy that reads it, else the default (a
     switch left off under FSDP does not follow the page to another strategy, which would refuse it)."""
-    own = strategies.strategy(strategy).options
+    own = registry.strategy(strategy).options
     default = {f: getattr(FitConfig, f) for f in OPTIONS}
     return {f: _option(widgets.get(f, default[f]), default[f]) if f in own else default[f] for f in OPTIONS}
 
@@ -234,7 +235,7 @@ def matching_preset(values: Mapping[str, Any]) -> Preset | None:
 def phase_count(strategy: str) -> int:
     """The phases the picture walks through in one step of `strategy` (DataParallel's 8, DDP's 6, FSDP's 7:
     its two all-gathers are one phase of the picture)."""
-    return len(strategies.strategy(strategy).phases())
+    return len(registry.strategy(strategy).phases())
 
 
 def lesson_seconds(choice: str) -> int | None:
@@ -242,13 +243,13 @@ def lesson_seconds(choice: str) -> int | None:
     return int(choice[len("lesson") :]) if choice in LESSON_CHOICES else None
 
 
-def parse_pace(choice: str, strategy: str = strategies.DEFAULT) -> float | None:
+def parse_pace(choice: str, strategy: str | None = None) -> float | None:
     """A pace choice as Run takes it: steps per second, or None for as fast as possible. A lesson pace is
     one step per (the strategy's phases x the seconds a phase holds), the rate at which the picture (whose
     phases share a step's time equally, frontend/stepper.js) holds each phase that long."""
     seconds = lesson_seconds(choice)
     if seconds is not None:
-        return 1.0 / (phase_count(strategy) * seconds)
+        return 1.0 / (phase_count(strategy or registry.DEFAULT) * seconds)
     return None if choice == "max" else float(choice)
 
 
@@ -257,7 +258,7 @@ def pace_choice(pace: float | None) -> str:
     where no choice matches."""
     for lesson in LESSON_CHOICES:
         if pace is not None and any(
-            math.isclose(pace, parse_pace(lesson, name)) for name in strategies.NAMES
+            math.isclose(pace, parse_pace(lesson, name)) for name in registry.NAMES
         ):
             return lesson
     choice = "max" if pace is None else f"{pace:g}"
@@ -323,7 +324,7 @@ def devices_spec(widgets: Mapping[str, Any]) -> str:
     """The device spec the device widgets hold, for the strategy widget's strategy (not yet validated)."""
     if widgets["device_mode"] == "cuda":
         return "cuda:" + ",".join(str(i) for i in sorted(widgets["gpus"]))
-    if strategies.strategy(widgets["strategy"]).processes:
+    if registry.strategy(widgets["strategy"]).processes:
         return "cpu"  # with processes, `cpu` means `workers` processes on the CPU
     on = widgets["emulate_on"]
     return f"virtual:{widgets['virtual_devices']}" + (f"@{on}" if on != "cpu" else "")
@@ -341,7 +342,7 @@ def mesh_workers(widgets: Mapping[str, Any]) -> int | None:
 
 def workers_value(widgets: Mapping[str, Any]) -> int:
     """The processes: the workers control on the CPU; one per selected GPU with CUDA (as validate demands)."""
-    if strategies.strategy(widgets["strategy"]).processes and widgets["device_mode"] == "cuda":
+    if registry.strategy(widgets["strategy"]).processes and widgets["device_mode"] == "cuda":
         return len(widgets["gpus"])
     return int(widgets["workers"])
 
@@ -359,7 +360,7 @@ def values_here(values: Mapping[str, Any], gpus: list[GPU]) -> dict[str, Any]:
     plan = parse_devices(values["devices"], run_gpus(values["devices"], gpus))
     if plan.kind == "virtual":  # virtual:K@cuda:i: the same K replicas, emulated on this CPU
         here["devices"] = f"virtual:{len(plan.labels)}"
-    elif strategies.strategy(values["strategy"]).processes:  # one rank per recorded GPU: as many CPU ranks
+    elif registry.strategy(values["strategy"]).processes:  # one rank per recorded GPU: as many CPU ranks
         here["devices"] = "cpu"
     return here
 

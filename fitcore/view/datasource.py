@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from fitcore import csvdata, paths, recording, strategies
+from fitcore import csvdata, paths, recording, registry
 from fitcore.config import FitConfig
 from fitcore.errors import ConfigError
 from fitcore.i18n import t
@@ -166,7 +166,7 @@ def trace_json(path: str | Path, label: str = "") -> str:
     """The Chrome trace (fitcore.trace) of a recording's steps, as JSON text."""
     rec = recording.read(str(path))
     name = t("data.trace.replay", label=label) if label else "fitcore run"
-    return json.dumps(trace_of(rec.events, name, strategies.flows), separators=(",", ":"))
+    return json.dumps(trace_of(rec.events, name, registry.flows), separators=(",", ":"))
 
 
 def download_name(snap: Snapshot, suffix: str) -> str:

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from fitcore import i18n, strategies
+from fitcore import i18n, registry
 from fitcore.config import (
     MAX_FEATURES,
     MAX_WORKERS,
@@ -77,8 +77,8 @@ def _check_url_value(name: str, raw: Any, value: Any, gpus: Any) -> Any:
             raise ConfigError(name, raw, t("view.allowed.finite_numbers"))
     if name == "optimizer" and value not in OPTIMIZERS:
         raise ConfigError(name, raw, t("view.or").join(OPTIMIZERS))
-    if name == "strategy" and value not in strategies.STRATEGIES:
-        raise ConfigError(name, raw, t("view.or").join(strategies.NAMES))
+    if name == "strategy" and value not in registry.STRATEGIES:
+        raise ConfigError(name, raw, t("view.or").join(registry.NAMES))
     if name == "mesh" and value:
         try:
             return ",".join(f"{dim}={size}" for dim, size in parse_mesh(value))
@@ -98,7 +98,7 @@ def _int_bounds(name: str, value: int) -> str:
     """What a count allows, for a value no widget can hold: the field's own bounds (validate()'s, with the
     link's other values left at their defaults), else what a browser holds exactly."""
     # workers count only for a strategy with processes: check them under the first such strategy
-    ranked = next(s.name for s in strategies.STRATEGIES.values() if s.processes)
+    ranked = next(s.name for s in registry.STRATEGIES.values() if s.processes)
     ranks = {"strategy": ranked, "devices": "cpu"} if name == "workers" else {}
     try:
         validate(replace(FitConfig(), **ranks, **{name: MAX_WIDGET_INT if value > 0 else -MAX_WIDGET_INT}))
@@ -111,10 +111,10 @@ def _int_bounds(name: str, value: int) -> str:
 def _check_cpu_devices(values: dict[str, Any], raw: Any, gpus: Any) -> None:
     """`cpu` is the devices of a strategy with processes; for the others the page offers virtual:K or cuda.
     (A strategy with processes reads virtual:K as `cpu`, its workers on the CPU, as fitcore does.)"""
-    processes = strategies.strategy(values.get("strategy", FitConfig.strategy)).processes
+    processes = registry.strategy(values.get("strategy", registry.DEFAULT)).processes
     if values.get("devices") == "cpu" and not processes:
         del values["devices"]
-        with_cpu = t("view.or").join(s.name for s in strategies.STRATEGIES.values() if s.processes)
+        with_cpu = t("view.or").join(s.name for s in registry.STRATEGIES.values() if s.processes)
         allowed = t("view.allowed.devices", most=MAX_VIRTUAL, strategies=with_cpu)
         raise ConfigError("devices", raw, allowed)
 
@@ -125,7 +125,7 @@ def _check_workers(values: dict[str, Any], raw: Any, gpus: Any) -> None:
     if "workers" not in values:
         return
     workers = values["workers"]
-    if not strategies.strategy(values.get("strategy", FitConfig.strategy)).processes:
+    if not registry.strategy(values.get("strategy", registry.DEFAULT)).processes:
         if not 1 <= workers <= MAX_WORKERS:
             del values["workers"]
             raise ConfigError("workers", raw, integer_range(1, MAX_WORKERS, "config.why.workers"))
@@ -141,7 +141,7 @@ def _check_options(values: dict[str, Any], raw: Any, gpus: Any) -> None:
     is refused as validate() refuses it (check_options): the page would otherwise drop it without a word."""
     given = {f: values[f] for f in OPTIONS if f in values}
     try:
-        check_options(values.get("strategy", FitConfig.strategy), given)
+        check_options(values.get("strategy", registry.DEFAULT), given)
     except ConfigError as exc:
         del values[exc.field]
         raise ConfigError(exc.field, raw.get(exc.field), exc.allowed) from None

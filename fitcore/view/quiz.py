@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, NamedTuple, Sequence
 
-from fitcore import i18n, strategies
+from fitcore import i18n, registry
 from fitcore.config import FitConfig
 from fitcore.events import Step
 from fitcore.live import short_label
@@ -138,7 +138,7 @@ def questions(step: Step, cfg: FitConfig, labels: Sequence[str], extra: dict | N
         labels: the selected devices or ranks (RunStarted.devices / Snapshot.devices).
         extra: Snapshot.extra, where DDP's shards are.
     """
-    return strategies.of(cfg).questions(step, cfg, labels, extra)
+    return registry.of(cfg).questions(step, cfg, labels, extra)
 
 
 def shard_questions(step: Step, cfg: FitConfig, labels: Sequence[str], extra: dict | None = None) -> list:

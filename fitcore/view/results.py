@@ -8,7 +8,7 @@ import io
 import math
 from typing import Any
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.config import FitConfig
 from fitcore.errors import Text
 from fitcore.events import RunStarted, Status, Step
@@ -122,7 +122,7 @@ def parallelism(cfg: FitConfig, started: RunStarted | None) -> str | None:
     placed its replicas."""
     if started is None:
         return None
-    return strategies.of(cfg).view_module.parallelism(cfg, started)
+    return registry.of(cfg).view_module.parallelism(cfg, started)
 
 
 def step_dict(step: Step | None) -> dict[str, Any] | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from fitcore import strategies
+from fitcore import registry
 from fitcore.config import FitConfig
 from fitcore.events import Status
 from fitcore.i18n import count, t
@@ -51,7 +51,7 @@ def status_line(snap: Snapshot | None, cfg: FitConfig | None = None) -> str:
         parts.append(rate_text(snap.steps_per_second))
     if status not in (Status.RUNNING, Status.PAUSED):
         parts.append(str(snap.message))  # a Text: in the page's language, whichever thread made it
-    if strategies.of(snap).processes and snap.active and snap.step == 0:
+    if registry.of(snap).processes and snap.active and snap.step == 0:
         parts.append(t("view.status.starting", processes=count("view.count.process", snap.config.workers)))
     if snap.limit is not None and snap.limit[2] <= LIMIT_WARNING_S:  # a minute before a limit stops the run
         kind, total, left = snap.limit
@@ -81,7 +81,7 @@ def config_differences(values: Mapping[str, Any], running: FitConfig) -> list[st
     """The controls that differ from a run's frozen config, as 'label: run value -> control value'."""
     out = []
     either = (values.get("strategy"), running.strategy)
-    workers = next((s for s in either if strategies.strategy(s).processes), running.strategy)
+    workers = next((s for s in either if registry.strategy(s).processes), running.strategy)
     for name in used_fields(workers):
         if name in SYNTHETIC_FIELDS and (running.data or values.get("data")):
             continue  # a file decides them: its rows and its least-squares answer
@@ -107,11 +107,11 @@ def console_text(snap: Snapshot, max_lines: int = 16) -> str:
     The strategy's view module adds what the command line prints around the steps (`console_frame`): for
     DDP, the process group, and once the run has ended every rank's final parameters.
     """
-    head, tail = strategies.of(snap).view_module.console_frame(snap)
+    head, tail = registry.of(snap).view_module.console_frame(snap)
     lines = ([snap.header] if snap.header else []) + head
     steps = list(snap.recent)
     per_step = len(steps[-1].replicas) + 1 if steps else 1
     keep = max(1, (max_lines - len(lines) - len(tail)) // per_step)
     for step in steps[-keep:]:
-        lines.extend(strategies.of(snap).step_lines(step))
+        lines.extend(registry.of(snap).step_lines(step))
     return "\n".join(lines + tail)

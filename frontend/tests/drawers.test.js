@@ -1,6 +1,6 @@
 // node --test frontend/tests/: the step picture's drawers, one module per strategy, found by key.
 //
-// FITCORE_PHASES (set by tests/test_frontend_units.py from fitcore.strategies' registry, and the engine's
+// FITCORE_PHASES (set by tests/test_frontend_units.py from fitcore.registry, and the engine's
 // grid of a 2-D mesh, fitcore.live.MESH_DRAWER) is {drawer key: [phase names]}; without it, this file asks
 // the registry itself, through the checkout's Python.
 import assert from "node:assert/strict";

@@ -11,7 +11,7 @@ The package, by responsibility:
   memory.py   what each device holds (device 0 the model and the optimizer state, the others a replica);
   quiz.py     its classroom questions: a device's rows, the idle devices, where outputs meet, gather's bytes;
   locale.json its catalog keys; name.py its name alone (what its modules and the traps import).
-Its hooks below import their modules when called (see fitcore.strategies).
+Its hooks below import their modules when called (see fitcore.registry).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fitcore.strategies import Strategy
+from fitcore.registry import Strategy
 from fitcore.strategies.dataparallel.name import NAME
 
 if TYPE_CHECKING:  # the config its hooks read, bound to the registry's C

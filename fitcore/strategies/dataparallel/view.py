@@ -1,6 +1,6 @@
 """DataParallel's part of the page: its planned first step, the table of each replica's shapes, how it ran.
 
-Every strategy's view module exposes the same names, which fitcore.strategies loads by the entry's `view`:
+Every strategy's view module exposes the same names, which fitcore.registry loads by the entry's `view`:
 `planned_step`, `sections`, `parallelism`, `console_frame` and `CONSOLE_HINT`.
 """
 

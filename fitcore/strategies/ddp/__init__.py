@@ -24,6 +24,8 @@ The package, by responsibility:
   check.py     its rows of `fitcore check`; compare.py DDP simulated in one process for `fitcore compare`;
   whatif.py    its row of `fitcore whatif`; locale.json its words (explanation, headers, presets, ...);
   memory.py    what each rank holds: the whole model, on every rank;
+  syncbn.py    SyncBatchNorm's arithmetic in one process, and its check of torch's own on nccl ranks spawned
+               by the engine (fitcore.engine.spawn); the lab's BatchNorm question imports it too;
   name.py      its name alone (what its modules and the traps import).
 How an epoch is cut into shards is fitcore.shards, and the panels of the ranks' shards fitcore.view.ranks,
 which DDP and FSDP share; the console lines of ranks, shards and finals are fitcore.console's.
@@ -35,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fitcore.mesh import DP, TP
-from fitcore.strategies import Strategy
+from fitcore.registry import Strategy
 from fitcore.strategies.ddp.name import NAME
 
 if TYPE_CHECKING:  # the config its hooks read, bound to the registry's C

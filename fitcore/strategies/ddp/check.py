@@ -41,8 +41,8 @@ def check_ddp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
 
 
 def check_sync_batchnorm(gpus: int) -> Verified:
-    """torch's SyncBatchNorm on `gpus` ranks against the lab's one-process arithmetic (fitcore.traps)."""
-    from fitcore.traps.syncbn import check_sync_batchnorm as measure
+    """torch's SyncBatchNorm on `gpus` ranks against the one-process arithmetic (its syncbn.py)."""
+    from fitcore.strategies.ddp.syncbn import check_sync_batchnorm as measure
 
     figures = measure(gpus)
     for name in ("params_diff", "running_mean_diff"):

@@ -1,7 +1,7 @@
 """DistributedDataParallel's part of the page: the ranks' shards and shapes (fitcore.view.ranks), what each
 rank holds (the whole model, on every rank), how it ran, and its console lines around the steps.
 
-It exposes the names every strategy's view module does (fitcore.strategies.StrategyView).
+It exposes the names every strategy's view module does (fitcore.registry.StrategyView).
 """
 
 from __future__ import annotations

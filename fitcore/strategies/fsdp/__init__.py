@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fitcore.mesh import TP
-from fitcore.strategies import Strategy
+from fitcore.registry import Strategy
 from fitcore.strategies.fsdp.name import NAME
 from fitcore.strategies.fsdp.shapes import DETAIL
 

@@ -26,13 +26,13 @@ STEPS = 3  # steps of the calibration run: the bytes are the same every step
 def calibrate(cfg: FitConfig, k: int) -> dict:
     """Run FSDP (ZeRO-3) on k CPU ranks for a few steps of cfg; the bytes its collectives sent per rank and
     step, against the ZeRO-3 projection's formula at the same K, parameters and float32 numbers."""
-    from fitcore import strategies
+    from fitcore import registry
     from fitcore.projection import ZERO, state_bytes
 
     run = validate(replace(cfg, strategy=NAME, devices="cpu", workers=k, reshard_after_forward=True,
                            epochs=1, batch_size=cfg.data_size))  # fmt: skip
     steps: list[Step] = []
-    ended = strategies.strategy(NAME).train(run, lambda e: steps.append(e) if isinstance(e, Step) else None)
+    ended = registry.strategy(NAME).train(run, lambda e: steps.append(e) if isinstance(e, Step) else None)
     steps = steps[:STEPS]
     if ended.status != "finished" or not steps:  # refused with its reason, as whatif's own run is
         raise ConfigError("workers", k, Text("cli.whatif.allowed.finished", message=ended.message))

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fitcore.mesh import PP
+from fitcore.registry import Strategy
 from fitcore.split import WHOLE
-from fitcore.strategies import Strategy
 from fitcore.strategies.pp.name import NAME
 from fitcore.strategies.pp.shapes import DETAIL
 

@@ -2,7 +2,7 @@
 every block with its microbatch, its tick and its measured times, the bubble beside its formula), what each
 stage holds, how it ran and its console lines.
 
-It exposes the names every strategy's view module does (fitcore.strategies.StrategyView).
+It exposes the names every strategy's view module does (fitcore.registry.StrategyView).
 """
 
 from __future__ import annotations

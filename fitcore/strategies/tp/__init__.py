@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fitcore.mesh import TP
+from fitcore.registry import Strategy
 from fitcore.split import COLUMNS
-from fitcore.strategies import Strategy
 from fitcore.strategies.tp.name import NAME
 from fitcore.strategies.tp.shapes import DETAIL
 

@@ -1,7 +1,7 @@
 """TP's part of the page: each rank's columns of X and rows of W, each rank's shapes in a step, what each
 rank holds (measured once a run reports it), its picture part, how it ran and its console lines.
 
-It exposes the names every strategy's view module does (fitcore.strategies.StrategyView).
+It exposes the names every strategy's view module does (fitcore.registry.StrategyView).
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ from fitcore.data import make_data
 from fitcore.equivalence import Trainer, finite, loss_of, max_diff, schedule
 from fitcore.strategies.ddp.name import NAME as DDP
 
+START_BOUND = 120.0  # seconds for the GPU ranks to import torch and join
+RUN_BOUND = 300.0  # seconds for the whole check, the ranks' start included
+
 
 class BatchNormModel(nn.Module):
     """BatchNorm1d(d), then nn.Linear(d, 1): the lab's model for the BatchNorm question."""
@@ -95,27 +98,20 @@ def ddp_column(cfg, k: int, toggles, sync: bool) -> tuple[_BatchNormTrainer, lis
 # `fitcore check`: the one-process SyncBatchNorm against torch's own, on nccl with one GPU per rank.
 
 
-def _sync_rank(rank: int, world: int, port: int, cfg, steps, out) -> None:
+def _sync_rank(rank: int, world: int, port: int, out, cfg, steps) -> None:
     """One spawned rank: SyncBatchNorm under DDP on cuda:rank, its shard of every step; reports its end."""
-    import os
     from datetime import timedelta
 
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from fitcore.engine.launcher import HOST, _loopback_interface
+    from fitcore.engine.spawn import join_group
     from fitcore.parallel import init_parameters
     from fitcore.train import make_optimizer
 
-    lo = _loopback_interface()
-    if lo:
-        os.environ["NCCL_SOCKET_IFNAME"] = os.environ["GLOO_SOCKET_IFNAME"] = lo
     try:
         torch.cuda.set_device(rank)
-        store = dist.TCPStore(HOST, port, is_master=False, timeout=timedelta(seconds=120))
-        dist.init_process_group(
-            "nccl", store=store, rank=rank, world_size=world, timeout=timedelta(seconds=60)
-        )
+        join_group("nccl", rank, world, port, START_BOUND, timedelta(seconds=60))
         device = torch.device("cuda", rank)
         X, y = make_data(cfg, device)
         raw = BatchNormModel(cfg.n_features)
@@ -140,15 +136,13 @@ def check_sync_batchnorm(gpus: int) -> dict:
     """Train with torch's SyncBatchNorm on `gpus` ranks (nccl) and with this module's arithmetic on the CPU.
 
     Returns the largest |difference| of the parameters and of the running means, rank 0's against the CPU's,
-    and the steps; raises RuntimeError naming a rank that failed.
+    and the steps; raises RuntimeError naming a rank that failed or never reported.
     """
     import math
 
-    import torch.multiprocessing as mp
-
     from fitcore.config import FitConfig, validate
     from fitcore.devices import parse_devices
-    from fitcore.engine.launcher import _loopback_store
+    from fitcore.engine.spawn import run_spawned
     from fitcore.equivalence import Toggles
 
     rows = gpus * math.ceil(200 / gpus)  # no padding: SyncBatchNorm's statistics are over the real rows
@@ -156,25 +150,14 @@ def check_sync_batchnorm(gpus: int) -> dict:
                              devices=f"virtual:{gpus}"))  # fmt: skip
     plan = parse_devices(cfg.devices)
     ddp, steps = ddp_column(cfg, len(plan.labels), Toggles(), sync=True)
-    store, port = _loopback_store()
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    shards = [s.ranks for s in steps]
-    procs = [ctx.Process(target=_sync_rank, args=(r, gpus, port, cfg, shards, out)) for r in range(gpus)]
-    for p in procs:
-        p.start()
-    try:
-        reports = dict((rep[0], rep) for rep in (out.get(timeout=300) for _ in procs))
-    finally:
-        for p in procs:
-            p.join(timeout=30)
-            if p.is_alive():
-                p.terminate()
-        del store
-    failed = [rep for rep in reports.values() if rep[3]]
+    run = run_spawned(_sync_rank, (cfg, [s.ranks for s in steps]), gpus, RUN_BOUND, START_BOUND)
+    silent = [r for r in range(gpus) if r not in run.reports]
+    if silent:
+        raise RuntimeError(f"rank {silent[0]}: no report within {RUN_BOUND:g} s")
+    failed = [rep for rep in run.reports.values() if rep[3]]
     if failed:
         raise RuntimeError(f"rank {failed[0][0]}: {failed[0][3]}")
-    _, flat, running, _ = reports[0]
+    _, flat, running, _ = run.reports[0]
     return {
         "steps": len(steps),
         "params_diff": max_diff(torch.tensor(flat), ddp.flat()),

@@ -1,0 +1,206 @@
+"""The training strategies' registry: every part of fitcore asks it about a strategy, and it knows none.
+
+A strategy is one package, `fitcore/strategies/<name>/`, one drawer file, `frontend/draw_<name>.js`, and one
+line in fitcore/__init__.py's `BUILTIN` list, the top floor, which registers the packages here before any
+other module of fitcore is imported (an installed package adds one through the `fitcore.strategies` entry
+point, or calls `register`). The package's `__init__.py` holds its `STRATEGY`, a `Strategy` whose fields are
+callables; the package owns its trainer, its view (`view.py`), its console lines, the bytes of its step, its
+explanation, its catalog keys (`locale.json`, read by fitcore.i18n) and its hooks for `check`, `compare`,
+`whatif` and the classroom quiz. Nothing outside the package spells its name: the rest of fitcore asks the
+registry (`strategy(name)`, `of(cfg)`, `STRATEGIES`), and tests/test_strategy_names.py fails on a name
+written anywhere else.
+
+This module imports no strategy, so that fitcore.config, which checks `strategy` and counts steps through
+it, stays below every package: the packages import the floor, the floor asks the registry, and only the top
+floor imports the packages. Nor does it import fitcore.config, not even for its types: the config asks the
+registry, so the registry is written for any config type `C` (`Strategy[C]`, `StrategyView[C]`), and each
+package binds `C` to the config its hooks read (`Strategy[FitConfig]`); that keeps the two free of a circle
+even counting typing-only imports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Callable, Generic, Mapping, Protocol, Sequence, TypeVar, runtime_checkable
+
+from fitcore.mesh import DP
+from fitcore.split import ROWS, Split
+
+C = TypeVar("C")  # the config a strategy's hooks read (fitcore.config.FitConfig, bound by each package)
+C_contra = TypeVar("C_contra", contravariant=True)
+
+
+@runtime_checkable
+class StrategyView(Protocol[C_contra]):
+    """What a strategy's view module (its `view()` hook) gives the page: a declared part of the contract,
+    checked by tests/test_contract.py for every registered strategy."""
+
+    CONSOLE_HINT: str  # the catalog key of what the console will show before a run
+
+    def planned_step(self, cfg: C_contra, gpus: Any = None) -> tuple[Any, tuple[str, ...]]: ...
+
+    def sections(self, snap: Any, cfg: C_contra | None, gpus: Any = None) -> list: ...
+
+    def parallelism(self, cfg: C_contra, started: Any) -> str: ...
+
+    def console_frame(self, snap: Any) -> tuple[list[str], list[str]]: ...
+
+
+@dataclass(frozen=True)
+class Strategy(Generic[C]):
+    """One way of training on several devices: its words, and the callables every part of fitcore uses.
+
+    The hooks' signatures (a new package provides each):
+        steps_per_epoch(cfg) -> int                  optimizer steps per epoch (pure arithmetic)
+        train(cfg, on_event, control=None, plan=None) -> RunEnded     emits fitcore.events, nothing else
+        step_lines(step) -> list[str]                its console lines for one Step
+        detail_lines: {Detail.key: (value) -> list[str]}   console lines of its own Detail events
+        detail_schemas: {Detail.key: fitcore.schema check}  the shape of its own Detail values, as read back
+        markdown(cfg=None) -> str                    its explanation for the page, in the current language,
+                                                     its examples on cfg's sizes (the run shown) where given
+        bytes_of_step(rows, k, d, itemsize, cfg) -> int   one step's bytes on k devices (cfg: its options)
+        view() -> module                             planned_step, sections, parallelism, console_frame,
+                                                     CONSOLE_HINT (see fitcore.strategies.dataparallel.view)
+        check_rows(machine) -> list[check.Row]       its rows of `fitcore check`
+        comparer(cfg, data, device, plan, toggles) -> equivalence.Comparer    its column of `fitcore compare`
+        compare_causes(cfg, plan, toggles, trained) -> list[str]   why it differs, each cause measured
+        engine(plan) -> str, engine_word(plan) -> str   what ran it in compare, in a sentence and a word
+        projections: tuple[whatif.Projection, ...]   its rows of `fitcore whatif`'s projection
+        questions(step, cfg, labels, extra) -> list[quiz.Question]   the classroom's questions on a step
+        presets(tutorial) -> ((name, cfg, key), ...)   its presets on the page, made from the tutorial's
+                                                     config; `key` names its catalog keys view.preset.<key>.*
+        phases() -> tuple[str, ...]                  the phases of its step picture, in order
+        picture(cfg, step, devices, extra) -> dict   its part of the live picture: fields it adds to each
+                                                     device (its `devices`, changed in place) and to the
+                                                     picture; `extra` is the run's Snapshot.extra
+        calibrate(cfg, k) -> dict                    (optional) its projected row's calibration point: the
+                                                     bytes its real collectives sent at k ranks (`whatif
+                                                     --calibrate`)
+        torchrun(cfg, on_event, control) -> RunEnded   (optional) one rank of a torchrun launch; without it,
+                                                     the command line refuses the strategy under torchrun
+        rules(cfg, plan) -> None                     its own rules of a config, each a ConfigError with one
+                                                     line (TP: ranks torch.chunk gives columns); run by
+                                                     fitcore.config.validate after the common ones
+    `options` names the FitConfig fields only this strategy reads: another strategy refuses them set.
+    `words` gives each of WORDS a key of its catalog, and `locale` that catalog's file.
+    """
+
+    name: str  # the value of FitConfig.strategy
+    label: str  # what the page and the messages call it
+    short: str  # its short name, where strategies stand side by side ("DDP")
+    processes: bool  # one process per worker: `workers` applies, `cpu` means workers CPU processes
+    drawer: str  # the key of its step picture's drawer in the browser (frontend/), sent with every picture
+    steps_per_epoch: Callable[[C], int]
+    train: Callable[..., Any]
+    step_lines: Callable[[Any], list[str]]
+    markdown: Callable[[], str]
+    bytes_of_step: Callable[..., int]
+    view: Callable[[], ModuleType]  # its view module, a StrategyView
+    check_rows: Callable[[Any], list]
+    comparer: Callable[..., Any]
+    compare_causes: Callable[..., list[str]]
+    engine: Callable[[Any], str]
+    engine_word: Callable[[Any], str]
+    questions: Callable[..., list]
+    # its words, by role, as keys of its catalog: "title" (the page's heading over its run), "explain" (its
+    # explanation's title), "lab" (its name in the lab's table), "who" (its name in a message)
+    words: Mapping[str, str]
+    locale: str  # the path of its catalog, a locale.json beside its package (fitcore.i18n merges it)
+    projections: Callable[[], tuple] = tuple
+    presets: Callable[[Any], tuple] = lambda tutorial: ()
+    detail_lines: Mapping[str, Callable[[dict], list[str]]] = field(default_factory=dict)
+    # the declared shape of each of its own Detail values (fitcore.schema), through which a recording's are
+    # read: a detail key that no strategy and not the engine declares is refused, never passed to a view
+    detail_schemas: Mapping[str, Callable[[Any, str], Any]] = field(default_factory=dict)
+    preload: tuple[str, ...] = ()  # the modules its ranks run, imported once by fitcore.warmstart's server
+    phases: Callable[[], tuple[str, ...]] = tuple
+    picture: Callable[..., dict] = lambda cfg, step, devices, extra: {}
+    # its ranks' sends inside a step, for the trace's flow arrows (fitcore.trace.Flow): none by default
+    flows: Callable[..., Sequence[tuple[str, float, str, float]]] = lambda cfg, step: ()
+    options: tuple[str, ...] = ()  # FitConfig fields only this strategy reads (their defaults elsewhere)
+    # the values a text option may take (a pipeline's schedule), drawn as a choice on the page; a bool
+    # option is a switch, a number one a number box
+    choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    calibrate: Callable[..., dict] | None = None  # (cfg, k) -> whatif's calibration point, a real run's bytes
+    torchrun: Callable[..., Any] | None = None  # its trainer for one rank of a torchrun launch, if it has one
+    rules: Callable[..., None] = lambda cfg, plan: None  # its own config rules: raise ConfigError
+    # (cfg) -> why the lab has no column of it for this config (a pipeline's microbatches that do not cut
+    # the batch equally: a real run refuses the config), or "" where it has one
+    lab_skip: Callable[..., str] = lambda cfg: ""
+    # (cfg) -> the config its checks run (fitcore check's, across hosts'): a pipeline's deep model wants Adam
+    # where the one-layer checks take SGD; and (cfg) -> the parameters one device learns of its own model,
+    # where that is not the one-layer model (None: one process of the default strategy)
+    check_config: Callable[..., Any] = lambda cfg: cfg
+    one_device: Callable[..., tuple[float, ...]] | None = None
+    split: Split = ROWS  # which rows and columns of the batch each device takes (fitcore.split)
+    dim: str = DP  # the mesh dimension it runs (fitcore.mesh): its ranks' name in a mesh (TP's: mesh.TP)
+    composes: tuple[str, ...] = ()  # the other dimensions a mesh of it may have
+
+    @property
+    def view_module(self) -> ModuleType:
+        return self.view()
+
+    @property
+    def planned_step(self) -> Callable[..., Any]:
+        """planned_step(cfg, gpus) -> (its first Step before a run, the device labels)."""
+        return self.view().planned_step
+
+
+WORDS = ("title", "explain", "lab", "who")  # the roles of a strategy's words that the rest of fitcore shows
+
+
+# The registry, filled by register() (fitcore/__init__.py registers the built-in packages first of all): the
+# table keeps its identity, the tuples below are made again at each registration
+STRATEGIES: dict[str, Strategy[Any]] = {}
+NAMES: tuple[str, ...] = ()
+DEFAULT = ""  # the first registered: one process, the page's and the config's default
+OPTIONS: tuple[str, ...] = ()  # every strategy's own config fields
+
+
+def register(entry: Strategy[C]) -> Strategy[C]:
+    """Add a strategy (the built-in packages' and an installed package's `STRATEGY`); a name already taken
+    is refused, so that no package silently replaces another."""
+    global NAMES, DEFAULT, OPTIONS
+    if entry.name in STRATEGIES and STRATEGIES[entry.name] is not entry:
+        raise ValueError(f"a strategy called {entry.name!r} is registered already")
+    missing = [role for role in WORDS if role not in entry.words]
+    if missing:
+        raise ValueError(f"strategy {entry.name!r} gives no words for {', '.join(missing)}")
+    STRATEGIES[entry.name] = entry
+    NAMES = tuple(STRATEGIES)
+    DEFAULT = NAMES[0]
+    OPTIONS = tuple(f for s in STRATEGIES.values() for f in s.options)
+    return entry
+
+
+def unregister(name: str) -> None:
+    """Take a strategy out again (a test's own, once the test is done); the first one stays."""
+    global NAMES, OPTIONS
+    if name == DEFAULT:
+        raise ValueError("the default strategy stays registered")
+    STRATEGIES.pop(name, None)
+    NAMES = tuple(STRATEGIES)
+    OPTIONS = tuple(f for s in STRATEGIES.values() for f in s.options)
+
+
+def owners(option: str) -> str:
+    """The strategies that read the config field `option`, by label ("FSDP")."""
+    return ", ".join(s.label for s in STRATEGIES.values() if option in s.options)
+
+
+def strategy(name: Any) -> Strategy[Any]:
+    """The strategy called `name`, or the default one for a name that is not one (the config check refuses
+    it with its own message)."""
+    return STRATEGIES.get(name, STRATEGIES[DEFAULT])
+
+
+def of(source: Any) -> Strategy[Any]:
+    """The strategy of a FitConfig, or of anything with a `.config` (a Snapshot, a RunStarted)."""
+    cfg = getattr(source, "config", source)
+    return strategy(cfg.strategy)
+
+
+def flows(cfg: Any, step: Any) -> Sequence[tuple[str, float, str, float]]:
+    """The sends between a run's ranks in one step (its strategy's `flows`), for fitcore.trace's arrows."""
+    return of(cfg).flows(cfg, step)
