@@ -147,6 +147,51 @@ class Strategy(Generic[C]):
         return self.view().planned_step
 
 
+class Hook:
+    """A hook a package's record names by where it lives, "module:function", as an entry point names its
+    object: imported at its first call, then called directly.
+
+    A package's `STRATEGY` is made while fitcore/__init__.py registers the packages, before any module
+    that reads the registry is imported. Were the record to import its modules then, they would import the
+    floor and the views, and a view that reads the registry as it is imported (the page's presets, every
+    strategy's) would read a half-filled one; the ranks' modules also import torch.distributed.tensor,
+    most of a second that only a run needs. tests/test_contract.py resolves every hook of every package.
+    """
+
+    __slots__ = ("path", "_target", "_value")
+
+    def __init__(self, path: str, value: bool = False) -> None:
+        self.path = path  # "fitcore.strategies.ddp.check:check_rows", or a module alone
+        self._value = value  # a call gives the object itself (a table, a module), not its call
+        self._target: Any = None
+
+    def resolve(self) -> Any:
+        if self._target is None:
+            from importlib import import_module
+
+            module, _, name = self.path.partition(":")
+            found = import_module(module)
+            self._target = getattr(found, name) if name else found
+        return self._target
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.resolve() if self._value else self.resolve()(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path!r})"
+
+
+def hook(path: str) -> Callable[..., Any]:
+    """The function at "module:function", imported at its first call (see `Hook`)."""
+    return Hook(path)
+
+
+def value(path: str) -> Callable[[], Any]:
+    """A callable that gives the object at "module:name", or the module itself, imported at its first call:
+    a strategy's phases, its what-if rows, its view module."""
+    return Hook(path, value=True)
+
+
 WORDS = ("title", "explain", "lab", "who")  # the roles of a strategy's words that the rest of fitcore shows
 
 

@@ -8,7 +8,10 @@ package, its drawer and one registration.
 
 from __future__ import annotations
 
+import ast
+import importlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -68,6 +71,37 @@ def test_every_registered_strategy_keeps_the_contract(solo, name):
     assert isinstance(entry.bytes_of_step(cfg.batch_size, len(labels), cfg.n_features, 4, cfg), int)
     plan = parse_devices(cfg.devices)
     assert entry.markdown() and entry.engine(plan) and entry.engine_word(plan)
+
+
+@pytest.mark.parametrize("name", registry.NAMES)
+def test_every_hook_a_record_names_resolves_to_what_it_says(name):
+    """A package's record names its modules' functions by where they live (registry.hook, registry.value):
+    each resolves, the function to a callable, the value to its object, and a record holds no other kind of
+    deferred hook (no forwarder of its own in its `__init__.py`)."""
+    entry = registry.strategy(name)
+    hooks = [v for v in vars(entry).values() if isinstance(v, registry.Hook)]
+    hooks += [v for v in entry.detail_lines.values() if isinstance(v, registry.Hook)]
+    assert len(hooks) >= 6
+    for found in hooks:
+        module, _, attr = found.path.partition(":")
+        assert module.startswith((f"fitcore.strategies.{name}", "fitcore.view.quiz")), found.path
+        target = found.resolve()
+        assert callable(target) or not attr or isinstance(target, tuple), found.path
+    package = importlib.import_module(f"fitcore.strategies.{name}")
+    tree = ast.parse(Path(package.__file__).read_text(encoding="utf-8"))
+    imports = (ast.Import, ast.ImportFrom)
+    functions = [f for f in tree.body if isinstance(f, ast.FunctionDef)]
+    forwarders = [f.name for f in functions if any(isinstance(n, imports) for n in ast.walk(f))]
+    assert forwarders == []  # no function that imports a module to call it: the record names it instead
+
+
+def test_a_hook_imports_its_module_at_its_first_call_only():
+    late = registry.hook("fitcore.strategies.tp.view:markdown")
+    assert late._target is None and "Hook('fitcore.strategies.tp.view:markdown')" == repr(late)
+    assert late() == registry.strategy("tp").markdown() and late._target is not None
+    assert registry.value("fitcore.strategies.tp.layout:TP_PHASES")() == registry.strategy("tp").phases()
+    with pytest.raises(ModuleNotFoundError):
+        registry.hook("fitcore.strategies.nowhere:f")()
 
 
 def test_a_name_already_taken_or_a_word_missing_is_refused(solo):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+from fitcore.chunks import chunk_sizes
 from fitcore.phases import (
     BACKWARD,
     BACKWARD_END,
@@ -49,6 +50,12 @@ def dataparallel_bytes(sizes: Sequence[int], d: int, itemsize: int) -> int:
         for i, rows in enumerate(sizes)
     )
     return per_device + backward_bytes(sizes, itemsize)
+
+
+def bytes_of_step(rows: int, k: int, d: int, itemsize: int, cfg: object = None) -> int:
+    """One step's bytes on k devices (its record's `bytes_of_step`): the batch's rows chunked by
+    torch.chunk's rule."""
+    return dataparallel_bytes(chunk_sizes(rows, k), d, itemsize)
 
 
 # Slots of one busy device i in a DataParallel step:

@@ -19,7 +19,7 @@ mean loss over the global batch: DDP matches single-process training on the conc
 The package, by responsibility:
   rank.py      one rank's loop (DistributedDataParallel, its all-reduce timed by a comm hook) and its Engine;
   phases.py    the phases of its step (the all-reduce inside backward), their time slots and their bytes;
-  train.py     `train_ddp`: the engine's launcher with DDP's Engine;
+  train.py     `train_ddp` (the engine's launcher with DDP's Engine) and `torchrun_ddp` (one torchrun rank);
   view.py      what each rank holds (the whole model), its parallelism line and console frame;
   check.py     its rows of `fitcore check`; compare.py DDP simulated in one process for `fitcore compare`;
   whatif.py    its row of `fitcore whatif`; locale.json its words (explanation, headers, presets, ...);
@@ -33,11 +33,16 @@ which DDP and FSDP share; the console lines of ranks, shards and finals are fitc
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fitcore.console import rank_step_lines
+from fitcore.i18n import t
+from fitcore.memory import memory_part
 from fitcore.mesh import DP, TP
-from fitcore.registry import Strategy
+from fitcore.registry import Strategy, hook, value
+from fitcore.shards import Layout, padded_part
 from fitcore.strategies.ddp.name import NAME
 
 if TYPE_CHECKING:  # the config its hooks read, bound to the registry's C
@@ -45,94 +50,11 @@ if TYPE_CHECKING:  # the config its hooks read, bound to the registry's C
 
 
 def _steps_per_epoch(cfg) -> int:
-    from fitcore.shards import Layout
-
     # at least one rank: the config check asks before it has refused a bad worker count
     return Layout(cfg.data_size, max(1, cfg.workers), cfg.batch_size).steps_per_epoch
 
 
-def _train(cfg, on_event=lambda event: None, control=None, clock=None, plan=None):
-    from fitcore.strategies.ddp.train import train_ddp
-
-    return train_ddp(cfg, on_event, control, plan=plan, **({} if clock is None else {"clock": clock}))
-
-
-def _torchrun(cfg, on_event=lambda event: None, control=None, plan=None):
-    from fitcore.engine.torchrun import train_torchrun
-    from fitcore.strategies.ddp.rank import ENGINE
-
-    return train_torchrun(cfg, on_event, control, plan=plan, engine=ENGINE)
-
-
-def _step_lines(step) -> list[str]:
-    from fitcore.console import rank_step_lines
-
-    return rank_step_lines(step)
-
-
-def _markdown(cfg=None) -> str:
-    from fitcore.i18n import t
-
-    return t("explain.ddp")
-
-
-def _bytes_of_step(rows: int, k: int, d: int, itemsize: int, cfg=None) -> int:
-    from fitcore.strategies.ddp.phases import ddp_bytes
-
-    return ddp_bytes(k, d, itemsize)  # the same whatever the rows: every rank all-reduces d + 1 numbers
-
-
-def _view():
-    from fitcore.strategies.ddp import view
-
-    return view
-
-
-def _check_rows(machine) -> list:
-    from fitcore.strategies.ddp.check import check_rows
-
-    return check_rows(machine)
-
-
-def _comparer(cfg, data, device, plan, toggles):
-    from fitcore.strategies.ddp.compare import Comparer
-
-    return Comparer(cfg, data, device, plan, toggles)
-
-
-def _compare_causes(cfg, plan, toggles, trained) -> list[str]:
-    from fitcore.strategies.ddp.compare import causes
-
-    return causes(cfg, plan, toggles, trained)
-
-
-def _engine(plan) -> str:
-    from fitcore.i18n import t
-
-    return t("cli.compare.engine.ddp", k=len(plan.labels))
-
-
-def _engine_word(plan) -> str:
-    from fitcore.i18n import t
-
-    return t("cli.compare.word.simulated")
-
-
-def _projections() -> tuple:
-    from fitcore.strategies.ddp.whatif import PROJECTIONS
-
-    return PROJECTIONS
-
-
-def _questions(step, cfg, labels, extra=None) -> list:
-    from fitcore.view.quiz import shard_questions
-
-    return shard_questions(step, cfg, labels, extra)
-
-
 def _presets(tutorial) -> tuple:
-    from dataclasses import replace
-
     return (
         ("DistributedDataParallel", replace(tutorial, strategy=NAME, workers=2, devices="cpu"), NAME),
         (
@@ -149,16 +71,7 @@ def _presets(tutorial) -> tuple:
     )
 
 
-def _phases() -> tuple[str, ...]:
-    from fitcore.strategies.ddp.phases import DDP_PHASES
-
-    return DDP_PHASES
-
-
 def _picture(cfg, step, devices: list[dict], extra: dict) -> dict:
-    from fitcore.memory import memory_part
-    from fitcore.shards import padded_part
-
     part = padded_part(cfg, step, devices)
     return {**part, "memory_measured": memory_part(devices, extra.get("memory"))}
 
@@ -171,24 +84,24 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     processes=True,
     drawer=NAME,
     steps_per_epoch=_steps_per_epoch,
-    train=_train,
-    step_lines=_step_lines,
-    markdown=_markdown,
-    bytes_of_step=_bytes_of_step,
-    view=_view,
-    check_rows=_check_rows,
-    comparer=_comparer,
-    compare_causes=_compare_causes,
-    engine=_engine,
-    engine_word=_engine_word,
-    projections=_projections,
-    questions=_questions,
+    train=hook(f"{__name__}.train:train_ddp"),
+    step_lines=rank_step_lines,
+    markdown=lambda cfg=None: t("explain.ddp"),
+    bytes_of_step=hook(f"{__name__}.phases:bytes_of_step"),
+    view=value(f"{__name__}.view"),
+    check_rows=hook(f"{__name__}.check:check_rows"),
+    comparer=hook(f"{__name__}.compare:Comparer"),
+    compare_causes=hook(f"{__name__}.compare:causes"),
+    engine=lambda plan: t("cli.compare.engine.ddp", k=len(plan.labels)),
+    engine_word=lambda plan: t("cli.compare.word.simulated"),
+    projections=value(f"{__name__}.whatif:PROJECTIONS"),
+    questions=hook("fitcore.view.quiz:shard_questions"),
     words={"title": f"page.title.{NAME}", "explain": f"page.explain.{NAME}", "lab": f"lab.strategy.{NAME}",
            "who": f"cli.compare.who.{NAME}"},  # fmt: skip
     locale=str(Path(__file__).with_name("locale.json")),
     presets=_presets,
     preload=(f"{__name__}.train", f"{__name__}.rank"),
-    phases=_phases,
+    phases=value(f"{__name__}.phases:DDP_PHASES"),
     picture=_picture,
-    torchrun=_torchrun,
+    torchrun=hook(f"{__name__}.train:torchrun_ddp"),
 )

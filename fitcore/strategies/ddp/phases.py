@@ -52,6 +52,12 @@ def ddp_bytes(k: int, d: int, itemsize: int) -> int:
     return k * (load_bytes() + allreduce_bytes(k, d, itemsize))
 
 
+def bytes_of_step(rows: int, k: int, d: int, itemsize: int, cfg: object = None) -> int:
+    """One step's bytes on k ranks (its record's `bytes_of_step`): the same whatever the rows, as every rank
+    all-reduces d + 1 numbers."""
+    return ddp_bytes(k, d, itemsize)
+
+
 def ddp_specs(label: str, k: int, d: int, itemsize: int, tp_sent: int | None = None) -> tuple[PhaseSpec, ...]:
     """One DDP rank's step specs, over the DDP slots (START ... OPTIMIZER_END, LOADED ... ALLREDUCE_END).
 

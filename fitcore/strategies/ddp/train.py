@@ -8,6 +8,7 @@ from typing import Callable
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
 from fitcore.engine.launcher import launch
+from fitcore.engine.torchrun import train_torchrun
 from fitcore.events import Event, RunEnded
 from fitcore.strategies.ddp.rank import ENGINE
 from fitcore.train import Control
@@ -27,3 +28,14 @@ def train_ddp(
     every rank's), Detail('memory'), Detail('final') and RunEnded, which is also returned.
     """
     return launch(cfg, on_event, control, clock, plan, ENGINE)
+
+
+def torchrun_ddp(
+    cfg: FitConfig,
+    on_event: Callable[[Event], None] = lambda event: None,
+    control: Control | None = None,
+    plan: DevicePlan | None = None,
+) -> RunEnded:
+    """One rank of a torchrun launch of DDP (its record's `torchrun`): the engine's torchrun side, DDP's
+    Engine."""
+    return train_torchrun(cfg, on_event, control, plan=plan, engine=ENGINE)

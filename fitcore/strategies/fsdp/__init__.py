@@ -16,7 +16,7 @@ FSDP matches DDP and one process on the same rows. `cfg.reshard_after_forward` i
 True (ZeRO-3) frees the gathered parameters after forward, False (ZeRO-2) keeps them until backward ends.
 
 The package, by responsibility:
-  train.py    `train_fsdp` and the launcher's Engine: what the ranks run and what the parent emits;
+  train.py    `train_fsdp`, `torchrun_fsdp` and the Engine: what the ranks run and what the parent emits;
   layout.py   who holds which rows, the bytes of each collective, one rank's phases;
   rank.py     one rank's loop, its timed collectives, what a rank reports;
   view.py     the page's shard and memory tables, its planned step, parallelism line and console frame;
@@ -29,11 +29,15 @@ The package, by responsibility:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fitcore.console import rank_step_lines
+from fitcore.i18n import t
 from fitcore.mesh import TP
-from fitcore.registry import Strategy
+from fitcore.registry import Strategy, hook, value
+from fitcore.shards import Layout
 from fitcore.strategies.fsdp.name import NAME
 from fitcore.strategies.fsdp.shapes import DETAIL
 
@@ -43,128 +47,17 @@ if TYPE_CHECKING:  # the config its hooks read, bound to the registry's C
 OPTION = "reshard_after_forward"  # the config field only this strategy reads
 
 def _steps_per_epoch(cfg) -> int:
-    from fitcore.shards import Layout
-
     # DDP's rows: DistributedSampler's shards, ceil(B / K) rows of each a step (at least one rank: the config
     # check asks before it has refused a bad worker count)
     return Layout(cfg.data_size, max(1, cfg.workers), cfg.batch_size).steps_per_epoch
 
 
-def _train(cfg, on_event=lambda event: None, control=None, clock=None, plan=None):
-    from fitcore.strategies.fsdp.train import train_fsdp
-
-    kwargs = {} if clock is None else {"clock": clock}
-    return train_fsdp(cfg, on_event, control, plan=plan, reshard_after_forward=cfg.reshard_after_forward,
-                      **kwargs)  # fmt: skip
-
-
-def _torchrun(cfg, on_event=lambda event: None, control=None, plan=None):
-    from fitcore.engine.torchrun import train_torchrun
-    from fitcore.strategies.fsdp.train import engine
-
-    return train_torchrun(cfg, on_event, control, plan=plan, engine=engine(cfg.reshard_after_forward))
-
-
-def _step_lines(step) -> list[str]:
-    from fitcore.console import rank_step_lines
-
-    return rank_step_lines(step, "cli.fsdp.console.all_ranks")
-
-
-def _group_lines(value: dict) -> list[str]:
-    from fitcore.strategies.fsdp.view import layout_lines
-
-    return layout_lines(value)
-
-
-def _markdown(cfg=None) -> str:
-    from fitcore.i18n import t
-    from fitcore.strategies.fsdp.view import layout_example
-
-    return t("explain.fsdp", example=layout_example(cfg))
-
-
-def _bytes_of_step(rows: int, k: int, d: int, itemsize: int, cfg=None) -> int:
-    from fitcore.strategies.fsdp.layout import fsdp_step_bytes
-
-    reshard = True if cfg is None else cfg.reshard_after_forward
-    return fsdp_step_bytes(k, d, itemsize, reshard)
-
-
-def _view():
-    from fitcore.strategies.fsdp import view
-
-    return view
-
-
-def _check_rows(machine) -> list:
-    from fitcore.strategies.fsdp.check import check_rows
-
-    return check_rows(machine)
-
-
-def _comparer(cfg, data, device, plan, toggles):
-    from fitcore.strategies.fsdp.compare import Comparer
-
-    return Comparer(cfg, data, device, plan, toggles)
-
-
-def _compare_causes(cfg, plan, toggles, trained) -> list[str]:
-    from fitcore.strategies.fsdp.compare import causes
-
-    return causes(cfg, plan, toggles, trained)
-
-
-def _engine(plan) -> str:
-    from fitcore.i18n import t
-
-    return t("cli.compare.engine.fsdp", k=len(plan.labels))
-
-
-def _engine_word(plan) -> str:
-    from fitcore.i18n import t
-
-    return t("cli.compare.word.simulated")
-
-
-def _projections() -> tuple:
-    from fitcore.strategies.fsdp.whatif import PROJECTIONS
-
-    return PROJECTIONS
-
-
-def _questions(step, cfg, labels, extra=None) -> list:
-    from fitcore.view.quiz import shard_questions
-
-    return shard_questions(step, cfg, labels, extra)
-
-
 def _presets(tutorial) -> tuple:
-    from dataclasses import replace
-
     three = replace(tutorial, weights=(5.2, 9.6, -1.0), strategy=NAME, workers=2, devices="cpu")
     return (
         ("FSDP (ZeRO-3)", three, NAME),
         ("FSDP, ZeRO-2", replace(three, reshard_after_forward=False), "fsdp_zero2"),
     )
-
-
-def _phases() -> tuple[str, ...]:
-    from fitcore.strategies.fsdp.layout import FSDP_PHASES
-
-    return FSDP_PHASES
-
-
-def _calibrate(cfg, k: int) -> dict:
-    from fitcore.strategies.fsdp.whatif import calibrate
-
-    return calibrate(cfg, k)
-
-
-def _picture(cfg, step, devices: list[dict], extra: dict) -> dict:
-    from fitcore.strategies.fsdp.view import picture_part
-
-    return picture_part(cfg, step, devices, extra)
 
 
 STRATEGY: Strategy[FitConfig] = Strategy(
@@ -175,28 +68,29 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     processes=True,
     drawer=NAME,
     steps_per_epoch=_steps_per_epoch,
-    train=_train,
-    step_lines=_step_lines,
-    markdown=_markdown,
-    bytes_of_step=_bytes_of_step,
-    view=_view,
-    check_rows=_check_rows,
-    comparer=_comparer,
-    compare_causes=_compare_causes,
-    engine=_engine,
-    engine_word=_engine_word,
-    projections=_projections,
-    questions=_questions,
+    train=hook(f"{__name__}.train:train_fsdp"),
+    step_lines=lambda step: rank_step_lines(step, "cli.fsdp.console.all_ranks"),
+    markdown=hook(f"{__name__}.view:markdown"),
+    bytes_of_step=hook(f"{__name__}.layout:bytes_of_step"),
+    view=value(f"{__name__}.view"),
+    check_rows=hook(f"{__name__}.check:check_rows"),
+    comparer=hook(f"{__name__}.compare:Comparer"),
+    compare_causes=hook(f"{__name__}.compare:causes"),
+    engine=lambda plan: t("cli.compare.engine.fsdp", k=len(plan.labels)),
+    engine_word=lambda plan: t("cli.compare.word.simulated"),
+    projections=value(f"{__name__}.whatif:PROJECTIONS"),
+    questions=hook("fitcore.view.quiz:shard_questions"),
     words={"title": f"page.title.{NAME}", "explain": f"page.explain.{NAME}", "lab": f"lab.strategy.{NAME}",
            "who": f"cli.compare.who.{NAME}"},  # fmt: skip
     locale=str(Path(__file__).with_name("locale.json")),
     presets=_presets,
-    detail_lines={NAME: _group_lines},  # Detail(NAME): who holds which rows, and each rank's memory
+    # Detail(NAME): who holds which rows, and each rank's memory
+    detail_lines={NAME: hook(f"{__name__}.view:layout_lines")},
     detail_schemas={NAME: DETAIL},
     preload=(f"{__name__}.train", f"{__name__}.rank"),
     options=(OPTION,),
-    picture=_picture,
-    phases=_phases,
-    calibrate=_calibrate,
-    torchrun=_torchrun,
+    picture=hook(f"{__name__}.view:picture_part"),
+    phases=value(f"{__name__}.layout:FSDP_PHASES"),
+    calibrate=hook(f"{__name__}.whatif:calibrate"),
+    torchrun=hook(f"{__name__}.train:torchrun_fsdp"),
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from fitcore.config import FitConfig
 from fitcore.memory import optimizer_state
 from fitcore.mesh import DP, TP
 from fitcore.phases import (
@@ -113,6 +114,12 @@ def fsdp_step_bytes(k: int, d: int, itemsize: int, reshard_after_forward: bool =
     shard = shard_numel(d, k) * itemsize
     gathers = 2 if reshard_after_forward else 1
     return k * (gathers * all_gather_bytes(k, shard) + reduce_scatter_bytes(k, shard))
+
+
+def bytes_of_step(rows: int, k: int, d: int, itemsize: int, cfg: FitConfig | None = None) -> int:
+    """One step's bytes on k ranks (its record's `bytes_of_step`), as the config reshards (ZeRO-3 without
+    one); the same whatever the rows."""
+    return fsdp_step_bytes(k, d, itemsize, True if cfg is None else cfg.reshard_after_forward)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
 from fitcore.engine.contract import Engine, joined_parts, memory_details, memory_on_step_one
 from fitcore.engine.launcher import launch
+from fitcore.engine.torchrun import train_torchrun
 from fitcore.events import Detail, Event, RunEnded
 from fitcore.strategies.fsdp.layout import FSDP_SLOTS, ranks_fsdp_specs, shards_value
 from fitcore.strategies.fsdp.name import NAME
@@ -75,7 +76,7 @@ def train_fsdp(
     control: Control | None = None,
     clock: Callable[[], float] = time.perf_counter,
     plan: DevicePlan | None = None,
-    reshard_after_forward: bool = True,
+    reshard_after_forward: bool | None = None,
 ) -> RunEnded:
     """Fit y = X @ W + b with fully_shard on cfg.workers spawned ranks; emit the engine's events.
 
@@ -83,6 +84,18 @@ def train_fsdp(
     Detail('fsdp') and Detail('memory') after step 1 and again before Detail('final'): each rank's rows of W
     and b, its measured collective buffers and `per_rank_memory`. reshard_after_forward: True frees the
     gathered parameters after forward (ZeRO-3, two all-gathers a step), False keeps them until backward ends
-    (ZeRO-2, one).
+    (ZeRO-2, one); None: the config's own.
     """
-    return launch(cfg, on_event, control, clock, plan, engine(reshard_after_forward))
+    reshard = cfg.reshard_after_forward if reshard_after_forward is None else reshard_after_forward
+    return launch(cfg, on_event, control, clock, plan, engine(reshard))
+
+
+def torchrun_fsdp(
+    cfg: FitConfig,
+    on_event: Callable[[Event], None] = lambda event: None,
+    control: Control | None = None,
+    plan: DevicePlan | None = None,
+) -> RunEnded:
+    """One rank of a torchrun launch of FSDP (its record's `torchrun`): the engine's torchrun side, the
+    Engine as the config reshards."""
+    return train_torchrun(cfg, on_event, control, plan=plan, engine=engine(cfg.reshard_after_forward))

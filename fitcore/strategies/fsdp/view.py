@@ -139,6 +139,11 @@ def console_frame(snap: Snapshot) -> tuple[list[str], list[str]]:
     return rank_view.console_frame(snap, NAME, layout_lines)
 
 
+def markdown(cfg: FitConfig | None = None) -> str:
+    """Its explanation for the page (its record's `markdown`), its example on the run's sizes."""
+    return t("explain.fsdp", example=layout_example(cfg))
+
+
 def layout_example(cfg: FitConfig | None) -> str:
     """The explanation's example, on cfg's weights and ranks (3 weights on 2 ranks without one): "with 3
     weights on 3 ranks, rank 0 holds w1 and b, rank 1 holds w2, rank 2 holds w3"."""

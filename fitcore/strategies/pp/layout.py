@@ -18,6 +18,9 @@ import functools
 import math
 from typing import Any, NamedTuple, Sequence
 
+from fitcore.config import FitConfig, integer_range
+from fitcore.errors import ConfigError, Listed, Text
+from fitcore.i18n import t
 from fitcore.phases import LOSS_END, OPTIMIZER_END, PhaseSpec
 
 # The schedules: torch.distributed.pipelining's classes by the name the flag takes, the stages each rank
@@ -353,3 +356,55 @@ def block_seconds(cfg: Any, kind: str, stage: int) -> float:
     that on the slow stage."""
     slow = SLOW_FACTOR if stage == cfg.slow_stage else 1
     return cfg.block_ms * WORK[kind] * slow / 1000
+
+
+def bytes_of_step(rows: int, k: int, d: int, itemsize: int, cfg: FitConfig | None = None) -> int:
+    """One step's bytes on k ranks (its record's `bytes_of_step`): activations down, gradients up, which
+    grow with the rows (1F1B and the model's own width without a config)."""
+    schedule = cfg.schedule if cfg is not None else ONE_F_ONE_B
+    return step_bytes(rows, (cfg.width if cfg is not None else 0) or d, k, schedule, itemsize)
+
+
+def rules(cfg: FitConfig, plan: object) -> None:
+    """Its own config rules (its record's `rules`): a schedule torch has, at least a layer a stage, equal
+    microbatches every step, and the microbatches the schedule needs (1F1B: at least p); each refused with
+    one line that names the field."""
+    if cfg.schedule not in SCHEDULES:
+        raise ConfigError("schedule", cfg.schedule, Listed(SCHEDULES))
+    p = cfg.workers
+    stages = n_stages(cfg.schedule, p)
+    if not (isinstance(cfg.layers, int) and stages <= cfg.layers <= MAX_LAYERS):
+        most = MAX_LAYERS
+        raise ConfigError("layers", cfg.layers, Text("config.pp_layers", stages=stages, most=most,
+                                                      schedule=cfg.schedule))  # fmt: skip
+    if not (isinstance(cfg.microbatches, int) and 1 <= cfg.microbatches <= MAX_MICROBATCHES):
+        raise ConfigError("microbatches", cfg.microbatches, integer_range(1, MAX_MICROBATCHES))
+    if not (isinstance(cfg.width, int) and 0 <= cfg.width <= MAX_WIDTH):
+        raise ConfigError("width", cfg.width, Text("config.pp_width", most=MAX_WIDTH))
+    if not (math.isfinite(cfg.block_ms) and 0 <= cfg.block_ms <= MAX_BLOCK_MS):
+        raise ConfigError("block_ms", cfg.block_ms, Text("config.pp_block_ms", most=MAX_BLOCK_MS))
+    if not (isinstance(cfg.slow_stage, int) and -1 <= cfg.slow_stage < stages):
+        raise ConfigError("slow_stage", cfg.slow_stage, Text("config.pp_slow_stage", last=stages - 1))
+    if cfg.slow_stage >= 0 and not cfg.block_ms:  # slower than nothing is nothing: say what makes it slow
+        slow = Text("config.pp_slow_needs_block", factor=SLOW_FACTOR)
+        raise ConfigError("slow_stage", cfg.slow_stage, slow)
+    b = min(cfg.batch_size, cfg.data_size)
+    field = uneven(cfg.data_size, cfg.batch_size, cfg.microbatches)
+    if field == "batch_size":
+        raise ConfigError("batch_size", cfg.batch_size, Text("config.pp_batches", rows=cfg.data_size))
+    if field == "microbatches":
+        fits = Listed(tuple(m for m in range(1, MAX_MICROBATCHES + 1) if b % m == 0))
+        raise ConfigError("microbatches", cfg.microbatches, Text("config.pp_equal", batch=b, allowed=fits))
+    problem = schedule_problem(cfg.schedule, p, cfg.microbatches)
+    if problem:
+        raise ConfigError("microbatches", cfg.microbatches, Text("config.pp_schedule", schedule=cfg.schedule,
+                                                                  why=problem))  # fmt: skip
+
+
+def lab_skip(cfg: FitConfig) -> str:
+    """Why the lab has no pp column for cfg (its record's `lab_skip`): the microbatches would not cut its
+    batches equally (a pipeline refuses the config: its receive buffers keep the first microbatch's shape)."""
+    if uneven(cfg.data_size, cfg.batch_size, cfg.microbatches):
+        b = min(cfg.batch_size, cfg.data_size)
+        return t("cli.compare.skip.pp", batch=b, rows=cfg.data_size, m=cfg.microbatches)
+    return ""

@@ -18,6 +18,7 @@ from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
 from fitcore.engine.contract import Engine, Final, StepReport, first_memory_details, memory_details
 from fitcore.engine.launcher import launch
+from fitcore.engine.torchrun import train_torchrun
 from fitcore.events import Detail, Event, RunEnded
 from fitcore.mesh import PP
 from fitcore.phases import PhaseSpec
@@ -119,3 +120,14 @@ def train_pp(
     the step's W (the layers' product) joined from the ranks' stages, Detail('pp') after step 1 and at the
     end."""
     return launch(cfg, on_event, control, clock, plan, engine(cfg))
+
+
+def torchrun_pp(
+    cfg: FitConfig,
+    on_event: Callable[[Event], None] = lambda event: None,
+    control: Control | None = None,
+    plan: DevicePlan | None = None,
+) -> RunEnded:
+    """One rank of a torchrun launch of the pipeline (its record's `torchrun`): the engine's torchrun side,
+    this run's Engine."""
+    return train_torchrun(cfg, on_event, control, plan=plan, engine=engine(cfg))

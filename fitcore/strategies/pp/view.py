@@ -226,6 +226,11 @@ def console_frame(snap: Snapshot) -> tuple[list[str], list[str]]:
     return rank_view.console_frame(snap, NAME, holds_lines)
 
 
+def markdown(cfg: FitConfig | None = None) -> str:
+    """Its explanation for the page (its record's `markdown`), its example on the run's sizes."""
+    return t("explain.pp", example=example(cfg))
+
+
 def example(cfg: FitConfig | None) -> str:
     """The explanation's example on cfg's sizes: "4 layers in 2 stages on 2 ranks, 4 microbatches of 50"."""
     cfg = cfg if cfg is not None else FitConfig(strategy=NAME)

@@ -14,7 +14,7 @@ batch, where DDP's is d + 1, growing with the model. K is at most the features (
 The package, by responsibility:
   layout.py   who holds which columns, the bytes of the all-reduce, one rank's phases, the planned memory;
   rank.py     one rank's loop on RowwiseParallel, its all-reduce timed by hooks around it, its reports;
-  train.py    `train_tp` and its Engine: what the ranks run and what the parent emits;
+  train.py    `train_tp`, `torchrun_tp` and its Engine: what the ranks run and what the parent emits;
   view.py     the page's columns and memory tables, its picture part, its planned step, its console lines;
   quiz.py     its questions for the classroom: a rank's columns, and the all-reduce's bytes a rank;
   check.py    its rows of `fitcore check`; compare.py its column of `fitcore compare`; whatif.py its row of
@@ -24,12 +24,16 @@ The package, by responsibility:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fitcore.console import rank_step_lines
+from fitcore.i18n import t
 from fitcore.mesh import TP
-from fitcore.registry import Strategy
+from fitcore.registry import Strategy, hook, value
 from fitcore.split import COLUMNS
+from fitcore.strategies.tp import layout
 from fitcore.strategies.tp.name import NAME
 from fitcore.strategies.tp.shapes import DETAIL
 
@@ -37,128 +41,9 @@ if TYPE_CHECKING:  # the config its hooks read, bound to the registry's C
     from fitcore.config import FitConfig
 
 
-def _steps_per_epoch(cfg) -> int:
-    from fitcore.strategies.tp.layout import steps_per_epoch
-
-    return steps_per_epoch(cfg.data_size, cfg.batch_size)
-
-
-def _train(cfg, on_event=lambda event: None, control=None, clock=None, plan=None):
-    from fitcore.strategies.tp.train import train_tp
-
-    return train_tp(cfg, on_event, control, plan=plan, **({} if clock is None else {"clock": clock}))
-
-
-def _torchrun(cfg, on_event=lambda event: None, control=None, plan=None):
-    from fitcore.engine.torchrun import train_torchrun
-    from fitcore.strategies.tp.train import ENGINE
-
-    return train_torchrun(cfg, on_event, control, plan=plan, engine=ENGINE)
-
-
-def _rules(cfg, plan) -> None:
-    """A rank count that torch.chunk gives columns each (4 features on 3 ranks: 2, 2 and none, refused)."""
-    from fitcore.chunks import ranks_allowed
-    from fitcore.config import MAX_WORKERS
-    from fitcore.errors import ConfigError, Listed, Text
-
-    allowed = ranks_allowed(cfg.n_features, MAX_WORKERS)
-    if cfg.workers not in allowed:
-        raise ConfigError(
-            "workers",
-            cfg.workers,
-            Text("config.tp_workers", features=cfg.n_features, allowed=Listed(allowed)),
-        )
-
-
-def _step_lines(step) -> list[str]:
-    from fitcore.console import rank_step_lines
-
-    return rank_step_lines(step, "cli.tp.console.all_ranks")
-
-
-def _holds_lines(value: dict) -> list[str]:
-    from fitcore.strategies.tp.view import holds_lines
-
-    return holds_lines(value)
-
-
-def _markdown(cfg=None) -> str:
-    from fitcore.i18n import t
-    from fitcore.strategies.tp.view import example
-
-    return t("explain.tp", example=example(cfg))
-
-
-def _bytes_of_step(rows: int, k: int, d: int, itemsize: int, cfg=None) -> int:
-    from fitcore.strategies.tp.layout import tp_step_bytes
-
-    return tp_step_bytes(rows, k, itemsize)  # the batch's partial outputs: it grows with the rows
-
-
-def _view():
-    from fitcore.strategies.tp import view
-
-    return view
-
-
-def _check_rows(machine) -> list:
-    from fitcore.strategies.tp.check import check_rows
-
-    return check_rows(machine)
-
-
-def _comparer(cfg, data, device, plan, toggles):
-    from fitcore.strategies.tp.compare import Comparer
-
-    return Comparer(cfg, data, device, plan, toggles)
-
-
-def _compare_causes(cfg, plan, toggles, trained) -> list[str]:
-    return []  # the same batches and arithmetic as one device: only the order of a sum differs
-
-
-def _engine(plan) -> str:
-    from fitcore.i18n import t
-
-    return t("cli.compare.engine.tp", k=len(plan.labels))
-
-
-def _engine_word(plan) -> str:
-    from fitcore.i18n import t
-
-    return t("cli.compare.word.simulated")
-
-
-def _projections() -> tuple:
-    from fitcore.strategies.tp.whatif import PROJECTIONS
-
-    return PROJECTIONS
-
-
-def _questions(step, cfg, labels, extra=None) -> list:
-    from fitcore.strategies.tp.quiz import questions
-
-    return questions(step, cfg, labels, extra)
-
-
 def _presets(tutorial) -> tuple:
-    from dataclasses import replace
-
     three = replace(tutorial, weights=(5.2, 9.6, -1.0, 2.5), strategy=NAME, workers=2, devices="cpu")
     return (("Tensor parallel (columns)", three, NAME),)
-
-
-def _phases() -> tuple[str, ...]:
-    from fitcore.strategies.tp.layout import TP_PHASES
-
-    return TP_PHASES
-
-
-def _picture(cfg, step, devices: list[dict], extra: dict) -> dict:
-    from fitcore.strategies.tp.view import picture_part
-
-    return picture_part(cfg, step, devices, extra)
 
 
 STRATEGY: Strategy[FitConfig] = Strategy(
@@ -167,19 +52,19 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     short="TP",
     processes=True,
     drawer=NAME,
-    steps_per_epoch=_steps_per_epoch,
-    train=_train,
-    step_lines=_step_lines,
-    markdown=_markdown,
-    bytes_of_step=_bytes_of_step,
-    view=_view,
-    check_rows=_check_rows,
-    comparer=_comparer,
-    compare_causes=_compare_causes,
-    engine=_engine,
-    engine_word=_engine_word,
-    projections=_projections,
-    questions=_questions,
+    steps_per_epoch=lambda cfg: layout.steps_per_epoch(cfg.data_size, cfg.batch_size),
+    train=hook(f"{__name__}.train:train_tp"),
+    step_lines=lambda step: rank_step_lines(step, "cli.tp.console.all_ranks"),
+    markdown=hook(f"{__name__}.view:markdown"),
+    bytes_of_step=layout.bytes_of_step,
+    view=value(f"{__name__}.view"),
+    check_rows=hook(f"{__name__}.check:check_rows"),
+    comparer=hook(f"{__name__}.compare:Comparer"),
+    compare_causes=lambda cfg, plan, toggles, trained: [],  # one device's batches: only a sum's order differs
+    engine=lambda plan: t("cli.compare.engine.tp", k=len(plan.labels)),
+    engine_word=lambda plan: t("cli.compare.word.simulated"),
+    projections=value(f"{__name__}.whatif:PROJECTIONS"),
+    questions=hook(f"{__name__}.quiz:questions"),
     words={
         "title": f"page.title.{NAME}",
         "explain": f"page.explain.{NAME}",
@@ -188,13 +73,13 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     },
     locale=str(Path(__file__).with_name("locale.json")),
     presets=_presets,
-    detail_lines={NAME: _holds_lines},  # Detail(NAME): who holds which columns, and each rank's memory
+    detail_lines={NAME: hook(f"{__name__}.view:holds_lines")},  # Detail(NAME): who holds which columns
     detail_schemas={NAME: DETAIL},
     preload=(f"{__name__}.train", f"{__name__}.rank"),
-    phases=_phases,
-    picture=_picture,
-    torchrun=_torchrun,
-    rules=_rules,
+    phases=lambda: layout.TP_PHASES,
+    picture=hook(f"{__name__}.view:picture_part"),
+    torchrun=hook(f"{__name__}.train:torchrun_tp"),
+    rules=layout.rules,
     split=COLUMNS,
     dim=TP,
 )

@@ -14,7 +14,9 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from fitcore.chunks import columns
+from fitcore.chunks import columns, ranks_allowed
+from fitcore.config import MAX_WORKERS, FitConfig
+from fitcore.errors import ConfigError, Listed, Text
 from fitcore.phases import (
     BACKWARD_END,
     LOSS_END,
@@ -100,3 +102,21 @@ def planned_memory(cfg, rank: int, k: int, itemsize: int = 4) -> dict:
         "gradients": numbers * itemsize,
         "optimizer_state": optimizer_state(cfg, numbers, itemsize),
     }
+
+
+def bytes_of_step(rows: int, k: int, d: int, itemsize: int, cfg: object = None) -> int:
+    """One step's bytes on k ranks (its record's `bytes_of_step`): the batch's partial outputs, which grow
+    with the rows."""
+    return tp_step_bytes(rows, k, itemsize)
+
+
+def rules(cfg: FitConfig, plan: object) -> None:
+    """Its own config rule (its record's `rules`): a rank count that torch.chunk gives columns each (4
+    features on 3 ranks: 2, 2 and none, refused)."""
+    allowed = ranks_allowed(cfg.n_features, MAX_WORKERS)
+    if cfg.workers not in allowed:
+        raise ConfigError(
+            "workers",
+            cfg.workers,
+            Text("config.tp_workers", features=cfg.n_features, allowed=Listed(allowed)),
+        )

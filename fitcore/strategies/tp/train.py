@@ -22,6 +22,7 @@ from fitcore.engine.contract import (
     memory_on_step_one,
 )
 from fitcore.engine.launcher import launch
+from fitcore.engine.torchrun import train_torchrun
 from fitcore.events import Detail, Event, RunEnded
 from fitcore.split import COLUMNS
 from fitcore.strategies.tp.layout import TP_SLOTS, ranks_tp_specs
@@ -85,3 +86,14 @@ def train_tp(
     events: a Step per step with a Replica per rank covering the whole batch and its own columns, the step's
     W joined from the ranks' rows, Detail('tp') and Detail('memory') after step 1 and at the end."""
     return launch(cfg, on_event, control, clock, plan, ENGINE)
+
+
+def torchrun_tp(
+    cfg: FitConfig,
+    on_event: Callable[[Event], None] = lambda event: None,
+    control: Control | None = None,
+    plan: DevicePlan | None = None,
+) -> RunEnded:
+    """One rank of a torchrun launch of TP (its record's `torchrun`): the engine's torchrun side, TP's
+    Engine."""
+    return train_torchrun(cfg, on_event, control, plan=plan, engine=ENGINE)

@@ -168,6 +168,11 @@ def console_frame(snap: Snapshot) -> tuple[list[str], list[str]]:
     return rank_view.console_frame(snap, NAME, holds_lines)
 
 
+def markdown(cfg: FitConfig | None = None) -> str:
+    """Its explanation for the page (its record's `markdown`), its example on the run's sizes."""
+    return t("explain.tp", example=example(cfg))
+
+
 def example(cfg: FitConfig | None) -> str:
     """The explanation's example on cfg's weights and ranks: "with 3 weights on 2 ranks, rank 0 holds w1
     and w2 and takes X[:, 0:2]; rank 1 holds w3 and takes X[:, 2:3]"."""
