@@ -111,7 +111,7 @@ def main() -> None:
     snap = st.session_state.snap
     strategy = panels.shown_config(snap, values)["strategy"]
     with st.container(key="page_title"):
-        st.header(panels.page_title(panels.shown_config(snap, values)), anchor=False)
+        st.header(panels.page_title(panels.shown_config(snap, values), list(gpus.values())), anchor=False)
     run.messages_ui(values, config_error)
     run.run_controls_ui(gpus, can_start=cfg is not None)
     snap = st.session_state.snap  # the buttons may have started, stopped or reset a run

@@ -14,7 +14,8 @@ from dashboard.classroom import classroom_data
 from dashboard.state import QUEUED_POLL_MS
 from fitcore import api, i18n, live, registry
 from fitcore.config import FitConfig
-from fitcore.devices import run_gpus
+from fitcore.devices import GPU, parse_devices, run_gpus
+from fitcore.errors import ConfigError
 from fitcore.i18n import t
 from fitcore.runner import Snapshot
 from fitcore.view import controls, results, status
@@ -55,17 +56,20 @@ def shown_config(snap: Snapshot | None, values: dict) -> dict:
     return {**values, **ran, "data": snap.config.data}
 
 
-def one_device(devices: str) -> bool:
-    """Whether a devices setting names one device: `cpu`, `cuda:3`, `virtual:1` (on whatever host)."""
-    spec = str(devices).split("@")[0]
-    return spec == "cpu" or spec == "virtual:1" or (spec.startswith("cuda:") and "," not in spec)
+def one_device(devices: str, gpus: list[GPU]) -> bool:
+    """Whether a devices setting names one device, as the parser reads it against the GPUs the run had:
+    `cpu`, `cuda:3`, `virtual:1` (on whatever host), and `cuda` where there was one GPU."""
+    try:
+        return len(parse_devices(devices, run_gpus(devices, gpus)).labels) == 1
+    except ConfigError:  # a setting the controls have not accepted yet names no device
+        return False
 
 
-def page_title(shown: dict) -> str:
+def page_title(shown: dict, gpus: list[GPU]) -> str:
     """The page's heading for what it shows: its strategy's, or, where one process runs on one device
     (a single GPU's recording, say), that nothing is split."""
     strategy = registry.strategy(shown["strategy"])
-    if not strategy.processes and one_device(shown["devices"]):
+    if not strategy.processes and one_device(shown["devices"], gpus):
         return t("page.title.one_device")
     return t(strategy.words["title"])
 

@@ -79,6 +79,8 @@ class Strategy(Generic[C]):
                                                      --calibrate`)
         torchrun(cfg, on_event, control) -> RunEnded   (optional) one rank of a torchrun launch; without it,
                                                      the command line refuses the strategy under torchrun
+        ranks(cfg) -> Engine                         (a ranked strategy) its part of the engine's rank loop;
+                                                     its train and torchrun are then the engine's own
         rules(cfg, plan) -> None                     its own rules of a config, each a ConfigError with one
                                                      line (TP: ranks torch.chunk gives columns); run by
                                                      fitcore.config.validate after the common ones
@@ -124,6 +126,10 @@ class Strategy(Generic[C]):
     choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     calibrate: Callable[..., dict] | None = None  # (cfg, k) -> whatif's calibration point, a real run's bytes
     torchrun: Callable[..., Any] | None = None  # its trainer for one rank of a torchrun launch, if it has one
+    # (cfg) -> its Engine (fitcore.engine.contract), where it has ranks: its part of the engine's one rank
+    # loop, which the engine's own trainers run (fitcore.engine.launcher.launch spawns the ranks,
+    # fitcore.engine.torchrun.train_torchrun is one rank of a torchrun launch); None: it trains in one process
+    ranks: Callable[[C], Any] | None = None
     rules: Callable[..., None] = lambda cfg, plan: None  # its own config rules: raise ConfigError
     # (cfg) -> why the lab has no column of it for this config (a pipeline's microbatches that do not cut
     # the batch equally: a real run refuses the config), or "" where it has one
@@ -158,11 +164,11 @@ class Hook:
     most of a second that only a run needs. tests/test_contract.py resolves every hook of every package.
     """
 
-    __slots__ = ("path", "_target", "_value")
+    __slots__ = ("path", "is_value", "_target")
 
     def __init__(self, path: str, value: bool = False) -> None:
         self.path = path  # "fitcore.strategies.ddp.check:check_rows", or a module alone
-        self._value = value  # a call gives the object itself (a table, a module), not its call
+        self.is_value = value  # a call gives the object itself (a table, a module, an Engine), not its call
         self._target: Any = None
 
     def resolve(self) -> Any:
@@ -175,7 +181,7 @@ class Hook:
         return self._target
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.resolve() if self._value else self.resolve()(*args, **kwargs)
+        return self.resolve() if self.is_value else self.resolve()(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r})"

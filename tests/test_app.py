@@ -942,3 +942,17 @@ def test_a_preset_named_in_the_link_sets_the_controls_and_the_links_values_apply
     at = page({"preset": "uneven", "epochs": "7"})  # no longer the preset's settings: "Custom"
     assert not at.error and at.selectbox(key="preset").value == "Custom"
     assert at.session_state["virtual_devices"] == 3 and at.number_input(key="epochs").value == 7
+
+
+def test_one_device_is_the_parsers_count_of_devices_against_the_gpus_the_run_had():
+    """The heading's "one device" reads a devices setting as the parser does: `cuda` on a one-GPU machine is
+    one device, on a two-GPU machine two, and a recording's `cuda:5` on a laptop is the one it ran on."""
+    from dashboard.panels import one_device, page_title
+    from fitcore.devices import GPU
+
+    one, two = [GPU(0, "H100", 80 << 30)], [GPU(0, "H100", 80 << 30), GPU(1, "H100", 80 << 30)]
+    assert one_device("cuda", one) and not one_device("cuda", two) and not one_device("cuda", [])
+    assert one_device("cpu", []) and one_device("virtual:1", []) and not one_device("virtual:2", [])
+    assert one_device("cuda:5", []) and not one_device("cuda:0,1", two) and not one_device("nonsense", two)
+    shown = {"strategy": registry.DEFAULT, "devices": "cuda"}
+    assert page_title(shown, one) != page_title(shown, two)  # one GPU: nothing is split, said so

@@ -253,12 +253,12 @@ def test_toggles_from_a_form():
 
 @pytest.mark.slow  # spawns ranks
 def test_simulated_ddp_is_torchs_ddp_on_gloo():
-    """The lab's DDP arithmetic in one process against fitcore.strategies.ddp's train_ddp on 2 gloo ranks."""
-    from fitcore.strategies.ddp.train import train_ddp
+    """The lab's DDP arithmetic in one process against the engine's launcher running DDP on 2 gloo ranks."""
+    from fitcore.engine.launcher import launch
 
     # 11 rows on 2 ranks: the padding is in play, so the simulation's duplicates are checked too
     cfg = validate(FitConfig(data_size=11, batch_size=4, epochs=4, strategy="ddp", workers=2, devices="cpu"))
-    ended = train_ddp(cfg)
+    ended = launch(cfg)
     assert ended.status == "finished", ended.message
     trained = train_all(cfg, parse_devices("virtual:2"), Toggles(), ("ddp",))
     real = [*ended.weights, ended.bias]
@@ -280,14 +280,14 @@ def test_a_page_bounds_the_steps_it_compares():
 def test_simulated_fsdp_is_torchs_fully_shard_on_gloo():
     """The lab's FSDP column against the real fully_shard run on 2 gloo ranks, step by step: even shards and
     a mean loss meet one device to 1e-5, uneven ones (padding) carry DDP's difference, measured."""
+    from fitcore.engine.launcher import launch
     from fitcore.events import Step
-    from fitcore.strategies.fsdp.train import train_fsdp
 
     for rows, differs in ((12, False), (11, True)):
         cfg = validate(FitConfig(weights=(5.2, 9.6, -1.0), data_size=rows, batch_size=4, epochs=4,
                                  strategy="fsdp", workers=2, devices="cpu"))  # fmt: skip
         events = []
-        ended = train_fsdp(cfg, events.append)
+        ended = launch(cfg, events.append)
         steps = [e for e in events if isinstance(e, Step)]
         assert ended.status == "finished", ended.message
         plan = parse_devices("virtual:2")

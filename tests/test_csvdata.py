@@ -394,8 +394,8 @@ def test_config_fields_round_trip():
 
 @pytest.mark.slow
 def test_ddp_ranks_read_the_same_rows_of_the_file(tmp_path):
+    from fitcore.engine.launcher import launch
     from fitcore.events import Detail
-    from fitcore.strategies.ddp.train import train_ddp
 
     path = tmp_path / "exact.csv"
     X = exact_csv(path, rows=61)  # odd: DistributedSampler pads rank 1's shard with a repeated row
@@ -413,7 +413,7 @@ def test_ddp_ranks_read_the_same_rows_of_the_file(tmp_path):
         )
     )
     events: list = []
-    ended = train_ddp(cfg, events.append)
+    ended = launch(cfg, events.append)
     assert ended.status == Status.FINISHED
     (final,) = [e.value for e in events if isinstance(e, Detail) and e.key == "final"]
     assert final["identical"] is True and len(final["ranks"]) == 2

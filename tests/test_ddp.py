@@ -27,12 +27,12 @@ from fitcore import cli, registry, warmstart
 from fitcore.config import MAX_WORKERS, ConfigError, FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.devices import GPU
+from fitcore.engine.launcher import launch
 from fitcore.engine.torchrun import TorchrunEnv, config_for_torchrun, torchrun_env
 from fitcore.events import Detail, RunEnded, RunStarted, Step
 from fitcore.parallel import LinearModel, init_parameters
 from fitcore.runner import Run
 from fitcore.shards import Layout, epoch_shards, epoch_value, shards_value
-from fitcore.strategies.ddp.train import train_ddp
 from fitcore.train import make_optimizer
 from fitcore.view.ranks import row_owners, shard_table
 from tests.helpers import PauseWatch, wait_for
@@ -246,7 +246,7 @@ def test_torchrun_environment_and_its_config():
 def test_two_ranks_match_one_process_and_each_other():
     cfg = validate(SMALL)
     events = []
-    ended = train_ddp(cfg, events.append)
+    ended = launch(cfg, events.append)
     assert ended.status == "finished", ended.message
     kinds = [type(e).__name__ for e in events]
     steps = [e for e in events if isinstance(e, Step)]
@@ -394,7 +394,7 @@ def test_a_killed_caller_leaves_neither_its_forkserver_nor_a_rank():
 def test_divergence_ends_every_rank_as_diverged():
     cfg = validate(replace(SMALL, optimizer="sgd", lr=1000.0, epochs=50))
     events = []
-    ended = train_ddp(cfg, events.append)
+    ended = launch(cfg, events.append)
     assert ended.status == "diverged" and "learning rate 1000 is too high" in str(ended.message)
     steps = [e for e in events if isinstance(e, Step)]
     assert 0 < ended.steps == len(steps) < cfg.total_steps and f"step {ended.steps + 1}" in str(ended.message)
@@ -481,7 +481,7 @@ def test_a_rank_that_raises_fails_the_run_with_its_message():
     plan = DevicePlan("cuda", "cuda:7", ("cuda:7",), (7,))
     cfg = validate(replace(SMALL, workers=1))
     events = []
-    ended = train_ddp(cfg, events.append, plan=plan)
+    ended = launch(cfg, events.append, plan=plan)
     assert isinstance(events[-1], RunEnded) and ended.status == "failed"
     assert str(ended.message).startswith("rank 0 failed: ") and ended.steps == 0
     assert multiprocessing.active_children() == []

@@ -20,6 +20,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from fitcore.config import FitConfig, validate
+from fitcore.engine.launcher import launch
 from fitcore.engine.rank import ranks_phases, table_ids
 from fitcore.events import Replica, Step
 from fitcore.phases import BACKWARD, LOAD
@@ -34,7 +35,6 @@ from fitcore.strategies.ddp.phases import (
     load_bytes,
 )
 from fitcore.strategies.ddp.rank import _AllreduceTimes, _timed_allreduce, ranks_specs
-from fitcore.strategies.ddp.train import train_ddp
 from tests.test_ddp import reference
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,7 +87,7 @@ def check_learned(cfg: FitConfig, steps: list[Step], weights, bias) -> None:
 def spawned(request):
     cfg = validate(replace(TUTORIAL, workers=request.param))
     events = []
-    ended = train_ddp(cfg, events.append)
+    ended = launch(cfg, events.append)
     assert ended.status == "finished", ended.message
     return cfg, [e for e in events if isinstance(e, Step)], ended
 

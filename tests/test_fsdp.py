@@ -16,13 +16,13 @@ import torch.nn.functional as F
 
 from fitcore.config import FitConfig
 from fitcore.data import least_squares, make_data
+from fitcore.engine.launcher import launch
 from fitcore.events import Detail, RunEnded, RunStarted, Step
 from fitcore.memory import held, held_bytes
 from fitcore.parallel import LinearModel, init_parameters
 from fitcore.strategies.dataparallel.memory import dataparallel_memory
 from fitcore.strategies.ddp.memory import ddp_memory
 from fitcore.strategies.ddp.phases import allreduce_bytes  # FSDP's ring counts as DDP's
-from fitcore.strategies.ddp.train import train_ddp
 from fitcore.strategies.fsdp.layout import (
     ALL_GATHER,
     REDUCE_SCATTER,
@@ -35,7 +35,6 @@ from fitcore.strategies.fsdp.layout import (
     shard_rows,
 )
 from fitcore.strategies.fsdp.rank import ColumnLinear
-from fitcore.strategies.fsdp.train import train_fsdp
 from fitcore.train import make_optimizer
 from tests.test_ddp import reference
 
@@ -132,14 +131,14 @@ def _run(train, cfg, **kwargs):
     return events, ended
 
 
-RUNS = {
-    "zero3": (train_fsdp, CFG, {"reshard_after_forward": True}),
+RUNS = {  # every run is the engine's launcher with its strategy's Engine (its record's `ranks`)
+    "zero3": (launch, replace(CFG, strategy="fsdp", reshard_after_forward=True), {}),
     "zero2": (
-        train_fsdp,
-        replace(CFG, workers=3, data_size=18, batch_size=6),
-        {"reshard_after_forward": False},
+        launch,
+        replace(CFG, strategy="fsdp", workers=3, data_size=18, batch_size=6, reshard_after_forward=False),
+        {},
     ),
-    "ddp": (train_ddp, CFG, {}),
+    "ddp": (launch, CFG, {}),
 }
 
 
@@ -245,7 +244,7 @@ def test_fsdp_matches_ddp_on_even_shards(runs):
 def test_fsdp_diverged_run_ends_on_its_shards():
     """ZeRO-2 holds the gathered parameters when the shared loss says stop: the ranks reshard and report."""
     cfg = replace(CFG, lr=1e30, optimizer="sgd", epochs=3)
-    events, ended = _run(train_fsdp, cfg, reshard_after_forward=False)
+    events, ended = _run(launch, replace(cfg, strategy="fsdp", reshard_after_forward=False))
     assert ended.status == "diverged" and ended.steps < 3 * 4
     assert len(_detail(events, "final")["ranks"]) == 2 and len(ended.weights) == 3
     assert len(_detail(events, "fsdp")["per_rank_memory"]) == 2

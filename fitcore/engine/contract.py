@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, NamedTuple, Protocol, Sequence, TypeVar
 
+from fitcore import registry
 from fitcore.config import FitConfig
 from fitcore.engine.loop import PartMaker
 from fitcore.engine.rank import RankParams
@@ -170,3 +171,13 @@ class Engine(Generic[H]):
     def layout(self, cfg: FitConfig) -> Layout:
         """The steps and each rank's rows: its own shard where the rows are cut, else the whole batch."""
         return Layout(cfg.data_size, self.split.row_ranks(cfg.mesh_dims), cfg.batch_size)
+
+
+def engine_of(cfg: FitConfig) -> Engine[Any]:
+    """The Engine of cfg's strategy (its record's `ranks(cfg)`): what both launchers run when no other is
+    given. A strategy that trains in one process has none, and no launcher runs it."""
+    ranks = registry.of(cfg).ranks
+    if ranks is None:
+        raise RuntimeError(f"the strategy {cfg.strategy!r} has no ranks for the engine to run")
+    engine: Engine[Any] = ranks(cfg)
+    return engine

@@ -24,7 +24,7 @@ from fitcore.config import FitConfig
 from fitcore.console import final_lines, group_line, shard_lines
 from fitcore.data import least_squares, make_data
 from fitcore.devices import DevicePlan, parse_devices
-from fitcore.engine.contract import Engine, Failed, Final, Ready, StepReport
+from fitcore.engine.contract import Engine, Failed, Final, Ready, StepReport, engine_of
 from fitcore.engine.loop import Place, run_rank
 from fitcore.engine.rank import (
     COLLECTIVE_TIMEOUT,
@@ -444,13 +444,14 @@ class _Launch:
 
 def launch(
     cfg: FitConfig,
-    on_event: Callable[[Event], None],
-    control: Control | None,
-    clock: Callable[[], float],
-    plan: DevicePlan | None,
-    engine: Engine,
+    on_event: Callable[[Event], None] = lambda event: None,
+    control: Control | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    plan: DevicePlan | None = None,
+    engine: Engine | None = None,
 ) -> RunEnded:
-    """Fit y = X·W + b on cfg.workers spawned ranks that run `engine`; emit train()'s events.
+    """Fit y = X·W + b on cfg.workers spawned ranks that run `engine`, the strategy's own by default (its
+    record's `ranks(cfg)`); emit train()'s events. It is every ranked strategy's trainer.
 
     Emits RunStarted, Detail('group') (the process group), Detail('shards') (each rank's dataset rows, for
     the first and the latest epoch), one Step per global step (a Replica per rank, the mean of the ranks'
@@ -464,7 +465,7 @@ def launch(
     """
     control = control or Control()
     t0 = clock()
-    launch = _Launch(cfg, on_event, control, clock, t0, engine)
+    launch = _Launch(cfg, on_event, control, clock, t0, engine or engine_of(cfg))
     try:
         status, message = launch.run(plan or parse_devices(cfg.devices))
     except _RankFailed as exc:

@@ -22,7 +22,7 @@ from fitcore.config import MAX_WORKERS, FitConfig, check_mesh, validate
 from fitcore.console import final_lines, group_line, shard_lines
 from fitcore.data import least_squares, make_data
 from fitcore.devices import DevicePlan, parse_devices
-from fitcore.engine.contract import Engine
+from fitcore.engine.contract import Engine, engine_of
 from fitcore.engine.loop import Place, run_rank
 from fitcore.engine.rank import (
     COLLECTIVE_TIMEOUT,
@@ -191,11 +191,11 @@ def train_torchrun(
     Rank 0 emits the events (with every rank's shapes, losses, row ids and phase times, which the ranks
     share each step; a Step is emitted when the next step brings every rank's times of it); the other
     ranks emit nothing. Every rank returns its RunEnded. cfg.workers must be the world size
-    (config_for_torchrun). `engine` is the strategy's, as the spawned ranks run it; its `joined` gives the
-    lead rank each step's parameters (every rank calls it: it may be a collective).
+    (config_for_torchrun). `engine` is the strategy's (its record's `ranks(cfg)` by default), as the spawned
+    ranks run it; its `joined` gives the lead rank each step's parameters (every rank calls it: it may be a
+    collective). It is one rank of a torchrun launch of every ranked strategy.
     """
-    if engine is None:
-        raise RuntimeError("train_torchrun needs the strategy's Engine")
+    engine = engine or engine_of(cfg)
     control = control or Control()
     env = env or torchrun_env()
     if env is None:

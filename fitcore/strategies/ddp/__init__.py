@@ -1,8 +1,9 @@
 """The ddp strategy: torch's DistributedDataParallel, one process per rank, each with its own data shard.
 
-`train_ddp` starts K = cfg.workers ranks on the engine's launcher (fitcore.engine: spawned on 127.0.0.1) and
-emits the same events as DataParallel's train; under torchrun (one machine or several) each process is one
-rank of the engine's torchrun launcher. Both run the same loop, `train_rank`:
+Its record hands the engine its Engine (`rank.ENGINE`, its `ranks`); the engine's launcher starts K =
+cfg.workers ranks (spawned on 127.0.0.1) and emits the same events as DataParallel's train; under torchrun
+(one machine or several) each process is one rank of the engine's torchrun launcher. Both run the engine's
+one rank loop with DDP's part:
 
   1. every rank builds the same data and the same initial parameters from the seed;
   2. a DistributedSampler(num_replicas=K, rank, shuffle, seed, drop_last=False) gives each rank its shard of
@@ -19,7 +20,6 @@ mean loss over the global batch: DDP matches single-process training on the conc
 The package, by responsibility:
   rank.py      one rank's loop (DistributedDataParallel, its all-reduce timed by a comm hook) and its Engine;
   phases.py    the phases of its step (the all-reduce inside backward), their time slots and their bytes;
-  train.py     `train_ddp` (the engine's launcher with DDP's Engine) and `torchrun_ddp` (one torchrun rank);
   view.py      what each rank holds (the whole model), its parallelism line and console frame;
   check.py     its rows of `fitcore check`; compare.py DDP simulated in one process for `fitcore compare`;
   whatif.py    its row of `fitcore whatif`; locale.json its words (explanation, headers, presets, ...);
@@ -84,7 +84,7 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     processes=True,
     drawer=NAME,
     steps_per_epoch=_steps_per_epoch,
-    train=hook(f"{__name__}.train:train_ddp"),
+    train=hook("fitcore.engine.launcher:launch"),  # the engine's: spawned ranks that run its `ranks`
     step_lines=rank_step_lines,
     markdown=lambda cfg=None: t("explain.ddp"),
     bytes_of_step=hook(f"{__name__}.phases:bytes_of_step"),
@@ -100,8 +100,9 @@ STRATEGY: Strategy[FitConfig] = Strategy(
            "who": f"cli.compare.who.{NAME}"},  # fmt: skip
     locale=str(Path(__file__).with_name("locale.json")),
     presets=_presets,
-    preload=(f"{__name__}.train", f"{__name__}.rank"),
+    preload=(f"{__name__}.rank",),
     phases=value(f"{__name__}.phases:DDP_PHASES"),
     picture=_picture,
-    torchrun=hook(f"{__name__}.train:torchrun_ddp"),
+    torchrun=hook("fitcore.engine.torchrun:train_torchrun"),
+    ranks=value(f"{__name__}.rank:ENGINE"),  # its Engine: its part of the engine's one rank loop
 )

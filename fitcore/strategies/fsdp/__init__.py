@@ -1,7 +1,8 @@
 """The fsdp strategy: PyTorch's FSDP2 (`torch.distributed.fsdp.fully_shard`), one process per rank.
 
-`train_fsdp` starts K = cfg.workers ranks on the engine's launcher (fitcore.engine: the store on loopback,
-spawned ranks, the gate between steps; or one rank of a torchrun launch), with FSDP's Engine:
+Its record hands the engine its Engine (`train.engine(cfg)`, its `ranks`); the engine's launcher starts K =
+cfg.workers ranks (the store on loopback, spawned ranks, the gate between steps; or one rank of a torchrun
+launch):
 
   1. every rank builds the same data and initial parameters; W is laid out (d, 1), y = X @ W + b;
   2. fully_shard cuts W's rows and b over the ranks (torch.chunk's rule, padded: .layout), so no
@@ -16,7 +17,7 @@ FSDP matches DDP and one process on the same rows. `cfg.reshard_after_forward` i
 True (ZeRO-3) frees the gathered parameters after forward, False (ZeRO-2) keeps them until backward ends.
 
 The package, by responsibility:
-  train.py    `train_fsdp`, `torchrun_fsdp` and the Engine: what the ranks run and what the parent emits;
+  train.py    its Engine (`engine(cfg)`): what the ranks run and what the parent emits;
   layout.py   who holds which rows, the bytes of each collective, one rank's phases;
   rank.py     one rank's loop, its timed collectives, what a rank reports;
   view.py     the page's shard and memory tables, its planned step, parallelism line and console frame;
@@ -68,7 +69,7 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     processes=True,
     drawer=NAME,
     steps_per_epoch=_steps_per_epoch,
-    train=hook(f"{__name__}.train:train_fsdp"),
+    train=hook("fitcore.engine.launcher:launch"),  # the engine's: spawned ranks that run its `ranks`
     step_lines=lambda step: rank_step_lines(step, "cli.fsdp.console.all_ranks"),
     markdown=hook(f"{__name__}.view:markdown"),
     bytes_of_step=hook(f"{__name__}.layout:bytes_of_step"),
@@ -92,5 +93,6 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     picture=hook(f"{__name__}.view:picture_part"),
     phases=value(f"{__name__}.layout:FSDP_PHASES"),
     calibrate=hook(f"{__name__}.whatif:calibrate"),
-    torchrun=hook(f"{__name__}.train:torchrun_fsdp"),
+    torchrun=hook("fitcore.engine.torchrun:train_torchrun"),
+    ranks=hook(f"{__name__}.train:engine"),  # its Engine: its part of the engine's one rank loop
 )

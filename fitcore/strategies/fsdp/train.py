@@ -1,5 +1,6 @@
-"""`train_fsdp`: the engine's launcher (the store on loopback, spawned ranks, the gate between steps) with
-FSDP's Engine: what each rank runs (fully_shard, fitcore.strategies.fsdp.rank) and what the parent emits.
+"""FSDP's Engine (`engine(cfg)`, its record's `ranks`), which the engine's launchers run (spawned ranks, or
+one rank of a torchrun launch): what each rank runs (fully_shard, fitcore.strategies.fsdp.rank) and what
+the parent emits.
 
 Besides the launcher's events, FSDP's run emits Detail('fsdp') twice: after step 1, with each rank's rows of
 W and b and the bytes it holds (parameters, gradients and Adam state exist from the first optimizer step on),
@@ -8,21 +9,15 @@ and at the end, with each rank's final shard and its first step's collective buf
 
 from __future__ import annotations
 
-import time
 from functools import partial
-from typing import Callable
 
 from fitcore.config import FitConfig
-from fitcore.devices import DevicePlan
 from fitcore.engine.contract import Engine, joined_parts, memory_details, memory_on_step_one
-from fitcore.engine.launcher import launch
-from fitcore.engine.torchrun import train_torchrun
-from fitcore.events import Detail, Event, RunEnded
+from fitcore.events import Detail
 from fitcore.strategies.fsdp.layout import FSDP_SLOTS, ranks_fsdp_specs, shards_value
 from fitcore.strategies.fsdp.name import NAME
 from fitcore.strategies.fsdp.rank import final_params, full_params, holds_memory, rank_part, shard_params
 from fitcore.strategies.fsdp.view import layout_lines
-from fitcore.train import Control
 
 
 def fsdp_value(cfg: FitConfig, labels, finals, reshard_after_forward: bool) -> dict:
@@ -53,8 +48,11 @@ def _first_step_details(reshard_after_forward: bool, cfg, labels, reports) -> li
     return [Detail(NAME, value, "\n".join(layout_lines(value))), Detail("memory", value["per_rank_memory"])]
 
 
-def engine(reshard_after_forward: bool = True) -> Engine:
-    """The launcher's Engine for FSDP: fully_shard ranks, their shards joined, their memory reported."""
+def engine(cfg: FitConfig) -> Engine:
+    """FSDP's Engine (its record's `ranks`): fully_shard ranks, their shards joined, their memory reported.
+    cfg.reshard_after_forward True frees the gathered parameters after forward (ZeRO-3, two all-gathers a
+    step), False keeps them until backward ends (ZeRO-2, one)."""
+    reshard_after_forward = cfg.reshard_after_forward
     return Engine(
         part=rank_part(reshard_after_forward),
         step_params=shard_params,
@@ -68,34 +66,3 @@ def engine(reshard_after_forward: bool = True) -> Engine:
         words=NAME,
         joined=full_params,
     )
-
-
-def train_fsdp(
-    cfg: FitConfig,
-    on_event: Callable[[Event], None] = lambda event: None,
-    control: Control | None = None,
-    clock: Callable[[], float] = time.perf_counter,
-    plan: DevicePlan | None = None,
-    reshard_after_forward: bool | None = None,
-) -> RunEnded:
-    """Fit y = X @ W + b with fully_shard on cfg.workers spawned ranks; emit the engine's events.
-
-    The engine's events (fitcore.engine.launcher.launch; Step's weights and bias are the shards joined),
-    Detail('fsdp') and Detail('memory') after step 1 and again before Detail('final'): each rank's rows of W
-    and b, its measured collective buffers and `per_rank_memory`. reshard_after_forward: True frees the
-    gathered parameters after forward (ZeRO-3, two all-gathers a step), False keeps them until backward ends
-    (ZeRO-2, one); None: the config's own.
-    """
-    reshard = cfg.reshard_after_forward if reshard_after_forward is None else reshard_after_forward
-    return launch(cfg, on_event, control, clock, plan, engine(reshard))
-
-
-def torchrun_fsdp(
-    cfg: FitConfig,
-    on_event: Callable[[Event], None] = lambda event: None,
-    control: Control | None = None,
-    plan: DevicePlan | None = None,
-) -> RunEnded:
-    """One rank of a torchrun launch of FSDP (its record's `torchrun`): the engine's torchrun side, the
-    Engine as the config reshards."""
-    return train_torchrun(cfg, on_event, control, plan=plan, engine=engine(cfg.reshard_after_forward))

@@ -16,7 +16,7 @@ The package, by responsibility:
   model.py     the deep-linear model and its product;
   rank.py      one rank's stages and schedule, each block timed, its reports;
   schedule.py  a step as measured: blocks, bubble, held activations, bytes between stages (Detail('pp'));
-  train.py     `train_pp`, `torchrun_pp` and its Engine; view.py the page's tables, picture part and lines;
+  train.py     its Engine (`engine(cfg)`); view.py the page's tables, picture part and lines;
   quiz.py, check.py, compare.py, whatif.py, shapes.py, locale.json, name.py: as every strategy's.
 """
 
@@ -59,7 +59,7 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     processes=True,
     drawer=NAME,
     steps_per_epoch=lambda cfg: layout.steps_per_epoch(cfg.data_size, cfg.batch_size),
-    train=hook(f"{__name__}.train:train_pp"),
+    train=hook("fitcore.engine.launcher:launch"),  # the engine's: spawned ranks that run its `ranks`
     step_lines=lambda step: rank_step_lines(step, "cli.pp.console.all_ranks"),
     markdown=hook(f"{__name__}.view:markdown"),
     bytes_of_step=layout.bytes_of_step,
@@ -88,7 +88,8 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     flows=hook(f"{__name__}.view:flows"),
     options=("layers", "width", "microbatches", "schedule", "block_ms", "slow_stage"),
     choices={"schedule": layout.SCHEDULES},
-    torchrun=hook(f"{__name__}.train:torchrun_pp"),
+    torchrun=hook("fitcore.engine.torchrun:train_torchrun"),
+    ranks=hook(f"{__name__}.train:engine"),  # its Engine: its part of the engine's one rank loop
     rules=layout.rules,
     lab_skip=layout.lab_skip,
     check_config=_check_config,

@@ -1,5 +1,6 @@
-"""`train_pp` and its Engine: what each rank runs (its stages, torch's schedule: fitcore.strategies.pp.rank)
-and what the parent emits, on the engine's launcher (spawned ranks, or one rank of a torchrun launch).
+"""The pipeline's Engine (`engine(cfg)`, its record's `ranks`): what each rank runs (its stages, torch's
+schedule: fitcore.strategies.pp.rank) and what the parent emits, on the engine's launchers (spawned ranks,
+or one rank of a torchrun launch).
 
 Besides the engine's events, a pipeline run emits Detail('pp') after step 1 and at the end: the stages, their
 layers and ranks, each block as it ran (kind, stage, microbatch, times, bytes sent), the bubble measured and
@@ -8,18 +9,14 @@ by its formula, the activations each stage held, and each rank's memory.
 
 from __future__ import annotations
 
-import time
 from functools import partial
-from typing import Callable, Sequence
+from typing import Sequence
 
 import torch
 
 from fitcore.config import FitConfig
-from fitcore.devices import DevicePlan
 from fitcore.engine.contract import Engine, Final, StepReport, first_memory_details, memory_details
-from fitcore.engine.launcher import launch
-from fitcore.engine.torchrun import train_torchrun
-from fitcore.events import Detail, Event, RunEnded
+from fitcore.events import Detail
 from fitcore.mesh import PP
 from fitcore.phases import PhaseSpec
 from fitcore.split import WHOLE
@@ -30,7 +27,6 @@ from fitcore.strategies.pp.name import NAME
 from fitcore.strategies.pp.rank import PpPart, final_rows, first_step_extra, joined_products, own_products
 from fitcore.strategies.pp.schedule import schedule_value
 from fitcore.strategies.pp.view import holds_lines
-from fitcore.train import Control
 
 
 def pp_specs(schedule: str, m: int, h: int, labels: Sequence[str], d: int, itemsize: int, reports,
@@ -106,28 +102,3 @@ def engine(cfg: FitConfig) -> Engine:
         joined=joined_products,
         split=WHOLE,
     )
-
-
-def train_pp(
-    cfg: FitConfig,
-    on_event: Callable[[Event], None] = lambda event: None,
-    control: Control | None = None,
-    clock: Callable[[], float] = time.perf_counter,
-    plan: DevicePlan | None = None,
-) -> RunEnded:
-    """Fit the deep-linear model with its layers cut into stages over cfg.workers spawned ranks, run by
-    torch's pipeline schedule; emit the engine's events: a Step per step with every rank's blocks timed,
-    the step's W (the layers' product) joined from the ranks' stages, Detail('pp') after step 1 and at the
-    end."""
-    return launch(cfg, on_event, control, clock, plan, engine(cfg))
-
-
-def torchrun_pp(
-    cfg: FitConfig,
-    on_event: Callable[[Event], None] = lambda event: None,
-    control: Control | None = None,
-    plan: DevicePlan | None = None,
-) -> RunEnded:
-    """One rank of a torchrun launch of the pipeline (its record's `torchrun`): the engine's torchrun side,
-    this run's Engine."""
-    return train_torchrun(cfg, on_event, control, plan=plan, engine=engine(cfg))

@@ -14,7 +14,7 @@ batch, where DDP's is d + 1, growing with the model. K is at most the features (
 The package, by responsibility:
   layout.py   who holds which columns, the bytes of the all-reduce, one rank's phases, the planned memory;
   rank.py     one rank's loop on RowwiseParallel, its all-reduce timed by hooks around it, its reports;
-  train.py    `train_tp`, `torchrun_tp` and its Engine: what the ranks run and what the parent emits;
+  train.py    its Engine (`ENGINE`): what the ranks run and what the parent emits;
   view.py     the page's columns and memory tables, its picture part, its planned step, its console lines;
   quiz.py     its questions for the classroom: a rank's columns, and the all-reduce's bytes a rank;
   check.py    its rows of `fitcore check`; compare.py its column of `fitcore compare`; whatif.py its row of
@@ -53,7 +53,7 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     processes=True,
     drawer=NAME,
     steps_per_epoch=lambda cfg: layout.steps_per_epoch(cfg.data_size, cfg.batch_size),
-    train=hook(f"{__name__}.train:train_tp"),
+    train=hook("fitcore.engine.launcher:launch"),  # the engine's: spawned ranks that run its `ranks`
     step_lines=lambda step: rank_step_lines(step, "cli.tp.console.all_ranks"),
     markdown=hook(f"{__name__}.view:markdown"),
     bytes_of_step=layout.bytes_of_step,
@@ -78,7 +78,8 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     preload=(f"{__name__}.train", f"{__name__}.rank"),
     phases=lambda: layout.TP_PHASES,
     picture=hook(f"{__name__}.view:picture_part"),
-    torchrun=hook(f"{__name__}.train:torchrun_tp"),
+    torchrun=hook("fitcore.engine.torchrun:train_torchrun"),
+    ranks=value(f"{__name__}.train:ENGINE"),  # its Engine: its part of the engine's one rank loop
     rules=layout.rules,
     split=COLUMNS,
     dim=TP,
