@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from fitcore import i18n, identity, live, paths
+from fitcore import i18n, identity, live, paths, registry
 from fitcore.follow import Followers
 from fitcore.pool import RunNotFound, RunPool, server_pool
 from fitcore.rooms import (
@@ -336,7 +336,14 @@ def _static_body(path: Path, mtime_ns: int) -> tuple[bytes, bytes, str]:
     return body, gzip.compress(body, compresslevel=6, mtime=0), f'"{hashlib.sha256(body).hexdigest()[:32]}"'
 
 
-def static_handler(files: dict[str, Path]):
+def drawer_files() -> dict[str, Path]:
+    """What GET /fitcore/static/drawers/<name> answers: each registered strategy's drawer from outside
+    frontend/ (its record's `drawer_file`), as `<its drawer key>.js`; read at each request, as a strategy may
+    be registered after the routes are made."""
+    return {f"{s.drawer}.js": Path(s.drawer_file) for s in registry.STRATEGIES.values() if s.drawer_file}
+
+
+def static_handler(files: dict[str, Path] | Callable[[], dict[str, Path]]):
     """GET /fitcore/static/<name>: one of `files`, gzipped where the browser takes it; 404 for any other name.
 
     The modules import each other by plain relative names, so the browser checks them again on every page
@@ -345,7 +352,7 @@ def static_handler(files: dict[str, Path]):
 
     async def handle(request: Request) -> Response:
         name = request.path_params["name"]
-        path = files.get(name)
+        path = (files() if callable(files) else files).get(name)
         if path is None:
             return _error(404, "file", name, "one of the live view's files")
         try:
@@ -358,7 +365,7 @@ def static_handler(files: dict[str, Path]):
             return Response(status_code=304, headers=headers)
         if "gzip" in request.headers.get("accept-encoding", ""):
             body, headers["Content-Encoding"] = zipped, "gzip"
-        return Response(body, media_type=STATIC_TYPES[path.suffix], headers=headers)
+        return Response(body, media_type=STATIC_TYPES[Path(name).suffix], headers=headers)
 
     return handle
 
@@ -402,4 +409,5 @@ def routes(
         Route(WALK_PATH, Only(("POST",), walk_handler(get_rooms))),
         Route(REVEAL_PATH, Only(("POST",), reveal_handler(get_rooms))),
         Route(STATIC_PATH + "/{name}", Only(("GET", "HEAD"), static_handler(static_files(frontend)))),
+        Route(live.DRAWER_PATH + "/{name}", Only(("GET", "HEAD"), static_handler(drawer_files))),
     ]

@@ -122,6 +122,15 @@ def emulated_on(label: str) -> str:
 
 
 MESH_DRAWER = "mesh"  # frontend/draw_mesh.js: the ranks of a 2-D mesh as its grid
+DRAWER_PATH = "/fitcore/static/drawers"  # + "/<drawer>.js": a strategy's drawer from outside frontend/
+
+
+def drawer_url(strategy) -> dict:
+    """{"drawer_url": where the page imports the strategy's drawer from} where it ships one of its own
+    (its record's `drawer_file`), else nothing: frontend/ has the built-in drawers."""
+    return {"drawer_url": f"{DRAWER_PATH}/{strategy.drawer}.js"} if strategy.drawer_file else {}
+
+
 # the phases a 2-D step may have, DDP's or FSDP's over dp, each with its tp all-reduce (the drawer draws each)
 MESH_PHASES = ("load", "all_gather", "forward", "tp_allreduce", "loss", "backward", "allreduce",
                "reduce_scatter", "optimizer")  # fmt: skip
@@ -167,6 +176,7 @@ def _picture(
     return own | mesh | {
         "strategy": cfg.strategy,
         "drawer": MESH_DRAWER if mesh else registry.of(cfg).drawer,  # which of frontend/'s drawers
+        **({} if mesh else drawer_url(registry.of(cfg))),  # where a drawer from outside frontend/ is served
         "step": step.step,
         "epoch": step.epoch,
         "batch": step.batch,

@@ -121,6 +121,10 @@ class Strategy(Generic[C]):
     # its ranks' sends inside a step, for the trace's flow arrows (fitcore.trace.Flow): none by default
     flows: Callable[..., Sequence[tuple[str, float, str, float]]] = lambda cfg, step: ()
     options: tuple[str, ...] = ()  # FitConfig fields only this strategy reads (their defaults elsewhere)
+    # the path of its drawer's ES module where that is not one of frontend/'s (an installed package's, the
+    # tests' own): the page serves it at fitcore.live.DRAWER_PATH/<drawer>.js and imports it the first time
+    # a picture names it (frontend/drawers.js); "" for a built-in drawer
+    drawer_file: str = ""
     # the values a text option may take (a pipeline's schedule), drawn as a choice on the page; a bool
     # option is a switch, a number one a number box
     choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -218,6 +222,8 @@ def register(entry: Strategy[C]) -> Strategy[C]:
     missing = [role for role in WORDS if role not in entry.words]
     if missing:
         raise ValueError(f"strategy {entry.name!r} gives no words for {', '.join(missing)}")
+    if entry.drawer_file and not entry.drawer_file.endswith(".js"):
+        raise ValueError(f"strategy {entry.name!r}: its drawer_file is an ES module, a .js file")
     STRATEGIES[entry.name] = entry
     NAMES = tuple(STRATEGIES)
     DEFAULT = NAMES[0]

@@ -19,6 +19,7 @@ import {
 import {
   postWalk, renderQuestion, renderTally, renderTeacherQuestion, revealKind, revealText,
 } from "./follow.js";
+import { onDrawer } from "./drawers.js";
 import { renderPicture } from "./step_view.js";
 import { newStepper, togglePlay, walkPhase } from "./stepper.js";
 import { renderTimeline } from "./timeline.js";
@@ -72,6 +73,11 @@ function createState(parentElement) {
   window.addEventListener("resize", state.onScreenResize);
   state.onPress = (event) => pauseAtOnce(state, event);
   document.addEventListener("pointerdown", state.onPress, true);
+  // a strategy's drawer from outside frontend/ arrives after its first picture: draw that picture again
+  state.stopDrawers = onDrawer(() => {
+    Object.assign(state.dirty, { picture: true, timeline: true });
+    render(state);
+  });
   return state;
 }
 
@@ -125,6 +131,7 @@ function dispose(state) {
   if (state.disposed) return;
   state.disposed = true;
   document.removeEventListener("pointerdown", state.onPress, true);
+  state.stopDrawers();
   stopPolling(state);
   clearTimeout(state.poll.goneTimer);
   clearInterval(state.connTimer);

@@ -3,7 +3,8 @@
 It is registered through the public registration (`fitcore.registry.register`, what an installed
 package's `fitcore.strategies` entry point does) and gives every hook of the `Strategy` contract, each the
 smallest true one: its training is one device's (the dataparallel loop on `cpu`, which splits nothing), its
-picture is DataParallel's drawer with one device, its check row trains and meets least squares, its compare
+picture is its own drawer (tests/solo_drawer.js, which the page serves and imports as it would an installed
+package's), its check row trains and meets least squares, its compare
 column steps on the reference's own batches, its what-if row holds everything on one device and sends
 nothing. tests/test_contract.py runs it through the command line, the page, a recording, check, compare
 and whatif without a line changed outside tests/.
@@ -87,7 +88,7 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     label=LABEL,
     short=LABEL,
     processes=False,
-    drawer="dataparallel",  # a picture of one device: DataParallel's drawer with K = 1
+    drawer=NAME,  # its own drawer, a module beside it that the page serves (drawer_file)
     steps_per_epoch=_steps_per_epoch,
     train=_train,
     step_lines=_step_lines,
@@ -104,4 +105,5 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     words={"title": "solo.title", "explain": "solo.explain", "lab": "solo.lab", "who": "solo.who"},
     locale=str(Path(__file__).with_name("solo_locale.json")),
     phases=lambda: ("forward", "loss", "backward", "step"),
+    drawer_file=str(Path(__file__).with_name("solo_drawer.js")),
 )

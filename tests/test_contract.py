@@ -9,13 +9,18 @@ package, its drawer and one registration.
 from __future__ import annotations
 
 import ast
+import asyncio
 import importlib
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from starlette.requests import Request
 
-from fitcore import check, cli, compare, i18n, live, recording, registry, whatif
+from fitcore import api, check, cli, compare, i18n, live, recording, registry, whatif
 from fitcore.config import FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.devices import parse_devices
@@ -148,7 +153,8 @@ def test_solo_in_the_live_payload_and_on_the_page(solo, page):
         snap = pool.submit("owner", validate(FitConfig(**SOLO)))
         wait_for(lambda: not pool.snapshot("owner", snap.run_id).active, what="the solo run to end")
         body = live.payload(pool.snapshot("owner", snap.run_id), 0, 1)
-        assert body["run"]["status"] == "finished" and body["picture"]["drawer"] == "dataparallel"
+        assert body["run"]["status"] == "finished" and body["picture"]["drawer"] == "solo"
+        assert body["picture"]["drawer_url"] == f"{live.DRAWER_PATH}/solo.js"  # its own, the page serves it
         assert len(body["loss"]) == 300
     finally:
         pool.shutdown()
@@ -163,6 +169,36 @@ def test_solo_in_the_live_payload_and_on_the_page(solo, page):
     ended = pool.snapshot(owner, at.session_state["run_id"])
     assert ended.status == "finished" and ended.config.strategy == "solo"
     assert lstsq_gap(ended.config, ended.weights, ended.bias) < 1e-3
+
+
+def get_drawer(name: str):
+    scope = {"type": "http", "method": "GET", "path": f"{live.DRAWER_PATH}/{name}", "query_string": b"",
+             "path_params": {"name": name}, "headers": []}  # fmt: skip
+    return asyncio.run(api.static_handler(api.drawer_files)(Request(scope)))
+
+
+def test_solo_ships_its_own_drawer_which_the_page_serves(solo):
+    served = get_drawer("solo.js")
+    assert served.status_code == 200 and served.headers["content-type"] == "text/javascript; charset=utf-8"
+    assert served.body == Path(solo_strategy.STRATEGY.drawer_file).read_bytes()
+    assert b'key: "solo"' in served.body  # the key its pictures carry
+    # only a registered strategy's drawer from outside frontend/: no built-in's, no other file, no path
+    for name in ("ddp.js", "dataparallel.js", "solo", "../solo_strategy.py", "mount.js", "solo.js.map"):
+        assert get_drawer(name).status_code == 404, name
+    registry.unregister(solo_strategy.NAME)
+    try:
+        assert get_drawer("solo.js").status_code == 404  # gone with its strategy
+    finally:
+        registry.register(solo_strategy.STRATEGY)
+    with pytest.raises(ValueError, match="a .js file"):
+        registry.register(replace(solo_strategy.STRATEGY, name="solo2", drawer_file=__file__))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=40))
+def test_any_other_drawer_name_is_404(name):
+    """The drawers' route, fuzzed: any name but a registered strategy's own drawer answers 404, never 5xx."""
+    assert name == "solo.js" or get_drawer(name).status_code == 404
 
 
 def test_solo_has_its_check_row_compare_column_and_whatif_row(solo):

@@ -201,6 +201,7 @@ def test_routes_are_mounted_at_their_paths():
         ("/fitcore/room/walk", None, ("POST",)),
         ("/fitcore/room/reveal", None, ("POST",)),
         ("/fitcore/static/{name}", None, ("GET", "HEAD")),
+        ("/fitcore/static/drawers/{name}", None, ("GET", "HEAD")),
     ]
 
 

@@ -9,7 +9,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { DRAWERS, drawerFor } from "../drawers.js";
+import { DRAWERS, drawerFor, loadDrawer, onDrawer, registerDrawer } from "../drawers.js";
 import { setTexts } from "../words.js";
 
 // the drawers' words in English, as fitcore/locales/live.json holds them
@@ -31,8 +31,8 @@ const FRONTEND = fileURLToPath(new URL("..", import.meta.url));
 function registryPhases() {
   const root = fileURLToPath(new URL("../..", import.meta.url));
   const venv = `${root}.venv/bin/python`;
-  const code = "import json, fitcore; from fitcore import live, strategies; "
-    + "print(json.dumps({**{s.drawer: list(s.phases()) for s in strategies.STRATEGIES.values()}, "
+  const code = "import json, fitcore; from fitcore import live, registry; "
+    + "print(json.dumps({**{s.drawer: list(s.phases()) for s in registry.STRATEGIES.values()}, "
     + "live.MESH_DRAWER: list(live.MESH_PHASES)}))";
   return execFileSync(existsSync(venv) ? venv : "python3", ["-c", code], { cwd: root, encoding: "utf8" });
 }
@@ -92,4 +92,47 @@ test("DataParallel's footer: the first device gathers and reduces only when anot
   const busy = (n) => ({ first_device: "cuda:0", devices: Array.from({ length: 3 }, (_, i) => ({ busy: i < n })) });
   assert.equal(dp.footer(busy(2)), "★ cuda:0 also does: gather, loss, reduce, step");
   assert.equal(dp.footer(busy(1)), "★ cuda:0 does the whole step: forward, loss, backward, step");
+});
+
+// a module as a data: address, as the browser would import a strategy's drawer from the page's route
+const moduleUrl = (source) => `data:text/javascript,${encodeURIComponent(source)}`;
+
+test("a drawer from outside frontend/ is imported once, filed under its key, and the views draw again", async () => {
+  let redrawn = 0;
+  const stop = onDrawer(() => { redrawn += 1; });
+  try {
+    const url = moduleUrl('export default { key: "outside", title: "outside", footer: () => "its own" };');
+    assert.equal(drawerFor({ drawer: "outside" }).key, "plain");  // not yet: the plain boxes meanwhile
+    await Promise.all([loadDrawer(url, "outside"), loadDrawer(url, "outside")]);  // asked twice, imported once
+    assert.equal(redrawn, 1);
+    const drawer = drawerFor({ drawer: "outside" });
+    assert.equal(drawer.key, "outside");
+    assert.equal(drawer.footer(), "its own");
+    assert.deepEqual([drawer.phases, drawer.colours, drawer.showsIds], [{}, {}, true]);  // the plain defaults
+  } finally {
+    stop();
+  }
+});
+
+test("a drawer from outside never replaces another, and a picture never imports from elsewhere", async () => {
+  let redrawn = 0;
+  const stop = onDrawer(() => { redrawn += 1; });
+  try {
+    const builtin = DRAWERS.ddp;
+    await loadDrawer(moduleUrl('export default { key: "ddp", title: "impostor" };'), "ddp");
+    assert.equal(DRAWERS.ddp, builtin);  // a built-in key stays the built-in's
+    await loadDrawer(moduleUrl('export default { key: "other", title: "x" };'), "asked");
+    assert.equal(DRAWERS.other, undefined);  // a module whose key is not the one asked for is not filed
+    await loadDrawer("data:text/javascript,syntax error(", "broken");  // a module that fails: nothing filed
+    assert.equal(DRAWERS.broken, undefined);
+    assert.equal(redrawn, 0);
+    assert.equal(registerDrawer({ title: "no key" }), false);
+    // a picture's address outside the page's own route is not imported at all
+    const elsewhere = moduleUrl('export default { key: "elsewhere" };');
+    assert.equal(drawerFor({ drawer: "elsewhere", drawer_url: elsewhere }).key, "plain");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(DRAWERS.elsewhere, undefined);
+  } finally {
+    stop();
+  }
 });

@@ -1,0 +1,64 @@
+"""A strategy from outside fitcore on the page (a real Chromium): tests/solo_strategy.py, registered through
+the `fitcore.strategies` entry point as an installed package's would be, draws its step with its own drawer
+(tests/solo_drawer.js), which the page serves at /fitcore/static/drawers/solo.js and the browser imports the
+first time a picture names it. Nothing outside tests/ names it.
+
+Like tests/test_browser.py this test fails, it does not skip, without Chromium or Playwright.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from benchmarks.browser import chromium, streamlit_app
+from tests.test_browser import ARTIFACTS, _require_browser
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[1]
+LINK = "strategy=solo&devices=cpu&epochs=40&data_size=64&batch_size=64&lr=0.5&pace=4"
+
+
+@pytest.fixture(scope="module")
+def solo_server(tmp_path_factory):
+    """`streamlit run app.py` where an installed package declares the solo strategy: a dist-info folder
+    with its entry point on the server's PYTHONPATH, what `pip install` of such a package leaves."""
+    _require_browser()
+    site = tmp_path_factory.mktemp("site")
+    info = site / "fitcore_solo-0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fitcore-solo\nVersion: 0\n")
+    (info / "entry_points.txt").write_text("[fitcore.strategies]\nsolo = tests.solo_strategy:STRATEGY\n")
+    log = tmp_path_factory.mktemp("streamlit") / "server.log"
+    env = {"PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    try:
+        with streamlit_app(log, env=env, timeout=90) as app:
+            yield app.url
+    except (RuntimeError, TimeoutError) as exc:  # exited, or not healthy in time: with its log
+        pytest.fail(str(exc))
+
+
+def test_an_installed_strategy_draws_its_step_with_its_own_drawer(solo_server):
+    ARTIFACTS.mkdir(exist_ok=True)
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 720})
+        asked = []
+        page.on("request", lambda request: asked.append(request.url))
+        try:
+            page.goto(f"{solo_server}/?{LINK}")
+            page.get_by_role("button", name="Start training").click(timeout=90_000)
+            # the run's steps, drawn by its drawer: one device, its box says what it did, and the footer whose
+            chips = page.locator(".fl-root svg text[data-chip='solo: the whole step on one device']")
+            chips.first.wait_for(timeout=60_000)
+            assert chips.count() == 1
+            footer = page.locator(".fl-root svg text", has_text="solo's own drawer (tests/solo_drawer.js)")
+            assert footer.count() == 1
+            drawers = [url for url in asked if "/fitcore/static/drawers/" in url]
+            assert drawers and all(url.endswith("/fitcore/static/drawers/solo.js") for url in drawers)
+            assert len(drawers) == 1  # imported once, however many pictures named it
+            page.screenshot(path=str(ARTIFACTS / "solo-own-drawer-1280x720.png"))
+        finally:
+            page.close()
