@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Callable, TypeVar
 
 T = TypeVar("T")
@@ -83,3 +84,15 @@ class PauseWatch:
     def held(self, n: int = 2, timeout: float = 30.0) -> bool:
         """Block until the paused run has gone through n more polls without a step; False past timeout."""
         return self._event.wait_timeouts(n, timeout)
+
+
+def installed_site(folder: Path) -> Path:
+    """A folder that, on a process's PYTHONPATH, holds what `pip install` of a package declaring the tests'
+    strategies would leave: its dist-info and the `fitcore.strategies` entry points (tests/solo_strategy.py's
+    one-device strategy, tests/zero_strategy.py's ranked one), which fitcore registers when it is imported."""
+    info = folder / "fitcore_tests_strategies-0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fitcore-tests-strategies\nVersion: 0\n")
+    points = "solo = tests.solo_strategy:STRATEGY\nzero_ddp = tests.zero_strategy:STRATEGY\n"
+    (info / "entry_points.txt").write_text("[fitcore.strategies]\n" + points)
+    return folder

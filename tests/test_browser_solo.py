@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.browser import chromium, streamlit_app
+from tests.helpers import installed_site
 from tests.test_browser import ARTIFACTS, _require_browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -24,14 +25,10 @@ LINK = "strategy=solo&devices=cpu&epochs=40&data_size=64&batch_size=64&lr=0.5&pa
 
 @pytest.fixture(scope="module")
 def solo_server(tmp_path_factory):
-    """`streamlit run app.py` where an installed package declares the solo strategy: a dist-info folder
-    with its entry point on the server's PYTHONPATH, what `pip install` of such a package leaves."""
+    """`streamlit run app.py` where an installed package declares the tests' strategies: a dist-info folder
+    with their entry points on the server's PYTHONPATH, what `pip install` of such a package leaves."""
     _require_browser()
-    site = tmp_path_factory.mktemp("site")
-    info = site / "fitcore_solo-0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fitcore-solo\nVersion: 0\n")
-    (info / "entry_points.txt").write_text("[fitcore.strategies]\nsolo = tests.solo_strategy:STRATEGY\n")
+    site = installed_site(tmp_path_factory.mktemp("site"))
     log = tmp_path_factory.mktemp("streamlit") / "server.log"
     env = {"PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
     try:
@@ -60,5 +57,24 @@ def test_an_installed_strategy_draws_its_step_with_its_own_drawer(solo_server):
             assert drawers and all(url.endswith("/fitcore/static/drawers/solo.js") for url in drawers)
             assert len(drawers) == 1  # imported once, however many pictures named it
             page.screenshot(path=str(ARTIFACTS / "solo-own-drawer-1280x720.png"))
+        finally:
+            page.close()
+
+
+def test_an_installed_ranked_strategy_draws_each_phase_with_its_own_drawer(solo_server):
+    """tests/zero_strategy.py on two gloo ranks, the engine's spawned ranks: its drawer draws its phases, and
+    the walk's pills are its own phases."""
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 720})
+        try:
+            page.goto(f"{solo_server}/?strategy=zero_ddp&devices=cpu&workers=2&epochs=200&pace=2")
+            page.get_by_role("button", name="Start training").click(timeout=90_000)
+            footer = page.locator(".fl-root svg text", has_text="ZeRO-1's own drawer (tests/zero_drawer.js)")
+            steps = page.locator(".fl-root svg text[data-chip='steps its own, broadcasts']")
+            steps.first.wait_for(timeout=90_000)  # the run's steps, drawn by its drawer
+            assert footer.count() == 1 and steps.count() == 2  # both ranks step the parameters they own
+            pills = page.locator(".fl-pill").all_text_contents()
+            assert [p.split(" ")[0] for p in pills] == ["load", "forward", "loss", "backward", "optimizer"]
+            page.screenshot(path=str(ARTIFACTS / "zero-ddp-own-drawer-1280x720.png"))
         finally:
             page.close()

@@ -12,6 +12,9 @@ import ast
 import asyncio
 import importlib
 import json
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,12 +28,14 @@ from fitcore.config import FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.devices import parse_devices
 from fitcore.events import RunEnded, RunStarted, Step
+from fitcore.phases import ring_bytes
 from fitcore.pool import RunPool
 from fitcore.projection import Projection
 from fitcore.split import COLUMNS, ROWS, WHOLE
-from tests import solo_strategy, test_app
-from tests.helpers import wait_for
+from tests import solo_strategy, test_app, zero_strategy
+from tests.helpers import installed_site, wait_for
 
+ROOT = Path(__file__).resolve().parents[1]
 page = test_app.page  # fresh sessions of the page, every run stopped afterwards
 VIEW = ("planned_step", "sections", "parallelism", "console_frame", "CONSOLE_HINT")
 SOLO = dict(strategy="solo", devices="cpu", epochs=300, data_size=64, batch_size=64, lr=0.5)
@@ -56,8 +61,18 @@ def lstsq_gap(cfg: FitConfig, weights, bias) -> float:
     return max(abs(x - y) for x, y in zip((*weights, bias), (*w, b)))
 
 
-@pytest.mark.parametrize("name", [*registry.NAMES, solo_strategy.NAME])
-def test_every_registered_strategy_keeps_the_contract(solo, name):
+@pytest.fixture
+def zero():
+    """The ranked strategy in tests/ (tests/zero_strategy.py), registered as an installed package's is."""
+    registry.register(zero_strategy.STRATEGY)
+    try:
+        yield zero_strategy.STRATEGY
+    finally:
+        registry.unregister(zero_strategy.NAME)
+
+
+@pytest.mark.parametrize("name", [*registry.NAMES, solo_strategy.NAME, zero_strategy.NAME])
+def test_every_registered_strategy_keeps_the_contract(solo, zero, name):
     entry = registry.strategy(name)
     assert entry.name == name and registry.of(FitConfig(strategy=name)) is entry
     for role in registry.WORDS:  # its words are its catalog's keys, in both languages
@@ -216,3 +231,88 @@ def test_solo_has_its_check_row_compare_column_and_whatif_row(solo):
     (row,) = [r for r in whatif.table(measured, devices=(8,)) if r["strategy"] == "solo"]
     assert row["name"] == "One device" and row["comm_bytes_per_device"] == 0.0
     assert row["memory_per_device_bytes"] == whatif.memory_per_device("solo", 3, 8)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The ranked strategy from tests/: DDP with torch's ZeroRedundancyOptimizer, on the engine's own launchers,
+# with its own view, drawer and words, and no line of it outside tests/.
+
+ZERO = ["--strategy", "zero_ddp", "--devices", "cpu", "--workers", "2", "--data-size", "64"]
+ZERO += ["--batch-size", "64"]
+
+
+@pytest.mark.slow  # spawns ranks
+def test_a_ranked_strategy_from_tests_runs_on_the_engine_to_least_squares(zero, tmp_path, capsys):
+    path = tmp_path / "zero.fitrec"
+    code = cli.main([*ZERO, "--epochs", "300", "--lr", "0.5", "--record", str(path), "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0 and result["status"] == "finished", result["message"]
+    cfg = validate(FitConfig(strategy="zero_ddp", devices="cpu", workers=2, data_size=64, batch_size=64,
+                             epochs=300, lr=0.5))  # fmt: skip
+    assert result["steps"] == cfg.total_steps == 300
+    assert lstsq_gap(cfg, result["weights"], result["bias"]) < 1e-3
+    # ZeRO-1, measured: every rank holds every parameter and gradient, and Adam's state (two moments and a
+    # step count) of the parameters it owns only: W's d = 2 numbers on rank 0, b on rank 1
+    held = {row["rank"]: row for row in result["per_rank_memory"]}
+    assert [held[r]["parameters"] for r in (0, 1)] == [(2 + 1) * 4] * 2
+    assert [held[r]["optimizer_state"] for r in (0, 1)] == [2 * 2 * 4 + 4, 2 * 1 * 4 + 4]
+    assert zero_strategy.owners((2, 1), 2) == [0, 1] and zero_strategy.owners((5, 1, 1, 1), 3) == [0, 1, 2, 1]
+    # its step's bytes, by its own phases: the ring all-reduce of the d + 1 gradients inside backward, then
+    # each owner's broadcast of its parameters
+    moved = [rank["bytes"] for rank in result["first_step"]["step_bytes_per_device"]]  # rank 0, rank 1
+    assert [b["backward"] for b in moved] == [ring_bytes(2, (2 + 1) * 4)] * 2 == [12, 12]  # 2(k-1)/k (d+1)·4
+    assert [b["optimizer"] for b in moved] == [2 * 4, 1 * 4]  # W's 2 numbers to rank 1, b's to rank 0
+    # its recording replays to the same parameters
+    assert cli.main(["replay", str(path), "--json"]) == 0
+    replayed = json.loads(capsys.readouterr().out)
+    assert (replayed["weights"], replayed["bias"]) == (result["weights"], result["bias"])
+
+
+@pytest.mark.slow  # spawns ranks
+def test_the_ranked_strategy_has_its_check_row_compare_column_and_whatif_row(zero):
+    rows = [r for r in check.plan_rows(check.safe_probe()) if r.name == "zero_ddp gloo 2 ranks (CPU)"]
+    (result,) = [check.run_row(r) for r in rows]
+    assert result.status == check.PASSED, result.detail
+    cfg = FitConfig(strategy="zero_ddp", devices="cpu", workers=2, data_size=11, batch_size=4, epochs=3)
+    cfg = validate(cfg)
+    column = {r["strategy"]: r for r in compare.run(cfg)["results"]}
+    assert column["zero_ddp"]["per_step"] == column["ddp"]["per_step"]  # DDP's arithmetic, wherever its state
+    measured = whatif.Measured(1e-3, 100.0, 16, 2, 3, "here")
+    (row,) = [r for r in whatif.table(measured, devices=(8,)) if r["strategy"] == "zero_ddp"]
+    (ddp,) = [r for r in whatif.table(measured, devices=(8,)) if r["strategy"] == "ddp"]
+    assert row["comm_bytes_per_device"] == ddp["comm_bytes_per_device"]
+    assert row["memory_per_device_bytes"] < ddp["memory_per_device_bytes"]  # the optimizer state, over 8
+
+
+@pytest.mark.slow  # spawns ranks
+def test_the_ranked_strategy_runs_on_the_page(zero, page):
+    at = page({"strategy": "zero_ddp", "devices": "cpu", "workers": "2", "epochs": "30", "data_size": "64",
+               "batch_size": "64", "lr": "0.1"})  # fmt: skip
+    assert not at.error and at.header[0].value.startswith("DDP + ZeroRedundancyOptimizer")
+    at.selectbox(key="pace").set_value("max")
+    at.button(key="start").click().run()
+    at = test_app.wait_until_ended(at)
+    assert not at.exception and not at.error
+    ended = at.session_state["pool"].snapshot(at.session_state["owner"], at.session_state["run_id"])
+    assert ended.status == "finished" and ended.step == 30 and ended.config.strategy == "zero_ddp"
+    body = live.payload(ended, 0, 1)
+    assert body["picture"]["drawer"] == "zero_ddp"
+    assert body["picture"]["drawer_url"] == f"{live.DRAWER_PATH}/zero_ddp.js"
+    assert get_drawer("zero_ddp.js").body == Path(zero_strategy.STRATEGY.drawer_file).read_bytes()
+
+
+@pytest.mark.slow  # spawns ranks
+def test_the_ranked_strategy_runs_under_torchrun_as_an_installed_package(tmp_path):
+    """torchrun's two processes register it from its entry point, as an installed package's, and each runs
+    its Engine through the engine's torchrun side: rank 0 prints the result."""
+    site = installed_site(tmp_path / "site")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "fitcore", *ZERO, "--epochs", "300", "--lr", "0.5", "--json"]  # fmt: skip
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("{")]  # rank 0 alone prints
+    result = json.loads(line)
+    assert result["status"] == "finished" and result["details"]["group"]["launcher"] == "launched by torchrun"
+    cfg = validate(FitConfig(strategy=registry.DEFAULT, data_size=64, batch_size=64, epochs=300))
+    assert lstsq_gap(cfg, result["weights"], result["bias"]) < 1e-3
