@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import importlib
+import inspect
 import json
 import os
 import subprocess
@@ -41,13 +42,19 @@ VIEW = ("planned_step", "sections", "parallelism", "console_frame", "CONSOLE_HIN
 SOLO = dict(strategy="solo", devices="cpu", epochs=300, data_size=64, batch_size=64, lr=0.5)
 
 
+def registered(entry):
+    """The strategy registered for one test, as an installed package's is, and taken out again after it."""
+    registry.register(entry)
+    try:
+        yield entry
+    finally:
+        registry.unregister(entry.name)
+
+
 @pytest.fixture
 def solo():
-    registry.register(solo_strategy.STRATEGY)
-    try:
-        yield solo_strategy.STRATEGY
-    finally:
-        registry.unregister(solo_strategy.NAME)
+    """The one-device strategy in tests/ (tests/solo_strategy.py)."""
+    yield from registered(solo_strategy.STRATEGY)
 
 
 def config_of(entry) -> FitConfig:
@@ -63,12 +70,8 @@ def lstsq_gap(cfg: FitConfig, weights, bias) -> float:
 
 @pytest.fixture
 def zero():
-    """The ranked strategy in tests/ (tests/zero_strategy.py), registered as an installed package's is."""
-    registry.register(zero_strategy.STRATEGY)
-    try:
-        yield zero_strategy.STRATEGY
-    finally:
-        registry.unregister(zero_strategy.NAME)
+    """The ranked strategy in tests/ (tests/zero_strategy.py)."""
+    yield from registered(zero_strategy.STRATEGY)
 
 
 @pytest.mark.parametrize("name", [*registry.NAMES, solo_strategy.NAME, zero_strategy.NAME])
@@ -115,6 +118,43 @@ def test_every_hook_a_record_names_resolves_to_what_it_says(name):
     functions = [f for f in tree.body if isinstance(f, ast.FunctionDef)]
     forwarders = [f.name for f in functions if any(isinstance(n, imports) for n in ast.walk(f))]
     assert forwarders == []  # no function that imports a module to call it: the record names it instead
+
+
+# each hook as its consumers call it: the arguments it is given (fitcore.registry.Strategy's docstring)
+CALLS = {
+    "steps_per_epoch": ("cfg",), "train": ("cfg", "on_event"), "torchrun": ("cfg", "on_event"),
+    "step_lines": ("step",), "markdown": (), "bytes_of_step": ("rows", "k", "d", "itemsize", "cfg"),
+    "check_rows": ("machine",), "comparer": ("cfg", "data", "device", "plan", "toggles"),
+    "compare_causes": ("cfg", "plan", "toggles", "trained"), "engine": ("plan",), "engine_word": ("plan",),
+    "questions": ("step", "cfg", "labels", "extra"), "presets": ("tutorial",), "phases": (),
+    "projections": (), "picture": ("cfg", "step", "devices", "extra"), "flows": ("cfg", "step"),
+    "calibrate": ("cfg", "k"), "rules": ("cfg", "plan"), "lab_skip": ("cfg",), "check_config": ("cfg",),
+    "one_device": ("cfg",), "ranks": ("cfg",), "view": (),
+}  # fmt: skip
+KEYWORDS = {"train": ("control", "plan"), "torchrun": ("control", "plan"), "markdown": ("cfg",)}
+
+
+@pytest.mark.parametrize("name", [*registry.NAMES, solo_strategy.NAME, zero_strategy.NAME])
+def test_every_hook_takes_the_arguments_its_consumers_give(solo, zero, name):
+    """Each hook of each registered strategy, resolved, binds the call its consumers make: a hook from an
+    outside package with the wrong parameters fails here, not in a class."""
+    entry = registry.strategy(name)
+    for field, args in CALLS.items():
+        found = getattr(entry, field)
+        if found is None:
+            continue  # an optional hook the strategy has not (torchrun, calibrate, one_device, ranks)
+        if isinstance(found, registry.Hook):
+            if found.is_value:
+                assert found() is not None, (name, field)
+                continue
+            found = found.resolve()
+        signature = inspect.signature(found)
+        signature.bind(*args)  # raises TypeError naming what does not fit
+        signature.bind(*args, **dict.fromkeys(KEYWORDS.get(field, ())))
+    for lines in entry.detail_lines.values():
+        inspect.signature(lines.resolve() if isinstance(lines, registry.Hook) else lines).bind("value")
+    with pytest.raises(TypeError):  # and the check can fail: a hook that takes too few arguments
+        inspect.signature(lambda cfg: None).bind(*CALLS["rules"])
 
 
 def test_a_hook_imports_its_module_at_its_first_call_only():
