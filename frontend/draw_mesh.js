@@ -8,7 +8,9 @@
 import { fitText, label, svgEl, textWidth } from "./dom.js";
 import { formatBytes, formatNumber, isNum } from "./format.js";
 import { tr } from "./words.js";
-import { SIDE, arrow, busyBoxes, chip, deviceColour, heldChip } from "./picture.js";
+import {
+  SIDE, arrow, busyBoxes, chip, columnsBarHeight, deviceColour, drawColumns, heldChip,
+} from "./picture.js";
 
 const colours = {
   load: "#1f6feb", forward: "#2f9e44", tp_allreduce: "#e67700", loss: "#e8590c", backward: "#c92a2a",
@@ -53,26 +55,15 @@ export function groupsAlong(pic, dim) {
 }
 
 // Above each rank: its block of X, the d columns with its own filled, in its dp row's shade.
+const blockText = (dev) => `X[${dev.start}:${dev.stop}, ${dev.columns[0]}:${dev.columns[1]}]`;
+
 function drawTop(ctx) {
-  const { layout, svg, pic } = ctx;
-  const d = pic.features || 0;
-  layout.boxes.forEach((box, i) => {
-    const dev = box.device;
-    const cols = dev.columns;
-    if (!dev.busy || !cols || !d) return;
-    const dp = coordsOf(pic, i).dp || 0;
-    const cell = (box.w - 10) / d;
-    for (let c = 0; c < d; c++) {
-      const mine = c >= cols[0] && c < cols[1];
-      svg.append(svgEl("rect", {
-        x: box.x + 5 + c * cell, y: layout.barY + 2, width: Math.max(1, cell - 2), height: layout.barH - 4,
-        rx: 2, fill: mine ? deviceColour(dp) : "none", "fill-opacity": mine ? 0.3 : 0,
-        stroke: deviceColour(dp), "stroke-opacity": mine ? 1 : 0.35,
-      }));
+  const { pic } = ctx;
+  if (!(pic.features > 0)) return;
+  ctx.layout.boxes.forEach((box, i) => {
+    if (box.device.busy && box.device.columns) {
+      drawColumns(ctx, box, deviceColour(coordsOf(pic, i).dp || 0), blockText(box.device));
     }
-    const text = `X[${dev.start}:${dev.stop}, ${cols[0]}:${cols[1]}]`;
-    label(svg, box.x + 9, layout.barY + 19, fitText(text, box.w - 18, 14, 600),
-      { size: 14, weight: 600, halo: true });
   });
 }
 
@@ -203,6 +194,7 @@ export default {
     optimizer: drawOptimizer,
   },
   drawTop,
+  barHeight: (pic, widths) => columnsBarHeight(pic, widths, blockText),
   boxName,
   marksFirst: false,
   showsIds: false,

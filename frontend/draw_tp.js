@@ -7,7 +7,9 @@
 import { fitText, label, svgEl } from "./dom.js";
 import { formatBytes, formatNumber, isNum } from "./format.js";
 import { tr } from "./words.js";
-import { SIDE, arrow, busyBoxes, chip, deviceColour, heldChip, ringArrows } from "./picture.js";
+import {
+  SIDE, arrow, busyBoxes, chip, columnsBarHeight, deviceColour, drawColumns, heldChip, ringArrows,
+} from "./picture.js";
 import ranks from "./draw_ddp.js";
 
 const colours = {
@@ -38,24 +40,13 @@ function own(box) {
 }
 
 // Above each rank: the d columns of X, its own filled in its colour, and which they are ("X[:, 0:2]").
+const columnsText = (dev) => `X[:, ${dev.columns[0]}:${dev.columns[1]}]`;
+
 function drawTop(ctx) {
-  const { layout, svg, pic } = ctx;
-  const d = pic.features || 0;
-  layout.boxes.forEach((box, i) => {
-    const cols = box.device.columns;
-    if (!box.device.busy || !cols || !d) return;
-    const cell = (box.w - 10) / d;
-    for (let c = 0; c < d; c++) {
-      const mine = c >= cols[0] && c < cols[1];
-      svg.append(svgEl("rect", {
-        x: box.x + 5 + c * cell, y: layout.barY + 2, width: Math.max(1, cell - 2), height: layout.barH - 4,
-        rx: 2, fill: mine ? deviceColour(i) : "none", "fill-opacity": mine ? 0.28 : 0, stroke: deviceColour(i),
-        "stroke-opacity": mine ? 1 : 0.35,
-      }));
-    }
-    label(svg, box.x + 9, layout.barY + 19, fitText(`X[:, ${cols[0]}:${cols[1]}]`, box.w - 18, 14, 600),
-      { size: 14, weight: 600 });
-  });
+  if (!(ctx.pic.features > 0)) return;
+  for (const box of busyBoxes(ctx)) {
+    if (box.device.columns) drawColumns(ctx, box, deviceColour(box.index), columnsText(box.device));
+  }
 }
 
 function drawLoad(ctx) {
@@ -134,6 +125,7 @@ export default {
     optimizer: drawOptimizer,
   },
   drawTop,
+  barHeight: (pic, widths) => columnsBarHeight(pic, widths, columnsText),
   boxName: ranks.boxName,
   marksFirst: false,
   showsIds: false,

@@ -12,6 +12,8 @@
 //   phases       {phase name: (ctx, group) => marks and, while it is the current phase, arrows}
 //   drawTop      (ctx) => what sits above the boxes (a batch, or each rank's shard)
 //   rowLabels    optional (picture) => {batch, out}: the labels left of the bars above and below the boxes
+//   barHeight    optional (picture, box widths) => the bar's height above the boxes (BAR_H unless a drawer's
+//                words need a line of their own there: columnsBarHeight)
 //   boxName      optional (picture, box, room) => a device box's title
 //   marksFirst   the first device gathers: its box is starred and drawn thicker
 //   showsIds     a busy box lists its rows' dataset ids when no phase wrote a note there
@@ -26,6 +28,8 @@ import { formatBytes, isNum, shape } from "./format.js";
 import { tr, trCount } from "./words.js";
 
 export const SIDE = 6;
+export const BAR_H = 26;  // the bar above the boxes: a batch, a shard's ids, X's columns
+const BAR_LINE = 18;  // a line of words above the bar's cells, where they would cover a cell
 const BOX_GAP = 10;
 const CHIP_H = 21;       // one chip's height; a chip whose words do not fit its box's width takes two lines
 const CHIP_LINE = 17;
@@ -50,6 +54,35 @@ export function busy(pic) {
 
 export function busyBoxes(ctx) {
   return ctx.layout.boxes.filter((b) => b.device.busy);
+}
+
+// X's columns above a rank's box (tensor parallelism's, a 2-D mesh's): the d columns, its own filled in its
+// colour, and which they are ("X[:, 0:2]"). The words sit inside the first cell where it is wide enough for
+// them, else on a line of their own above the cells (the drawer's barHeight is columnsBarHeight then): never
+// over the cells, whose filled one is the lesson.
+export function columnsBarHeight(pic, widths, textOf) {
+  const d = pic.features || 0;
+  const covers = (pic.devices || []).some((dev, i) => dev.busy && dev.columns && d > 0
+    && textWidth(textOf(dev), 14, 600) + 12 > (widths[i] - 10) / d);
+  return covers ? BAR_H + BAR_LINE : BAR_H;
+}
+
+export function drawColumns(ctx, box, colour, text) {
+  const { layout, svg, pic } = ctx;
+  const d = pic.features || 0;
+  const cols = box.device.columns;
+  const apart = layout.barH > BAR_H;
+  const y = apart ? layout.barY + BAR_LINE + 2 : layout.barY + 2;
+  const cell = (box.w - 10) / d;
+  for (let c = 0; c < d; c++) {
+    const mine = c >= cols[0] && c < cols[1];
+    svg.append(svgEl("rect", {
+      x: box.x + 5 + c * cell, y, width: Math.max(1, cell - 2), height: BAR_H - 4, rx: 2,
+      fill: mine ? colour : "none", "fill-opacity": mine ? 0.3 : 0, stroke: colour, "stroke-opacity": mine ? 1 : 0.35,
+    }));
+  }
+  label(svg, box.x + (apart ? 5 : 9), apart ? layout.barY + 14 : layout.barY + 19,
+    fitText(text, box.w - (apart ? 10 : 18), 14, 600), { size: 14, weight: 600 });
 }
 
 export function bytesOf(group, device) {
@@ -84,7 +117,7 @@ export function pictureLayout(pic, width, drawer, chipHeights = []) {
     + (idsApart[i] ? 18 : 0) + (nameApart ? NAME_LINE : 0));
   const boxH = Math.max(...linesH.map((h, i) => h + (chipHeights[i] ?? CHIP_H) - CHIP_H));
   const barY = 2;
-  const barH = 26;
+  const barH = drawer.barHeight ? drawer.barHeight(pic, widths) : BAR_H;
   const boxY = barY + barH + 24;
   const outY = boxY + boxH + 22;
   const outH = 26;
@@ -355,8 +388,35 @@ function chipTextWidth(svg, text) {
   return width;
 }
 
+// A chip's words on as many lines as the box's width needs: at its last space first ("56 B" / "held"), and
+// where a line is still too wide (Chinese has no spaces: "什么也不持有" in a box of eight), between any two
+// CJK characters, as Chinese text breaks. A word of Latin letters wider than the box keeps its line.
+const CJK = /[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]/;
+export function chipLines(text, room, chipWidth) {
+  const fits = (line) => chipWidth(line) + 12 <= room;
+  if (fits(text)) return [text];
+  if (text.includes(" ")) {
+    const cut = text.lastIndexOf(" ");
+    const two = [text.slice(0, cut), text.slice(cut + 1)];
+    if (two.every(fits) || !CJK.test(text)) return two;
+  }
+  const tokens = text.match(/[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]|[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]+|\s+/g);
+  const lines = [];
+  let line = "";
+  for (const token of tokens) {
+    if (line.trim() && !fits((line + token).trim())) {
+      lines.push(line.trim());
+      line = token.trimStart();
+    } else {
+      line += token;
+    }
+  }
+  if (line.trim()) lines.push(line.trim());
+  return lines;
+}
+
 // Where each chip goes: in rows from the box's bottom-left, a new row when one is full; a chip wider than
-// the box breaks its words onto two lines. Every chip is drawn: the boxes are as tall as the fullest needs.
+// the box takes more lines (chipLines). Every chip is drawn: the boxes are as tall as the fullest needs.
 function chipPlan(box, chips, chipWidth) {
   const room = box.w - 12;
   const placed = [];
@@ -364,13 +424,8 @@ function chipPlan(box, chips, chipWidth) {
   let y = 0;
   let rowH = 0;
   for (const c of chips) {
-    let lines = [c.text];
-    let w = chipWidth(c.text) + 12;
-    if (w > room && c.text.includes(" ")) {
-      const cut = c.text.lastIndexOf(" ");
-      lines = [c.text.slice(0, cut), c.text.slice(cut + 1)];
-      w = Math.max(...lines.map(chipWidth)) + 12;
-    }
+    const lines = chipLines(c.text, room, chipWidth);
+    const w = Math.max(...lines.map(chipWidth)) + 12;
     const h = CHIP_H + (lines.length - 1) * CHIP_LINE;
     if (x > 0 && x + w > room) {
       x = 0;
@@ -390,7 +445,7 @@ function drawChips(g, box, chips, chipWidth) {
   for (const { chip: c, x, y, w, lines } of plan.placed) drawChip(g, box.x + 6 + x, top + y, w, c, lines);
 }
 
-// One chip, its top-left corner at (x, y), w wide: its words on one line or two.
+// One chip, its top-left corner at (x, y), w wide: its words on one line or more.
 function drawChip(g, x, y, w, c, lines) {
   const h = CHIP_H + (lines.length - 1) * CHIP_LINE;
   g.append(svgEl("rect", { x, y, width: w, height: h, rx: 10, fill: c.colour,
@@ -398,7 +453,7 @@ function drawChip(g, x, y, w, c, lines) {
   const text = label(g, x + 6, y + 15, lines[0], { size: 14, weight: 600, cls: "fl-chip",
                                                    fill: c.faded ? "#343a40" : "#ffffff" });
   text.setAttribute("data-chip", c.text);  // the whole chip, whichever lines it takes
-  if (lines.length > 1) text.append(svgEl("tspan", { x: x + 6, dy: CHIP_LINE }, lines[1]));
+  for (const more of lines.slice(1)) text.append(svgEl("tspan", { x: x + 6, dy: CHIP_LINE }, more));
 }
 
 // The footer's left line and the emulation note (its short words where the long ones do not fit beside the

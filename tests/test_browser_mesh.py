@@ -33,12 +33,17 @@ def _start(browser, server, query: str, lang: str):  # noqa: F811
     return page
 
 
-def _hold_on(page, pill: str) -> str:
-    """Click the phase's pill (the picture holds on it) and return the picture's texts."""
+def _hold_on(page, pill: str, expect: str = "") -> str:
+    """Click the phase's pill (the picture holds on it) and return the picture's texts, once they hold
+    `expect`: a step that arrives meanwhile redraws the picture, held on the same phase, within a poll."""
     page.locator(".fl-pill", has_text=pill).first.click()
     page.locator(".fl-pill.fl-now", has_text=pill).first.wait_for(timeout=10_000)  # held on it, drawn
-    time.sleep(0.4)
-    return " ".join(page.locator(".fl-root svg text").all_text_contents())
+    for _ in range(50):
+        texts = " ".join(page.locator(".fl-root svg text").all_text_contents())
+        if expect in texts:
+            break
+        time.sleep(0.1)
+    return texts
 
 
 def _on_first_screen(page, text: str) -> bool:
@@ -74,7 +79,7 @@ def test_the_mesh_is_drawn_as_its_grid_with_both_collectives_and_their_bytes(
         # the tp groups' all-reduce: each rank's (100, 1) partial output, a ring of 2 sends 400 B a rank
         # (2(k-1)/k x 400 B); the dp groups': DDP's 3 gradients or FSDP's 3-number shard, 12 B a rank
         for pill, caption in zip(pills, captions):
-            assert caption in _hold_on(page, pill)
+            assert caption in _hold_on(page, pill, caption)
             assert _on_first_screen(page, caption)
         for title in TITLES:
             assert _on_first_screen(page, title)

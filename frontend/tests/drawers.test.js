@@ -136,3 +136,22 @@ test("a drawer from outside never replaces another, and a picture never imports 
     stop();
   }
 });
+
+test("a chip wider than its box takes as many lines as it needs, Chinese broken between characters", async () => {
+  const { chipLines } = await import("../picture.js");
+  // 14 px a CJK character, 8 px any other: the box's room for a chip's text is `room` - 12
+  const width = (text) => [...text].reduce((w, ch) => w + (/[\u2e80-\u9fff]/.test(ch) ? 14 : 8), 0);
+  assert.deepEqual(chipLines("56 B held", 200, width), ["56 B held"]);  // it fits: one line
+  assert.deepEqual(chipLines("56 B held", 60, width), ["56 B", "held"]);  // at its last space
+  // FSDP's "holds nothing" in zh in one of eight boxes (78 px): no space to break at, so between characters
+  const lines = chipLines("什么也不持有", 78, width);
+  assert.deepEqual(lines, ["什么也不", "持有"]);
+  assert.ok(lines.every((line) => width(line) + 12 <= 78));
+  assert.equal(lines.join(""), "什么也不持有");  // nothing lost, nothing added
+  // a mix: the last space first, then the characters where a line is still too wide
+  const mixed = chipLines("占用 持有全部参数和梯度", 90, width);
+  assert.ok(mixed.length >= 2 && mixed.every((line) => width(line) + 12 <= 90), mixed.join("|"));
+  assert.equal(mixed.join("").replace(/\s/g, ""), "占用持有全部参数和梯度");
+  // a Latin word wider than the box keeps its line: it is not cut inside
+  assert.deepEqual(chipLines("reduce_scatter", 60, width), ["reduce_scatter"]);
+});
