@@ -123,8 +123,12 @@ function drawOutputBar(ctx) {
   const g = svgEl("g");
   ctx.layer.boxes.append(g);
   label(g, SIDE, layout.outY + 19, layout.rowLabels.out, { size: 15, weight: 700 });
-  segmentBar(g, layout, layout.outY, layout.outH,
-    (seg, room) => fitText(shape(seg.device.output_shape), room, 14), 18, bytesTag(ctx, "gather"));
+  // a chunk's shape whole or not at all: "[2…" beside its bytes says nothing (eight devices' segments)
+  const whole = (seg, room) => {
+    const text = shape(seg.device.output_shape);
+    return textWidth(text, 14) <= room ? text : "";
+  };
+  segmentBar(g, layout, layout.outY, layout.outH, whole, 18, bytesTag(ctx, "gather"));
   const last = layout.segments.filter(Boolean).pop();
   const room = last ? layout.width - SIDE - (last.x + last.w) - 8 : 0;
   const where = tr("live.dp.output_on", { device: pic.first_device });

@@ -499,6 +499,7 @@ export function segmentBar(parent, layout, y, height, textOf, textDy = 19, tagOf
       label(parent, seg.x + seg.w - 5, y + textDy, text, { size: 14, weight: 700, anchor: "end", fill: tag.colour });
       room -= textWidth(text, 14, 700) + 8;
     }
-    if (room >= 24) label(parent, seg.x + 5, y + textDy, textOf(seg, room), { size: 14, fill: "#212529" });
+    const text = room >= 24 ? textOf(seg, room) : "";
+    if (text) label(parent, seg.x + 5, y + textDy, text, { size: 14, fill: "#212529" });
   });
 }
