@@ -79,6 +79,7 @@ export function drawColumns(ctx, box, colour, text) {
     svg.append(svgEl("rect", {
       x: box.x + 5 + c * cell, y, width: Math.max(1, cell - 2), height: BAR_H - 4, rx: 2,
       fill: mine ? colour : "none", "fill-opacity": mine ? 0.3 : 0, stroke: colour, "stroke-opacity": mine ? 1 : 0.35,
+      class: mine ? "fl-col fl-own" : "fl-col",
     }));
   }
   label(svg, box.x + (apart ? 5 : 9), apart ? layout.barY + 14 : layout.barY + 19,

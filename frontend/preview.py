@@ -99,8 +99,13 @@ SCENARIOS = {
     "fsdp2held": Scenario(ranks=True, weights=(5.2, 9.6, -1.0), zero=3, status="paused", start=80),
     "fsdp3held": Scenario(ranks=True, devices=3, weights=(5.2, 9.6, -1.0), zero=3, status="paused", start=80),
     "fsdp2zero2held": Scenario(ranks=True, weights=(5.2, 9.6, -1.0), zero=2, status="paused", start=80),
+    # eight ranks on three weights: five hold nothing, their chips in the narrowest boxes
+    "fsdp8held": Scenario(ranks=True, devices=8, weights=(5.2, 9.6, -1.0), zero=3, status="paused", start=80),
     # X split by columns: 4 features on 2 ranks
     "tp2held": Scenario(ranks=True, columns=True, weights=(5.2, 9.6, -1.0, 2.5), status="paused", start=80),
+    # 8 features on 8 ranks: a column each, the strips narrower than their words
+    "tp8held": Scenario(ranks=True, columns=True, devices=8, status="paused", start=80,
+                        weights=(5.2, 9.6, -1.0, 2.5, 1.0, 2.0, 3.0, 4.0)),
     "diverged": Scenario(devices=2, start=60, diverge_at=37, status="diverged"),
     "finish": Scenario(devices=2, total=40, start=30, pace=10.0, overlay=True),
     "queued": Scenario(devices=3, start=0, queued_s=2.0),

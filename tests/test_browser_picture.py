@@ -89,8 +89,26 @@ MEASURE = """() => {
     const words = t.getBBox();
     return words.x < pill.x + 3 || words.x + words.width > pill.x + pill.width - 3;
   }).map((t) => t.getAttribute("data-chip"));
+  // a text across the cells of X's columns (tensor parallelism's strips): words sit inside one cell, or
+  // above the strip, never across cells, which would hide which column is the rank's own
+  const cells = [...svg.querySelectorAll(".fl-col")].map((r) => r.getBBox());
+  const owns = svg.querySelectorAll(".fl-own").length;
+  const across = (a0, a1, b0, b1) => Math.min(a1, b1) - Math.max(a0, b0) > 1;
+  const within = (ink, c) => ink.x0 >= c.x - 1 && ink.x1 <= c.x + c.width + 1;
+  const meets = (ink, c) =>
+    across(ink.x0, ink.x1, c.x, c.x + c.width) && across(ink.y0, ink.y1, c.y, c.y + c.height);
+  const overCells = inks.filter((ink) => cells.some((c) => meets(ink, c) && !within(ink, c)))
+    .map((ink) => ink.text);
+  // a chip's pill past its box's sides (words that could not break, in the narrowest boxes)
+  const outside = [...svg.querySelectorAll(".fl-box")].flatMap((g) => {
+    const box = g.querySelector("rect").getBBox();
+    return [...g.querySelectorAll(".fl-chip")].filter((t) => {
+      const pill = t.previousElementSibling.getBBox();
+      return pill.x < box.x || pill.x + pill.width > box.x + box.width;
+    }).map((t) => t.getAttribute("data-chip"));
+  });
   const title = root.querySelector(".fl-phase-title").textContent;
-  return { overlaps, onArrows, cut, small, minPx, devices, title, tight };
+  return { overlaps, onArrows, cut, small, minPx, devices, title, tight, overCells, outside, owns };
 }"""
 
 
@@ -160,6 +178,8 @@ def walk_legible(page, preview, scenario: str, lang: str, presenter: bool) -> li
         assert m["onArrows"] == [], where
         assert m["cut"] == [], where
         assert m["tight"] == [], where
+        assert m["overCells"] == [], where
+        assert m["outside"] == [], where
         assert m["small"] == [] and m["minPx"] >= least - 0.05, (where, m["minPx"], m["small"])
     return phases
 
@@ -264,3 +284,20 @@ def test_fsdp_every_phase_legible_with_its_own_chips(page, preview, scenario, k,
     for i, m in enumerate(phases):
         chips = [last(d["chips"]) for d in m["devices"]]
         assert chips == [last(r) for r in fsdp_chips(lang, k, zero, i)], (scenario, lang, i, m["title"])
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_eight_ranks_legible_holding_nothing_or_a_column_each(page, preview, lang):
+    """Eight ranks, the narrowest boxes: FSDP's three weights leave five ranks holding nothing (the longest
+    chip, in zh with no space to break it at), and TP's eight features give each rank one column (strips
+    narrower than their words). Legible at every phase, and no text over a rank's own column of X."""
+    fsdp = walk_legible(page, preview, "fsdp8held", lang, False)
+    nothing = t("live.fsdp.chip_nothing", lang=lang)
+    for i, m in enumerate(fsdp):
+        held = [nothing in d["chips"] for d in m["devices"]]
+        assert held == [False] * 3 + [True] * 5, (lang, i, m["title"])
+    tp = walk_legible(page, preview, "tp8held", lang, False)
+    for i, m in enumerate(tp):
+        assert m["owns"] == 8, (lang, i)  # each rank's own column drawn, and no text over any (walk_legible)
+        own = [d["chips"][0] for d in m["devices"]]
+        assert own == [f"w{r}" for r in range(1, 9)], (lang, i, m["devices"])
