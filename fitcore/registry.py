@@ -40,11 +40,21 @@ class StrategyView(Protocol[C_contra]):
 
     def planned_step(self, cfg: C_contra, gpus: Any = None) -> tuple[Any, tuple[str, ...]]: ...
 
-    def sections(self, snap: Any, cfg: C_contra | None, gpus: Any = None) -> list: ...
+    def sections(self, snap: Any, cfg: C_contra | None, gpus: Any = None) -> list[Any]: ...
 
     def parallelism(self, cfg: C_contra, started: Any) -> str: ...
 
     def console_frame(self, snap: Any) -> tuple[list[str], list[str]]: ...
+
+
+class Trainer(Protocol[C_contra]):
+    """A strategy's training, as the runner, the command line and the checks call it: it emits the run's
+    events (fitcore.events) to `on_event` and returns its RunEnded; `control` pauses, paces and stops it,
+    `plan` is the checked device plan (parsed from the config where none is given)."""
+
+    def __call__(
+        self, cfg: C_contra, on_event: Callable[[Any], None] = ..., control: Any = None, plan: Any = None
+    ) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -94,32 +104,34 @@ class Strategy(Generic[C]):
     processes: bool  # one process per worker: `workers` applies, `cpu` means workers CPU processes
     drawer: str  # the key of its step picture's drawer in the browser (frontend/), sent with every picture
     steps_per_epoch: Callable[[C], int]
-    train: Callable[..., Any]
+    train: Trainer[C]
     step_lines: Callable[[Any], list[str]]
     markdown: Callable[[], str]
     bytes_of_step: Callable[..., int]
     view: Callable[[], ModuleType]  # its view module, a StrategyView
-    check_rows: Callable[[Any], list]
-    comparer: Callable[..., Any]
-    compare_causes: Callable[..., list[str]]
+    check_rows: Callable[[Any], list[Any]]
+    comparer: Callable[[C, Any, Any, Any, Any], Any]  # (cfg, data, device, plan, toggles) -> its column
+    compare_causes: Callable[[C, Any, Any, Any], list[str]]  # (cfg, plan, toggles, trained)
     engine: Callable[[Any], str]
     engine_word: Callable[[Any], str]
-    questions: Callable[..., list]
+    questions: Callable[[Any, C, Sequence[str], dict[str, Any] | None], list[Any]]
     # its words, by role, as keys of its catalog: "title" (the page's heading over its run), "explain" (its
     # explanation's title), "lab" (its name in the lab's table), "who" (its name in a message)
     words: Mapping[str, str]
     locale: str  # the path of its catalog, a locale.json beside its package (fitcore.i18n merges it)
-    projections: Callable[[], tuple] = tuple
-    presets: Callable[[Any], tuple] = lambda tutorial: ()
-    detail_lines: Mapping[str, Callable[[dict], list[str]]] = field(default_factory=dict)
+    projections: Callable[[], tuple[Any, ...]] = tuple
+    presets: Callable[[C], tuple[tuple[str, C, str], ...]] = lambda tutorial: ()
+    detail_lines: Mapping[str, Callable[[dict[str, Any]], list[str]]] = field(default_factory=dict)
     # the declared shape of each of its own Detail values (fitcore.schema), through which a recording's are
     # read: a detail key that no strategy and not the engine declares is refused, never passed to a view
     detail_schemas: Mapping[str, Callable[[Any, str], Any]] = field(default_factory=dict)
     preload: tuple[str, ...] = ()  # the modules its ranks run, imported once by fitcore.warmstart's server
     phases: Callable[[], tuple[str, ...]] = tuple
-    picture: Callable[..., dict] = lambda cfg, step, devices, extra: {}
+    picture: Callable[[C, Any, list[dict[str, Any]], dict[str, Any]], dict[str, Any]] = (
+        lambda cfg, step, devices, extra: {}
+    )
     # its ranks' sends inside a step, for the trace's flow arrows (fitcore.trace.Flow): none by default
-    flows: Callable[..., Sequence[tuple[str, float, str, float]]] = lambda cfg, step: ()
+    flows: Callable[[C, Any], Sequence[tuple[str, float, str, float]]] = lambda cfg, step: ()
     options: tuple[str, ...] = ()  # FitConfig fields only this strategy reads (their defaults elsewhere)
     # the path of its drawer's ES module where that is not one of frontend/'s (an installed package's, the
     # tests' own): the page serves it at fitcore.live.DRAWER_PATH/<drawer>.js and imports it the first time
@@ -128,21 +140,21 @@ class Strategy(Generic[C]):
     # the values a text option may take (a pipeline's schedule), drawn as a choice on the page; a bool
     # option is a switch, a number one a number box
     choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    calibrate: Callable[..., dict] | None = None  # (cfg, k) -> whatif's calibration point, a real run's bytes
-    torchrun: Callable[..., Any] | None = None  # its trainer for one rank of a torchrun launch, if it has one
+    calibrate: Callable[[C, int], dict[str, Any]] | None = None  # (cfg, k) -> whatif's calibration point
+    torchrun: Trainer[C] | None = None  # its trainer for one rank of a torchrun launch, if it has one
     # (cfg) -> its Engine (fitcore.engine.contract), where it has ranks: its part of the engine's one rank
     # loop, which the engine's own trainers run (fitcore.engine.launcher.launch spawns the ranks,
     # fitcore.engine.torchrun.train_torchrun is one rank of a torchrun launch); None: it trains in one process
     ranks: Callable[[C], Any] | None = None
-    rules: Callable[..., None] = lambda cfg, plan: None  # its own config rules: raise ConfigError
+    rules: Callable[[C, Any], None] = lambda cfg, plan: None  # its own config rules: raise ConfigError
     # (cfg) -> why the lab has no column of it for this config (a pipeline's microbatches that do not cut
     # the batch equally: a real run refuses the config), or "" where it has one
-    lab_skip: Callable[..., str] = lambda cfg: ""
+    lab_skip: Callable[[C], str] = lambda cfg: ""
     # (cfg) -> the config its checks run (fitcore check's, across hosts'): a pipeline's deep model wants Adam
     # where the one-layer checks take SGD; and (cfg) -> the parameters one device learns of its own model,
     # where that is not the one-layer model (None: one process of the default strategy)
-    check_config: Callable[..., Any] = lambda cfg: cfg
-    one_device: Callable[..., tuple[float, ...]] | None = None
+    check_config: Callable[[C], C] = lambda cfg: cfg
+    one_device: Callable[[C], tuple[float, ...]] | None = None
     split: Split = ROWS  # which rows and columns of the batch each device takes (fitcore.split)
     dim: str = DP  # the mesh dimension it runs (fitcore.mesh): its ranks' name in a mesh (TP's: mesh.TP)
     composes: tuple[str, ...] = ()  # the other dimensions a mesh of it may have
@@ -152,9 +164,10 @@ class Strategy(Generic[C]):
         return self.view()
 
     @property
-    def planned_step(self) -> Callable[..., Any]:
+    def planned_step(self) -> Callable[..., tuple[Any, tuple[str, ...]]]:
         """planned_step(cfg, gpus) -> (its first Step before a run, the device labels)."""
-        return self.view().planned_step
+        view: StrategyView[C] = self.view()  # the declared part of the contract (tests/test_contract.py)
+        return view.planned_step
 
 
 class Hook:
