@@ -2,7 +2,7 @@
 
 This module is the top floor: before anything else it registers the strategies (the built-in packages in
 `BUILTIN`, the default first, then any an installed package declares under the `fitcore.strategies` entry
-point), so that every module below finds them in fitcore.strategies, which imports none of them.
+point), so that every module below finds them in fitcore.registry, which imports none of them.
 """
 
 from importlib.metadata import entry_points

@@ -1,14 +1,15 @@
 """The training strategies' registry: every part of fitcore asks it about a strategy, and it knows none.
 
-A strategy is one package, `fitcore/strategies/<name>/`, one drawer file, `frontend/draw_<name>.js`, and one
-line in fitcore/__init__.py's `BUILTIN` list, the top floor, which registers the packages here before any
-other module of fitcore is imported (an installed package adds one through the `fitcore.strategies` entry
-point, or calls `register`). The package's `__init__.py` holds its `STRATEGY`, a `Strategy` whose fields are
-callables; the package owns its trainer, its view (`view.py`), its console lines, the bytes of its step, its
-explanation, its catalog keys (`locale.json`, read by fitcore.i18n) and its hooks for `check`, `compare`,
-`whatif` and the classroom quiz. Nothing outside the package spells its name: the rest of fitcore asks the
-registry (`strategy(name)`, `of(cfg)`, `STRATEGIES`), and tests/test_strategy_names.py fails on a name
-written anywhere else.
+A strategy is one package, `fitcore/strategies/<name>/`, one drawer file (`frontend/draw_<name>.js`, or its
+own `drawer_file` for a package from outside), and one line in fitcore/__init__.py's `BUILTIN` list, the top
+floor, which registers the packages here before any other module of fitcore is imported (an installed
+package adds one through the `fitcore.strategies` entry point, or calls `register`). The package's
+`__init__.py` holds its `STRATEGY`, a `Strategy` whose fields are callables; the package owns its trainer
+(or, with ranks, its Engine, which the engine's trainers run: `ranked`), its view (`view.py`), its console
+lines, the bytes of its step, its explanation, its catalog keys (`locale.json`, read by fitcore.i18n) and
+its hooks for `check`, `compare`, `whatif` and the classroom quiz. Nothing outside the package spells its
+name: the rest of fitcore asks the registry (`strategy(name)`, `of(cfg)`, `STRATEGIES`), and
+tests/test_strategy_names.py fails on a name written anywhere else.
 
 This module imports no strategy, so that fitcore.config, which checks `strategy` and counts steps through
 it, stays below every package: the packages import the floor, the floor asks the registry, and only the top
@@ -55,6 +56,13 @@ class Trainer(Protocol[C_contra]):
     def __call__(
         self, cfg: C_contra, on_event: Callable[[Any], None] = ..., control: Any = None, plan: Any = None
     ) -> Any: ...
+
+
+class Explains(Protocol[C_contra]):
+    """A strategy's explanation for the page, in the current language, its examples on cfg's sizes where a
+    config is given (the run shown)."""
+
+    def __call__(self, cfg: C_contra | None = None) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -106,7 +114,7 @@ class Strategy(Generic[C]):
     steps_per_epoch: Callable[[C], int]
     train: Trainer[C]
     step_lines: Callable[[Any], list[str]]
-    markdown: Callable[[], str]
+    markdown: Explains[C]
     bytes_of_step: Callable[..., int]
     view: Callable[[], ModuleType]  # its view module, a StrategyView
     check_rows: Callable[[Any], list[Any]]
@@ -213,6 +221,18 @@ def value(path: str) -> Callable[[], Any]:
     """A callable that gives the object at "module:name", or the module itself, imported at its first call:
     a strategy's phases, its what-if rows, its view module."""
     return Hook(path, value=True)
+
+
+# The engine's own trainers, named by where they live (the registry sits below the engine): they run a ranked
+# strategy's Engine, which they take from its record (fitcore.engine.contract.engine_of)
+SPAWNED = "fitcore.engine.launcher:launch"
+TORCHRUN = "fitcore.engine.torchrun:train_torchrun"
+
+
+def ranked(ranks: Callable[[C], Any]) -> dict[str, Any]:
+    """A ranked strategy's record fields from its Engine alone: `ranks`, and as its `train` and `torchrun`
+    the engine's trainers, which run it (`Strategy(..., **ranked(value(f"{__name__}.rank:ENGINE")))`)."""
+    return {"ranks": ranks, "train": Hook(SPAWNED), "torchrun": Hook(TORCHRUN)}
 
 
 WORDS = ("title", "explain", "lab", "who")  # the roles of a strategy's words that the rest of fitcore shows

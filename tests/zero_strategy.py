@@ -49,7 +49,7 @@ from fitcore.phases import (
     ring_bytes,
 )
 from fitcore.projection import Projection, ring
-from fitcore.registry import Strategy, hook, value
+from fitcore.registry import Strategy, hook, ranked, value
 from fitcore.shards import Layout, padded_part
 from fitcore.train import first_model
 from fitcore.view import ranks as rank_view
@@ -215,9 +215,7 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     drawer=NAME,
     drawer_file=str(Path(__file__).with_name("zero_drawer.js")),
     steps_per_epoch=lambda cfg: Layout(cfg.data_size, max(1, cfg.workers), cfg.batch_size).steps_per_epoch,
-    train=hook("fitcore.engine.launcher:launch"),
-    torchrun=hook("fitcore.engine.torchrun:train_torchrun"),
-    ranks=value(f"{__name__}:ENGINE"),
+    **ranked(value(f"{__name__}:ENGINE")),  # its Engine; its train and torchrun the engine's own
     step_lines=rank_step_lines,
     markdown=lambda cfg=None: t("zero_ddp.explain"),
     bytes_of_step=lambda rows, k, d, itemsize, cfg=None: sum(

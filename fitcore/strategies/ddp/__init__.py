@@ -41,7 +41,7 @@ from fitcore.console import rank_step_lines
 from fitcore.i18n import t
 from fitcore.memory import memory_part
 from fitcore.mesh import DP, TP
-from fitcore.registry import Strategy, hook, value
+from fitcore.registry import Strategy, hook, ranked, value
 from fitcore.shards import Layout, padded_part
 from fitcore.strategies.ddp.name import NAME
 
@@ -84,7 +84,6 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     processes=True,
     drawer=NAME,
     steps_per_epoch=_steps_per_epoch,
-    train=hook("fitcore.engine.launcher:launch"),  # the engine's: spawned ranks that run its `ranks`
     step_lines=rank_step_lines,
     markdown=lambda cfg=None: t("explain.ddp"),
     bytes_of_step=hook(f"{__name__}.phases:bytes_of_step"),
@@ -103,6 +102,5 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     preload=(f"{__name__}.rank",),
     phases=value(f"{__name__}.phases:DDP_PHASES"),
     picture=_picture,
-    torchrun=hook("fitcore.engine.torchrun:train_torchrun"),
-    ranks=value(f"{__name__}.rank:ENGINE"),  # its Engine: its part of the engine's one rank loop
+    **ranked(value(f"{__name__}.rank:ENGINE")),  # its Engine; train and torchrun: the engine's, which run it
 )

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from fitcore.console import rank_step_lines
 from fitcore.i18n import t
 from fitcore.mesh import TP
-from fitcore.registry import Strategy, hook, value
+from fitcore.registry import Strategy, hook, ranked, value
 from fitcore.shards import Layout
 from fitcore.strategies.fsdp.name import NAME
 from fitcore.strategies.fsdp.shapes import DETAIL
@@ -69,7 +69,6 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     processes=True,
     drawer=NAME,
     steps_per_epoch=_steps_per_epoch,
-    train=hook("fitcore.engine.launcher:launch"),  # the engine's: spawned ranks that run its `ranks`
     step_lines=lambda step: rank_step_lines(step, "cli.fsdp.console.all_ranks"),
     markdown=hook(f"{__name__}.view:markdown"),
     bytes_of_step=hook(f"{__name__}.layout:bytes_of_step"),
@@ -93,6 +92,5 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     picture=hook(f"{__name__}.view:picture_part"),
     phases=value(f"{__name__}.layout:FSDP_PHASES"),
     calibrate=hook(f"{__name__}.whatif:calibrate"),
-    torchrun=hook("fitcore.engine.torchrun:train_torchrun"),
-    ranks=hook(f"{__name__}.train:engine"),  # its Engine: its part of the engine's one rank loop
+    **ranked(hook(f"{__name__}.train:engine")),  # its Engine; train and torchrun: the engine's, which run it
 )

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from fitcore.console import rank_step_lines
 from fitcore.i18n import t
 from fitcore.mesh import PP
-from fitcore.registry import Strategy, hook, value
+from fitcore.registry import Strategy, hook, ranked, value
 from fitcore.split import WHOLE
 from fitcore.strategies.pp import layout
 from fitcore.strategies.pp.name import NAME
@@ -59,7 +59,6 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     processes=True,
     drawer=NAME,
     steps_per_epoch=lambda cfg: layout.steps_per_epoch(cfg.data_size, cfg.batch_size),
-    train=hook("fitcore.engine.launcher:launch"),  # the engine's: spawned ranks that run its `ranks`
     step_lines=lambda step: rank_step_lines(step, "cli.pp.console.all_ranks"),
     markdown=hook(f"{__name__}.view:markdown"),
     bytes_of_step=layout.bytes_of_step,
@@ -88,8 +87,7 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     flows=hook(f"{__name__}.view:flows"),
     options=("layers", "width", "microbatches", "schedule", "block_ms", "slow_stage"),
     choices={"schedule": layout.SCHEDULES},
-    torchrun=hook("fitcore.engine.torchrun:train_torchrun"),
-    ranks=hook(f"{__name__}.train:engine"),  # its Engine: its part of the engine's one rank loop
+    **ranked(hook(f"{__name__}.train:engine")),  # its Engine; train and torchrun: the engine's, which run it
     rules=layout.rules,
     lab_skip=layout.lab_skip,
     check_config=_check_config,

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from fitcore.console import rank_step_lines
 from fitcore.i18n import t
 from fitcore.mesh import TP
-from fitcore.registry import Strategy, hook, value
+from fitcore.registry import Strategy, hook, ranked, value
 from fitcore.split import COLUMNS
 from fitcore.strategies.tp import layout
 from fitcore.strategies.tp.name import NAME
@@ -53,7 +53,6 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     processes=True,
     drawer=NAME,
     steps_per_epoch=lambda cfg: layout.steps_per_epoch(cfg.data_size, cfg.batch_size),
-    train=hook("fitcore.engine.launcher:launch"),  # the engine's: spawned ranks that run its `ranks`
     step_lines=lambda step: rank_step_lines(step, "cli.tp.console.all_ranks"),
     markdown=hook(f"{__name__}.view:markdown"),
     bytes_of_step=layout.bytes_of_step,
@@ -78,8 +77,7 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     preload=(f"{__name__}.train", f"{__name__}.rank"),
     phases=lambda: layout.TP_PHASES,
     picture=hook(f"{__name__}.view:picture_part"),
-    torchrun=hook("fitcore.engine.torchrun:train_torchrun"),
-    ranks=value(f"{__name__}.train:ENGINE"),  # its Engine: its part of the engine's one rank loop
+    **ranked(value(f"{__name__}.train:ENGINE")),  # its Engine; train and torchrun: the engine's, which run it
     rules=layout.rules,
     split=COLUMNS,
     dim=TP,
