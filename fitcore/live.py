@@ -169,14 +169,15 @@ def _picture(
         })  # fmt: skip
     # the strategy's own part: DDP's padding rows, FSDP's shards and each rank's memory; a pipeline's
     # blocks' ticks and microbatches, added to each phase's entry (its `phase_fields`, in the phases' order)
-    own = registry.of(cfg).picture(cfg, step, devices, extra or {})
+    entry = registry.of(cfg)
+    own = entry.picture(cfg, step, devices, extra or {})
     fields = own.pop("phase_fields", None) or ()
-    # a 2-D mesh is drawn as its grid, whatever runs its `dp` dimension (frontend/draw_mesh.js)
+    # a 2-D mesh is drawn as its grid, whatever runs its `dp` dimension (frontend/draw_mesh.js); a strategy's
+    # drawer from outside frontend/ comes with where the page serves it
     mesh = mesh_part(cfg) if len(cfg.mesh_dims) > 1 else {}
-    return own | mesh | {
+    drawer = {"drawer": MESH_DRAWER} if mesh else {"drawer": entry.drawer, **drawer_url(entry)}
+    return own | mesh | drawer | {
         "strategy": cfg.strategy,
-        "drawer": MESH_DRAWER if mesh else registry.of(cfg).drawer,  # which of frontend/'s drawers
-        **({} if mesh else drawer_url(registry.of(cfg))),  # where a drawer from outside frontend/ is served
         "step": step.step,
         "epoch": step.epoch,
         "batch": step.batch,
