@@ -5,7 +5,7 @@
 // (DDP's all-reduce of the gradients, FSDP's all-gather and reduce-scatter of the shards) run between them,
 // drawn as arcs along the bottom. Each arc's bytes are the rank's own, as measured.
 
-import { fitText, label, svgEl, textWidth } from "./dom.js";
+import { fitText, label, textWidth } from "./dom.js";
 import { formatBytes, formatNumber, isNum } from "./format.js";
 import { tr } from "./words.js";
 import {

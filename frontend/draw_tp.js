@@ -4,7 +4,7 @@
 // all-reduce of the partial outputs, around the ring, gives every rank X·W; backward needs no communication,
 // and each rank's optimizer steps its own rows of W.
 
-import { fitText, label, svgEl } from "./dom.js";
+import { fitText, label } from "./dom.js";
 import { formatBytes, formatNumber, isNum } from "./format.js";
 import { tr } from "./words.js";
 import {

@@ -31,7 +31,7 @@ export const SIDE = 6;
 export const BAR_H = 26;  // the bar above the boxes: a batch, a shard's ids, X's columns
 const BAR_LINE = 18;  // a line of words above the bar's cells, where they would cover a cell
 const BOX_GAP = 10;
-const CHIP_H = 21;       // one chip's height; a chip whose words do not fit its box's width takes two lines
+const CHIP_H = 21;       // one chip's height; a chip whose words do not fit its box's width takes more lines
 const CHIP_LINE = 17;
 const CHIP_GAP = 4;
 const NAME_LINE = 18;
@@ -392,7 +392,10 @@ function chipTextWidth(svg, text) {
 // A chip's words on as many lines as the box's width needs: at its last space first ("56 B" / "held"), and
 // where a line is still too wide (Chinese has no spaces: "什么也不持有" in a box of eight), between any two
 // CJK characters, as Chinese text breaks. A word of Latin letters wider than the box keeps its line.
-const CJK = /[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]/;
+const CJK_RANGES = "\\u2e80-\\u9fff\\uf900-\\ufaff\\uff00-\\uffef";
+const CJK = new RegExp(`[${CJK_RANGES}]`);
+// a line's pieces: one CJK character, a run of other letters, or the spaces between them
+const PIECES = new RegExp(`[${CJK_RANGES}]|[^\\s${CJK_RANGES}]+|\\s+`, "g");
 export function chipLines(text, room, chipWidth) {
   const fits = (line) => chipWidth(line) + 12 <= room;
   if (fits(text)) return [text];
@@ -401,10 +404,9 @@ export function chipLines(text, room, chipWidth) {
     const two = [text.slice(0, cut), text.slice(cut + 1)];
     if (two.every(fits) || !CJK.test(text)) return two;
   }
-  const tokens = text.match(/[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]|[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]+|\s+/g);
   const lines = [];
   let line = "";
-  for (const token of tokens) {
+  for (const token of text.match(PIECES)) {
     if (line.trim() && !fits((line + token).trim())) {
       lines.push(line.trim());
       line = token.trimStart();
