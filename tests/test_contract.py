@@ -9,7 +9,6 @@ package, its drawer and one registration.
 from __future__ import annotations
 
 import ast
-import asyncio
 import importlib
 import inspect
 import json
@@ -22,7 +21,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from starlette.requests import Request
 
 from fitcore import api, check, cli, compare, i18n, live, recording, registry, whatif
 from fitcore.config import FitConfig, validate
@@ -33,7 +31,7 @@ from fitcore.phases import ring_bytes
 from fitcore.pool import RunPool
 from fitcore.projection import Projection
 from fitcore.split import COLUMNS, ROWS, WHOLE
-from tests import solo_strategy, test_app, zero_strategy
+from tests import solo_strategy, test_app, test_static, zero_strategy
 from tests.helpers import installed_site, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -227,9 +225,7 @@ def test_solo_in_the_live_payload_and_on_the_page(solo, page):
 
 
 def get_drawer(name: str):
-    scope = {"type": "http", "method": "GET", "path": f"{live.DRAWER_PATH}/{name}", "query_string": b"",
-             "path_params": {"name": name}, "headers": []}  # fmt: skip
-    return asyncio.run(api.static_handler(api.drawer_files)(Request(scope)))
+    return test_static.get(name, files=api.drawer_files, path=live.DRAWER_PATH)
 
 
 def test_solo_ships_its_own_drawer_which_the_page_serves(solo):

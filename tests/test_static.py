@@ -20,11 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 FILES = api.static_files()
 
 
-def get(name: str, headers: dict[str, str] | None = None):
-    scope = {"type": "http", "method": "GET", "path": f"{api.STATIC_PATH}/{name}", "query_string": b"",
+def get(name: str, headers: dict[str, str] | None = None, files=FILES, path: str = api.STATIC_PATH):
+    """GET <path>/<name> from a static route serving `files` (frontend/'s, or api.drawer_files)."""
+    scope = {"type": "http", "method": "GET", "path": f"{path}/{name}", "query_string": b"",
              "path_params": {"name": name},
              "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]}  # fmt: skip
-    return asyncio.run(api.static_handler(FILES)(Request(scope)))
+    return asyncio.run(api.static_handler(files)(Request(scope)))
 
 
 def test_it_serves_every_module_the_view_imports_and_nothing_else():
