@@ -78,7 +78,8 @@ export function drawColumns(ctx, box, colour, text) {
     const mine = c >= cols[0] && c < cols[1];
     svg.append(svgEl("rect", {
       x: box.x + 5 + c * cell, y, width: Math.max(1, cell - 2), height: BAR_H - 4, rx: 2,
-      fill: mine ? colour : "none", "fill-opacity": mine ? 0.3 : 0, stroke: colour, "stroke-opacity": mine ? 1 : 0.35,
+      fill: mine ? colour : "none", "fill-opacity": mine ? 0.3 : 0,
+      stroke: colour, "stroke-opacity": mine ? 1 : 0.35,
       class: mine ? "fl-col fl-own" : "fl-col",
     }));
   }
@@ -389,18 +390,24 @@ function chipTextWidth(svg, text) {
   return width;
 }
 
-// A chip's words on as many lines as the box's width needs: at its last space first ("56 B" / "held"), and
-// where a line is still too wide (Chinese has no spaces: "什么也不持有" in a box of eight), between any two
-// CJK characters, as Chinese text breaks. A word of Latin letters wider than the box keeps its line.
+// A chip's words on as many lines as the box's width needs: at its last space first ("56 B" / "held"),
+// and where a line is still too wide (Chinese has no spaces: "什么也不持有" in a box of eight), between
+// any two CJK characters, as Chinese text breaks. A number keeps its unit ("占用" / "40 B", never
+// "占用 40" / "B"), and a word of Latin letters wider than the box keeps its line.
 const CJK_RANGES = "\\u2e80-\\u9fff\\uf900-\\ufaff\\uff00-\\uffef";
 const CJK = new RegExp(`[${CJK_RANGES}]`);
-// a line's pieces: one CJK character, a run of other letters, or the spaces between them
-const PIECES = new RegExp(`[${CJK_RANGES}]|[^\\s${CJK_RANGES}]+|\\s+`, "g");
+const AMOUNT = "\\d[\\d.,]*[ \\u00a0][kMG]?B\\b";  // "40 B", "1.6 kB": one piece, never broken
+// a line's pieces: an amount, one CJK character, a run of other letters, or the spaces between them
+const PIECES = new RegExp(`${AMOUNT}|[${CJK_RANGES}]|[^\\s${CJK_RANGES}]+|\\s+`, "g");
 export function chipLines(text, room, chipWidth) {
   const fits = (line) => chipWidth(line) + 12 <= room;
   if (fits(text)) return [text];
-  if (text.includes(" ")) {
-    const cut = text.lastIndexOf(" ");
+  // the spaces a line may break at: none inside an amount
+  const amounts = [...text.matchAll(new RegExp(AMOUNT, "g"))];
+  const inside = new Set(amounts.map((m) => m.index + m[0].search(/[ \u00a0]/)));
+  const cuts = [...text.matchAll(/ /g)].map((m) => m.index).filter((i) => !inside.has(i));
+  if (cuts.length) {
+    const cut = cuts[cuts.length - 1];
     const two = [text.slice(0, cut), text.slice(cut + 1)];
     if (two.every(fits) || !CJK.test(text)) return two;
   }

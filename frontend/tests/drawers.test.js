@@ -154,4 +154,9 @@ test("a chip wider than its box takes as many lines as it needs, Chinese broken 
   assert.equal(mixed.join("").replace(/\s/g, ""), "占用持有全部参数和梯度");
   // a Latin word wider than the box keeps its line: it is not cut inside
   assert.deepEqual(chipLines("reduce_scatter", 60, width), ["reduce_scatter"]);
+  // a number keeps its unit: "占用 40 B" breaks before the amount, not inside it (the presenter's eight boxes)
+  assert.deepEqual(chipLines("占用 40 B", 70, width), ["占用", "40 B"]);
+  assert.deepEqual(chipLines("40 B held", 60, width), ["40 B", "held"]);
+  assert.deepEqual(chipLines("1 padding", 60, width), ["1", "padding"]);  // a count is no amount: it may break
+  assert.ok(chipLines("占用 1.6 kB 的参数和梯度", 90, width).some((line) => line.includes("1.6 kB")));
 });
