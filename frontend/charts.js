@@ -81,9 +81,19 @@ function adoptPlotlyStyles(root) {
   root.prepend(style);
 }
 
+// plotly.js is 4.8 MB that the browser compiles and runs on the page's one thread: 0.7 s of a loaded 2-core
+// machine, in which the page draws nothing and handles no message. So it is asked for only once there is
+// something to chart (a step's point, or an earlier run's), and after the frame that draws that step: a
+// Start pressed on a fresh page shows its run and its first picture first, never kept behind the library.
+// A student's page loads it at once instead: it waits for the teacher's run, which it must then follow
+// within a second, not after the library.
 function ensurePlotly(state) {
   if (state.charts.loading) return;
   state.charts.loading = true;
+  requestAnimationFrame(() => setTimeout(() => loadCharts(state), 0));
+}
+
+function loadCharts(state) {
   loadPlotly(state.plotlyUrl).then(() => {
     state.charts.loading = false;
     state.dirty.charts = true;
@@ -110,12 +120,28 @@ export function renderCharts(state) {
   fitLegendLines(state);
   const Plotly = window.Plotly;
   if (!Plotly) {
-    ensurePlotly(state);
+    if (state.follow || somethingToChart(state)) ensurePlotly(state);
+    else showEmpty(state);
     return;
   }
   adoptPlotlyStyles(state.parentElement);
   update(Plotly, state.dom.lossFig, lossChart(state, width));
   update(Plotly, state.dom.paramFig, paramChart(state, width));
+}
+
+// a point of this run or of an earlier one; not a run that has not stepped yet, nor the planned step
+const somethingToChart = (state) => state.loss.length > 0 || state.params.length > 0
+  || state.overlay.some((o) => o && Array.isArray(o.loss) && o.loss.length);
+
+// Before any run, and without plotly.js: each plot's hint, in its place, at its height.
+function showEmpty(state) {
+  const hints = [[state.dom.lossFig, "live.chart.loss.empty"], [state.dom.paramFig, "live.chart.params.empty"]];
+  for (const [fig, key] of hints) {
+    const text = tr(key);
+    if (fig.plot.firstChild && fig.plot.firstChild.textContent === text) continue;
+    clear(fig.plot);
+    fig.plot.append(el("div", "fl-plot-empty", text));
+  }
 }
 
 // A chart is {key, full(), extend(drawn)}: the same key and room left in the traces append the new
@@ -132,6 +158,7 @@ function update(Plotly, fig, chart) {
     }
   }
   const whole = chart.full();
+  if (!fig.drawn) fig.plot.querySelector(":scope > .fl-plot-empty")?.remove();  // the hint before plotly.js
   const draw = fig.drawn ? Plotly.react : Plotly.newPlot;
   draw(fig.plot, whole.traces, whole.layout, { ...CONFIG, toImageButtonOptions: {
     filename: `fitcore-${fig.name}`, scale: 2 } });
