@@ -20,7 +20,8 @@ from tests.test_browser import ARTIFACTS, _require_browser, status, step_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-LIMIT_S = 4  # FITCORE_MAX_SECONDS: the run trains about 1 s, then stays paused longer than this
+LIMIT_S = 8  # FITCORE_MAX_SECONDS: the run trains about 1 s (up to 4 s on 2 loaded cores, where a limit of
+# 4 s once ended the run before its pause), then stays paused longer than this
 
 
 def test_a_lecture_in_a_room_from_the_projector_to_three_students(tmp_path):

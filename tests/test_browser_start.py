@@ -24,7 +24,9 @@ from tests.test_browser import browser, server  # noqa: F401  (module fixtures: 
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-TRIES = 6  # held-back tries for each ranked strategy: without the fix, about one in four lost its run
+# held-back tries for each ranked strategy: without the fix about one in four lost its run, so that all 12 of
+# the four strategies' tries showing theirs by chance is 0.75 ** 12, 3 %
+TRIES = 3
 
 
 @pytest.mark.parametrize("strategy", sorted(LINKS))

@@ -310,8 +310,10 @@ def test_no_english_words_left_in_any_chinese_output(capsys, monkeypatch, tmp_pa
     """Every Chinese output of the command line, scanned for English words outside the code names."""
     outputs: dict[str, str] = {}
 
+    codes: dict[str, int] = {}
+
     def collect(name: str, *argv: str) -> None:
-        _, out, err = run(capsys, *argv)
+        codes[name], out, err = run(capsys, *argv)
         outputs[name] = "\n".join(out + err)
 
     collect("run", "--lang", "zh", *RUN)
@@ -326,7 +328,7 @@ def test_no_english_words_left_in_any_chinese_output(capsys, monkeypatch, tmp_pa
     for i, argv in enumerate(
         [["--batch-size", "300"], ["--devices", "cuda"], ["--workers", "9", "--strategy", "ddp"],
          ["--weights", "1", "--bias", "1e9"], ["--bogus"], ["--data", str(csv), "--target", "nope"],
-         ["--data", str(csv), "--target", "price", "--features", "price"], ["compare", "--epochs", "5000"],
+         ["--data", str(csv), "--target", "price", "--features", "price"], ["compare", "--epochs", "0"],
          ["whatif", "--tflops", "0"], ["whatif", "--latency", "-1"], ["--strategy", "zero"]]
     ):  # fmt: skip
         collect(f"error {i}", "--lang", "zh", *argv) if argv[0] not in ("compare", "whatif") else collect(
@@ -340,6 +342,7 @@ def test_no_english_words_left_in_any_chinese_output(capsys, monkeypatch, tmp_pa
     real = [r for r in check.plan_rows(check.probe(gpus=[])) if r.name == "dataparallel virtual:2"]
     monkeypatch.setattr(check, "plan_rows", lambda machine: real)
     collect("check", "check", "--lang", "zh")
+    assert {name: code for name, code in codes.items() if name.startswith("error") and code != 2} == {}
     assert [name for name, text in outputs.items() if not HAN.search(text)] == []
     theirs = {"houses.csv", "area", "rooms", "price", "nope", "zero"}  # the user's file, columns and values
     left = {name: english_words(text) - theirs for name, text in outputs.items()}
