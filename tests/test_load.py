@@ -1,13 +1,13 @@
-"""The classroom load test in CI: 20 sessions on `streamlit run app.py`, 4 runs training at once.
+"""The classroom load test in CI: 12 sessions on `streamlit run app.py`, 4 runs training at once.
 
 The same code as `python -m benchmarks.load_test`, run once for the module and then checked fact by fact.
 Each session is a client of Streamlit's own websocket protocol (benchmarks/session_client.py) with its own
 owner cookie, beside the page's live view (benchmarks/live_client.py), which asks GET /fitcore/live for
 news every 0.4 s while the run trains (every second while it waits) and reruns the page once when the run's
-status changes, as the browser's component does, so that 20 sessions fit on 2 cores beside the server. The
-first 4 sessions hold every slot at 1 step/s until the other 16 show their place in the queue, so the cap is
-reached and a queue is seen by construction; the 16 then train at 50 steps/s, 4 s a run, so that every
-live view is asked about a run that lasts. Nothing here is skipped: without websockets or pyarrow (both
+status changes, as the browser's component does, so that a class of sessions fits on 2 cores beside the
+server. The first 4 sessions hold every slot at 1 step/s until the other 8 show their place in the queue, so
+the cap is reached and a queue is seen by construction; the 8 then train at 50 steps/s, 4 s a run, so that
+every live view is asked about a run that lasts. Nothing here is skipped: without websockets or pyarrow (both
 Streamlit's own dependencies) the module fails.
 """
 
@@ -33,15 +33,16 @@ from benchmarks.load_test import (
     summary,
 )
 
-SESSIONS, CAP, PACE = 20, 4, 50
+SESSIONS, CAP, PACE = 12, 4, 50
 STEPS = 200  # the tutorial: 200 rows, one batch, 200 epochs
-# idle timeout 10 s: a closed session's run is reaped 10 s after its last read (the abandoned sessions);
-# goodbye grace 5 s: a run whose page said goodbye is freed 5 s later unless a page reads it again
+# idle timeout 6 s: a closed session's run is reaped 6 s after its last read (the abandoned sessions), three
+# times the longest gap between a live page's answers this test allows (MAX_GAP_S);
+# goodbye grace 3 s: a run whose page said goodbye is freed 3 s later unless a page reads it again
 SETTINGS = LoadSettings(
     sessions=SESSIONS,
     cap=CAP,
-    idle_timeout=10.0,
-    closed_grace=5.0,
+    idle_timeout=6.0,
+    closed_grace=3.0,
     abandoned=2,
     pace=str(PACE),
     timeout=200.0,
