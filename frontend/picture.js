@@ -485,10 +485,10 @@ function drawFooter(ctx) {
   const { pic, layout, svg, drawer } = ctx;
   const y = layout.footY;
   const { left, note, own } = footerTexts(pic, layout.width, drawer);
-  label(svg, SIDE, y, left, { size: 15, weight: 600, fill: "#343a40" });
+  label(svg, SIDE, y, left, { size: 15, weight: 600, fill: "#343a40", cls: "fl-foot" });
   if (note) {
     label(svg, layout.width - SIDE, own ? y + FOOT_LINE : y, fitText(note, layout.width - 2 * SIDE, 15),
-      { size: 15, anchor: "end", fill: "#5f3dc4" });
+      { size: 15, anchor: "end", fill: "#5f3dc4", cls: "fl-foot" });
   }
 }
 

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from fitcore.i18n import t
 from tests import test_browser
 from tests.helpers import wait_for
 from tests.test_browser import ARTIFACTS, inside, open_page, status, step_of
@@ -81,3 +82,34 @@ def test_a_paused_step_is_veiled_until_its_question_is_answered(server, context)
     assert "Right answers in this browser: " in question.inner_text()
     page.screenshot(path=str(ARTIFACTS / "ask-answered.png"))
     page.get_by_role("button", name="Stop").click()
+
+
+def test_the_teachers_tally_stays_on_the_first_screen_under_eight_ranks(server, browser):
+    """TP on 8 ranks, the tallest boxes (five chips each), in Chinese at 1280x720: after Reveal the answer,
+    its why and every choice's count are on the projector's first screen (the counts side by side, the tally
+    over the picture's footer), where they once went below it after the first bar."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    context.set_default_timeout(60_000)
+    try:
+        weights = "5.2,9.6,-1,2.5,1,2,3,4"
+        page = open_page(context, f"{server}/?strategy=tp&devices=cpu&workers=8&weights={weights}&pace=2"
+                         "&epochs=300&ask=1&presenter=1&lang=zh", lang="zh")  # fmt: skip
+        summary = page.locator("summary", has_text=t("classroom.builder", "zh")).first
+        summary.scroll_into_view_if_needed()
+        summary.click()
+        page.get_by_role("button", name=t("classroom.room.open", "zh")).click()
+        page.locator("h3").filter(has_text=t("classroom.room.code", "zh", code="")).wait_for()
+        page.evaluate("window.scrollTo(0, 0)")
+        page.get_by_role("button", name=t("page.start", "zh")).click()
+        wait_for(lambda: step_of(page)[0] >= 2, 60, interval=0.1, what="two steps on eight ranks")
+        page.get_by_role("button", name=t("page.pause", "zh")).click()
+        page.locator(".fl-reveal").click()
+        tally = page.locator(".fl-answer-tally")
+        tally.wait_for()
+        page.screenshot(path=str(ARTIFACTS / "tally-tp8-zh-1280x720.png"))
+        boxes = [tally.bounding_box()] + [row.bounding_box() for row in tally.locator(".fl-count").all()]
+        assert len(boxes) >= 3 and all(0 <= b["y"] and b["y"] + b["height"] <= 720 for b in boxes), boxes
+        assert tally.locator(".fl-count-right").count() == 1  # the right choice, marked
+        page.get_by_role("button", name=t("page.stop", "zh")).click()
+    finally:
+        context.close()
