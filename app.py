@@ -31,6 +31,11 @@ PAGE_CSS = (
     "[data-testid='stMainMenu'], [data-testid='stMainMenu'] *, [data-testid='stExpandSidebarButton'],"
     " [data-testid='stExpandSidebarButton'] * { pointer-events: auto !important; }"
     "[data-testid='stElementContainer']:has(style[data-fitcore]) { display: none; }"
+    # Start is shown once the live view has its charts' library (frontend/charts.js says fitcore-ready):
+    # its 0.7 s of compiling would hold a Start pressed meanwhile; after 4 s it is shown regardless
+    ".st-key-start { visibility: hidden; animation: fl-shown 0s linear 4s forwards; }"
+    "body.fitcore-ready .st-key-start { visibility: visible; animation: none; }"
+    "@keyframes fl-shown { to { visibility: visible; } }"
     # a short screen (a 1280x720 projector) gives the heading's room to the live view's picture and charts:
     # the status line, the picture's title and the tab's title still say what runs
     "@media (max-height: 800px) {"

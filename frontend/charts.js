@@ -82,24 +82,29 @@ function adoptPlotlyStyles(root) {
 }
 
 // plotly.js is 4.8 MB that the browser compiles and runs on the page's one thread: 0.7 s of a loaded 2-core
-// machine, in which the page draws nothing and handles no message. So it is asked for only once there is
-// something to chart (a step's point, or an earlier run's), and after the frame that draws that step: a
-// Start pressed on a fresh page shows its run and its first picture first, never kept behind the library.
-// A student's page loads it at once instead: it waits for the teacher's run, which it must then follow
-// within a second, not after the library.
+// machine, in which the page draws nothing and handles no message, a click on Start included. It is asked
+// for after the frame that first draws the view (each plot shows its hint until then), before any run: a run
+// that started first would stall that long in its first second. The page's Start is shown once it is in
+// (app.py's PAGE_CSS hides it until the document says fitcore-ready, and shows it after 4 s regardless), so
+// that a Start pressed at any moment it can be pressed shows its run at once.
 function ensurePlotly(state) {
   if (state.charts.loading) return;
   state.charts.loading = true;
   requestAnimationFrame(() => setTimeout(() => loadCharts(state), 0));
 }
 
+const saysReady = () => document.body && document.body.classList.add("fitcore-ready");
+
 function loadCharts(state) {
   loadPlotly(state.plotlyUrl).then(() => {
+    saysReady();
     state.charts.loading = false;
     state.dirty.charts = true;
     if (!state.disposed) state.redraw();
   }, (error) => {
+    saysReady();  // no charts, said in their place; the run's buttons work all the same
     state.charts.loading = false;
+    state.charts.failed = true;  // its words stay until a later render's try succeeds
     for (const fig of [state.dom.lossFig, state.dom.paramFig]) {
       fig.plot.textContent = tr("live.chart.no_plotly", { error: error.message });
     }
@@ -120,8 +125,8 @@ export function renderCharts(state) {
   fitLegendLines(state);
   const Plotly = window.Plotly;
   if (!Plotly) {
-    if (state.follow || somethingToChart(state)) ensurePlotly(state);
-    else showEmpty(state);
+    if (!state.charts.failed) showEmpty(state);
+    ensurePlotly(state);
     return;
   }
   adoptPlotlyStyles(state.parentElement);
@@ -129,11 +134,7 @@ export function renderCharts(state) {
   update(Plotly, state.dom.paramFig, paramChart(state, width));
 }
 
-// a point of this run or of an earlier one; not a run that has not stepped yet, nor the planned step
-const somethingToChart = (state) => state.loss.length > 0 || state.params.length > 0
-  || state.overlay.some((o) => o && Array.isArray(o.loss) && o.loss.length);
-
-// Before any run, and without plotly.js: each plot's hint, in its place, at its height.
+// Until plotly.js is in: each plot's hint, in its place, at its height.
 function showEmpty(state) {
   const hints = [[state.dom.lossFig, "live.chart.loss.empty"], [state.dom.paramFig, "live.chart.params.empty"]];
   for (const [fig, key] of hints) {
