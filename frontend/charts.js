@@ -98,7 +98,7 @@ const saysReady = () => document.body && document.body.classList.add("fitcore-re
 function loadCharts(state) {
   loadPlotly(state.plotlyUrl).then(() => {
     saysReady();
-    state.charts.loading = false;
+    state.charts.loading = state.charts.failed = false;
     state.dirty.charts = true;
     if (!state.disposed) state.redraw();
   }, (error) => {

@@ -331,21 +331,22 @@ function renderConnection(state) {
   conn.hidden = !conn.textContent;
 }
 
-// The classroom (app.py's classroom_data): the presenter's bigger picture (live.css zooms the SVG, which
-// step_view.js draws at the width divided by that zoom), and a veil over the step while its question waits.
 // The teacher's tally lies over the picture's footer (the strategy's caption under the boxes), which the
 // answer's why says better for this step: so the answer and every choice's count stay on a 1280x720
 // projector's first screen under eight devices' boxes. The footer is measured as drawn (zoomed or not).
 function placeTally(state) {
   const box = state.dom.answer;
-  const foot = state.dom.pictureSvg.querySelector(".fl-foot");
+  const tallied = !box.hidden && box.classList.contains("fl-answer-tally");
+  const foot = tallied ? state.dom.pictureSvg.querySelector(".fl-foot") : null;
   let lift = 0;
-  if (!box.hidden && box.classList.contains("fl-answer-tally") && foot) {
+  if (foot) {
     lift = state.dom.pictureSvg.getBoundingClientRect().bottom - foot.getBoundingClientRect().top + 2;
   }
   box.style.marginTop = lift > 0 ? `${-Math.round(lift)}px` : "";
 }
 
+// The classroom (app.py's classroom_data): the presenter's bigger picture (live.css zooms the SVG, which
+// step_view.js draws at the width divided by that zoom), and a veil over the step while its question waits.
 function addVeil(picture) {
   const veil = el("div", "fl-veil");
   veil.hidden = true;

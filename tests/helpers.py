@@ -3,6 +3,7 @@ and a watch on a paused Control that says when it has held its run through some 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -43,6 +44,17 @@ def wait_for(
             return value
         assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
         time.sleep(interval)
+
+
+def shadow_texts(selector: str) -> str:
+    """A page function: the texts of the elements matching `selector` inside any shadow root (the live view
+    sits in its component's), or null while there are none. With page.wait_for_function(..., polling="raf")
+    it sees what a phase shows for a frame or two, which a locator's wait (polled every 0.5 to 1 s) misses."""
+    return f"""() => {{
+  const found = [...document.querySelectorAll("*")].filter((e) => e.shadowRoot).flatMap((e) =>
+    [...e.shadowRoot.querySelectorAll({json.dumps(selector)})]);
+  return found.length ? found.map((e) => e.textContent) : null;
+}}"""
 
 
 class _CountingEvent(threading.Event):

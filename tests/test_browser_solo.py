@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.browser import chromium, streamlit_app
-from tests.helpers import installed_site
+from tests.helpers import installed_site, shadow_texts
 from tests.test_browser import ARTIFACTS, _require_browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -61,14 +61,6 @@ def test_an_installed_strategy_draws_its_step_with_its_own_drawer(solo_server):
             page.close()
 
 
-# how many "steps its own, broadcasts" chips the live view (in its component's shadow root) draws now, or null
-STEPS_CHIPS = """() => {
-  const chips = [...document.querySelectorAll("*")].filter((e) => e.shadowRoot).flatMap((e) =>
-    [...e.shadowRoot.querySelectorAll(".fl-root svg text[data-chip='steps its own, broadcasts']")]);
-  return chips.length || null;
-}"""
-
-
 def test_an_installed_ranked_strategy_draws_each_phase_with_its_own_drawer(solo_server):
     """tests/zero_strategy.py on two gloo ranks, the engine's spawned ranks: its drawer draws its phases, and
     the walk's pills are its own phases."""
@@ -81,8 +73,9 @@ def test_an_installed_ranked_strategy_draws_each_phase_with_its_own_drawer(solo_
             footer.wait_for(timeout=90_000)  # the run's steps, drawn by its drawer
             # the optimizer's phase shows for about 80 ms of each step at 2 steps/s: looked for on every frame
             # (a locator's wait polls every 0.5 to 1 s, and once took 57 steps to land on it)
-            steps = page.wait_for_function(STEPS_CHIPS, polling="raf", timeout=60_000).json_value()
-            assert footer.count() == 1 and steps == 2  # both ranks step the parameters they own
+            chips = shadow_texts(".fl-root svg text[data-chip='steps its own, broadcasts']")
+            steps = page.wait_for_function(chips, polling="raf", timeout=60_000).json_value()
+            assert footer.count() == 1 and len(steps) == 2  # both ranks step the parameters they own
             pills = page.locator(".fl-pill").all_text_contents()
             assert [p.split(" ")[0] for p in pills] == ["load", "forward", "loss", "backward", "optimizer"]
             page.screenshot(path=str(ARTIFACTS / "zero-ddp-own-drawer-1280x720.png"))

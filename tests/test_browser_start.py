@@ -17,7 +17,7 @@ import pytest
 
 from benchmarks.start_race import LINKS, SHOWN_S, one_try
 from fitcore.i18n import t
-from tests.helpers import wait_for
+from tests.helpers import shadow_texts, wait_for
 from tests.test_browser import browser, server  # noqa: F401  (module fixtures: one server, one Chromium)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -35,14 +35,6 @@ def test_a_start_pressed_before_the_live_view_mounts_shows_its_run(server, brows
     assert lost == 0, f"{lost} of {TRIES} tries had no run in the view {SHOWN_S} s after Start"
 
 
-# the plots' hints the live view (in its component's shadow root) shows now, or null
-HINTS = """() => {
-  const hints = [...document.querySelectorAll("*")].filter((e) => e.shadowRoot).flatMap((e) =>
-    [...e.shadowRoot.querySelectorAll(".fl-plot-empty")]);
-  return hints.length ? hints.map((h) => h.textContent) : null;
-}"""
-
-
 def test_start_is_shown_once_the_charts_library_is_in_so_a_start_is_never_held_behind_it(server, browser):  # noqa: F811
     """plotly.js takes the page's one thread for 0.7 s of a loaded 2-core machine: a Start pressed in that
     time showed its run a second late (TP's slowest tries in benchmarks/start_race.py, 1.1 s). A fresh page
@@ -55,7 +47,8 @@ def test_start_is_shown_once_the_charts_library_is_in_so_a_start_is_never_held_b
         page.on("request", lambda r: asked.append(r.url) if "/plotly.min.js" in r.url else None)
         page.goto(f"{server}/?{LINKS['tp']}&epochs=40")
         # before the library, for the moment it takes: each plot's hint in its place (looked for every frame)
-        shown = page.wait_for_function(HINTS, polling="raf", timeout=30_000).json_value()
+        hints = shadow_texts(".fl-plot-empty")
+        shown = page.wait_for_function(hints, polling="raf", timeout=30_000).json_value()
         assert shown == [t(f"live.chart.{chart}.empty", "en") for chart in ("loss", "params")]
         start = page.get_by_role("button", name=t("page.start", "en"))
         start.wait_for()  # shown: the library is in, nothing long is left to hold a click
