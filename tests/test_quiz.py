@@ -116,6 +116,25 @@ def test_ddp_padded_duplicates_are_the_ranks_whose_shard_repeats_a_row():
     assert rows.value == replica.rows == 4  # ceil(10 / 3) rows a rank, the whole shard in one step
 
 
+@pytest.mark.slow  # spawns ranks
+@pytest.mark.parametrize("schedule, held", [("gpipe", 4), ("1f1b", 2)])
+def test_a_pipelines_questions_read_its_blocks_and_say_their_choices(schedule, held):
+    """GPipe runs all m forwards before a backward, so stage 0 holds m = 4; 1F1B holds at most p = 2. The
+    choices are said in both languages, as a room says them to key its question (a Text built with a count
+    once looked for a plural key the catalog has not)."""
+    snap = one_epoch("Pipeline (stages, 1F1B)", schedule=schedule)
+    q = asked(snap, "pp_held")
+    assert q.value == held and q.choices[q.answer].say("en") == str(held)
+    assert (field(q, "p"), field(q, "m")) == (2, 4)
+    check_choices(q)
+    assert quiz.question_key(q)
+    wait = asked(snap, "pp_wait")
+    labels = [short_label(r.device) for r in snap.latest.replicas]
+    assert wait.value == labels[1]  # the second stage waits for the first one's activations
+    assert [c.say("zh") for c in wait.choices] == sorted(labels)
+    assert quiz.question_key(wait)
+
+
 def test_ddp_without_padding_asks_no_padding_question():
     cfg = FitConfig(strategy="ddp", workers=2, devices="cpu", data_size=10, batch_size=10)
     step = ddp_step()

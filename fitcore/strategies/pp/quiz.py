@@ -12,7 +12,7 @@ from fitcore.live import short_label
 from fitcore.strategies.pp import layout
 from fitcore.strategies.pp.schedule import blocks_of
 from fitcore.strategies.pp.view import step_blocks
-from fitcore.view.quiz import Question, Text, _question, text
+from fitcore.view.quiz import Question, _question, text
 
 
 def held_question(step: Step, cfg: FitConfig, labels: Sequence[str]) -> Question | None:
@@ -27,7 +27,7 @@ def held_question(step: Step, cfg: FitConfig, labels: Sequence[str]) -> Question
     others = [m, p, 1, min(m, p + 1), max(1, m // 2), 2 * m]
     ask = text("pp.q.held", step=step.step, schedule=cfg.schedule, p=p, m=m)
     why = text("pp.why.held", schedule=cfg.schedule, n=held, m=m, p=p)
-    return _question("pp_held", step, ask, held, others, lambda n: Text("pp.c.held", n=n), why)
+    return _question("pp_held", step, ask, held, others, lambda n: text("pp.c.held", n=n), why)
 
 
 def wait_question(step: Step, cfg: FitConfig, labels: Sequence[str]) -> Question | None:
@@ -46,8 +46,8 @@ def wait_question(step: Step, cfg: FitConfig, labels: Sequence[str]) -> Question
         "pp.why.wait", rank=names[last], ms=f"{1e3 * firsts[last]:.2f}", stage=blocks[last][0]["stage"]
     )
     others = [names[r] for r in range(p) if r != last]
-    return _question("pp_wait", step, ask, names[last], others, lambda n: Text("pp.c.rank", (("rank", n),)),
-                     why, order=names.index)  # fmt: skip
+    return _question("pp_wait", step, ask, names[last], others, lambda n: text("pp.c.rank", rank=n), why,
+                     order=names.index)  # fmt: skip
 
 
 def questions(step: Step, cfg: FitConfig, labels: Sequence[str], extra: dict | None = None) -> list[Question]:
