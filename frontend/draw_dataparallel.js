@@ -14,17 +14,34 @@ const colours = {
   held: "#495057",  // the chip of the bytes a device holds: device 0's optimizer state is the others' lack
 };
 
+// The bytes each replica's copy of W, b (replicate) and its gradients (reduce) move go in the phase's title,
+// as the backward's do: the 24 px between the X row and the boxes hold those phases' bus and arrows, and has
+// no room for words (labels there ran into the X row; a chip in each box made the boxes taller, and the
+// charts fell off the first screen at 8 devices). Every replica moves the same bytes; else, no figure.
+function sameBytes(group) {
+  const each = group ? group.entries.map((e) => e.bytes).filter((b) => isNum(b) && b > 0) : [];
+  return each.length && each.every((b) => b === each[0]) ? each[0] : 0;
+}
+
 const phaseText = {
   scatter: (p) => tr("live.dp.scatter", { shape: shape(p.input_shape), n: busy(p).length,
                                           device: p.first_device }),
-  replicate: (p) => tr("live.dp.replicate", { device: p.first_device }),
+  replicate: (p, g) => {
+    const each = sameBytes(g);
+    return each ? tr("live.dp.replicate_bytes", { device: p.first_device, bytes: formatBytes(each) })
+      : tr("live.dp.replicate", { device: p.first_device });
+  },
   parallel_apply: (p) => tr("live.dp.parallel_apply", { n: busy(p).length }),
   gather: (p) => tr("live.dp.gather", { device: p.first_device, shape: shape(p.output_shape) }),
   loss: (p) => tr("live.dp.loss", { device: p.first_device, loss: formatNumber(p.loss) }),
   // the bytes of the output gradients in the title: their arrows leave every segment of the outputs
   backward: (p, g) => (g && g.bytes ? tr("live.dp.backward_bytes", { bytes: formatBytes(g.bytes) })
     : tr("live.dp.backward")),
-  reduce: (p) => tr("live.dp.reduce", { device: p.first_device }),
+  reduce: (p, g) => {
+    const each = sameBytes(g);
+    return each ? tr("live.dp.reduce_bytes", { device: p.first_device, bytes: formatBytes(each) })
+      : tr("live.dp.reduce", { device: p.first_device });
+  },
   optimizer: (p) => tr("live.dp.optimizer", { device: p.first_device }),
 };
 
@@ -49,10 +66,17 @@ function drawTop(ctx) {
   const g = svgEl("g");
   svg.insertBefore(g, ctx.layer.back);
   label(g, SIDE, layout.barY + 19, layout.rowLabels.batch, { size: 15, weight: 700 });
-  segmentBar(g, layout, layout.barY, layout.barH, (seg, room) => {
-    const ids = (seg.device.ids || []).map(String);
-    const more = seg.device.rows - ids.length;
-    return fitList(ids, room, 14, more > 0 ? ` +${more}` : "") || fitText(`${seg.device.rows}`, room + 4, 14);
+  // each chunk's first ids where every chunk's fit, else every chunk's row count: one row, one kind of
+  // figure (side by side, "60 … +17" beside "25" read as different things)
+  const ids = (seg, room) => {
+    const shown = (seg.device.ids || []).map(String);
+    const more = seg.device.rows - shown.length;
+    return fitList(shown, room, 14, more > 0 ? ` +${more}` : "");
+  };
+  let idsFit = null;
+  segmentBar(g, layout, layout.barY, layout.barH, (seg, room, rooms) => {
+    idsFit ??= layout.segments.every((s, i) => !s || (rooms[i] >= 24 && ids(s, rooms[i])));
+    return (idsFit && ids(seg, room)) || fitText(`${seg.device.rows}`, room + 4, 14);
   }, 19, bytesTag(ctx, "scatter"));
 }
 
@@ -92,8 +116,6 @@ function drawReplicate(ctx, group) {
                                         class: "fl-flow" }));
   for (const box of boxes.slice(1)) {
     arrow(ctx, `M${box.cx},${y} L${box.cx},${box.y - 2}`, "replicate", { live: true });
-    label(ctx.layer.front, box.cx + 6, y - 4, formatBytes(bytesOf(group, box.device)),
-      { size: 14, weight: 600, fill: colours.replicate, halo: true });
   }
 }
 
@@ -179,8 +201,6 @@ function drawReduce(ctx, group) {
   for (const box of boxes.slice(1)) {
     ctx.layer.back.append(svgEl("path", { d: `M${box.cx},${box.y - 2} L${box.cx},${y}`, fill: "none",
                                           stroke: colours.reduce, "stroke-width": 3, class: "fl-flow" }));
-    label(ctx.layer.front, box.cx + 6, y - 4, formatBytes(bytesOf(group, box.device)),
-      { size: 14, weight: 600, fill: colours.reduce, halo: true });
   }
   arrow(ctx, `M${last.cx},${y} L${first.cx},${y} L${first.cx},${first.y - 2}`, "reduce", { live: true });
 }

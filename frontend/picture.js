@@ -496,20 +496,23 @@ function drawFooter(ctx) {
 // `tagOf(seg)` may give a segment a second, bold text at its right end ({text, colour}): the bytes its arrow
 // carries, written where the arrow leaves or reaches the bar rather than on the arrow. The first text gets
 // what room the tag leaves (textOf(seg, room)), and none when that is too little to read.
+// textOf(seg, room, rooms): a segment's words in its room, knowing every segment's room (by index), so that
+// a row can say the same kind of thing in every cell.
 export function segmentBar(parent, layout, y, height, textOf, textDy = 19, tagOf = null) {
+  const tags = layout.segments.map((seg) => {
+    const tag = seg && tagOf ? tagOf(seg) : null;
+    return tag ? { ...tag, text: fitText(tag.text, seg.w - 8, 14, 700) } : null;
+  });
+  const rooms = layout.segments.map((seg, i) =>
+    seg ? seg.w - 10 - (tags[i] ? textWidth(tags[i].text, 14, 700) + 8 : 0) : 0);
   layout.segments.forEach((seg, i) => {
     if (!seg) return;
     parent.append(svgEl("rect", { x: seg.x, y, width: Math.max(1, seg.w - 1), height, rx: 3,
                                   fill: deviceColour(i), "fill-opacity": 0.16, stroke: deviceColour(i),
                                   "stroke-width": 1.5 }));
-    const tag = tagOf ? tagOf(seg) : null;
-    let room = seg.w - 10;
-    if (tag) {
-      const text = fitText(tag.text, seg.w - 8, 14, 700);
-      label(parent, seg.x + seg.w - 5, y + textDy, text, { size: 14, weight: 700, anchor: "end", fill: tag.colour });
-      room -= textWidth(text, 14, 700) + 8;
-    }
-    const text = room >= 24 ? textOf(seg, room) : "";
-    if (text) label(parent, seg.x + 5, y + textDy, text, { size: 14, fill: "#212529" });
+    const tag = tags[i];
+    if (tag) label(parent, seg.x + seg.w - 5, y + textDy, tag.text, { size: 14, weight: 700, anchor: "end", fill: tag.colour });
+    const text = rooms[i] >= 24 ? textOf(seg, rooms[i], rooms) : "";
+    if (text) label(parent, seg.x + 5, y + textDy, text, { size: 14, fill: "#212529", cls: "fl-seg" });
   });
 }

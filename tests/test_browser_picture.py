@@ -108,7 +108,11 @@ MEASURE = """() => {
     }).map((t) => t.getAttribute("data-chip"));
   });
   const title = root.querySelector(".fl-phase-title").textContent;
-  return { overlaps, onArrows, cut, small, minPx, devices, title, tight, overCells, outside, owns };
+  // the words in the X row's cells (the first row of segments drawn)
+  const segs = [...svg.querySelectorAll(".fl-seg")];
+  const top = Math.min(...segs.map((e) => e.getBBox().y));
+  const xRow = segs.filter((e) => Math.abs(e.getBBox().y - top) < 2).map((e) => e.textContent);
+  return { overlaps, onArrows, cut, small, minPx, devices, title, tight, overCells, outside, owns, xRow };
 }"""
 
 
@@ -213,6 +217,14 @@ def test_every_phase_legible_at_the_projector(page, preview, two_devices, scenar
         for i, m in enumerate(phases):
             assert [d["chips"][0] for d in m["devices"]] == ["w1, w2", "w3, w4"], (name, i, m["devices"])
         return
+    # the replicate and the reduce (the walk's second and seventh phases) say what each replica gets and
+    # sends back: W and b, then their gradients, 3 floats, 12 B each (in the title, as the backward's bytes:
+    # no words fit between the X row and the boxes, where their arrows run)
+    for i, key in ((1, "live.dp.replicate_bytes"), (6, "live.dp.reduce_bytes")):
+        assert phases[i]["title"] == t(key, lang=lang, bytes=f"{whole} B", device="virtual:0"), (name, i)
+        # and the X row says one kind of thing in every cell: each chunk's first ids, or each one's row count
+        counts = [cell.isdigit() for cell in phases[i]["xRow"]]
+        assert len(counts) == len(held) and len(set(counts)) == 1, (name, i, phases[i]["xRow"])
     # every chip of the 2-device picture, and the ids, on the first device and on each other one
     reference = two_devices[lang]
     for i, (m, ref) in enumerate(zip(phases, reference)):
