@@ -103,6 +103,10 @@ function renderPills(state, pic, groups, phase, drawer) {
       });
       pills.append(pill);
     });
+    // the presenter's pills keep one row while they fit it; a pipeline's thirty ticks do not, and wrap
+    // rather than run past the picture's edge (measured once per set of pills: wrapped, they fit)
+    pills.classList.remove("fl-pills-wrap");
+    if (pills.scrollWidth > state.dom.picture.clientWidth) pills.classList.add("fl-pills-wrap");
   }
   [...pills.children].forEach((pill, i) => {
     pill.classList.toggle("fl-done", i < phase.index);

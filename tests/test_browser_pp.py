@@ -76,5 +76,28 @@ def test_the_schedule_is_drawn_as_it_ran_with_its_bubble_on_the_first_screen(ser
         # the title says which stage runs which block at that tick: 1F1B's third is stage 1's B0
         assert page.locator(".fl-phase-title").first.text_content() == words["tick"]
         page.screenshot(path=f"artifacts/pp-1f1b-{lang}-1280x720.png")
+        if lang == "en":
+            many_ticks_wrap(browser, server)
     finally:
         page.close()
+
+
+def many_ticks_wrap(browser, server) -> None:  # noqa: F811
+    """20 microbatches on 2 stages: 2(m + p - 1) = 42 ticks, then loss and optimizer. The presenter's pills
+    keep one row while they fit; these do not, and wrap inside the picture rather than run past its edge."""
+    link = LINK.replace("microbatches=4", "microbatches=20")
+    page = browser.new_page(viewport={"width": 1280, "height": 720})  # a browser of its own: its own run
+    page.goto(f"{server}/?{link}&presenter=1&lang=en")
+    page.get_by_role("button", name=WORDS["en"]["start"]).click(timeout=60_000)
+    page.locator(".fl-pill", has_text="optimizer").first.wait_for(timeout=60_000)
+    assert page.locator(".fl-pill").count() == 44
+    edges = page.evaluate("""() => {
+      const root = [...document.querySelectorAll("*")].find((e) => e.shadowRoot
+        && e.shadowRoot.querySelector(".fl-picture")).shadowRoot;  // the live view's component
+      const picture = root.querySelector(".fl-picture").getBoundingClientRect();
+      const pills = [...root.querySelectorAll(".fl-pill")].map((p) => p.getBoundingClientRect());
+      return { right: picture.right, pills: Math.max(...pills.map((p) => p.right)),
+               rows: new Set(pills.map((p) => Math.round(p.top))).size };
+    }""")
+    page.close()
+    assert edges["pills"] <= edges["right"] and edges["rows"] >= 2, edges
