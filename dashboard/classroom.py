@@ -119,10 +119,12 @@ def teacher_link_ui() -> None:
     with st.expander(i18n.t("classroom.builder"), expanded=bool(ss.get("room"))):
         name = controls.field_label  # the controls by their labels; the link names them by their fields
         hide = st.multiselect(
-            i18n.t("classroom.builder.hide"), link.CLASSROOM_NAMES, key="teach_hide", format_func=name
+            i18n.t("classroom.builder.hide"), link.CLASSROOM_NAMES, key="teach_hide", format_func=name,
+            placeholder=i18n.t("page.choose"),
         )
         lock = st.multiselect(
-            i18n.t("classroom.builder.lock"), link.CLASSROOM_NAMES, key="teach_lock", format_func=name
+            i18n.t("classroom.builder.lock"), link.CLASSROOM_NAMES, key="teach_lock", format_func=name,
+            placeholder=i18n.t("page.choose"),
         )
         room = link.Classroom(tuple(hide), tuple(n for n in lock if n not in hide), ss.presenter, ss.ask)
         query = link.to_query(control_values(), ss.pace, classroom=room)

@@ -83,7 +83,7 @@ def csv_columns_ui() -> None:
     ss.csv_features = kept or datasource.default_features(names, target)
     st.multiselect(
         t("data.features.label", n=datasource.csvdata.MAX_FEATURES), options, key="csv_features",
-        max_selections=datasource.csvdata.MAX_FEATURES,
+        max_selections=datasource.csvdata.MAX_FEATURES, placeholder=t("page.choose"),
     )  # fmt: skip
     st.checkbox(t("data.standardize.label"), value=True, key="csv_standardize",
                 help=t("data.standardize.help"))  # fmt: skip

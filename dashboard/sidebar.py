@@ -195,7 +195,8 @@ def devices_ui(gpus: dict) -> None:
     else:
         st.caption(t("page.no_gpu"))
     if ss.device_mode == "cuda":
-        obey(st).multiselect("GPUs", sorted(gpus), key="gpus", format_func=lambda i: gpus[i].label)
+        obey(st).multiselect(t("page.gpus"), sorted(gpus), key="gpus", format_func=lambda i: gpus[i].label,
+                             placeholder=t("page.choose"))
         if processes:
             n = len(ss.gpus)
             st.caption(t("page.gpu.ranks", ranks=count("view.count.rank", n)))

@@ -205,6 +205,8 @@ def test_the_idle_page_in_chinese_has_no_english_words(zh_page):
     assert at.button(key="start").label == "开始训练"
     assert at.query_params["lang"] == "zh"  # the link keeps the language
     assert untranslated(at) == {}
+    # a multiselect without a placeholder shows Streamlit's own English one ("Choose options")
+    assert at.multiselect and all(m.proto.placeholder == "请选择…" for m in at.multiselect)
     # the ddp choice's own panels, before a run
     at.radio(key="strategy").set_value("ddp")
     at.run()
