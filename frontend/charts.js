@@ -3,7 +3,7 @@
 // with Plotly.extendTraces; the whole chart is drawn again (Plotly.react, keeping the reader's zoom) only
 // when what it stands on changes: another run, a rerun's data, the width, an axis's range, a divergence.
 
-import { COLOURS, FONT, clear, el, fitText, textWidth } from "./dom.js";
+import { COLOURS, FONT, clear, el, fitText, textWidth, topOnPage } from "./dom.js";
 import { formatNumber, isNum } from "./format.js";
 import { tr } from "./words.js";
 import {
@@ -186,7 +186,6 @@ function chartHeight(state) {
 }
 
 // an element's parent, across the shadow root's edge to its host
-const parentOf = (node) => node.parentElement || (node.parentNode && node.parentNode.host) || null;
 
 // The first screen's height less everything above the plots and the live view's bottom edge below them.
 function roomLeft(state) {
@@ -199,13 +198,6 @@ export function chartRoomChanged(state) {
   return state.roomLeft !== undefined && roomLeft(state) !== state.roomLeft;
 }
 
-// How far below the top of the page the element sits when the page is scrolled to its top: its place on
-// the screen plus what every scrolled box above it (Streamlit's main column, the window) has scrolled by.
-function topOnPage(element) {
-  let top = element.getBoundingClientRect().top + window.scrollY;
-  for (let box = parentOf(element); box; box = parentOf(box)) top += box.scrollTop || 0;
-  return top;
-}
 
 // Both heads as tall as the taller one (the plots stay side by side), the plots lower by what that adds.
 function fitLegendLines(state) {

@@ -61,3 +61,13 @@ export function label(parent, x, y, text, { size = 15, weight = 400, anchor = "s
   parent.append(node);
   return node;
 }
+
+const parentOf = (node) => node.parentElement || (node.parentNode && node.parentNode.host) || null;
+
+// How far below the top of the page the element sits when the page is scrolled to its top: its place on
+// the screen plus what every scrolled box above it (Streamlit's main column, the window) has scrolled by.
+export function topOnPage(element) {
+  let top = element.getBoundingClientRect().top + window.scrollY;
+  for (let box = parentOf(element); box; box = parentOf(box)) top += box.scrollTop || 0;
+  return top;
+}

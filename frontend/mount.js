@@ -150,7 +150,11 @@ function buildDom(state) {
   const badge = el("span", "fl-badge");
   const statusText = el("span", "fl-status-text");
   const conn = el("span", "fl-conn");
-  status.append(badge, statusText, conn);
+  // the charts' room on the first screen holds the shown step's timeline and bytes instead, at a press:
+  // below the charts they fall under a projector's fold
+  const detail = el("button", "fl-detail");
+  detail.addEventListener("click", () => toggleDetail(state));
+  status.append(badge, statusText, detail, conn);
   const progress = el("div", "fl-progress");
   const progressFill = el("div", "fl-progress-fill");
   progress.append(progressFill);
@@ -196,7 +200,7 @@ function buildDom(state) {
   play.addEventListener("click", clicked((now) => togglePlay(state, now)));
   return {
     root, status, badge, statusText, conn, progressFill, picture, phaseTitle, prev, play, next,
-    pills, stepInfo, pictureSvg, pictureEmpty, lossFig, paramFig, ganttTitle, ganttSvg, bytes, timeline,
+    pills, stepInfo, pictureSvg, pictureEmpty, lossFig, paramFig, ganttTitle, ganttSvg, bytes, timeline, detail,
   };
 }
 
@@ -279,6 +283,16 @@ function onScreenResize(state) {
   render(state);
 }
 
+// The step's timeline and bytes where the charts were, or the charts again. The charts are drawn whole once
+// shown again (hidden, they are not drawn: a plot has no size to draw at).
+function toggleDetail(state) {
+  state.detail = !state.detail;
+  state.dom.root.classList.toggle("fl-detail-on", state.detail);
+  for (const fig of [state.dom.lossFig, state.dom.paramFig]) fig.drawn = null;
+  Object.assign(state.dirty, { charts: true, timeline: true });
+  render(state);
+}
+
 function render(state) {
   if (state.disposed) return;
   if (!state.width) state.width = Math.floor(state.dom.root.clientWidth) || 960;
@@ -289,9 +303,9 @@ function render(state) {
   postWalk(state, performance.now());
   if (pictureDrawn && !state.dirty.charts && chartRoomChanged(state)) state.dirty.charts = true;
   if (state.dirty.timeline) renderTimeline(state);
-  if (state.dirty.charts) renderCharts(state);
+  if (state.dirty.charts && !state.detail) renderCharts(state);
   state.dirty.timeline = false;
-  state.dirty.charts = false;
+  state.dirty.charts = state.dirty.charts && state.detail;
 }
 
 function renderStatus(state) {
@@ -308,6 +322,8 @@ function renderStatus(state) {
     line = run ? tr("live.follow.line", { line }) : tr(state.poll.gone ? "live.follow.closed" : "live.follow.none");
   }
   dom.statusText.textContent = line;
+  dom.detail.hidden = !state.picture;  // no step yet: no timeline to show
+  dom.detail.textContent = tr(state.detail ? "live.detail.charts" : "live.detail.step");
   const fraction = run && run.total_steps ? Math.min(1, (run.step || 0) / run.total_steps) : 0;
   dom.progressFill.style.width = `${(fraction * 100).toFixed(2)}%`;
   if (!state.follow && !state.push) keepLiveRun(run);  // the teacher's run is not this browser's

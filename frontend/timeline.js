@@ -1,7 +1,7 @@
 // Below the picture: the measured timeline of the shown step, a row per device, and the bytes each phase
 // moved, with DataParallel's and DDP's totals for the same step side by side.
 
-import { clear, el, label, svgEl, textWidth } from "./dom.js";
+import { clear, el, label, svgEl, textWidth, topOnPage } from "./dom.js";
 import { drawerFor } from "./drawers.js";
 import { bytesSplit, formatBytes, formatSeconds, niceTicks } from "./format.js";
 import { tr } from "./words.js";
@@ -22,27 +22,40 @@ export function renderTimeline(state) {
   const untimed = pic.planned ? "live.timeline.planned" : "live.timeline.untimed";
   dom.ganttTitle.textContent = groups.length
     ? tr("live.timeline.title", { step: pic.step, total: formatSeconds(total) }) : tr(untimed, { step: pic.step });
-  const width = Math.max(320, Math.floor(state.width * 0.6));
+  const width = Math.max(320, Math.floor(state.width * (state.detail ? 0.5 : 0.6)));  // live.css's columns
   dom.ganttSvg.style.display = groups.length ? "" : "none";  // nothing timed: no rows of nothing under it
-  drawGantt(dom.ganttSvg, pic, groups, phase, width, total, drawer);
+  drawGantt(dom.ganttSvg, pic, groups, phase, width, total, drawer, ganttRowHeight(state, pic));
   renderBytes(dom.bytes, pic, namedGroups(pic), drawer);
 }
 
-function drawGantt(svg, pic, groups, phase, width, total, drawer) {
+const ROW_H = 22;
+const ROW_MIN = 15;  // its 14 px label (10 px of ink) still apart from the next row's
+const AXIS_H = 28;  // the time axis under the rows, and the gap above it
+const BELOW = 7;  // the live view's padding and border under the timeline
+
+// A row's height: 22 px, or in the charts' room on the first screen (mount.js's toggleDetail) as much as
+// the screen leaves each rank, down to 15 px, so that eight ranks' rows and their axis stay on it.
+function ganttRowHeight(state, pic) {
+  if (!state.detail) return ROW_H;
+  const room = window.innerHeight - topOnPage(state.dom.ganttSvg) - AXIS_H - BELOW;
+  const rows = Math.max(1, (pic.devices || []).length);
+  return Math.max(ROW_MIN, Math.min(ROW_H, Math.floor(room / rows)));
+}
+
+function drawGantt(svg, pic, groups, phase, width, total, drawer, rowH) {
   clear(svg);
   const devices = (pic.devices || []).map((d) => d.label);
   const rows = rowLabels(pic);
   const labelW = Math.max(...rows.map((d) => textWidth(d, 14)), 60) + 12;
-  const rowH = 22;
   const top = 4;
   const plotW = width - labelW - 16;
-  const height = top + devices.length * rowH + 24;
+  const height = top + devices.length * rowH + AXIS_H - 4;
   svg.setAttribute("width", width);
   svg.setAttribute("height", height);
   const x = (t) => labelW + (plotW * t) / total;
   const hostEnds = hostBoundaries(pic);
   rows.forEach((name, r) => {
-    label(svg, labelW - 8, top + r * rowH + 16, name, { size: 14, anchor: "end" });
+    label(svg, labelW - 8, top + r * rowH + rowH / 2 + 5, name, { size: 14, anchor: "end" });
     const last = hostEnds.has(r);  // the last rank of a host: a darker line before the next host's ranks
     svg.append(svgEl("line", { x1: last ? 0 : labelW, x2: labelW + plotW, y1: top + (r + 1) * rowH,
                                y2: top + (r + 1) * rowH, stroke: last ? "#868e96" : "#e9ecef" }));

@@ -232,6 +232,30 @@ def test_eight_devices_keep_the_charts_on_the_first_screen(server, context, lang
     # the plots end at the live view's bottom edge on the first screen, or they stand at their floor
     assert height == CHART_MIN or 720 - BELOW_PLOTS - 1 <= short[0]["bottom"] <= 720 - BELOW_PLOTS, short
     page.screenshot(path=str(ARTIFACTS / f"dataparallel-8-1280x720-{lang}.png"))
+    # the step's timeline and bytes, below the fold here, take the charts' room at a press: every rank's row,
+    # the time axis and the bytes' total on the first screen; a second press brings the charts back
+    detail = page.locator(".fl-detail")
+    assert detail.inner_text() == t("live.detail.step", lang)
+    detail.click()
+    wait_for(lambda: page.locator(".fl-charts").is_hidden(), 5, what="the charts' room given to the timeline")
+    time.sleep(0.3)
+    shown = {name: inside(page, sel) for name, sel in (
+        ("picture", ".fl-picture"), ("timeline", ".fl-gantt"), ("bytes", ".fl-bytes"),
+    )}  # fmt: skip
+    page.screenshot(path=str(ARTIFACTS / f"dataparallel-8-1280x720-{lang}-timeline.png"))
+    assert all(b["inside"] for b in shown.values()), (lang, shown)
+    rows = page.locator(".fl-gantt-svg text").all_text_contents()
+    assert [r for r in rows if r.startswith("virtual:")] == [f"virtual:{i}" for i in range(8)], rows
+    assert page.locator(".fl-bytes-total").first.is_visible()
+    page.screenshot(path=str(ARTIFACTS / f"dataparallel-8-1280x720-{lang}-timeline.png"))
+    detail.click()
+    assert detail.inner_text() == t("live.detail.step", lang)
+    wait_for(lambda: page.locator(".fl-plot .main-svg").count() >= 2, 5, what="the charts drawn again")
+    again = {name: inside(page, sel) for name, sel in (
+        ("loss", ".fl-chart >> nth=0"), ("params", ".fl-chart >> nth=1"),
+    )}  # fmt: skip
+    assert all(b["inside"] for b in again.values()), (lang, again)
+    assert plots(page)[0]["height"] == height, plots(page)
     # only the screen's height changes (the page's width and the run stay): the plots get their room back,
     # all but what their legend's second line takes
     page.set_viewport_size({"width": 1280, "height": 900})
