@@ -87,6 +87,10 @@ class Projection:
     latency: Callable[[int], int] | None = None
     # the share of a step a device idles, waiting on its neighbours (a pipeline's bubble): 0 for the others
     bubble: Callable[[int], float] = lambda k: 0.0
+    # the share of the global batch's rows whose activations a device keeps from its forward until its
+    # backward, at once: those it computes (None: batch_share), or fewer (a pipeline's stage 0 holds K of its
+    # m microbatches under 1F1B). DataParallel's device 0 holds the gathered outputs besides: its excess
+    held_share: Callable[[int], float] | None = None
 
 
 def ring(model_bytes: float, k: int, batch_bytes: float = 0.0) -> float:

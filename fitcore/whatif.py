@@ -227,7 +227,7 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured, 
         row["fits"] = False
         _note(row, "one_machine", t("cli.whatif.note.one_machine", n=DEVICES_PER_MACHINE))
         none = ("comm_bytes_per_device", "comm_seconds", "compute_seconds", "bubble_share", "idle_seconds",
-                "step_seconds", "comm_share")  # fmt: skip
+                "step_seconds", "comm_share", "activations_held_bytes")  # fmt: skip
         return {**row, **dict.fromkeys(none)}
     projection = projection_of(s)
     if projection.activations:  # the batch's outputs, one number a row, not its rows
@@ -239,6 +239,10 @@ def _row(s, k, params, link, device_memory, flops, rows, batch_bytes, measured, 
         row["comm_seconds_spread"] = [comm_seconds(s, params, k, x, batch_bytes, state) for x in extremes]
     # every row of the table is the same global batch, K x rows: a device computes its share of its rows
     seen = k * rows * projection.batch_share(k)
+    # and keeps some of their activations for its backward, one number a row (the model's output, as the
+    # wire and device 0's excess count them): not in memory_per_device_bytes, which is the ZeRO paper's
+    held = projection.held_share(k) if projection.held_share else projection.batch_share(k)
+    row["activations_held_bytes"] = k * rows * held * state.wire
     compute = compute_seconds(measured, params, seen, flops) * projection.compute_share(k)
     if not row["fits"]:
         need, have = f"{memory / 1e9:.3g}", f"{device_memory / 1e9:.3g}"

@@ -377,3 +377,21 @@ def test_the_pipeline_row_idles_its_bubble_and_no_other_row_does():
     at = {r["devices"]: r for r in table(STEP, devices=(2, 1024), link=link) if r["strategy"] == "pp"}
     assert at[2]["bubble_share"] == pytest.approx(1 / 9) and "11.1 %" in at[2]["note"]
     assert at[1024]["bubble_share"] == pytest.approx(1023 / 5119)
+
+
+def test_the_pipeline_holds_a_quarter_of_the_batchs_activations_where_tp_holds_all_and_ddp_its_own():
+    """The activations a device keeps from its forward for its backward, one number a row at the wire's
+    precision (2 bytes, mixed): DDP and the ZeRO stages their own b rows, TP every one of the K b rows, a
+    2-D mesh its dp group's K b / dp, and the pipeline's stage 0 K of its m = 4K microbatches (1F1B), a
+    quarter of the K b: less than TP's at every K > 1, more than DDP's from K = 8 on."""
+    link = Link("test", bandwidth=1e9, latency=0.0, source="")
+    for r in table(STEP, devices=(1, 2, 8, 64, 1024), link=link):
+        if r["compute_seconds"] is None:  # DataParallel past one machine
+            assert r["activations_held_bytes"] is None
+            continue
+        k, b, held = r["devices"], r["global_batch_rows"] / r["devices"], r["activations_held_bytes"]
+        dp = k // projection.mesh_tp(k)
+        expected = {"tp": k * b, "pp": k * b / 4 if k > 1 else b, "ddp_tp": k * b / dp, "fsdp_tp": k * b / dp}
+        assert held == expected.get(r["strategy"], b) * 2, (r["strategy"], k)
+    at8 = {r["strategy"]: r["activations_held_bytes"] for r in table(STEP, devices=(8,), link=link)}
+    assert (at8["ddp"], at8["pp"], at8["tp"]) == (200, 400, 1600)  # 100 rows a device, 800 in the batch
