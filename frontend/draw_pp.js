@@ -9,12 +9,14 @@
 
 import { COLOURS, clear, fitText, label, svgEl, textWidth } from "./dom.js";
 import { formatBytes, isNum } from "./format.js";
+import { chipLines } from "./picture.js";
 import { tr } from "./words.js";
 
 const colours = {
   forward: "#2f9e44", backward: "#c92a2a", backward_input: "#e8590c", backward_weight: "#ae3ec9",
   loss: "#495057", optimizer: "#343a40", tick: "#1f6feb", idle: "#adb5bd",
 };
+const FOOT_LINE = 18;  // the footer's second line, 14 px words
 const LETTER = { forward: "F", backward: "B", backward_input: "I", backward_weight: "W" };
 const SHADE = { F: 0.92, B: 0.5, I: 0.62, W: 0.36 };  // a forward solid, a backward lighter
 
@@ -69,7 +71,14 @@ function draw(svg, pic, groups, phase, width) {
   const plotW = Math.max(120, width - labelW - heldW - 8);
   const end = Math.max(1e-9, ...ranks.flatMap((r) => r.blocks.map((b) => b.end)));
   const x = (t) => plotX + (plotW * t) / end;
-  const height = top + ranks.length * rowH + 48;
+  // the footer's legend on as many lines as it takes, two at most (14 px words, never cut on a projector)
+  const link = (value.links || [])[0];
+  const sends = link && value.microbatches ? link.forward_bytes / value.microbatches : 0;
+  const foot = `${tr("live.pp.footer")}${sends ? ` · ${tr("live.pp.sends", { bytes: formatBytes(sends) })}` : ""}`;
+  const footLines = chipLines(foot, width, (line) => textWidth(line, 14));
+  const shownLines = footLines.length > 2
+    ? [footLines[0], fitText(footLines.slice(1).join(" "), width - 12, 14)] : footLines;
+  const height = top + ranks.length * rowH + 48 + FOOT_LINE * (shownLines.length - 1);
   svg.setAttribute("width", width);
   svg.setAttribute("height", height);
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
@@ -132,10 +141,9 @@ function draw(svg, pic, groups, phase, width) {
                                  "marker-end": "url(#fl-pp-arrow)" }));
     }
   }
-  const link = (value.links || [])[0];
-  const sends = link && value.microbatches ? link.forward_bytes / value.microbatches : 0;
-  const foot = `${tr("live.pp.footer")}${sends ? ` · ${tr("live.pp.sends", { bytes: formatBytes(sends) })}` : ""}`;
-  label(svg, 6, height - 14, fitText(foot, width - 12, 14), { size: 14, fill: "#495057" });
+  shownLines.forEach((line, i) => {
+    label(svg, 6, height - 14 - FOOT_LINE * (shownLines.length - 1 - i), line, { size: 14, fill: "#495057" });
+  });
 }
 
 export default {
