@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.start_race import LINKS, SHOWN_S, one_try
+from benchmarks.start_race import LINKS, one_try
 from fitcore.i18n import t
 from tests.helpers import shadow_texts, wait_for
 from tests.test_browser import browser, server  # noqa: F401  (module fixtures: one server, one Chromium)
@@ -25,14 +25,18 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 # held-back tries for each ranked strategy: without the fix about one in four lost its run, so that all 12 of
 # the four strategies' tries showing theirs by chance is 0.75 ** 12, 3 %
 TRIES = 3
+# A lost Start never shows its run; a slow one shows it late. This test counts the lost ones, and gives a try
+# 8 s (CI's two cores run a JupyterLab or a room beside it: a held try once took over 3 s there); how fast a
+# Start shows its run is benchmarks/start_race's figure (docs/reliability.md)
+LOST_S = 8.0
 
 
 @pytest.mark.parametrize("strategy", sorted(LINKS))
 def test_a_start_pressed_before_the_live_view_mounts_shows_its_run(server, browser, strategy):  # noqa: F811
     url = f"{server}/?{LINKS[strategy]}&epochs=4"
-    seen = [one_try(browser, url, hold=True) for _ in range(TRIES)]
+    seen = [one_try(browser, url, hold=True, within=LOST_S) for _ in range(TRIES)]
     lost = seen.count(None)
-    assert lost == 0, f"{lost} of {TRIES} tries had no run in the view {SHOWN_S} s after Start"
+    assert lost == 0, f"{lost} of {TRIES} tries had no run in the view {LOST_S} s after Start"
 
 
 def test_start_is_shown_once_the_charts_library_is_in_so_a_start_is_never_held_behind_it(server, browser):  # noqa: F811
