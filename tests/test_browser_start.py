@@ -34,7 +34,11 @@ LOST_S = 8.0
 @pytest.mark.parametrize("strategy", sorted(LINKS))
 def test_a_start_pressed_before_the_live_view_mounts_shows_its_run(server, browser, strategy):  # noqa: F811
     url = f"{server}/?{LINKS[strategy]}&epochs=4"
-    seen = [one_try(browser, url, hold=True, within=LOST_S) for _ in range(TRIES)]
+    # one try in the test waits for app.py's 4 s fallback to show Start, as a page whose view never mounts
+    # does; the others show it at once (each wait is 4 s of a CI worker): the click lands before the view
+    # either way
+    waits = [strategy == min(LINKS) and i == 0 for i in range(TRIES)]
+    seen = [one_try(browser, url, hold=True, within=LOST_S, show=not wait) for wait in waits]
     lost = seen.count(None)
     assert lost == 0, f"{lost} of {TRIES} tries had no run in the view {LOST_S} s after Start"
 
