@@ -132,6 +132,10 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, Text]:
     # (tensor.chunk splits the same rows the same way): a step like the step before reuses its records.
     weight, bias = _readable(raw.fc.weight), _readable(raw.fc.bias)
     phases = phase_recorder(model)  # None for a single device: no DataParallel, no phases
+    # one device runs the model unwrapped: its steps call its nn.Linear itself, but for the first of each
+    # split, whose shapes the recorder takes (LinearModel's own forward costs 2 µs a step, 3 % of the
+    # tutorial's step on a CPU; benchmarks/overhead.py)
+    direct = raw.fc if model is raw else None
     rows, ranges, spans, in_shape, out_shape = 0, (), (), (), ()
     for epoch in range(1, cfg.epochs + 1):
         order = epoch_order(X.shape[0], cfg.shuffle, perm_gen)  # this epoch's row order (None: 0..N-1)
@@ -142,7 +146,7 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, Text]:
             if not control.wait():
                 return Status.STOPPED, control.stop_reason
             recorder.on = xb.shape[0] != rows  # a new split: the replicas say what they see
-            out = model(xb)  # (B, 1), gathered on the first device
+            out = direct(xb) if direct is not None and not recorder.on else model(xb)  # (B, 1), on device 0
             loss = F.mse_loss(out, yb)
             value = loss.item()
             if not math.isfinite(value):
@@ -162,10 +166,10 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, Text]:
                 spans = [(r.start, r.stop) for r in ranges]
                 rows, in_shape, out_shape = xb.shape[0], tuple(xb.shape), tuple(out.shape)
             ids = replica_ids(ids_of, offset, spans)  # where this step's rows came from in the dataset
-            replicas = tuple(
+            replicas = tuple([
                 Replica(r.device, r.start, r.stop, r.input_shape, r.output_shape, None, i)
                 for r, i in zip(ranges, ids)
-            )
+            ])  # fmt: skip
             offset += xb.shape[0]
             on_event(
                 Step(

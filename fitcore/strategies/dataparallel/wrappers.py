@@ -218,8 +218,9 @@ def replica_ids(
         ranges: each replica's rows [start, stop) within the batch.
     """
     if order is None:
-        return tuple(tuple(range(offset + a, offset + min(b, a + most))) for a, b in ranges)
-    return tuple(tuple(order[offset + a : offset + min(b, a + most)].tolist()) for a, b in ranges)
+        return tuple([tuple(range(offset + a, offset + min(b, a + most))) for a, b in ranges])
+    # a list, not a generator, inside tuple(): every step of a run calls this (benchmarks/overhead.py)
+    return tuple([tuple(order[offset + a : offset + min(b, a + most)].tolist()) for a, b in ranges])
 
 
 def wrap(model: LinearModel, plan: DevicePlan) -> nn.Module:
