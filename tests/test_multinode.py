@@ -58,10 +58,12 @@ def test_ddp_across_two_hosts_from_the_installed_wheel(fitcore_venv):
     [
         ("fsdp", "rows per rank 100/100 = DistributedSampler's shards on all 40 steps"),
         ("tp", "every rank every row, columns 1/1 = torch.chunk on all 40 steps"),
+        ("pp", "every rank every row and column on all 300 steps"),  # a stage each host, 1F1B
     ],
 )
 def test_every_ranked_strategy_runs_across_two_hosts_under_torchrun(strategy, rows):
-    """The engine's torchrun launcher carries FSDP and TP as it carries DDP: one rank on each host."""
+    """The engine's torchrun launcher carries FSDP, TP and a pipeline as it carries DDP: one rank on each
+    host (a pipeline's stages then send their activations from one host to the other)."""
     code, lines, result, pid = multinode("--nodes", "2", "--procs-per-node", "1", "--strategy", strategy)
     assert code == 0, "\n".join(lines)
     figures = {c["name"]: c["figures"] for c in result["checks"]}
