@@ -287,10 +287,21 @@ function onScreenResize(state) {
 // shown again (hidden, they are not drawn: a plot has no size to draw at).
 function toggleDetail(state) {
   state.detail = !state.detail;
-  state.dom.root.classList.toggle("fl-detail-on", state.detail);
+  render(state);
+}
+
+// What the charts' place shows: the step's timeline where asked for, unless the step is veiled (its
+// question waits: the timeline is veiled with it), then the charts. The button goes with the veil too.
+function applyDetail(state) {
+  const veiled = state.dom.root.classList.contains("fl-veiled");
+  state.dom.detail.hidden = !state.picture || veiled;  // no step yet: no timeline to show
+  state.dom.detail.textContent = tr(state.detail ? "live.detail.charts" : "live.detail.step");
+  const shown = !!state.detail && !veiled;
+  if (shown === !!state.detailShown) return;
+  state.detailShown = shown;
+  state.dom.root.classList.toggle("fl-detail-on", shown);
   for (const fig of [state.dom.lossFig, state.dom.paramFig]) fig.drawn = null;
   Object.assign(state.dirty, { charts: true, timeline: true });
-  render(state);
 }
 
 function render(state) {
@@ -300,12 +311,13 @@ function render(state) {
   const pictureDrawn = state.dirty.picture;
   renderPicture(state);
   renderVeil(state);
+  applyDetail(state);
   postWalk(state, performance.now());
   if (pictureDrawn && !state.dirty.charts && chartRoomChanged(state)) state.dirty.charts = true;
   if (state.dirty.timeline) renderTimeline(state);
-  if (state.dirty.charts && !state.detail) renderCharts(state);
+  if (state.dirty.charts && !state.detailShown) renderCharts(state);
   state.dirty.timeline = false;
-  state.dirty.charts = state.dirty.charts && state.detail;
+  state.dirty.charts = state.dirty.charts && state.detailShown;
 }
 
 function renderStatus(state) {
@@ -322,8 +334,6 @@ function renderStatus(state) {
     line = run ? tr("live.follow.line", { line }) : tr(state.poll.gone ? "live.follow.closed" : "live.follow.none");
   }
   dom.statusText.textContent = line;
-  dom.detail.hidden = !state.picture;  // no step yet: no timeline to show
-  dom.detail.textContent = tr(state.detail ? "live.detail.charts" : "live.detail.step");
   const fraction = run && run.total_steps ? Math.min(1, (run.step || 0) / run.total_steps) : 0;
   dom.progressFill.style.width = `${(fraction * 100).toFixed(2)}%`;
   if (!state.follow && !state.push) keepLiveRun(run);  // the teacher's run is not this browser's

@@ -22,7 +22,7 @@ export function renderTimeline(state) {
   const untimed = pic.planned ? "live.timeline.planned" : "live.timeline.untimed";
   dom.ganttTitle.textContent = groups.length
     ? tr("live.timeline.title", { step: pic.step, total: formatSeconds(total) }) : tr(untimed, { step: pic.step });
-  const width = Math.max(320, Math.floor(state.width * (state.detail ? 0.5 : 0.6)));  // live.css's columns
+  const width = Math.max(320, Math.floor(state.width * (state.detailShown ? 0.5 : 0.6)));  // live.css's columns
   dom.ganttSvg.style.display = groups.length ? "" : "none";  // nothing timed: no rows of nothing under it
   drawGantt(dom.ganttSvg, pic, groups, phase, width, total, drawer, ganttRowHeight(state, pic));
   renderBytes(dom.bytes, pic, namedGroups(pic), drawer);
@@ -36,7 +36,7 @@ const BELOW = 7;  // the live view's padding and border under the timeline
 // A row's height: 22 px, or in the charts' room on the first screen (mount.js's toggleDetail) as much as
 // the screen leaves each rank, down to 15 px, so that eight ranks' rows and their axis stay on it.
 function ganttRowHeight(state, pic) {
-  if (!state.detail) return ROW_H;
+  if (!state.detailShown) return ROW_H;
   const room = window.innerHeight - topOnPage(state.dom.ganttSvg) - AXIS_H - BELOW;
   const rows = Math.max(1, (pic.devices || []).length);
   return Math.max(ROW_MIN, Math.min(ROW_H, Math.floor(room / rows)));

@@ -67,6 +67,9 @@ def test_a_paused_step_is_veiled_until_its_question_is_answered(server, context)
     page = open_page(context, server + "/?pace=2&ask=1")
     page.get_by_role("button", name="Start training").click()
     wait_for(lambda: step_of(page)[0] >= 1, 30, interval=0.1, what="a first step")
+    detail = page.locator(".fl-detail")
+    detail.click()  # the step's timeline in the charts' place
+    wait_for(lambda: page.locator(".fl-charts").is_hidden(), 5, what="the timeline in the charts' place")
     page.get_by_role("button", name="Pause").click()
     question = page.locator(".st-key-quiz")
     question.wait_for()
@@ -75,10 +78,15 @@ def test_a_paused_step_is_veiled_until_its_question_is_answered(server, context)
     lines = veil.inner_text().splitlines()
     assert lines[-1] == "Answer the question below to see the step." and lines[0].startswith("Step ")
     assert page.locator(".fl-svg").evaluate("(svg) => getComputedStyle(svg).visibility") == "hidden"
+    # the timeline is veiled with its step: the charts take their place back, and the button waits
+    assert page.locator(".fl-charts").is_visible() and detail.is_hidden()
     page.screenshot(path=str(ARTIFACTS / "ask-before-showing.png"))
     question.get_by_role("button").first.click()
     veil.wait_for(state="hidden")
     assert page.locator(".fl-svg").evaluate("(svg) => getComputedStyle(svg).visibility") == "visible"
+    back = lambda: page.locator(".fl-charts").is_hidden() and detail.is_visible()  # noqa: E731
+    wait_for(back, 5, what="the timeline back in the charts' place")
+    assert page.locator(".fl-gantt").is_visible()
     assert "Right answers in this browser: " in question.inner_text()
     page.screenshot(path=str(ARTIFACTS / "ask-answered.png"))
     page.get_by_role("button", name="Stop").click()
