@@ -283,8 +283,7 @@ function onScreenResize(state) {
   render(state);
 }
 
-// The step's timeline and bytes where the charts were, or the charts again. The charts are drawn whole once
-// shown again (hidden, they are not drawn: a plot has no size to draw at).
+// The step's timeline and bytes where the charts were, or the charts again.
 function toggleDetail(state) {
   state.detail = !state.detail;
   render(state);
@@ -292,10 +291,12 @@ function toggleDetail(state) {
 
 // What the charts' place shows: the step's timeline where asked for, unless the step is veiled (its
 // question waits: the timeline is veiled with it), then the charts. The button goes with the veil too.
+// Hidden, the charts are not drawn (a plot has no size to draw at): they are drawn whole once shown again.
 function applyDetail(state) {
   const veiled = state.dom.root.classList.contains("fl-veiled");
   state.dom.detail.hidden = !state.picture || veiled;  // no step yet: no timeline to show
-  state.dom.detail.textContent = tr(state.detail ? "live.detail.charts" : "live.detail.step");
+  const words = tr(state.detail ? "live.detail.charts" : "live.detail.step");
+  if (state.dom.detail.textContent !== words) state.dom.detail.textContent = words;
   const shown = !!state.detail && !veiled;
   if (shown === !!state.detailShown) return;
   state.detailShown = shown;
