@@ -374,7 +374,7 @@ def following_count_ui() -> None:
         state = rooms.server_rooms().state(ss.room, ss.owner)
     except rooms.RoomNotFound:
         return
-    st.caption(i18n.t("classroom.follow.count", n=state.following))
+    st.caption(i18n.count("classroom.follow.count", state.following))
 
 
 def close_room() -> None:

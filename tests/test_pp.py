@@ -241,3 +241,14 @@ def test_the_command_line_refuses_unequal_microbatches_in_one_line(capsys):
     code = cli_main(["--strategy", "ddp", "--devices", "cpu", "--schedule", "zbv"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "--schedule" in err[0] and "PP (pipelining)" in err[0]
+
+
+def test_what_a_stage_held_is_counted_in_words_not_with_a_bracketed_plural():
+    """The stage table's and the console's "held" say 1 microbatch and 2 microbatches, not microbatch(es)."""
+    from fitcore import i18n
+    from fitcore.strategies.pp.view import held_text
+
+    held = [{"microbatches": 1, "bytes": 800}, {"microbatches": 2, "bytes": 1600}]
+    assert held_text(held) == "1 microbatch, 800 B; 2 microbatches, 1.6 kB"
+    assert i18n.count("classroom.follow.count", 1, "en") == "1 student page follows this run"
+    assert i18n.count("classroom.follow.count", 3, "en") == "3 student pages follow this run"

@@ -132,8 +132,8 @@ def picture_part(cfg: FitConfig, step: Step, devices: list[dict], extra: dict) -
 
 
 def held_text(held: list[dict]) -> str:
-    """ "2 microbatch(es), 1.6 kB" for each of a rank's stages."""
-    return "; ".join(t("pp.held", n=h["microbatches"], bytes=format_bytes(h["bytes"])) for h in held)
+    """ "2 microbatches, 1.6 kB" for each of a rank's stages."""
+    return "; ".join(count("pp.held", h["microbatches"], bytes=format_bytes(h["bytes"])) for h in held)
 
 
 def stage_table(value: dict) -> list[dict[str, Any]]:
