@@ -185,8 +185,6 @@ function chartHeight(state) {
   return Math.max(Math.min(CHART_MIN, wanted), Math.min(wanted, state.roomLeft ?? Infinity));
 }
 
-// an element's parent, across the shadow root's edge to its host
-
 // The first screen's height less everything above the plots and the live view's bottom edge below them.
 function roomLeft(state) {
   return Math.floor(window.innerHeight - topOnPage(state.dom.lossFig.plot) - BELOW_PLOTS);
@@ -197,7 +195,6 @@ function roomLeft(state) {
 export function chartRoomChanged(state) {
   return state.roomLeft !== undefined && roomLeft(state) !== state.roomLeft;
 }
-
 
 // Both heads as tall as the taller one (the plots stay side by side), the plots lower by what that adds.
 function fitLegendLines(state) {

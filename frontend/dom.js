@@ -62,6 +62,7 @@ export function label(parent, x, y, text, { size = 15, weight = 400, anchor = "s
   return node;
 }
 
+// an element's parent, across the shadow root's edge to its host
 const parentOf = (node) => node.parentElement || (node.parentNode && node.parentNode.host) || null;
 
 // How far below the top of the page the element sits when the page is scrolled to its top: its place on

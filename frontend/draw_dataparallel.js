@@ -73,10 +73,11 @@ function drawTop(ctx) {
     const more = seg.device.rows - shown.length;
     return fitList(shown, room, 14, more > 0 ? ` +${more}` : "");
   };
-  let idsFit = null;
+  let shown = null;  // each chunk's ids in its room, measured once for the row ("" where they do not fit)
   segmentBar(g, layout, layout.barY, layout.barH, (seg, room, rooms) => {
-    idsFit ??= layout.segments.every((s, i) => !s || (rooms[i] >= 24 && ids(s, rooms[i])));
-    return (idsFit && ids(seg, room)) || fitText(`${seg.device.rows}`, room + 4, 14);
+    shown ??= layout.segments.map((s, i) => (s && rooms[i] >= 24 ? ids(s, rooms[i]) : ""));
+    const all = shown.every((text, i) => !layout.segments[i] || text);
+    return (all && shown[layout.segments.indexOf(seg)]) || fitText(`${seg.device.rows}`, room + 4, 14);
   }, 19, bytesTag(ctx, "scatter"));
 }
 
@@ -98,7 +99,7 @@ function drawScatter(ctx) {
 }
 
 // A bus above the boxes: the first device's parameters broadcast to every other busy device.
-function drawReplicate(ctx, group) {
+function drawReplicate(ctx) {
   const live = ctx.now("replicate");
   const boxes = busyBoxes(ctx);
   boxes.forEach((box) => {
@@ -185,7 +186,7 @@ function drawBackward(ctx) {
 }
 
 // The bus again, the other way: every replica's gradients summed onto the first device's W, b.
-function drawReduce(ctx, group) {
+function drawReduce(ctx) {
   const live = ctx.now("reduce");
   const boxes = busyBoxes(ctx);
   if (boxes.length) {
