@@ -247,7 +247,6 @@ def test_eight_devices_keep_the_charts_on_the_first_screen(server, context, lang
     rows = page.locator(".fl-gantt-svg text").all_text_contents()
     assert [r for r in rows if r.startswith("virtual:")] == [f"virtual:{i}" for i in range(8)], rows
     assert page.locator(".fl-bytes-total").first.is_visible()
-    page.screenshot(path=str(ARTIFACTS / f"dataparallel-8-1280x720-{lang}-timeline.png"))
     detail.click()
     assert detail.inner_text() == t("live.detail.step", lang)
     wait_for(lambda: page.locator(".fl-plot .main-svg").count() >= 2, 5, what="the charts drawn again")

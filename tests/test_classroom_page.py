@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from fitcore import i18n
 from fitcore.live import short_label
 from fitcore.view import quiz
 from tests import test_app
@@ -333,3 +334,9 @@ def test_the_room_link_names_the_servers_network_address_or_says_how_to_reach_it
     width = int.from_bytes(png[16:20], "big")  # the PNG's IHDR width: 10 px a module, 2 modules of border
     modules = segno.make(on_the_network, error="m").symbol_size(scale=1, border=0)[0]
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and width == 10 * (modules + 4) and width >= 250
+
+
+def test_the_teacher_reads_how_many_student_pages_follow_in_words():
+    """The sidebar's count of a room's student pages says page or pages, not page(s)."""
+    assert i18n.count("classroom.follow.count", 1, "en") == "1 student page follows this run"
+    assert i18n.count("classroom.follow.count", 3, "en") == "3 student pages follow this run"
