@@ -3,7 +3,7 @@
 // with Plotly.extendTraces; the whole chart is drawn again (Plotly.react, keeping the reader's zoom) only
 // when what it stands on changes: another run, a rerun's data, the width, an axis's range, a divergence.
 
-import { COLOURS, FONT, clear, el, fitText, textWidth, topOnPage } from "./dom.js";
+import { COLOURS, FONT, VIEW_BOTTOM, clear, el, fitText, textWidth, topOnPage } from "./dom.js";
 import { formatNumber, isNum } from "./format.js";
 import { tr } from "./words.js";
 import {
@@ -14,7 +14,6 @@ import {
 const CHART_H = 180;
 const HEAD_H = 22;  // a chart's title line (live.css .fl-chart-head)
 const CHART_MIN = 130;  // the lowest the plots go to stay on the first screen: a loss curve still reads
-const BELOW_PLOTS = 7;  // the live view's padding and border under its charts (live.css .fl-root: 4 + 3 px)
 const MARGIN = { l: 58, r: 14, t: 14, b: 26, pad: 0 };
 const PRESENTER_MARGIN = { ...MARGIN, t: 8, b: 22 };  // the least that holds the ticks' labels: more plot
 const COLUMNS = 500;         // a history longer than two points a column is thinned to each column's extremes
@@ -187,7 +186,7 @@ function chartHeight(state) {
 
 // The first screen's height less everything above the plots and the live view's bottom edge below them.
 function roomLeft(state) {
-  return Math.floor(window.innerHeight - topOnPage(state.dom.lossFig.plot) - BELOW_PLOTS);
+  return Math.floor(window.innerHeight - topOnPage(state.dom.lossFig.plot) - VIEW_BOTTOM);
 }
 
 // Did what lies above the plots (a picture drawn taller or lower) or the screen's height change the room

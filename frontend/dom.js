@@ -62,6 +62,10 @@ export function label(parent, x, y, text, { size = 15, weight = 400, anchor = "s
   return node;
 }
 
+// the live view's padding and border under its last row (live.css .fl-root: 4 + 3 px): what the first
+// screen keeps below the charts, or below the timeline in their place
+export const VIEW_BOTTOM = 7;
+
 // an element's parent, across the shadow root's edge to its host
 const parentOf = (node) => node.parentElement || (node.parentNode && node.parentNode.host) || null;
 

@@ -495,9 +495,8 @@ function drawFooter(ctx) {
 // A bar of segments, one per busy device, each with its text: the batch above, the outputs below.
 // `tagOf(seg)` may give a segment a second, bold text at its right end ({text, colour}): the bytes its arrow
 // carries, written where the arrow leaves or reaches the bar rather than on the arrow. The first text gets
-// what room the tag leaves (textOf(seg, room)), and none when that is too little to read.
-// textOf(seg, room, rooms): a segment's words in its room, knowing every segment's room (by index), so that
-// a row can say the same kind of thing in every cell.
+// what room the tag leaves (textOf(seg, room, rooms)), and none when that is too little to read; `rooms`,
+// every segment's room by index, lets a row say the same kind of thing in every cell.
 export function segmentBar(parent, layout, y, height, textOf, textDy = 19, tagOf = null) {
   const tags = layout.segments.map((seg) => {
     const tag = seg && tagOf ? tagOf(seg) : null;
@@ -511,7 +510,10 @@ export function segmentBar(parent, layout, y, height, textOf, textDy = 19, tagOf
                                   fill: deviceColour(i), "fill-opacity": 0.16, stroke: deviceColour(i),
                                   "stroke-width": 1.5 }));
     const tag = tags[i];
-    if (tag) label(parent, seg.x + seg.w - 5, y + textDy, tag.text, { size: 14, weight: 700, anchor: "end", fill: tag.colour });
+    if (tag) {
+      label(parent, seg.x + seg.w - 5, y + textDy, tag.text, { size: 14, weight: 700, anchor: "end",
+                                                              fill: tag.colour });
+    }
     const text = rooms[i] >= 24 ? textOf(seg, rooms[i], rooms) : "";
     if (text) label(parent, seg.x + 5, y + textDy, text, { size: 14, fill: "#212529", cls: "fl-seg" });
   });

@@ -1,7 +1,7 @@
 // Below the picture: the measured timeline of the shown step, a row per device, and the bytes each phase
 // moved, with DataParallel's and DDP's totals for the same step side by side.
 
-import { clear, el, label, svgEl, textWidth, topOnPage } from "./dom.js";
+import { VIEW_BOTTOM, clear, el, label, svgEl, textWidth, topOnPage } from "./dom.js";
 import { drawerFor } from "./drawers.js";
 import { bytesSplit, formatBytes, formatSeconds, niceTicks } from "./format.js";
 import { tr } from "./words.js";
@@ -31,13 +31,12 @@ export function renderTimeline(state) {
 const ROW_H = 22;
 const ROW_MIN = 15;  // its 14 px label (10 px of ink) still apart from the next row's
 const AXIS_H = 28;  // the time axis under the rows, and the gap above it
-const BELOW = 7;  // the live view's padding and border under the timeline
 
-// A row's height: 22 px, or in the charts' room on the first screen (mount.js's toggleDetail) as much as
+// A row's height: 22 px, or in the charts' room on the first screen (mount.js's applyDetail) as much as
 // the screen leaves each rank, down to 15 px, so that eight ranks' rows and their axis stay on it.
 function ganttRowHeight(state, pic) {
   if (!state.detailShown) return ROW_H;
-  const room = window.innerHeight - topOnPage(state.dom.ganttSvg) - AXIS_H - BELOW;
+  const room = window.innerHeight - topOnPage(state.dom.ganttSvg) - AXIS_H - VIEW_BOTTOM;
   const rows = Math.max(1, (pic.devices || []).length);
   return Math.max(ROW_MIN, Math.min(ROW_H, Math.floor(room / rows)));
 }
