@@ -58,9 +58,13 @@ def bare_loop(cfg, X: torch.Tensor, y: torch.Tensor, marks: list[float] | None =
 
 def fitcore_loop(cfg) -> dict:
     """fitcore's DataParallel train with a consumer that keeps the latest event, as a UI's would."""
-    latest = []
-    timing = common.time_fitcore(cfg, lambda event: latest[:1].clear() or latest.append(event))
-    ended = latest[-1]
+    latest = [None]
+
+    def keep(event):  # the latest event only: each Step is freed when the next one comes, as on a page
+        latest[0] = event
+
+    timing = common.time_fitcore(cfg, keep)
+    ended = latest[0]
     return {"steps_per_s": timing["steps"] / timing["loop_s"], "params": list(ended.weights) + [ended.bias]}
 
 

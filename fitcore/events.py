@@ -44,6 +44,9 @@ class Status(str, Enum):
 ACTIVE = (Status.QUEUED, Status.RUNNING, Status.PAUSED)
 
 
+MAX_IDS = 8  # the dataset row ids a replica's (or rank's) part of a step names: those of its first rows
+
+
 class Replica(NamedTuple):
     """One replica's (or rank's) share of a step: rows [start, stop) of the batch, its shapes, and its columns
     [lo, hi) of X where it holds only some (tensor parallelism: every rank the whole batch, its features)."""
@@ -55,7 +58,7 @@ class Replica(NamedTuple):
     output_shape: tuple[int, ...]  # (rows, 1): what its forward returned
     loss: float | None = None  # the replica's own MSE where it computes one (a DDP rank); DataParallel's
     # replicas only run forward, and the loss is computed once, on the gathered output
-    ids: tuple[int, ...] = ()  # the dataset row ids of its first rows (at most 8): where its rows came from
+    ids: tuple[int, ...] = ()  # dataset row ids of its first rows (MAX_IDS at most): where its rows came from
     columns: tuple[int, int] | None = None  # its features [lo, hi) of X; None: all of them
 
     @property

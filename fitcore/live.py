@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from fitcore import registry
 from fitcore.config import FitConfig
 from fitcore.devices import label_parts
-from fitcore.events import Step
+from fitcore.events import MAX_IDS, Step
 from fitcore.i18n import t
 from fitcore.mesh import grid
 from fitcore.phases import step_bytes
@@ -25,7 +25,6 @@ from fitcore.view.common import data_words, fitted_names
 from fitcore.view.status import diverged_at, status_kind, status_line
 
 MAX_POINTS = 4000  # points of each series in one answer; the history itself keeps fewer
-MAX_IDS = 8  # dataset row ids shown per device
 ITEMSIZE = 4  # bytes of a float32: X, y and the parameters (fitcore.data)
 
 

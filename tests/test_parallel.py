@@ -22,7 +22,6 @@ from fitcore.strategies.dataparallel.wrappers import (
     _cuda_bounds,
     _cuda_slot_devices,
     phase_recorder,
-    replica_ids,
     unwrap,
     wrap,
 )
@@ -384,30 +383,6 @@ def test_timed_data_parallel_marks_each_phase_on_its_device(fake_cuda, monkeypat
         start, scattered, replicated, _, applied, _ = _cuda_bounds(i)
         assert [events[s].stream for s in (start, scattered, replicated, applied)] == [index] * 4
     assert events[phases.LOSS_END].stream == ids[0]
-
-
-@pytest.mark.parametrize("shuffle", [True, False])
-def test_replica_ids_are_the_first_rows_of_each_chunk(shuffle):
-    n, batch, k = 50, 20, 3
-    perm = torch.randperm(n, generator=torch.Generator().manual_seed(1)) if shuffle else torch.arange(n)
-    offset = 20  # the epoch's second batch
-    sizes = chunk_sizes(batch, k)  # 7/7/6
-    stops = [sum(sizes[: i + 1]) for i in range(k)]
-    ranges = list(zip([0] + stops[:-1], stops))
-    batch_ids = perm[offset : offset + batch]
-    expected = tuple(tuple(batch_ids[a:b][:4].tolist()) for a, b in ranges)
-    assert replica_ids(perm, offset, ranges, most=4) == expected
-    assert replica_ids(perm.numpy(), offset, ranges, most=4) == expected
-    assert replica_ids(batch_ids, 0, ranges, most=4) == expected
-    if not shuffle:
-        assert (
-            replica_ids(None, offset, ranges, most=4)
-            == expected
-            == ((20, 21, 22, 23), (27, 28, 29, 30), (34, 35, 36, 37))
-        )
-    everything = replica_ids(perm, offset, ranges)  # up to 8: a chunk of 6 gives its 6
-    assert [len(ids) for ids in everything] == [7, 7, 6]
-    assert all(type(i) is int for ids in everything for i in ids)
 
 
 @pytest.mark.parametrize("i, host", [(0, ""), (7, ""), (1, "cuda:0"), (3, "cuda:12")])

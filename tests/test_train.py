@@ -14,7 +14,7 @@ import torch
 from fitcore.config import FitConfig, validate
 from fitcore.data import epoch_batches, make_data
 from fitcore.devices import parse_devices
-from fitcore.events import RunEnded, RunStarted, Step
+from fitcore.events import MAX_IDS, RunEnded, RunStarted, Step
 from fitcore.parallel import LinearModel, chunk_sizes, init_parameters
 from fitcore.strategies.dataparallel.train import train
 from fitcore.train import Control, finished_message
@@ -614,6 +614,29 @@ def test_a_single_device_records_no_phases():
     steps = [e for e in collect(cfg)[0] if isinstance(e, Step)]
     assert [s.phases for s in steps] == [None, None]
     assert [s.replicas[0].ids for s in steps] == [(0, 1, 2, 3, 4), (5, 6, 7, 8, 9)]  # rows in order
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_each_replica_names_the_first_max_ids_rows_of_its_chunk(shuffle):
+    # 70 rows in batches of 30 on 3 devices: chunks of 10 (more ids than a replica names), then 4, 3, 3
+    cfg = validate(
+        FitConfig(data_size=70, batch_size=30, epochs=2, devices="virtual:3", shuffle=shuffle), gpus=[]
+    )
+    steps = [e for e in collect(cfg)[0] if isinstance(e, Step)]
+    gen = torch.Generator().manual_seed(cfg.seed + 2)
+    orders = [torch.randperm(70, generator=gen) if shuffle else torch.arange(70) for _ in range(2)]
+    assert len(steps) == 6
+    for s in steps:
+        batch = orders[s.epoch - 1][(s.batch - 1) * 30 :][: s.input_shape[0]].tolist()
+        sizes = [len(c) for c in torch.arange(len(batch)).chunk(3)]
+        assert [r.rows for r in s.replicas] == sizes  # [10, 10, 10], then [4, 3, 3]
+        assert [r.ids for r in s.replicas] == [
+            tuple(batch[r.start : r.start + min(r.rows, MAX_IDS)]) for r in s.replicas
+        ]
+        assert all(type(i) is int for r in s.replicas for i in r.ids)
+    assert [len(r.ids) for r in steps[0].replicas] == [MAX_IDS] * 3 == [8] * 3
+    if not shuffle:
+        assert steps[1].replicas[2].ids == (50, 51, 52, 53, 54, 55, 56, 57)
 
 
 @pytest.mark.parametrize(("batch", "recorded_at"), [(5, [1]), (4, [1, 3, 4, 6, 7, 9])])

@@ -31,7 +31,6 @@ from fitcore.config import FitConfig
 from fitcore.data import make_data
 from fitcore.engine.rank import (
     LOSS_COL,
-    MAX_IDS,
     STOP_COL,
     RankState,
     gather_times,
@@ -39,7 +38,7 @@ from fitcore.engine.rank import (
     rank_clock,
     share_step,
 )
-from fitcore.events import Status
+from fitcore.events import MAX_IDS, Status
 from fitcore.mesh import DP, Mesh
 from fitcore.phases import BACKWARD_END, LOADED, LOSS_END, OPTIMIZER_END, START
 from fitcore.shards import Layout

@@ -17,7 +17,7 @@ import torch.distributed as dist
 from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan
 from fitcore.errors import ConfigError, Text
-from fitcore.events import Replica, Status, Step
+from fitcore.events import MAX_IDS, Replica, Status, Step
 from fitcore.memory import local_tensor
 from fitcore.mesh import Mesh, mesh_of
 from fitcore.parallel import LinearModel
@@ -26,7 +26,6 @@ from fitcore.shards import Layout
 from fitcore.split import ROWS, Split
 
 COLLECTIVE_TIMEOUT = timedelta(seconds=120)  # a collective waiting longer than this fails its rank
-MAX_IDS = 8  # dataset row ids each rank reports per step: where its first rows came from
 
 # Columns of the table the ranks all-gather every step, one row per rank
 LOSS_COL, SHAPE_COLS, STOP_COL = 0, slice(1, 5), 5

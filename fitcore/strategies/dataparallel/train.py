@@ -7,7 +7,7 @@ import math
 import time
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -16,11 +16,11 @@ from fitcore.config import FitConfig
 from fitcore.data import epoch_order, least_squares, make_data, order_generator, ordered_batches
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.errors import Text
-from fitcore.events import Detail, Event, Replica, RunEnded, Status, Step, run_started
+from fitcore.events import MAX_IDS, Detail, Event, Replica, RunEnded, Status, Step, run_started
 from fitcore.parallel import LinearModel, ShapeRecorder
 from fitcore.phases import BACKWARD_END, LOSS_END, OPTIMIZER_END
 from fitcore.strategies.dataparallel.memory import dataparallel_memory
-from fitcore.strategies.dataparallel.wrappers import EmulatedDataParallel, phase_recorder, replica_ids, wrap
+from fitcore.strategies.dataparallel.wrappers import EmulatedDataParallel, phase_recorder, wrap
 from fitcore.train import (
     Control,
     clear_grads,
@@ -33,7 +33,18 @@ from fitcore.train import (
 )
 
 
-def _replicas(records, plan: DevicePlan) -> tuple[Replica, ...]:
+class _Cut(NamedTuple):
+    """One replica's part of a split: what its steps' Replica repeats, worked out once per split."""
+
+    device: str
+    start: int  # its rows [start, stop) of the batch
+    stop: int
+    ids_stop: int  # the end of its first rows, the ones whose dataset ids it names (MAX_IDS at most)
+    input_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+
+
+def _cuts(records, plan: DevicePlan) -> tuple[_Cut, ...]:
     """Order the recorded forwards like the devices (threads finish in any order) and give row ranges."""
     if len(records) > 1:  # one device, or a batch of one row, needs no sorting
         order = {label: i for i, label in enumerate(plan.labels)}
@@ -41,7 +52,7 @@ def _replicas(records, plan: DevicePlan) -> tuple[Replica, ...]:
     stops = list(accumulate(r.input_shape[0] for r in records))
     starts = [0] + stops[:-1]
     return tuple(
-        Replica(r.device, a, b, tuple(r.input_shape), tuple(r.output_shape))
+        _Cut(r.device, a, b, min(b, a + MAX_IDS), tuple(r.input_shape), tuple(r.output_shape))
         for r, a, b in zip(records, starts, stops)
     )
 
@@ -136,11 +147,13 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, Text]:
     # split, whose shapes the recorder takes (LinearModel's own forward costs 2 µs a step, 3 % of the
     # tutorial's step on a CPU; benchmarks/overhead.py)
     direct = raw.fc if model is raw else None
-    rows, ranges, spans, in_shape, out_shape = 0, (), (), (), ()
+    w_flat = weight.reshape(-1)  # (1, d) -> (d,): a view, read with tolist() after each step
+    rows, cuts, in_shape, out_shape = 0, (), (), ()
+    everyone = memoryview(torch.arange(X.shape[0]).numpy())  # the unshuffled epochs' order, 0..N-1
     for epoch in range(1, cfg.epochs + 1):
         order = epoch_order(X.shape[0], cfg.shuffle, perm_gen)  # this epoch's row order (None: 0..N-1)
         # a memoryview of the order's memory: its slices' tolist() are the cheapest way to each replica's ids
-        ids_of = memoryview(order.numpy()) if order is not None else None
+        ids_of = memoryview(order.numpy()) if order is not None else everyone
         offset = 0  # the batch's first position in the order
         for batch, (xb, yb) in enumerate(ordered_batches(X, y, cfg.batch_size, order), 1):  # (B, d), (B, 1)
             if not control.wait():
@@ -162,15 +175,15 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, Text]:
                 phases.mark(OPTIMIZER_END)
             state.step, state.loss = state.step + 1, value
             if recorder.on:  # a new split: its row ranges and shapes, as the replicas recorded them
-                ranges = _replicas(recorder.take(), plan)
-                spans = [(r.start, r.stop) for r in ranges]
+                cuts = _cuts(recorder.take(), plan)
                 rows, in_shape, out_shape = xb.shape[0], tuple(xb.shape), tuple(out.shape)
-            ids = replica_ids(ids_of, offset, spans)  # where this step's rows came from in the dataset
+            # each replica's part of the step: its cut, with the dataset ids of its first rows (where they
+            # came from). Every step builds these; a split's cuts are worked out once (benchmarks/overhead.py)
             replicas = tuple([
-                Replica(r.device, r.start, r.stop, r.input_shape, r.output_shape, None, i)
-                for r, i in zip(ranges, ids)
+                Replica(d, a, b, i, o, None, tuple(ids_of[offset + a : offset + c].tolist()))
+                for d, a, b, c, i, o in cuts
             ])  # fmt: skip
-            offset += xb.shape[0]
+            offset += rows
             on_event(
                 Step(
                     state.step,
@@ -180,7 +193,7 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, Text]:
                     in_shape,
                     out_shape,
                     replicas,
-                    tuple(weight.tolist()[0]),  # (1, d) -> d numbers
+                    tuple(w_flat.tolist()),
                     bias.item(),
                     clock() - t0,
                     phases.take() if phases else None,

@@ -32,7 +32,6 @@ __all__ = [
     "EmulatedDataParallel",
     "TimedDataParallel",
     "phase_recorder",
-    "replica_ids",
     "unwrap",
     "wrap",
 ]
@@ -203,24 +202,6 @@ class TimedDataParallel(nn.DataParallel):
 def phase_recorder(model: nn.Module) -> PhaseRecorder | None:
     """The PhaseRecorder of a wrapped model, or None for a model that runs on one device as it is."""
     return model.phases if isinstance(model, (TimedDataParallel, EmulatedDataParallel)) else None
-
-
-def replica_ids(
-    order, offset: int, ranges: Sequence[tuple[int, int]], most: int = 8
-) -> tuple[tuple[int, ...], ...]:
-    """The first dataset row ids (up to `most`) of each replica's chunk of a batch.
-
-    Args:
-        order: the epoch's row order, indexable and sliceable with .tolist() (a permutation tensor, or its
-            .numpy() view, cheaper to slice), or None when the epoch is not shuffled (row i is row i).
-            The batch's own index tensor works too, with offset 0.
-        offset: the batch's first position in `order`.
-        ranges: each replica's rows [start, stop) within the batch.
-    """
-    if order is None:
-        return tuple([tuple(range(offset + a, offset + min(b, a + most))) for a, b in ranges])
-    # a list, not a generator, inside tuple(): every step of a run calls this (benchmarks/overhead.py)
-    return tuple([tuple(order[offset + a : offset + min(b, a + most)].tolist()) for a, b in ranges])
 
 
 def wrap(model: LinearModel, plan: DevicePlan) -> nn.Module:
