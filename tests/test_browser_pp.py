@@ -15,7 +15,9 @@ import pytest
 
 from fitcore.i18n import t
 from fitcore.strategies.pp import layout
+from tests.helpers import wait_for
 from tests.test_browser import browser, server  # noqa: F401  (module fixtures: one server, one Chromium)
+from tests.test_browser_room import FOLLOW, new_context, step_shown, within
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -106,3 +108,75 @@ def many_ticks_wrap(browser, server) -> None:  # noqa: F811
     }""")
     page.close()
     assert edges["pills"] <= edges["right"] and edges["rows"] >= 2, edges
+
+
+TICK = {"en": re.compile(r"^Tick (\d+): "), "zh": re.compile(r"^第 (\d+) 拍：")}
+
+
+def _tick(page, lang: str) -> int:
+    match = TICK[lang].search(page.locator(".fl-phase-title").first.text_content() or "")
+    return int(match.group(1)) if match else 0
+
+
+def test_a_room_on_a_pipeline_asks_its_question_reveals_it_and_walks_its_ticks(server, browser):  # noqa: F811
+    """A teacher's pipeline run in a room (en), a student following it (zh): the student reaches the teacher's
+    step; Pause asks both pages one of the pipeline's two questions, the same step's; the student's answer is
+    in the teacher's count; the reveal says the answer the schedule gives (1F1B on 2 stages: stage 0 holds 2
+    microbatches at once; rank 1 starts last); the teacher's walk through the ticks is the student's."""
+    teacher_context, student_context = new_context(browser), new_context(browser)
+    try:
+        teacher = teacher_context.new_page()
+        teacher.goto(f"{server}/?{LINK}&presenter=1&ask=1&epochs=300&lang=en")
+        teacher.get_by_role("button", name="Start training").wait_for(timeout=60_000)
+        summary = teacher.locator("summary", has_text="Teacher's link").first
+        summary.scroll_into_view_if_needed()
+        summary.click()
+        teacher.get_by_role("button", name="Open a room for the class").click()
+        found = wait_for(lambda: re.search(r"room=([A-Za-z0-9_-]{22})", teacher.content()), 10, what="a room")
+        code = found[1]
+        student = student_context.new_page()
+        student.goto(f"{server}/?room={code}&presenter=1&lang=zh")
+        student.locator(".fl-status-text").wait_for(timeout=60_000)
+
+        teacher.evaluate("window.scrollTo(0, 0)")
+        teacher.get_by_role("button", name="Start training").click()
+        wait_for(lambda: step_shown(teacher) >= 3, 60, interval=0.05, what="three steps")
+        within(FOLLOW, lambda: step_shown(student) >= step_shown(teacher), "the teacher's step")
+
+        # Pause asks: the same question on both pages, each in its language
+        teacher.get_by_role("button", name="Pause").click()
+        teacher.locator(".fl-reveal").wait_for(timeout=30_000)
+        within(FOLLOW, lambda: student.locator(".fl-choice").count() >= 2, "the student's question")
+        within(FOLLOW, lambda: step_shown(student) == step_shown(teacher), "the paused step")
+        step = step_shown(teacher)
+        asked = teacher.locator(".fl-question-text").inner_text()
+        held = t("pp.q.held", "en", step=step, schedule="1f1b", p=2, m=4)
+        waits = t("pp.q.wait", "en", step=step, p=2)
+        assert asked in (held, waits), asked
+        key = "pp.q.held" if asked == held else "pp.q.wait"
+        assert student.locator(".fl-question-text").inner_text() == t(
+            key, "zh", step=step, schedule="1f1b", p=2, m=4
+        )
+        # the answer the schedule gives: 1F1B keeps p = 2 microbatches on stage 0; stage 1 begins a hop late
+        stage0 = layout.held_counts(layout.order("1f1b", 2, 4)[0])[0]
+        assert stage0 == 2
+        want = str(stage0) if key == "pp.q.held" else "rank 1 · cpu · gloo"
+        assert want in student.locator(".fl-choice").all_inner_texts()
+
+        student.locator(".fl-choice", has_text=want).first.click()
+        within(FOLLOW, lambda: "1 answered" in teacher.locator(".fl-question").inner_text(), "the count")
+        teacher.locator(".fl-reveal").click()
+        within(FOLLOW, lambda: student.locator(".fl-answer").is_visible(), "the reveal on the student's page")
+        assert student.locator(".fl-answer").inner_text().startswith("✓")  # the schedule's answer, chosen
+
+        # the walk: the teacher's ▶ moves both pages to the same tick of the schedule
+        teacher.locator(".fl-veil").wait_for(state="hidden")
+        for _ in range(2):
+            teacher.locator("button.fl-btn", has_text="▶").first.click()
+            tick = _tick(teacher, "en")
+            assert tick > 0
+            within(FOLLOW, lambda want=tick: _tick(student, "zh") == want, "the student's tick")
+        student.screenshot(path="artifacts/pp-room-student-zh-1280x720.png")
+    finally:
+        teacher_context.close()
+        student_context.close()
