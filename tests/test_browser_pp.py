@@ -169,13 +169,15 @@ def test_a_room_on_a_pipeline_asks_its_question_reveals_it_and_walks_its_ticks(s
         within(FOLLOW, lambda: student.locator(".fl-answer").is_visible(), "the reveal on the student's page")
         assert student.locator(".fl-answer").inner_text().startswith("✓")  # the schedule's answer, chosen
 
-        # the walk: the teacher's ▶ moves both pages to the same tick of the schedule
+        # the walk: the teacher's tick t3, then ▶ to t4, is the student's (the third tick is stage 1's B0)
         teacher.locator(".fl-veil").wait_for(state="hidden")
-        for _ in range(2):
-            teacher.locator("button.fl-btn", has_text="▶").first.click()
-            tick = _tick(teacher, "en")
-            assert tick > 0
-            within(FOLLOW, lambda want=tick: _tick(student, "zh") == want, "the student's tick")
+        teacher.locator(".fl-pill", has_text="t3").first.click()
+        for tick in (3, 4):
+            wait_for(lambda want=tick: _tick(teacher, "en") == want, 10, interval=0.05, what=f"t{tick} shown")
+            within(FOLLOW, lambda want=tick: _tick(student, "zh") == want, f"the student at t{tick}")
+            if tick == 3:
+                assert student.locator(".fl-phase-title").first.text_content() == WORDS["zh"]["tick"]
+                teacher.locator("button.fl-btn", has_text="▶").first.click()
         student.screenshot(path="artifacts/pp-room-student-zh-1280x720.png")
     finally:
         teacher_context.close()
