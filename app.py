@@ -13,7 +13,7 @@ import streamlit as st
 
 from dashboard import classroom, data, follower, lab, panels, run, sidebar, state
 from fitcore import api, i18n, serve
-from fitcore.config import ConfigError, FitConfig
+from fitcore.config import Checked, ConfigError
 from fitcore.i18n import t
 from fitcore.runner import Snapshot
 from fitcore.view import controls, link
@@ -54,14 +54,14 @@ PRESENTER_CSS = (
 )
 
 
-def below_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict, values: dict) -> None:
+def below_ui(snap: Snapshot | None, checked: Checked | None, values: dict) -> None:
     """What is read rather than watched: the lesson, shards, shapes, console, results, downloads."""
     # a pending question's answer is in the lesson, the step's tables and its console
     if classroom.revealed(snap):
         panels.lesson_ui(snap, values)
     panels.differences_ui(snap, values)
     if classroom.revealed(snap):
-        panels.sections_ui(snap, cfg, gpus)
+        panels.sections_ui(snap, checked)
         panels.console_ui(snap)
     else:
         st.caption(i18n.t("classroom.quiz.below"))
@@ -69,7 +69,7 @@ def below_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict, values: d
     data.data_results_ui(snap)
     panels.downloads_ui(snap)
     data.recording_downloads_ui(snap)
-    lab.lab_ui(cfg)
+    lab.lab_ui(checked)
 
 
 def main() -> None:
@@ -97,10 +97,11 @@ def main() -> None:
     sidebar.sidebar_ui(gpus)
 
     values = state.control_values()
-    try:
-        cfg, config_error = data.run_config(values, gpus).config, None
+    try:  # the controls checked once: their config and its device plan, which the panels draw
+        checked, config_error = data.run_config(values, gpus), None
     except ConfigError as exc:
-        cfg, config_error = None, controls.error_text(exc)
+        checked, config_error = None, controls.error_text(exc)
+    cfg, plan = (checked.config, checked.plan) if checked is not None else (None, None)
     # the link names the language once it is not the browser's own (or the link already named it)
     lang = st.session_state.lang
     keep_lang = "lang" in st.query_params or lang != state.browser_language()
@@ -116,14 +117,15 @@ def main() -> None:
     snap = st.session_state.snap
     strategy = panels.shown_config(snap, values)["strategy"]
     with st.container(key="page_title"):
-        st.header(panels.page_title(panels.shown_config(snap, values), list(gpus.values())), anchor=False)
+        shown = panels.shown_config(snap, values)
+        st.header(panels.page_title(shown, panels.shown_plan(snap, values, plan)), anchor=False)
     run.messages_ui(values, config_error)
     run.run_controls_ui(gpus, can_start=cfg is not None)
     snap = st.session_state.snap  # the buttons may have started, stopped or reset a run
     classroom.ask_room(snap)
-    panels.live_view_ui(snap, cfg, gpus, values)
+    panels.live_view_ui(snap, checked, values)
     classroom.quiz_ui(snap)  # below the picture, which keeps its place on the first screen
-    below_ui(snap, cfg, gpus, values)
+    below_ui(snap, checked, values)
     panels.explain_ui(strategy, snap, cfg, values)
 
 

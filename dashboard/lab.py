@@ -12,7 +12,7 @@ import streamlit as st
 
 from dashboard.panels import PLOT_CONFIG
 from fitcore import links, projection, registry, whatif
-from fitcore.config import ConfigError, FitConfig
+from fitcore.config import Checked, ConfigError, FitConfig, check
 from fitcore.i18n import t
 from fitcore.view import controls
 
@@ -31,18 +31,19 @@ TOGGLE_LABELS = {
 }
 
 
-def lab_ui(cfg: FitConfig | None) -> None:
-    """Two questions after a run: does DDP give the same model, and what would 1,024 devices do?"""
-    if cfg is None:
+def lab_ui(checked: Checked | None) -> None:
+    """Two questions after a run: does DDP give the same model, and what would 1,024 devices do? Both of
+    the controls' settings, as the page checked them."""
+    if checked is None:
         return
     compare_tab, whatif_tab = st.tabs([t("lab.compare.tab"), t("lab.whatif.tab")])
     with compare_tab:
-        compare_ui(cfg)
+        compare_ui(checked)
     with whatif_tab:
-        whatif_ui(cfg)
+        whatif_ui(checked.config)
 
 
-def compare_ui(cfg: FitConfig) -> None:
+def compare_ui(checked: Checked) -> None:
     from fitcore import compare, equivalence
 
     st.caption(t("lab.compare.caption"))
@@ -62,7 +63,9 @@ def compare_ui(cfg: FitConfig) -> None:
         try:
             toggles = equivalence.Toggles(reduction, drop_last, not no_set_epoch, per_rank, scale_lr)
             with st.spinner(t("lab.running")):
-                result = compare.run(cfg, toggles, max_steps=COMPARE_MAX_STEPS, traps=traps())
+                result = compare.run(
+                    checked.config, toggles, checked.plan, max_steps=COMPARE_MAX_STEPS, traps=traps()
+                )
             st.session_state.cmp_result = result
         except ConfigError as exc:
             st.session_state.cmp_result = None
@@ -173,7 +176,7 @@ def whatif_ui(cfg: FitConfig) -> None:
     if st.button(t("lab.measure"), key="wi_run"):
         try:
             one = dataclasses.replace(cfg, strategy=whatif.measured_strategy())
-            measured = whatif.measure(one, WHATIF_STEPS)
+            measured = whatif.measure(check(one), WHATIF_STEPS)
             st.session_state.wi_measured = measured
             # a strategy that runs a projected row for real (FSDP's ZeRO-3): its measured bytes beside it
             calibrate = registry.of(cfg).calibrate

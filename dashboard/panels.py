@@ -13,9 +13,8 @@ import streamlit as st
 from dashboard.classroom import classroom_data
 from dashboard.state import QUEUED_POLL_MS
 from fitcore import api, i18n, live, registry
-from fitcore.config import FitConfig
-from fitcore.devices import GPU, parse_devices, run_gpus
-from fitcore.errors import ConfigError
+from fitcore.config import Checked, FitConfig
+from fitcore.devices import DevicePlan
 from fitcore.i18n import t
 from fitcore.runner import Snapshot
 from fitcore.view import controls, results, status
@@ -56,20 +55,18 @@ def shown_config(snap: Snapshot | None, values: dict) -> dict:
     return {**values, **ran, "data": snap.config.data}
 
 
-def one_device(devices: str, gpus: list[GPU]) -> bool:
-    """Whether a devices setting names one device, as the parser reads it against the GPUs the run had:
-    `cpu`, `cuda:3`, `virtual:1` (on whatever host), and `cuda` where there was one GPU."""
-    try:
-        return len(parse_devices(devices, run_gpus(devices, gpus)).labels) == 1
-    except ConfigError:  # a setting the controls have not accepted yet names no device
-        return False
+def shown_plan(snap: Snapshot | None, values: dict, plan: DevicePlan | None) -> DevicePlan | None:
+    """The device plan of what the page shows (shown_config's): the run's own, as its start checked it (a
+    replay's as its machine had them), else the controls' `plan`, None where they are not valid yet."""
+    return plan if snap is None or superseded(snap, values) else snap.plan
 
 
-def page_title(shown: dict, gpus: list[GPU]) -> str:
-    """The page's heading for what it shows: its strategy's, or, where one process runs on one device
-    (a single GPU's recording, say), that nothing is split."""
+def page_title(shown: dict, plan: DevicePlan | None) -> str:
+    """The page's heading for what it shows (`plan`: its devices, shown_plan): its strategy's, or, where one
+    process runs on one device (`cpu`, `cuda:3`, `virtual:1`, `cuda` on a one-GPU machine; a single GPU's
+    recording, say), that nothing is split."""
     strategy = registry.strategy(shown["strategy"])
-    if not strategy.processes and one_device(shown["devices"], gpus):
+    if not strategy.processes and plan is not None and len(plan.labels) == 1:
         return t("page.title.one_device")
     return t(strategy.words["title"])
 
@@ -97,16 +94,16 @@ def view_settings() -> dict:
     }
 
 
-def live_data(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict, values: dict | None = None) -> dict:
+def live_data(snap: Snapshot | None, checked: Checked | None, values: dict | None = None) -> dict:
     """What the live view starts from: the run's whole payload, or before a run (or once the controls
-    have moved on from an ended one) the planned first step."""
+    have moved on from an ended one) the planned first step of the controls, as checked."""
     ss = st.session_state
-    if values is not None and superseded(snap, values) and cfg is not None:
+    if values is not None and superseded(snap, values) and checked is not None:
         snap = None  # the new settings' step; the previous run stays in the results below
     if snap is not None:
         body = live.payload(snap, 0, ss.get("run_number"))
-    elif cfg is not None:
-        body = live.planned_payload(cfg, list(gpus.values()))
+    elif checked is not None:
+        body = live.planned_payload(checked)
     else:
         body = None
     overlay = []  # earlier runs' losses, copied only when they are shown: up to five whole histories
@@ -121,16 +118,14 @@ def live_data(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict, values: 
     }
 
 
-def live_view_ui(
-    snap: Snapshot | None, cfg: FitConfig | None, gpus: dict, values: dict | None = None
-) -> None:
+def live_view_ui(snap: Snapshot | None, checked: Checked | None, values: dict | None = None) -> None:
     """The status, the step picture and the charts: drawn and kept live in the browser.
 
     While a run trains, the browser asks fitcore's /fitcore/live route for the steps since the last it
     drew; the script reruns only when a control is used or the run's status changes (the component's
     `status` trigger), so a live page costs the server a small JSON answer, not a rerun of this script.
     """
-    live_component()(data=live_data(snap, cfg, gpus, values), key="live", on_status_change=lambda: None)
+    live_component()(data=live_data(snap, checked, values), key="live", on_status_change=lambda: None)
 
 
 def lesson_ui(snap: Snapshot | None, values: dict) -> None:
@@ -175,15 +170,14 @@ def section_ui(section: Section) -> None:
         st.caption(note)
 
 
-def sections_ui(snap: Snapshot | None, cfg: FitConfig | None, gpus: dict) -> None:
-    """The strategy's own panels: the run's, or before any run the controls' strategy's."""
+def sections_ui(snap: Snapshot | None, checked: Checked | None) -> None:
+    """The strategy's own panels: the run's (on its own devices, Snapshot.plan: a replay's may be another
+    machine's GPUs), or before any run the controls' strategy's, on the device plan their check made."""
+    cfg, plan = (checked.config, checked.plan) if checked is not None else (None, None)
     source = snap if snap is not None else cfg
     if source is None:
         return
-    here = list(gpus.values())
-    if snap is not None:  # the run's own devices, where it ran (a replay's may be another machine's GPUs)
-        here = run_gpus(snap.config.devices, here)
-    for section in registry.of(source).view_module.sections(snap, cfg, here):
+    for section in registry.of(source).view_module.sections(snap, cfg, plan):
         section_ui(section)
 
 

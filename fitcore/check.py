@@ -29,9 +29,9 @@ import torch.distributed as dist
 from fitcore import registry
 from fitcore.chunks import columns
 from fitcore.cliparse import Parser, command
-from fitcore.config import FitConfig, validate
+from fitcore.config import Checked, FitConfig, check
 from fitcore.data import least_squares, make_data
-from fitcore.devices import GPU, cuda_gpus, parse_devices
+from fitcore.devices import GPU, cuda_gpus
 from fitcore.engine.hosts import available as hosts_available
 from fitcore.events import Detail, Step
 from fitcore.i18n import t
@@ -175,12 +175,12 @@ def check_environment(machine: Machine) -> Verified:
 # The comparisons, one per strategy, each taking a device spec.
 
 
-def _train(cfg: FitConfig, gpus: tuple[GPU, ...]):
-    """Run cfg with its strategy's trainer (imported when a row runs, not when rows are planned); return
-    (its events, its RunEnded)."""
+def _train(checked: Checked):
+    """Run a checked config with its strategy's trainer, on the device plan the check made (the trainer is
+    imported when a row runs, not when rows are planned); return (its events, its RunEnded)."""
     events: list = []
-    train = registry.of(cfg).train
-    ended = train(cfg, events.append, plan=parse_devices(cfg.devices, list(gpus)))
+    cfg = checked.config
+    ended = registry.of(cfg).train(cfg, events.append, plan=checked.plan)
     return events, ended
 
 
@@ -202,8 +202,9 @@ def _max_diff(a, b) -> float:
 @functools.lru_cache(maxsize=8)
 def _cpu_reference(cfg: FitConfig) -> tuple[float, ...]:
     """The parameters one process on one CPU device learns with cfg (the reference every other row meets)."""
-    cfg = replace(cfg, strategy=registry.DEFAULT, devices="cpu")
-    _, ended = _train(cfg, ())
+    checked = check(replace(cfg, strategy=registry.DEFAULT, devices="cpu"), gpus=[])
+    cfg = checked.config
+    _, ended = _train(checked)
     _require_finished(cfg, ended)
     return _params(ended)
 
@@ -247,8 +248,9 @@ def check_ranks(
     strategy's own checks on top."""
     rows = workers * math.ceil(base.data_size / workers)
     base = replace(base, data_size=rows, batch_size=rows)
-    cfg = validate(replace(base, strategy=strategy, devices=spec, workers=workers), gpus=list(gpus))
-    events, ended = _train(cfg, gpus)
+    checked = check(replace(base, strategy=strategy, devices=spec, workers=workers), gpus=list(gpus))
+    cfg = checked.config
+    events, ended = _train(checked)
     _require_finished(cfg, ended)
     steps = _steps(events)
     # 1. each rank's rows per step: ceil(N / K) rows of its shard, all of them in the one step per epoch
@@ -288,8 +290,9 @@ def check_mesh(
     of the batch (its dp coordinate's rows, its tp coordinate's columns), each collective's bytes against
     bytes_of(rows, columns) (the strategy's ring formulas, by phase), and the parameters against one process
     on the same rows and against least squares. `words`: the row's catalog key of what it verified."""
-    cfg = validate(replace(CHECK_CONFIG, strategy=strategy, devices="cpu", mesh=MESH_CHECK, workers=4))
-    events, ended = _train(cfg, ())
+    checked = check(replace(CHECK_CONFIG, strategy=strategy, devices="cpu", mesh=MESH_CHECK, workers=4))
+    cfg = checked.config
+    events, ended = _train(checked)
     _require_finished(cfg, ended)
     step = _steps(events)[0]
     rows, cuts = cfg.batch_size // 2, columns(cfg.n_features, 2)

@@ -39,7 +39,7 @@ from fitcore.equivalence import (
     result as row_of,
 )
 from fitcore.errors import ConfigError, Text
-from fitcore.flags import add_training_flags, config_from_args, flag_error
+from fitcore.flags import add_training_flags, checked_from_args, flag_error
 from fitcore.i18n import t
 from fitcore.lab import train_all
 from fitcore.schema import dumps
@@ -180,10 +180,9 @@ def verdict(result: dict, name_of=lambda strategy: strategy) -> str:
     return said
 
 
-def table_lines(result: dict, plan: DevicePlan | None = None) -> list[str]:
+def table_lines(result: dict, plan: DevicePlan) -> list[str]:
     """The result for a terminal: a row per strategy, its causes beneath it (plan: the run's devices)."""
     cfg = result["config"]
-    plan = plan or parse_devices(cfg["devices"])
     head = (t("cli.compare.col.strategy"), t("cli.compare.col.devices"), t("cli.compare.col.result"),
             t("cli.compare.col.diff"), t("cli.compare.col.first", tol=format(TOL, "g")),
             t("cli.compare.col.engine"))  # fmt: skip
@@ -240,7 +239,7 @@ def main(argv: list[str]) -> int:
     """`python -m fitcore compare [training flags] [toggles] [--json]`; returns the exit status."""
     args = build_parser().parse_args(argv)
     try:
-        cfg = config_from_args(args)
+        checked = checked_from_args(args)
         toggles = Toggles(
             loss_reduction=str(args.loss_reduction).strip().lower(),
             drop_last=args.drop_last,
@@ -248,8 +247,8 @@ def main(argv: list[str]) -> int:
             per_rank_batch=args.per_rank_batch,
             scale_lr=args.scale_lr,
         ).validate()
-        plan = parse_devices(cfg.devices)
-        result = run(cfg, toggles, plan, traps=traps_from_args(args))
+        plan = checked.plan
+        result = run(checked.config, toggles, plan, traps=traps_from_args(args))
     except ConfigError as exc:
         print(error_line("fitcore compare", _flag(exc)), file=sys.stderr)
         return 2

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import fields
+from typing import Any, Callable
 
 from fitcore import registry
-from fitcore.config import ConfigError, FitConfig, validate
+from fitcore.config import Checked, ConfigError, FitConfig, check, validate
 from fitcore.engine.torchrun import config_for_torchrun, torchrun_env
 from fitcore.errors import Listed, Text
 from fitcore.i18n import t
@@ -48,6 +49,17 @@ def add_training_flags(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> FitConfig:
+    """The flags' config, validated (under torchrun, for this rank: the world size is torchrun's)."""
+    return _from_args(args, validate, torchrun=True)
+
+
+def checked_from_args(args: argparse.Namespace) -> Checked:
+    """The flags' config checked, with its device plan: what a lab command (compare, whatif) runs on, in
+    one process of its own (never a rank of a torchrun launch)."""
+    return _from_args(args, check, torchrun=False)
+
+
+def _from_args(args: argparse.Namespace, checker: Callable[[FitConfig], Any], torchrun: bool) -> Any:
     names = {f.name for f in fields(FitConfig)}
     raw = {k: v for k, v in vars(args).items() if k in names and v is not None}
     if args.no_shuffle:
@@ -59,14 +71,14 @@ def config_from_args(args: argparse.Namespace) -> FitConfig:
         rows = len(csvdata.load(named.data, named.target, named.features).y)
         raw["batch_size"] = min(FitConfig.batch_size, rows)
     cfg = FitConfig.from_mapping(raw)
-    env = torchrun_env() if registry.strategy(cfg.strategy).processes else None
+    env = torchrun_env() if torchrun and registry.strategy(cfg.strategy).processes else None
     if env is not None and registry.strategy(cfg.strategy).torchrun is None:  # an outside package's, say
         names = ", ".join(s.name for s in registry.STRATEGIES.values() if s.torchrun is not None)
         raise ConfigError("strategy", cfg.strategy, Text("config.torchrun_strategies", names=names))
     if env is not None:  # one rank of a torchrun launch: the world size comes from torchrun
         return config_for_torchrun(cfg, env, workers_given="workers" in raw)
     try:
-        return validate(cfg)
+        return checker(cfg)
     except ConfigError as exc:
         if exc.field in registry.OPTIONS and exc.field in raw:  # a switch: quoted as typed, not as Python's
             raise exc.as_typed(raw[exc.field]) from None

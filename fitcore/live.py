@@ -13,7 +13,7 @@ from bisect import bisect_right
 from typing import Any, Sequence
 
 from fitcore import registry
-from fitcore.config import FitConfig
+from fitcore.config import Checked, FitConfig
 from fitcore.devices import label_parts
 from fitcore.events import MAX_IDS, Step
 from fitcore.i18n import t
@@ -231,9 +231,11 @@ def _parameters(cfg: FitConfig) -> dict[str, list]:
     return {"names": fitted_names(cfg), "true": true}  # a file's columns by name: area, rooms, age, b
 
 
-def planned_payload(cfg: FitConfig, gpus: Any = None) -> dict[str, Any]:
-    """Before a run: the first step as it will be split, with no times yet (nothing has run)."""
-    step, labels = registry.of(cfg).planned_step(cfg, gpus)
+def planned_payload(checked: Checked) -> dict[str, Any]:
+    """Before a run: the first step of the checked config as it will be split over its device plan, with no
+    times yet (nothing has run)."""
+    cfg = checked.config
+    step, labels = registry.of(cfg).planned_step(cfg, checked.plan)
     return {
         "run": {
             "id": None,

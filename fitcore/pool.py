@@ -168,7 +168,7 @@ class RunPool:
         run = self._run_factory(
             recording.config, pace=pace, max_seconds=self.settings.limits.max_seconds,
             max_paused_seconds=self.settings.limits.max_paused_seconds, on_done=self._done,
-            trainer=replayer(recording), source_label=recording.short_label,
+            trainer=replayer(recording), source_label=recording.short_label, plan=recording.plan,
         )  # fmt: skip
         return self._enqueue(owner, run)
 

@@ -30,7 +30,8 @@ import time
 from collections import Counter
 from typing import Any, Callable, NamedTuple
 
-from fitcore.config import FitConfig
+from fitcore.config import FitConfig, check
+from fitcore.devices import DevicePlan
 from fitcore.errors import ConfigError, Listed, Text
 from fitcore.events import Detail, Event, RunEnded, RunStarted, Status, Step
 from fitcore.i18n import t
@@ -264,6 +265,12 @@ class Recording(NamedTuple):
     def short_label(self) -> str:
         """The label without the versions: the page's status line and run label."""
         return machine_label(self.header, detail=False)
+
+    @property
+    def plan(self) -> DevicePlan:
+        """Its devices as the machine that recorded it had them: its config checked as recorded there (its
+        GPUs taken as that machine's), the plan a replay's panels draw."""
+        return check(self.config, recorded=True).plan
 
 
 def _json(path: str, number: int, line: str) -> Any:

@@ -39,9 +39,10 @@ class StrategyView(Protocol[C_contra]):
 
     CONSOLE_HINT: str  # the catalog key of what the console will show before a run
 
-    def planned_step(self, cfg: C_contra, gpus: Any = None) -> tuple[Any, tuple[str, ...]]: ...
+    # `plan` is cfg's DevicePlan as config.check made it (the registry sits below the floor that declares it)
+    def planned_step(self, cfg: C_contra, plan: Any) -> tuple[Any, tuple[str, ...]]: ...
 
-    def sections(self, snap: Any, cfg: C_contra | None, gpus: Any = None) -> list[Any]: ...
+    def sections(self, snap: Any, cfg: C_contra | None, plan: Any) -> list[Any]: ...
 
     def parallelism(self, cfg: C_contra, started: Any) -> str: ...
 
@@ -173,7 +174,7 @@ class Strategy(Generic[C]):
 
     @property
     def planned_step(self) -> Callable[..., tuple[Any, tuple[str, ...]]]:
-        """planned_step(cfg, gpus) -> (its first Step before a run, the device labels)."""
+        """planned_step(cfg, plan) -> (its first Step before a run, the device labels)."""
         view: StrategyView[C] = self.view()  # the declared part of the contract (tests/test_contract.py)
         return view.planned_step
 

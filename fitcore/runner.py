@@ -13,7 +13,7 @@ from typing import Callable
 
 from fitcore import registry
 from fitcore.config import FitConfig
-from fitcore.devices import DevicePlan
+from fitcore.devices import DevicePlan, parse_devices
 from fitcore.errors import Text
 from fitcore.events import ACTIVE, Detail, Event, RunEnded, RunStarted, Status, Step
 from fitcore.train import Control, describe_failure
@@ -70,6 +70,7 @@ class Snapshot:
     status: Status  # queued, running, paused, finished, stopped, diverged or failed
     message: Text  # what it is doing or why it ended; str(message) says it in the current language
     config: FitConfig
+    plan: DevicePlan | None = None  # its devices as its start checked them (what its panels draw)
     pace: float | None = None  # steps per second, None for as fast as possible
     devices: tuple[str, ...] = ()
     emulated: bool = False
@@ -141,7 +142,9 @@ class Run:
         self.config = cfg
         self.control = Control(pace, max_seconds, clock, max_paused_seconds)
         self.clock = clock
-        self._plan = plan
+        # the device plan its start checked (the page's, the pool's, a recording's); a Run made from a bare
+        # config, as a script or a test makes one, reads its devices here
+        self.plan = plan or parse_devices(cfg.devices)
         self._trainer = trainer or trainer_for(cfg)
         self.source_label = source_label  # what a replay was recorded on, for every line that names the run
         self._on_done = on_done
@@ -235,7 +238,7 @@ class Run:
     def _work(self) -> None:
         _name_os_thread(self._thread.name)  # "fitcore-run-12": outside tools can count training threads
         try:
-            self._trainer(self.config, self._on_event, self.control, plan=self._plan)
+            self._trainer(self.config, self._on_event, self.control, plan=self.plan)
         except BaseException as exc:  # noqa: BLE001 - even a broken consumer must not leave a silent UI
             with self._lock:
                 if self._ended is None:
@@ -315,6 +318,7 @@ class Run:
                 status=status,
                 message=self._status_message(status, latest),
                 config=self.config,
+                plan=self.plan,
                 pace=self.control.pace,
                 devices=started.devices if started else (),
                 emulated=started.emulated if started else False,

@@ -27,7 +27,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from fitcore.config import FitConfig
+from fitcore.config import Checked, FitConfig
 from fitcore.errors import ConfigError, Listed, Text
 from fitcore.i18n import current, t
 from fitcore.links import LINKS, Link
@@ -291,21 +291,21 @@ def _link(link: Link | str) -> Link:
 # The measured starting point.
 
 
-def measure(cfg: FitConfig, steps: int | None = None) -> Measured:
-    """Run `cfg` (DataParallel, validated) once and take the median compute time of its steps.
+def measure(checked: Checked, steps: int | None = None) -> Measured:
+    """Run a checked DataParallel config once, on its device plan, and take the median compute time of its
+    steps.
 
     Args:
-        steps: run only as many epochs as this many steps need (at least one); None: all of cfg's.
+        steps: run only as many epochs as this many steps need (at least one); None: all of its epochs.
     """
     from dataclasses import replace
 
     from fitcore import registry
-    from fitcore.devices import parse_devices
     from fitcore.events import Step
 
+    cfg, plan = checked.config, checked.plan
     if steps is not None:
         cfg = replace(cfg, epochs=max(1, min(cfg.epochs, math.ceil(steps / cfg.batches_per_epoch))))
-    plan = parse_devices(cfg.devices)
     seen: list[Step] = []
     keep = lambda e: seen.append(e) if isinstance(e, Step) else None  # noqa: E731
     ended = registry.of(cfg).train(cfg, keep, plan=plan)

@@ -10,7 +10,7 @@ import sys
 from fitcore.cliparse import Parser, command, error_line
 from fitcore.config import parse_number
 from fitcore.errors import ConfigError, Listed, Text
-from fitcore.flags import add_training_flags, config_from_args, flag_error
+from fitcore.flags import add_training_flags, checked_from_args, flag_error
 from fitcore.i18n import t
 from fitcore.links import LINKS, link_name
 from fitcore.projection import state_bytes
@@ -159,12 +159,13 @@ def main(argv: list[str]) -> int:
     """`python -m fitcore whatif [training flags] [projection flags] [--json]`; returns the exit status."""
     args = build_parser().parse_args(argv)
     try:
-        cfg = config_from_args(args)
+        checked = checked_from_args(args)
+        cfg = checked.config
         if cfg.strategy != measured_strategy():
             raise ConfigError("strategy", cfg.strategy, Text("cli.whatif.allowed.strategy"))
         _counts(args.counts)  # bad flags fail before the run
         state_bytes(cfg.optimizer, args.precision)
-        measured = measure(cfg)
+        measured = measure(checked)
         result = projection(args, measured, cfg.optimizer)
         if args.calibrate:  # each strategy that runs a projected row for real: its measured bytes beside it
             result["calibration"] = calibrations(cfg)

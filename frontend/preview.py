@@ -31,7 +31,7 @@ from urllib.parse import parse_qs, urlparse
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # fitcore's catalog, run as `python frontend/preview.py`
 from fitcore import i18n, live, registry  # noqa: E402
-from fitcore.config import FitConfig  # noqa: E402
+from fitcore.config import FitConfig, check  # noqa: E402
 from fitcore.events import Step  # noqa: E402
 from fitcore.memory import memory_part  # noqa: E402
 from fitcore.phases import StepPhases  # noqa: E402
@@ -255,7 +255,7 @@ def sharded_picture(run: FakeRun, step: int) -> dict:
                     reshard_after_forward=sc.zero == 3)  # fmt: skip
     strategy = registry.of(cfg)
     layout = importlib.import_module(f"fitcore.strategies.{sc.strategy}.layout")  # bytes, specs, memory
-    first, labels = strategy.planned_step(cfg)
+    first, labels = strategy.planned_step(cfg, check(cfg, gpus=[]).plan)
     # one batch an epoch: the step's rows are its epoch's shards
     shards = epoch_shards(sc.rows, len(labels), cfg.shuffle, cfg.seed, step)
     replicas = tuple(
@@ -287,7 +287,7 @@ def columns_picture(run: FakeRun, step: int) -> dict:
                     strategy=sc.strategy, devices="cpu", workers=sc.devices)  # fmt: skip
     strategy = registry.of(cfg)
     layout = importlib.import_module(f"fitcore.strategies.{sc.strategy}.layout")  # bytes, specs, memory
-    first, labels = strategy.planned_step(cfg)
+    first, labels = strategy.planned_step(cfg, check(cfg, gpus=[]).plan)
     order = list(range(sc.rows))
     random.Random(step).shuffle(order)
     replicas = tuple(

@@ -24,6 +24,7 @@ from torch.utils.data import DistributedSampler
 from fitcore import registry
 from fitcore.config import FitConfig
 from fitcore.data import make_data
+from fitcore.i18n import t
 from fitcore.pool import RunNotFound, close_server_pool
 from fitcore.view import controls
 from fitcore.view.common import WORD_JOINER
@@ -280,7 +281,7 @@ def test_a_start_checks_the_controls_once_and_its_run_gets_that_plan(page, monke
     assert len(checks) == 1  # no check at Start, none by the pool, none in the reruns after it
     pool, owner = _pool(at)
     (run,) = [r for o, r in pool._runs.values() if o == owner]
-    assert run._plan is checks[0].plan and run.config is checks[0].config
+    assert run.plan is checks[0].plan and run.config is checks[0].config
 
 
 def test_start_trains_and_shows_the_split_and_the_results(page):
@@ -944,15 +945,22 @@ def test_a_preset_named_in_the_link_sets_the_controls_and_the_links_values_apply
     assert at.session_state["virtual_devices"] == 3 and at.number_input(key="epochs").value == 7
 
 
-def test_one_device_is_the_parsers_count_of_devices_against_the_gpus_the_run_had():
-    """The heading's "one device" reads a devices setting as the parser does: `cuda` on a one-GPU machine is
-    one device, on a two-GPU machine two, and a recording's `cuda:5` on a laptop is the one it ran on."""
-    from dashboard.panels import one_device, page_title
+def test_one_device_is_the_checked_plans_count_of_devices_against_the_gpus_the_run_had():
+    """The heading's "one device" is the device plan's count, as config.check made it: `cuda` on a one-GPU
+    machine is one device, on a two-GPU machine two, a recording's `cuda:5` on a laptop the one it ran on,
+    and controls not valid yet (no plan) none."""
+    from dashboard.panels import page_title
+    from fitcore.config import check
     from fitcore.devices import GPU
 
     one, two = [GPU(0, "H100", 80 << 30)], [GPU(0, "H100", 80 << 30), GPU(1, "H100", 80 << 30)]
-    assert one_device("cuda", one) and not one_device("cuda", two) and not one_device("cuda", [])
-    assert one_device("cpu", []) and one_device("virtual:1", []) and not one_device("virtual:2", [])
-    assert one_device("cuda:5", []) and not one_device("cuda:0,1", two) and not one_device("nonsense", two)
-    shown = {"strategy": registry.DEFAULT, "devices": "cuda"}
-    assert page_title(shown, one) != page_title(shown, two)  # one GPU: nothing is split, said so
+    split, whole = t(registry.strategy(registry.DEFAULT).words["title"]), t("page.title.one_device")
+
+    def title(devices: str, gpus=None, recorded: bool = False) -> str:
+        plan = check(FitConfig(devices=devices), gpus=gpus, recorded=recorded).plan
+        return page_title({"strategy": registry.DEFAULT, "devices": devices}, plan)
+
+    assert title("cuda", one) == whole and title("cuda", two) == split  # one GPU: nothing is split, said so
+    assert title("cpu", []) == title("virtual:1", []) == whole and title("virtual:2", []) == split
+    assert title("cuda:5", recorded=True) == whole and title("cuda:0,1", two) == split
+    assert page_title({"strategy": registry.DEFAULT, "devices": "nonsense"}, None) == split

@@ -33,6 +33,7 @@ from fitcore.projection import Projection
 from fitcore.split import COLUMNS, ROWS, WHOLE
 from tests import solo_strategy, test_app, test_static, zero_strategy
 from tests.helpers import installed_site, wait_for
+from tests.view_helpers import plan_of
 
 ROOT = Path(__file__).resolve().parents[1]
 page = test_app.page  # fresh sessions of the page, every run stopped afterwards
@@ -85,7 +86,7 @@ def test_every_registered_strategy_keeps_the_contract(solo, zero, name):
     assert all(hasattr(entry.view_module, part) for part in VIEW)
     assert isinstance(entry.view_module, registry.StrategyView)  # the declared part of the contract
     assert entry.split in (ROWS, COLUMNS, WHOLE) and entry.rules(cfg, parse_devices(cfg.devices)) is None
-    step, labels = entry.planned_step(cfg)
+    step, labels = entry.planned_step(cfg, plan_of(cfg))
     assert isinstance(step, Step) and len(labels) >= 1
     assert entry.phases() and all(isinstance(p, str) for p in entry.phases())
     assert all(isinstance(p, Projection) for p in entry.projections())  # FSDP: the ZeRO-3 row stands for it

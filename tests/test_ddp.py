@@ -36,6 +36,7 @@ from fitcore.shards import Layout, epoch_shards, epoch_value, shards_value
 from fitcore.train import make_optimizer
 from fitcore.view.ranks import row_owners, shard_table
 from tests.helpers import PauseWatch, wait_for
+from tests.view_helpers import plan_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -500,7 +501,7 @@ def test_a_paused_steps_tables_show_that_steps_epoch_not_epoch_1():
     extra = {"shards": shards_value(cfg, layout, labels, first, first)}
     paused = Step(20, 20, 1, 0.5, (201, 2), (201, 1), (), (1.0, 2.0), 3.0, 1.0)
     snap = snapshot(config=cfg, latest=paused, devices=labels, extra=extra, status="paused")
-    shards, ranks, _ = ddp_view.sections(snap, cfg)
+    shards, ranks, _ = ddp_view.sections(snap, cfg, plan_of(cfg))
     (rows, _) = ranks.tables
     twentieth = epoch_shards(200, 3, True, 0, 20)
     assert [r["Dataset rows"] for r in rows] == [67, 67, 67]

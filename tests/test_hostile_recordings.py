@@ -68,12 +68,12 @@ def _replayed(capsys, path: Path | str) -> dict:
     expected = {Status.FINISHED: 0, Status.STOPPED: 130}.get(rec.ended.status, 1)
     assert (code, err) == (expected, []), err[:3]
     result = _strict("\n".join(out))
-    run = Run(rec.config, trainer=replayer(rec))
+    run = Run(rec.config, trainer=replayer(rec), plan=rec.plan)  # as the pool starts a replay
     run.start()
     assert run.wait(30), "the replay did not end"
     snap = run.snapshot()
     json.dumps(live.payload(snap, 0, 1), allow_nan=False)  # the live route's body: strict JSON
-    registry.of(snap.config).view_module.sections(snap, snap.config)  # the page's tables of it
+    registry.of(snap.config).view_module.sections(snap, snap.config, snap.plan)  # the page's tables of it
     return result
 
 

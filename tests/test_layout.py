@@ -75,3 +75,33 @@ def test_compare_and_whatif_take_their_flags_from_below_not_from_the_cli():
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert "fitcore.cli" not in imported, name
+
+
+# Where the devices string is read into a DevicePlan: config.check (once per Start, per check row, per lab
+# command), the page's inputs (a link's or a run's devices turned into widgets), and the entries that take a
+# bare config (a trainer, a Run, compare.run, as a script or a test calls them). Everything else (the views,
+# the page's panels and title, the lab's measure, the check rows, the SyncBatchNorm check) is handed the plan.
+READ_DEVICES = {
+    "fitcore/config.py": 1,  # check()
+    "fitcore/view/link.py": 2,  # the link's devices, into the sidebar's widgets
+    "fitcore/view/controls.py": 3,  # a run's or a preset's devices, into the widgets
+    "fitcore/runner.py": 1,  # Run(cfg) with no plan
+    "fitcore/compare.py": 1,  # compare.run(cfg) with no plan
+    "fitcore/engine/launcher.py": 1,  # launch(cfg) with no plan
+    "fitcore/engine/torchrun.py": 1,  # one torchrun rank, given its config by the command line
+    "fitcore/strategies/dataparallel/train.py": 1,  # train(cfg) with no plan
+}
+
+
+def test_the_devices_string_is_read_where_a_config_is_checked_or_entered_and_nowhere_below():
+    calls: dict[str, int] = {}
+    for path in [*(ROOT / "fitcore").rglob("*.py"), *(ROOT / "dashboard").rglob("*.py"), ROOT / "app.py"]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        n = sum(
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", getattr(node.func, "attr", None)) == "parse_devices"
+            for node in ast.walk(tree)
+        )
+        if n:
+            calls[path.relative_to(ROOT).as_posix()] = n
+    assert calls == READ_DEVICES

@@ -14,7 +14,7 @@ import torch
 from starlette.requests import Request
 
 from fitcore import api, i18n, identity, live
-from fitcore.config import FitConfig
+from fitcore.config import FitConfig, check
 from fitcore.pool import PoolSettings, RunNotFound, RunPool
 from fitcore.runner import Run
 from tests.helpers import wait_for
@@ -217,7 +217,7 @@ def test_the_picture_says_where_an_emulation_runs(label, where):
 
 
 def test_planned_payload_before_a_run_for_each_strategy():
-    dp = live.planned_payload(FitConfig(devices="virtual:6"), [])
+    dp = live.planned_payload(check(FitConfig(devices="virtual:6"), gpus=[]))
     assert dp["run"]["status"] == "ready" and dp["run"]["active"] is False
     assert dp["run"]["status_line"] == "Ready · step 0 / 200 · press Start training"
     pic = dp["picture"]
@@ -226,7 +226,7 @@ def test_planned_payload_before_a_run_for_each_strategy():
     assert [d["label"] for d in pic["devices"]] == [f"virtual:{i}" for i in range(6)]
     assert pic["emulated_on"] == "the CPU"
     cfg = FitConfig(strategy="ddp", devices="cpu", workers=3, data_size=10, batch_size=10)
-    ddp = live.planned_payload(cfg)
+    ddp = live.planned_payload(check(cfg, gpus=[]))
     assert [d["rows"] for d in ddp["picture"]["devices"]] == [4, 4, 4]  # ceil(10 / 3) rows of each shard
     # FSDP: 3 ranks, shards of ceil(2/3) + ceil(1/3) = 2 numbers, 3 collectives of 2 * 8 bytes each per rank
     # TP on the step's 12 rows (4 of each shard): each of 3 ranks all-reduces a (12, 1) partial output
@@ -240,7 +240,7 @@ def test_the_picture_carries_what_each_device_holds_for_dataparallel():
     # 3 virtual devices, W of 2 and b: device 0 holds the model, its gradients and Adam's state (two moments
     # of 3 numbers and a 4-byte step count per tensor); the replicas a copy and its gradients, no state
     cfg = FitConfig(data_size=30, batch_size=30, epochs=2, devices="virtual:3")
-    assert all("memory" not in d for d in live.planned_payload(cfg, [])["picture"]["devices"])
+    assert all("memory" not in d for d in live.planned_payload(check(cfg, gpus=[]))["picture"]["devices"])
     run = Run(cfg).start()
     assert run.wait(60)
     pic = live.payload(run.snapshot())["picture"]
@@ -256,11 +256,11 @@ def test_the_picture_carries_what_each_rank_holds_for_ddp():
     from fitcore.memory import whole_model
 
     cfg = FitConfig(strategy="ddp", devices="cpu", workers=2, data_size=10, batch_size=10)
-    pic = live.planned_payload(cfg)["picture"]
+    pic = live.planned_payload(check(cfg, gpus=[]))["picture"]
     assert pic["memory_measured"] is False and all("memory" not in d for d in pic["devices"])
     rows = [{"rank": r, **whole_model(cfg)} for r in range(2)]  # what the ranks report after step 1
     devices = [dict(d) for d in pic["devices"]]
-    step, _ = registry.of(cfg).planned_step(cfg)
+    step, _ = registry.of(cfg).planned_step(cfg, check(cfg, gpus=[]).plan)
     part = registry.of(cfg).picture(cfg, step, devices, {"memory": rows})
     assert part["memory_measured"] is True
     assert [d["memory"] for d in devices] == [{"parameters": 12, "gradients": 12, "optimizer_state": 32}] * 2

@@ -16,6 +16,7 @@ from fitcore.mesh import DIMS, MAX_DIM, Mesh, MeshError, mesh_of, parse_mesh
 from fitcore.split import COLUMNS, ROWS, RankSpan
 from fitcore.strategies.fsdp.layout import planned_sent_2d
 from tests.test_cli import run_cli
+from tests.view_helpers import plan_of
 
 WEIGHTS = ("5.2", "9.6", "-1", "2.5")
 
@@ -217,7 +218,7 @@ def test_the_rooms_rows_question_on_a_2d_mesh_counts_the_dp_shards_not_the_ranks
 
     cfg = validate(FitConfig(strategy="ddp", mesh="dp=2,tp=2", workers=4, devices="cpu",
                              weights=(5.2, 9.6, -1.0, 2.5)))  # fmt: skip
-    step, labels = planned_step(cfg)
+    step, labels = planned_step(cfg, plan_of(cfg))
     question = rows_question(step, cfg, labels)
     assert question.value == 100 and 50 in [c.n for c in question.choices]  # the trap: dividing by 4
     assert question.text.say("en") == (

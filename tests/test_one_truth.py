@@ -66,7 +66,7 @@ def test_every_preset_says_one_step(preset, no_leftover_threads):
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_a_replay_of_every_recording_says_one_step(path, no_leftover_threads):
     rec = read(str(path))
-    snap = ended(Run(rec.config, trainer=replayer(rec), source_label=rec.short_label))
+    snap = ended(Run(rec.config, trainer=replayer(rec), source_label=rec.short_label, plan=rec.plan))
     body = check_one_truth(snap)
     assert body["run"]["strategy"] == rec.config.strategy  # the words follow the recording, not the sidebar
     assert snap.step == rec.ended.steps

@@ -10,7 +10,7 @@ from fitcore import registry
 from fitcore.config import FitConfig
 from fitcore.phases import step_bytes
 from fitcore.strategies.dataparallel import view as dataparallel
-from tests.view_helpers import trained_steps
+from tests.view_helpers import plan_of, trained_steps
 
 
 def test_split_table_of_a_real_step():
@@ -40,7 +40,7 @@ def test_split_table_of_a_real_step():
 )
 def test_planned_split_is_what_the_trainer_records(cfg):
     first = trained_steps(dataclasses.replace(cfg, epochs=1))[0]
-    assert dataparallel.planned_split(cfg) == dataparallel.split_table(first)
+    assert dataparallel.planned_split(cfg, plan_of(cfg)) == dataparallel.split_table(first)
 
 
 VIEW_NAMES = ("planned_step", "sections", "parallelism", "console_frame", "CONSOLE_HINT")
@@ -54,17 +54,17 @@ def test_every_strategys_view_module_exposes_the_same_names(name):
     assert view is entry.view() and view.__name__ == f"fitcore.strategies.{name}.view"
     assert [n for n in VIEW_NAMES if not hasattr(view, n)] == []
     assert entry.planned_step is view.planned_step
-    assert view.sections(None, None) == []  # no run and no valid controls: no panel
+    assert view.sections(None, None, None) == []  # no run and no valid controls: no panel
     # each entry's own bytes of a step, side by side under the strategies' names
     assert step_bytes(200, 2, 2, 4)[name] == entry.bytes_of_step(200, 2, 2, 4)
 
 
 def test_dataparallels_panel_is_the_planned_split_before_a_run():
     cfg = FitConfig(devices="virtual:3")
-    section, memory = dataparallel.sections(None, cfg)  # the split, then what each device holds
+    section, memory = dataparallel.sections(None, cfg, plan_of(cfg))  # the split, then what each device holds
     assert memory.name == "memory"
     assert section.title == "Shapes inside and outside the model"
-    assert section.tables == (dataparallel.planned_split(cfg),)
+    assert section.tables == (dataparallel.planned_split(cfg, plan_of(cfg)),)
     assert [r["Rows"] for r in section.tables[0]] == [67, 67, 66, 200]
 
 
@@ -76,7 +76,7 @@ def test_what_each_device_holds_is_measured_and_says_why_device_0_fills_up():
     from tests.view_helpers import run_to_end
 
     snap = run_to_end(FitConfig(devices="virtual:3", epochs=2, data_size=200, batch_size=200))
-    (memory,) = [s for s in dp_view.sections(snap, snap.config) if s.name == "memory"]
+    (memory,) = [s for s in dp_view.sections(snap, snap.config, snap.plan) if s.name == "memory"]
     (rows,) = memory.tables
     assert [(r["Parameters"], r["Gradients"], r["Optimizer state"], r["Gathered outputs and loss"])
             for r in rows] == [("12 B", "12 B", "32 B", "804 B"), ("12 B", "12 B", "0 B", "none"),
@@ -87,7 +87,7 @@ def test_what_each_device_holds_is_measured_and_says_why_device_0_fills_up():
     )
     assert memory.notes[1].startswith("Why device 0 fills up") and "[200, 1]" in memory.notes[1]
     # before a run: the formula's, said so
-    (planned,) = [s for s in dp_view.sections(None, snap.config) if s.name == "memory"]
+    (planned,) = [s for s in dp_view.sections(None, snap.config, plan_of(snap.config)) if s.name == "memory"]
     assert planned.tables[0] == rows and planned.notes[0].startswith("Bytes each device or rank will hold")
 
 

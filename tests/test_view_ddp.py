@@ -13,7 +13,7 @@ from fitcore.config import FitConfig, validate
 from fitcore.strategies.ddp import view as ddp_own
 from fitcore.view import controls, results
 from fitcore.view import ranks as ddp
-from tests.view_helpers import ddp_snapshot, ddp_step
+from tests.view_helpers import ddp_snapshot, ddp_step, plan_of
 
 
 def _sampler_rule(n: int, k: int, shuffle: bool, seed: int, epoch: int) -> list[list[int]]:
@@ -41,7 +41,7 @@ def test_planned_shards_follow_the_sampler_rule_with_its_padding(n, k, shuffle, 
     cfg = FitConfig(
         strategy="ddp", workers=k, devices="cpu", data_size=n, batch_size=n, shuffle=shuffle, seed=seed
     )
-    value = ddp.planned_shards(cfg)
+    value = ddp.planned_shards(cfg, plan_of(cfg))
     expected = _sampler_rule(n, k, shuffle, seed, 1)
     per, pad = math.ceil(n / k), math.ceil(n / k) * k - n
     assert (value["rows_per_rank"], value["padding"], value["total_size"]) == (per, pad, per * k)
@@ -61,7 +61,7 @@ def test_planned_shards_follow_the_sampler_rule_with_its_padding(n, k, shuffle, 
 
 def test_uneven_shards_preset_pads_two_rows():
     cfg = controls.preset("Uneven shards").config
-    value = ddp.planned_shards(cfg)
+    value = ddp.planned_shards(cfg, plan_of(cfg))
     order = _sampler_rule(10, 3, True, 0, 1)
     repeated = [order[1][3], order[2][3]]  # positions 10 and 11 of the padded order
     assert [r["Dataset rows"] for r in ddp.shard_rows(value, "first")] == [4, 4, 4]
@@ -69,7 +69,8 @@ def test_uneven_shards_preset_pads_two_rows():
         "Epoch 1: DistributedSampler (set_epoch(0), shuffle=True) deals 10 dataset rows to 3 ranks, "
         f"ceil(10 / 3) = 4 each; 2 rows ({repeated[0]}, {repeated[1]}) repeated to pad the last shards"
     )
-    assert ddp.shards_title(ddp.planned_shards(controls.preset("DistributedDataParallel").config)) == (
+    preset = controls.preset("DistributedDataParallel").config
+    assert ddp.shards_title(ddp.planned_shards(preset, plan_of(preset))) == (
         "Epoch 1: DistributedSampler (set_epoch(0), shuffle=True) deals 200 dataset rows to 2 ranks, "
         "ceil(200 / 2) = 100 each"
     )
@@ -81,7 +82,7 @@ def test_uneven_shards_preset_pads_two_rows():
 )
 def test_planned_rank_table_takes_ceil_batch_over_ranks_rows_each(n, batch, k, local):
     cfg = FitConfig(strategy="ddp", workers=k, devices="cpu", data_size=n, batch_size=batch)
-    rows = ddp.planned_rank_table(cfg)
+    rows = ddp.planned_rank_table(cfg, plan_of(cfg))
     assert [r["Rank"] for r in rows] == list(range(k)) + ["all"]
     assert [r["Rows"] for r in rows] == [local] * k + [local * k]
     assert [r["Input shape"] for r in rows] == [f"[{local}, 2]"] * k + [f"[{local * k}, 2]"]
@@ -100,11 +101,12 @@ def test_rank_table_shows_each_ranks_local_loss_where_reported():
 
 def test_shards_title_and_agreement_count_one_rank_and_one_padded_row_in_the_singular():
     one = FitConfig(strategy="ddp", workers=1, devices="cpu", data_size=1, batch_size=1)
-    assert ddp.shards_title(ddp.planned_shards(one)) == (
+    assert ddp.shards_title(ddp.planned_shards(one, plan_of(one))) == (
         "Epoch 1: DistributedSampler (set_epoch(0), shuffle=True) deals 1 dataset row to 1 rank, "
         "ceil(1 / 1) = 1 each"
     )
-    value = ddp.planned_shards(FitConfig(strategy="ddp", workers=4, devices="cpu", data_size=7, batch_size=7))
+    seven = FitConfig(strategy="ddp", workers=4, devices="cpu", data_size=7, batch_size=7)
+    value = ddp.planned_shards(seven, plan_of(seven))
     repeated = value["first"]["repeated"]
     assert len(repeated) == 1 and ddp.shards_title(value) == (
         "Epoch 1: DistributedSampler (set_epoch(0), shuffle=True) deals 7 dataset rows to 4 ranks, "
@@ -169,20 +171,20 @@ def test_shard_grid_of_many_rows_keeps_the_axis_instead_of_numbers():
 
 def test_ddps_panels_before_a_run_plan_the_first_epochs_shards():
     cfg = controls.preset("Uneven shards").config
-    shards, ranks, memory = ddp_own.sections(None, cfg)
+    shards, ranks, memory = ddp_own.sections(None, cfg, plan_of(cfg))
     assert memory.name == "memory"
-    value = ddp.planned_shards(cfg)
+    value = ddp.planned_shards(cfg, plan_of(cfg))
     assert shards.heading == "The shards each rank will get. " + ddp.shards_title(value, "first")
     assert shards.figure == ddp.shard_grid(ddp.shard_table(value, "first"), 10)
     assert len(shards.notes) == 1 and shards.notes[0].startswith("Pale cells are padding")  # 2 rows repeated
-    assert ranks.tables == (ddp.shard_rows(value, "first"), ddp.planned_rank_table(cfg))
+    assert ranks.tables == (ddp.shard_rows(value, "first"), ddp.planned_rank_table(cfg, plan_of(cfg)))
     assert ranks.text_columns == ("Rank",)
 
 
 def test_ddps_shard_grid_gives_way_to_the_table_above_its_row_limit():
     n = ddp.MAX_SHARD_PICTURE_ROWS + 2
     cfg = FitConfig(strategy="ddp", workers=2, devices="cpu", data_size=n, batch_size=n)
-    shards, _, _ = ddp_own.sections(None, cfg)
+    shards, _, _ = ddp_own.sections(None, cfg, plan_of(cfg))
     assert shards.figure is None
     assert shards.notes == (f"{n} rows are too many to draw one by one; the table below counts them.",)
 
@@ -192,14 +194,14 @@ def test_what_each_ddp_rank_holds_is_the_whole_model_measured_or_by_the_formula(
     from tests.view_helpers import snapshot
 
     cfg = validate(FitConfig(weights=(1.0, 2.0, 3.0), strategy="ddp", workers=2, devices="cpu"))
-    planned = ddp_view.sections(None, cfg)[-1]
+    planned = ddp_view.sections(None, cfg, plan_of(cfg))[-1]
     assert planned.name == "memory" and planned.title == "What each rank holds"
     # W (3) and b: 16 B, its gradients, Adam's two moments (32 B) and two 4-byte step counts
     assert [(r["Parameters"], r["Optimizer state"]) for r in planned.tables[0]] == [("16 B", "40 B")] * 2
     measured = [{"rank": r, "parameters": 16, "gradients": 16, "optimizer_state": 40} for r in range(2)]
     snap = snapshot(config=cfg, devices=("rank 0 · cpu · gloo", "rank 1 · cpu · gloo"),
                     extra={"memory": measured})  # fmt: skip
-    held = ddp_view.sections(snap, cfg)[-1]
+    held = ddp_view.sections(snap, cfg, plan_of(cfg))[-1]
     assert held.tables[0] == planned.tables[0]
     assert held.notes[0].startswith("Bytes each device or rank holds, measured")
     assert "DDP replicates, it does not shard" in held.notes[1]

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from fitcore import live
-from fitcore.config import FitConfig, validate
+from fitcore.config import FitConfig, check, validate
 from fitcore.strategies.fsdp import view as fsdp
 from fitcore.strategies.fsdp.layout import planned_memory, shards_value
+from tests.view_helpers import plan_of
 
 THREE = FitConfig(weights=(5.2, 9.6, -1.0), strategy="fsdp", workers=2, devices="cpu")
 
@@ -40,7 +41,7 @@ def test_planned_memory_is_padded_shards_and_adam_of_the_real_rows():
 
 def test_the_planned_page_shows_what_each_rank_holds_and_says_it_is_planned():
     cfg = validate(THREE)
-    own, *ddps = fsdp.sections(None, cfg)
+    own, *ddps = fsdp.sections(None, cfg, plan_of(cfg))
     assert own.title == "What each rank holds (ZeRO-3)" and [s.name for s in ddps] == ["shards", "ranks"]
     (rows,) = own.tables
     assert [(r["Rank"], r["Holds"], r["Parameters"], r["Optimizer state"]) for r in rows] == [
@@ -48,12 +49,13 @@ def test_the_planned_page_shows_what_each_rank_holds_and_says_it_is_planned():
         (1, "w3", "12 B", "16 B"),
     ]
     assert own.notes[0].startswith("Bytes each rank will hold, by the formula")
-    zero2 = fsdp.sections(None, validate(FitConfig(**{**THREE.__dict__, "reshard_after_forward": False})))[0]
+    zero2_cfg = validate(FitConfig(**{**THREE.__dict__, "reshard_after_forward": False}))
+    zero2 = fsdp.sections(None, zero2_cfg, plan_of(zero2_cfg))[0]
     assert zero2.title == "What each rank holds (ZeRO-2)" and "ZeRO-2" in zero2.notes[1]
 
 
 def test_the_planned_picture_gives_each_rank_its_shard_and_the_zero_stage():
-    pic = live.planned_payload(validate(THREE))["picture"]
+    pic = live.planned_payload(check(THREE, gpus=[]))["picture"]
     assert pic["drawer"] == "fsdp" and pic["zero"] == 3 and pic["memory_measured"] is False
     assert [d["shard"]["names"] for d in pic["devices"]] == [["w1", "w2", "b"], ["w3"]]
     assert [d["shard"]["rows"] for d in pic["devices"]] == [[0, 2], [2, 3]]
@@ -95,7 +97,7 @@ def test_fsdps_rank_panels_say_what_fsdp_does_not_what_ddp_does():
     three = dict(weights=(5.2, 9.6, -1.0), strategy="fsdp", workers=2, devices="cpu")
     cfg = validate(FitConfig(**three, data_size=11, batch_size=4))
     snap = snapshot(config=cfg, latest=ddp_step(losses=(1.0, 3.0)), devices=("rank 0", "rank 1"))
-    _, shards, ranks = fsdp.sections(snap, cfg)
+    _, shards, ranks = fsdp.sections(snap, cfg, plan_of(cfg))
     (caption,) = ranks.notes
     assert caption.startswith("Step 7: each rank runs forward on its own rows with the whole W it all-gathe")
     assert "reduce-scatters" in caption and "DDP" not in caption
@@ -104,4 +106,5 @@ def test_fsdps_rank_panels_say_what_fsdp_does_not_what_ddp_does():
 
     ddp_cfg = validate(FitConfig(strategy="ddp", workers=2, devices="cpu", data_size=11, batch_size=4))
     ddp_snap = snapshot(config=ddp_cfg, latest=ddp_step(losses=(1.0, 3.0)))
-    assert "DDP all-reduces the gradients" in ddp_view.sections(ddp_snap, ddp_cfg)[1].notes[0]
+    ddp_panels = ddp_view.sections(ddp_snap, ddp_cfg, plan_of(ddp_cfg))
+    assert "DDP all-reduces the gradients" in ddp_panels[1].notes[0]

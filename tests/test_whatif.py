@@ -8,7 +8,7 @@ import pytest
 
 from fitcore import projection, whatif
 from fitcore.cli import main
-from fitcore.config import FitConfig, validate
+from fitcore.config import FitConfig, check
 from fitcore.links import LINKS, Link
 from fitcore.whatif import (
     PROJECTED,
@@ -213,7 +213,7 @@ def test_presets_are_one_direction_bytes_per_second():
 
 
 def test_measure_takes_a_real_run():
-    m = whatif.measure(validate(FitConfig(epochs=5, devices="virtual:2")))
+    m = whatif.measure(check(FitConfig(epochs=5, devices="virtual:2")))
     assert m.compute_seconds > 0 and m.params == 3 and m.devices == 2 and m.rows_per_device == 100
     assert m.row_bytes == 16 and "5 steps" in m.where
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from fitcore.config import FitConfig, validate
+from fitcore.config import FitConfig, check, validate
+from fitcore.devices import DevicePlan
 from fitcore.engine import rank as ddp
 from fitcore.events import Replica, Step
 from fitcore.runner import Run, Snapshot
@@ -23,10 +24,17 @@ def trained_steps(cfg: FitConfig) -> list[Step]:
     return [e for e in events if isinstance(e, Step)]
 
 
+def plan_of(cfg: FitConfig) -> DevicePlan:
+    """cfg's device plan as config.check makes it of a run shown (its file not read, its GPUs taken as the
+    run had them): what the views draw."""
+    return check(cfg, recorded=True).plan
+
+
 def snapshot(**kw) -> Snapshot:
-    """A running DataParallel run's snapshot at step 12, with kw's fields instead."""
+    """A running DataParallel run's snapshot at step 12, with kw's fields instead (its plan: its config's)."""
     base = dict(run_id="run-9", status="running", message="epoch 12, step 12", config=FitConfig())
     base.update(kw)
+    base.setdefault("plan", plan_of(base["config"]))
     return Snapshot(**base)
 
 

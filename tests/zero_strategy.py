@@ -170,8 +170,8 @@ ENGINE = Engine(
 # Its view: the page's panels, its parallelism line, its console frame.
 
 
-def sections(snap: Any, cfg: FitConfig | None, gpus: Any = None) -> list[Section]:
-    return rank_sections(snap, cfg, gpus)  # each rank's shard and shapes, as DDP's
+def sections(snap: Any, cfg: FitConfig | None, plan: Any) -> list[Section]:
+    return rank_sections(snap, cfg, plan)  # each rank's shard and shapes, as DDP's
 
 
 def parallelism(cfg: FitConfig, started: Any) -> str:

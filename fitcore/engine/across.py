@@ -20,9 +20,8 @@ from pathlib import Path
 
 from fitcore import registry
 from fitcore.chunks import chunk_sizes, columns
-from fitcore.config import FitConfig, validate
+from fitcore.config import FitConfig, check, validate
 from fitcore.data import least_squares, make_data
-from fitcore.devices import parse_devices
 from fitcore.engine.hosts import PORT, Hosts, python_env
 from fitcore.errors import ConfigError
 from fitcore.events import Detail, Step
@@ -283,8 +282,8 @@ def reference(cfg: FitConfig) -> tuple[float, ...]:
     if own is not None:
         return own(cfg)
     one = replace(cfg, strategy=registry.DEFAULT, devices="cpu", workers=FitConfig().workers, mesh="")
-    one = validate(one)
-    ended = registry.of(one).train(one, lambda event: None, plan=parse_devices("cpu"))
+    checked = check(one)
+    ended = registry.of(one).train(checked.config, lambda event: None, plan=checked.plan)
     return tuple(ended.weights) + (ended.bias,)
 
 

@@ -240,7 +240,7 @@ class Live(anywidget.AnyWidget):
     def _send_payload(self, replace: bool) -> None:
         run = self._run
         if run is None:
-            body = live.planned_payload(self._checked.config) if self._checked else None
+            body = live.planned_payload(self._checked) if self._checked else None
             self.send({"type": "payload", "payload": body, "replace": True})
             return
         since = 0 if replace else self._sent

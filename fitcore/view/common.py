@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from fitcore.devices import label_parts
 from fitcore.i18n import t
 from fitcore.text import format_bytes
+
+if TYPE_CHECKING:
+    from fitcore.config import FitConfig
+    from fitcore.devices import DevicePlan
+    from fitcore.runner import Snapshot
 
 
 def shape_text(shape: Sequence[int]) -> str:
@@ -97,11 +102,20 @@ def memory_notes(memory: Sequence[dict], measured: bool) -> tuple[str, ...]:
     return (t("view.memory.measured" if measured else "view.memory.planned"), *allocated_note(memory))
 
 
+def shown(
+    snap: Snapshot | None, cfg: FitConfig | None, plan: DevicePlan | None
+) -> tuple[FitConfig | None, DevicePlan | None]:
+    """The config a strategy's panels describe and its device plan: the run's, with the plan its start checked
+    (Snapshot.plan), else the controls', with the plan the page checked them to (`plan`). Nothing below the
+    page reads the devices string again."""
+    return (snap.config, snap.plan) if snap is not None else (cfg, plan)
+
+
 @dataclass(frozen=True)
 class Section:
     """One panel below the live view, as plain data; app.py draws its parts in this order.
 
-    A strategy's view module gives its panels as Sections (`sections(snap, cfg, gpus)`), so that the page
+    A strategy's view module gives its panels as Sections (`sections(snap, cfg, plan)`), so that the page
     draws any strategy's panels without asking which strategy it is.
     """
 

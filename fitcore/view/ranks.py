@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 from fitcore.chunks import columns
 from fitcore.config import FitConfig
 from fitcore.console import final_lines, group_line
-from fitcore.devices import parse_devices
+from fitcore.devices import DevicePlan
 from fitcore.engine.rank import rank_labels
 from fitcore.events import Replica, RunStarted, Step
 from fitcore.i18n import count, t
@@ -24,7 +24,7 @@ from fitcore.recording import GROUP
 from fitcore.runner import Snapshot
 from fitcore.shards import Layout, epoch_shards, epoch_value, first_epoch_value
 from fitcore.text import plural
-from fitcore.view.common import Section, shape_text
+from fitcore.view.common import Section, shape_text, shown
 
 PREVIEW_INDICES = 12  # dataset indices listed per rank in the shard table; the counts stay exact
 
@@ -45,9 +45,10 @@ MAX_CELL_NUMBERS = 40  # rows up to which each cell shows its dataset row number
 _planned_shards = functools.lru_cache(maxsize=8)(first_epoch_value)
 
 
-def planned_shards(cfg: FitConfig, gpus: Any = None) -> dict:
-    """Detail('shards').value that a ddp run of cfg will report for its first epoch, before it starts."""
-    return _planned_shards(cfg, rank_labels(cfg, parse_devices(cfg.devices, gpus)))
+def planned_shards(cfg: FitConfig, plan: DevicePlan) -> dict:
+    """Detail('shards').value that a ddp run of cfg (on `plan`, its checked devices) will report for its first
+    epoch, before it starts."""
+    return _planned_shards(cfg, rank_labels(cfg, plan))
 
 
 def shard_table(source: Any, which: str = "latest") -> list[dict]:
@@ -239,9 +240,9 @@ def rank_table(step: Step) -> list[dict[str, Any]]:
     return rows + [total]
 
 
-def planned_step(cfg: FitConfig, gpus: Any = None) -> tuple[Step, tuple[str, ...]]:
+def planned_step(cfg: FitConfig, plan: DevicePlan) -> tuple[Step, tuple[str, ...]]:
     """(a ddp run's first step before any run: ceil(batch / K) rows of each shard per rank, the ranks)."""
-    value = planned_shards(cfg, gpus)
+    value = planned_shards(cfg, plan)
     labels = [r["device"] for r in value["first"]["ranks"]]
     dims = dict(cfg.mesh_dims)
     if TP in dims and DP in dims:  # a 2-D mesh: each rank its dp coordinate's rows, its tp one's columns
@@ -265,30 +266,32 @@ def planned_step(cfg: FitConfig, gpus: Any = None) -> tuple[Step, tuple[str, ...
     return step, tuple(labels)
 
 
-def planned_rank_table(cfg: FitConfig, gpus: Any = None) -> list[dict[str, Any]]:
+def planned_rank_table(cfg: FitConfig, plan: DevicePlan) -> list[dict[str, Any]]:
     """rank_table of a ddp run's first step, before any run: ceil(batch / K) rows of each shard per rank."""
-    return rank_table(planned_step(cfg, gpus)[0])
+    return rank_table(planned_step(cfg, plan)[0])
 
 
 # ---------------------------------------------------------------------------------------------------------
 # The page's panels, how the run ran, its console lines.
 
 
-def _shards_source(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any) -> tuple[str, dict, str] | None:
+def _shards_source(
+    snap: Snapshot | None, cfg: FitConfig | None, plan: DevicePlan | None
+) -> tuple[str, dict, str] | None:
     """(title, Detail('shards') value, which epoch): the shards of the epoch of the step the picture
     shows, or epoch 1's before a run. The run reports its first and last epoch's; any other is
     DistributedSampler's own, drawn again for that epoch (a seeded permutation): a paused step's table is
     its own step's."""
     if snap is not None and snap.extra.get("shards"):
         value = snap.extra["shards"]
-        shown = snap.latest.epoch if snap.latest is not None else value["latest"]["epoch"]
-        if shown != value["latest"]["epoch"]:
-            value = {**value, "latest": shards_of_epoch(snap.config, tuple(snap.devices), value, shown)}
+        epoch = snap.latest.epoch if snap.latest is not None else value["latest"]["epoch"]
+        if epoch != value["latest"]["epoch"]:
+            value = {**value, "latest": shards_of_epoch(snap.config, tuple(snap.devices), value, epoch)}
         return t("view.shards.actual", rule=shards_title(value, "latest")), value, "latest"
-    config = snap.config if snap is not None else cfg
-    if config is None:
+    config, plan = shown(snap, cfg, plan)
+    if config is None or plan is None:
         return None
-    value = planned_shards(config, gpus)
+    value = planned_shards(config, plan)
     return t("view.shards.planned", rule=shards_title(value, "first")), value, "first"
 
 
@@ -324,7 +327,8 @@ def _shards_section(title: str, value: dict, which: str, words: RankWords = Rank
 
 
 def _ranks_section(
-    snap: Snapshot | None, cfg: FitConfig | None, value: dict, which: str, gpus: Any, words: RankWords
+    snap: Snapshot | None, cfg: FitConfig | None, value: dict, which: str, plan: DevicePlan | None,
+    words: RankWords,
 ) -> Section:
     """Each rank's dataset rows this epoch, and each rank's shapes in the latest step (or the planned one)."""
     if snap is not None and snap.latest is not None:
@@ -332,7 +336,8 @@ def _ranks_section(
         rows = rank_table(step)
         caption = t(words.caption, step=step.step, loss=f"{step.loss:.6g}")
     else:
-        rows = planned_rank_table(snap.config if snap is not None else cfg, gpus)
+        config, plan = shown(snap, cfg, plan)
+        rows = planned_rank_table(config, plan)
         caption = t("view.ranks.planned")
     return Section(
         "ranks",
@@ -344,15 +349,15 @@ def _ranks_section(
 
 
 def rank_sections(
-    snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None, words: RankWords = RankWords()
+    snap: Snapshot | None, cfg: FitConfig | None, plan: DevicePlan | None, words: RankWords = RankWords()
 ) -> list[Section]:
     """The split of a strategy with ranks: which dataset rows each rank got from the sampler this epoch
     (padding marked), then each rank's rows and shapes; `words` are the sentences of the strategy shown."""
-    source = _shards_source(snap, cfg, gpus)
+    source = _shards_source(snap, cfg, plan)
     if source is None:
         return []
     title, value, which = source
-    return [_shards_section(title, value, which, words), _ranks_section(snap, cfg, value, which, gpus, words)]
+    return [_shards_section(title, value, which, words), _ranks_section(snap, cfg, value, which, plan, words)]
 
 
 def ranks_words(cfg: FitConfig, started: RunStarted) -> str:

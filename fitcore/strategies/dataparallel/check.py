@@ -28,8 +28,8 @@ from fitcore.check import (
     _within,
     row,
 )
-from fitcore.config import validate
-from fitcore.devices import GPU, parse_devices
+from fitcore.config import check
+from fitcore.devices import GPU
 from fitcore.i18n import t
 from fitcore.strategies.dataparallel.name import NAME
 from fitcore.strategies.dataparallel.phases import dataparallel_bytes
@@ -40,13 +40,13 @@ def check_dataparallel(spec: str, gpus: tuple[GPU, ...] = (), reference: bool = 
 
     Args:
         spec: a device spec: "cpu", "virtual:3", "cuda:0", "virtual:3@cuda:0", "cuda".
-        gpus: the machine's GPUs, for parse_devices.
+        gpus: the machine's GPUs, which the spec is checked against.
         reference: compare with one CPU device (within 1e-5, or 1e-4 where a GPU ran); False for the
             reference run itself.
     """
-    plan = parse_devices(spec, list(gpus))
-    cfg = validate(replace(CHECK_CONFIG, devices=spec), gpus=list(gpus))
-    events, ended = _train(cfg, gpus)
+    checked = check(replace(CHECK_CONFIG, devices=spec), gpus=list(gpus))
+    cfg, plan = checked.config, checked.plan
+    events, ended = _train(checked)
     _require_finished(cfg, ended)
     steps = _steps(events)
     # 1. every step's split: the rows each replica recorded, against tensor.chunk of that batch

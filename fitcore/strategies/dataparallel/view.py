@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from fitcore.config import FitConfig
-from fitcore.devices import parse_devices
+from fitcore.devices import DevicePlan
 from fitcore.events import Replica, RunStarted, Step
 from fitcore.i18n import t
 from fitcore.memory import whole_model
@@ -18,7 +18,7 @@ from fitcore.parallel import chunk_sizes
 from fitcore.runner import Snapshot
 from fitcore.strategies.dataparallel.memory import dataparallel_rows, gathered_bytes
 from fitcore.text import format_bytes
-from fitcore.view.common import Section, device_text, memory_notes, memory_rows, shape_text
+from fitcore.view.common import Section, device_text, memory_notes, memory_rows, shape_text, shown
 
 CONSOLE_HINT = "view.console_hint.dataparallel"  # the catalog's words for what the console will show
 
@@ -49,9 +49,10 @@ def split_table(step: Step) -> list[dict[str, Any]]:
     return rows
 
 
-def planned_step(cfg: FitConfig, gpus: Any = None) -> tuple[Step, tuple[str, ...]]:
-    """(the first step as DataParallel will split it, the devices) before any run: no loss, no times."""
-    labels = parse_devices(cfg.devices, gpus).labels
+def planned_step(cfg: FitConfig, plan: DevicePlan) -> tuple[Step, tuple[str, ...]]:
+    """(the first step as DataParallel will split it over `plan`, the devices) before any run: no loss, no
+    times."""
+    labels = plan.labels
     batch = min(cfg.batch_size, cfg.data_size)
     replicas, start = [], 0
     for label, n in zip(labels, chunk_sizes(batch, len(labels))):
@@ -61,22 +62,23 @@ def planned_step(cfg: FitConfig, gpus: Any = None) -> tuple[Step, tuple[str, ...
     return step, labels
 
 
-def planned_split(cfg: FitConfig, gpus: Any = None) -> list[dict[str, Any]]:
+def planned_split(cfg: FitConfig, plan: DevicePlan) -> list[dict[str, Any]]:
     """The first batch's split before any run: DataParallel's chunking of batch_size over the devices."""
-    return split_table(planned_step(cfg, gpus)[0])
+    return split_table(planned_step(cfg, plan)[0])
 
 
-def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> list[Section]:
+def sections(snap: Snapshot | None, cfg: FitConfig | None, plan: DevicePlan | None) -> list[Section]:
     """The shapes of the run's latest step (or before a step the first one as it will be split), and what
     each device holds."""
+    config, plan = shown(snap, cfg, plan)
     if snap is not None and snap.latest is not None:
         step, labels = snap.latest, tuple(r.device for r in snap.latest.replicas)
-    elif snap is not None or cfg is not None:
-        step, labels = planned_step(snap.config if snap is not None else cfg, gpus)
+    elif config is not None and plan is not None:
+        step, labels = planned_step(config, plan)
     else:
         return []
     shapes = Section("shapes", title=t("view.shapes.title"), tables=(split_table(step),))
-    return [shapes, memory_section(snap.config if snap is not None else cfg, step, labels, snap)]
+    return [shapes, memory_section(config, step, labels, snap)]
 
 
 def memory_section(cfg: FitConfig, step: Step, labels, snap: Snapshot | None) -> Section:

@@ -35,7 +35,7 @@ def check_ddp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
     Args:
         spec: "cpu" (gloo, one CPU process per rank) or "cuda"/"cuda:0,1" (nccl, one GPU per rank).
         workers: the ranks.
-        gpus: the machine's GPUs, for parse_devices.
+        gpus: the machine's GPUs, which the spec is checked against.
     """
     return check_ranks(spec, workers, gpus, CHECK_CONFIG, NAME)[0]
 

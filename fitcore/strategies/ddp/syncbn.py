@@ -140,15 +140,14 @@ def check_sync_batchnorm(gpus: int) -> dict:
     """
     import math
 
-    from fitcore.config import FitConfig, validate
-    from fitcore.devices import parse_devices
+    from fitcore.config import FitConfig, check
     from fitcore.engine.spawn import run_spawned
     from fitcore.equivalence import Toggles
 
     rows = gpus * math.ceil(200 / gpus)  # no padding: SyncBatchNorm's statistics are over the real rows
-    cfg = validate(FitConfig(data_size=rows, batch_size=rows, epochs=10, optimizer="sgd", lr=0.1,
-                             devices=f"virtual:{gpus}"))  # fmt: skip
-    plan = parse_devices(cfg.devices)
+    checked = check(FitConfig(data_size=rows, batch_size=rows, epochs=10, optimizer="sgd", lr=0.1,
+                              devices=f"virtual:{gpus}"))  # fmt: skip
+    cfg, plan = checked.config, checked.plan
     ddp, steps = ddp_column(cfg, len(plan.labels), Toggles(), sync=True)
     run = run_spawned(_sync_rank, (cfg, [s.ranks for s in steps]), gpus, RUN_BOUND, START_BOUND)
     silent = [r for r in range(gpus) if r not in run.reports]

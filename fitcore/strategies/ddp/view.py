@@ -6,10 +6,8 @@ It exposes the names every strategy's view module does (fitcore.registry.Strateg
 
 from __future__ import annotations
 
-from typing import Any
-
 from fitcore.config import FitConfig
-from fitcore.devices import parse_devices
+from fitcore.devices import DevicePlan
 from fitcore.engine.rank import rank_labels
 from fitcore.events import RunStarted
 from fitcore.i18n import t
@@ -17,23 +15,25 @@ from fitcore.memory import whole_model
 from fitcore.runner import Snapshot
 from fitcore.strategies.ddp.memory import ddp_rows
 from fitcore.view import ranks as rank_view
-from fitcore.view.common import Section, ranks_memory
+from fitcore.view.common import Section, ranks_memory, shown
 from fitcore.view.ranks import planned_step, rank_sections, ranks_words
 
 CONSOLE_HINT = "view.console_hint.ddp"  # the catalog's words for what the console will show
 __all__ = ["CONSOLE_HINT", "console_frame", "parallelism", "planned_step", "sections"]
 
 
-def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> list[Section]:
+def sections(snap: Snapshot | None, cfg: FitConfig | None, plan: DevicePlan | None) -> list[Section]:
     """DDP's split (rank_sections), then what each rank holds: the whole model, on every rank."""
-    split = rank_sections(snap, cfg, gpus)
-    config = snap.config if snap is not None else cfg
+    split = rank_sections(snap, cfg, plan)
+    config, plan = shown(snap, cfg, plan)
     if not split or config is None:
         return split
     if snap is not None and snap.devices:
         labels = tuple(snap.devices)
+    elif plan is not None:
+        labels = rank_labels(config, plan)
     else:
-        labels = rank_labels(config, parse_devices(config.devices, gpus))
+        return split
     measured = snap.extra.get("memory") if snap is not None else None
     planned = ddp_rows(whole_model(config), len(labels))
     return [*split, ranks_memory(labels, measured, planned, t("view.memory.ddp"))]

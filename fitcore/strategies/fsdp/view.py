@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from fitcore.config import FitConfig
+from fitcore.devices import DevicePlan
 from fitcore.events import RunStarted, Step
 from fitcore.i18n import count, t
 from fitcore.memory import memory_part
@@ -18,7 +19,7 @@ from fitcore.strategies.fsdp.layout import planned_memory, shard_rows, shards_va
 from fitcore.strategies.fsdp.name import NAME
 from fitcore.text import format_bytes
 from fitcore.view import ranks as rank_view
-from fitcore.view.common import Section, allocated_cell, allocated_note, fitted_names
+from fitcore.view.common import Section, allocated_cell, allocated_note, fitted_names, shown
 
 CONSOLE_HINT = "view.console_hint.fsdp"
 planned_step = rank_view.planned_step  # the same rows per rank: DistributedSampler's shards
@@ -91,17 +92,17 @@ def _holdings_section(cfg: FitConfig, labels, extra: dict | None) -> Section:
     )
 
 
-def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> list[Section]:
+def sections(snap: Snapshot | None, cfg: FitConfig | None, plan: DevicePlan | None) -> list[Section]:
     """Who holds which parameters and how many bytes, then DDP's panels of each rank's rows."""
-    config = snap.config if snap is not None else cfg
-    if config is None:
-        return []
+    config, shown_plan = shown(snap, cfg, plan)
     if snap is not None and snap.devices:
         labels = tuple(snap.devices)
+    elif config is not None and shown_plan is not None:
+        labels = planned_step(config, shown_plan)[1]
     else:
-        labels = planned_step(config, gpus)[1]
+        return []
     own = _holdings_section(config, labels, snap.extra if snap is not None else None)
-    return [own, *rank_view.rank_sections(snap, cfg, gpus, FSDP_WORDS)]
+    return [own, *rank_view.rank_sections(snap, cfg, plan, FSDP_WORDS)]
 
 
 # FSDP's ranks take DDP's rows; what they do with them is FSDP's own

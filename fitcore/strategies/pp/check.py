@@ -25,7 +25,7 @@ from fitcore.check import (
     rank_skips,
     row,
 )
-from fitcore.config import FitConfig, validate
+from fitcore.config import FitConfig, check
 from fitcore.data import epoch_ids, make_data, order_generator
 from fitcore.devices import GPU
 from fitcore.events import Detail
@@ -56,8 +56,9 @@ def one_device(cfg: FitConfig) -> tuple[float, ...]:
 
 
 def check_pp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
-    cfg = validate(replace(CHECK_PP, strategy=NAME, devices=spec, workers=workers), gpus=list(gpus))
-    events, ended = _train(cfg, gpus)
+    checked = check(replace(CHECK_PP, strategy=NAME, devices=spec, workers=workers), gpus=list(gpus))
+    cfg = checked.config
+    events, ended = _train(checked)
     _require_finished(cfg, ended)
     value = [e.value for e in events if isinstance(e, Detail) and e.key == NAME][-1]
     runs = layout.order(cfg.schedule, workers, cfg.microbatches)

@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from fitcore.config import FitConfig
-from fitcore.devices import parse_devices
+from fitcore.devices import DevicePlan
 from fitcore.engine.rank import rank_labels
 from fitcore.events import Replica, RunStarted, Step
 from fitcore.i18n import count, t
@@ -23,16 +23,16 @@ from fitcore.strategies.pp.name import NAME
 from fitcore.strategies.pp.schedule import schedule_value
 from fitcore.text import format_bytes
 from fitcore.view import ranks as rank_view
-from fitcore.view.common import Section, fitted_names, ranks_memory
+from fitcore.view.common import Section, fitted_names, ranks_memory, shown
 
 CONSOLE_HINT = "view.console_hint.pp"
 BLOCK_PHASES = frozenset(layout.KIND_PHASE.values())
 
 
-def planned_step(cfg: FitConfig, gpus: Any = None) -> tuple[Step, tuple[str, ...]]:
+def planned_step(cfg: FitConfig, plan: DevicePlan) -> tuple[Step, tuple[str, ...]]:
     """(a pipeline's first step before any run: every rank the whole batch, its output (B, h), or (B, 1)
     where it holds the last stage, as a run reports them; the ranks)."""
-    labels = rank_labels(cfg, parse_devices(cfg.devices, gpus))
+    labels = rank_labels(cfg, plan)
     rows, d, p = min(cfg.batch_size, cfg.data_size), cfg.n_features, len(labels)
     last = layout.n_stages(cfg.schedule, p) - 1
     replicas = tuple(
@@ -151,19 +151,21 @@ def stage_table(value: dict) -> list[dict[str, Any]]:
     return rows
 
 
-def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> list[Section]:
+def sections(snap: Snapshot | None, cfg: FitConfig | None, plan: DevicePlan | None) -> list[Section]:
     """Each rank's stages and layers and what they held (the latest step's, or the plan's), then memory."""
-    config = snap.config if snap is not None else cfg
+    config, plan = shown(snap, cfg, plan)
     if config is None:
         return []
     if snap is not None and snap.latest is not None:
         step = snap.latest
         blocks = step_blocks(config, step, len(step.replicas))
         caption = t("pp.stages.caption", step=step.step, loss=f"{step.loss:.6g}")
-    else:
-        step = planned_step(config, gpus)[0]
+    elif plan is not None:
+        step = planned_step(config, plan)[0]
         blocks = [[] for _ in step.replicas]
         caption = t("view.ranks.planned")
+    else:
+        return []
     labels = tuple(r.device for r in step.replicas)
     value = schedule_value(config, labels, blocks)
     if not any(blocks):  # the plan: the activations each stage will hold, from the schedule's order

@@ -25,7 +25,7 @@ from fitcore.check import (
     row,
 )
 from fitcore.chunks import columns
-from fitcore.config import validate
+from fitcore.config import check
 from fitcore.devices import GPU
 from fitcore.events import Detail
 from fitcore.i18n import t
@@ -38,8 +38,9 @@ CHECK_TP = replace(CHECK_CONFIG, weights=(5.2, 9.6, -1.0))  # 3 features: 2 rank
 def check_tp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
     """Train CHECK_TP with RowwiseParallel on `workers` ranks; verify each rank's columns and bytes, then the
     parameters against one process on the same batches and against least squares."""
-    cfg = validate(replace(CHECK_TP, strategy=NAME, devices=spec, workers=workers), gpus=list(gpus))
-    events, ended = _train(cfg, gpus)
+    checked = check(replace(CHECK_TP, strategy=NAME, devices=spec, workers=workers), gpus=list(gpus))
+    cfg = checked.config
+    events, ended = _train(checked)
     _require_finished(cfg, ended)
     steps = _steps(events)
     value = [e.value for e in events if isinstance(e, Detail) and e.key == NAME][-1]

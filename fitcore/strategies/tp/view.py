@@ -11,7 +11,7 @@ from typing import Any
 
 from fitcore.chunks import columns
 from fitcore.config import FitConfig
-from fitcore.devices import parse_devices
+from fitcore.devices import DevicePlan
 from fitcore.engine.rank import rank_labels
 from fitcore.events import Replica, RunStarted, Step
 from fitcore.i18n import count, t
@@ -20,7 +20,7 @@ from fitcore.runner import Snapshot
 from fitcore.strategies.tp.layout import planned_memory
 from fitcore.strategies.tp.name import NAME
 from fitcore.view import ranks as rank_view
-from fitcore.view.common import Section, fitted_names, ranks_memory, shape_text
+from fitcore.view.common import Section, fitted_names, ranks_memory, shape_text, shown
 
 CONSOLE_HINT = "view.console_hint.tp"
 
@@ -48,9 +48,9 @@ def column_replicas(labels, rows: int, d: int, losses=None, ids=None) -> tuple[R
     )
 
 
-def planned_step(cfg: FitConfig, gpus: Any = None) -> tuple[Step, tuple[str, ...]]:
+def planned_step(cfg: FitConfig, plan: DevicePlan) -> tuple[Step, tuple[str, ...]]:
     """(a tp run's first step before any run: every rank the whole batch, its own columns; the ranks)."""
-    labels = rank_labels(cfg, parse_devices(cfg.devices, gpus))
+    labels = rank_labels(cfg, plan)
     rows, d = min(cfg.batch_size, cfg.data_size), cfg.n_features
     replicas = column_replicas(labels, rows, d)
     return Step(1, 1, 1, math.nan, (rows, d), (rows, 1), replicas, (), 0.0, 0.0), labels
@@ -108,10 +108,10 @@ def column_table(step: Step, cfg: FitConfig) -> list[dict[str, Any]]:
     return rows
 
 
-def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> list[Section]:
+def sections(snap: Snapshot | None, cfg: FitConfig | None, plan: DevicePlan | None) -> list[Section]:
     """Each rank's columns and shapes (the latest step, or the planned one), then what each rank holds."""
-    config = snap.config if snap is not None else cfg
-    if config is None:
+    config, plan = shown(snap, cfg, plan)
+    if config is None or (plan is None and (snap is None or snap.latest is None)):
         return []
     if snap is not None and snap.latest is not None:
         step, caption = (
@@ -119,7 +119,7 @@ def sections(snap: Snapshot | None, cfg: FitConfig | None, gpus: Any = None) -> 
             t("tp.ranks.caption", step=snap.latest.step, loss=f"{snap.latest.loss:.6g}"),
         )
     else:
-        step, caption = planned_step(config, gpus)[0], t("view.ranks.planned")
+        step, caption = planned_step(config, plan)[0], t("view.ranks.planned")
     labels = tuple(r.device for r in step.replicas)
     split = Section(
         "tp_columns",
