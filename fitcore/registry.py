@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable, Generic, Mapping, Protocol, Sequence, TypeVar, runtime_checkable
+from typing import Any, Callable, Generic, Mapping, Protocol, Sequence, TypeVar
 
 from fitcore.mesh import DP
 from fitcore.split import ROWS, Split
@@ -32,27 +32,12 @@ C = TypeVar("C")  # the config a strategy's hooks read (fitcore.config.FitConfig
 C_contra = TypeVar("C_contra", contravariant=True)
 
 
-@runtime_checkable
-class StrategyView(Protocol[C_contra]):
-    """What a strategy's view module (its `view()` hook) gives the page: a declared part of the contract,
-    checked by tests/test_contract.py for every registered strategy."""
-
-    CONSOLE_HINT: str  # the catalog key of what the console will show before a run
-
-    # `plan` is cfg's DevicePlan as config.check made it (the registry sits below the floor that declares it)
-    def planned_step(self, cfg: C_contra, plan: Any) -> tuple[Any, tuple[str, ...]]: ...
-
-    def sections(self, snap: Any, cfg: C_contra | None, plan: Any) -> list[Any]: ...
-
-    def parallelism(self, cfg: C_contra, started: Any) -> str: ...
-
-    def console_frame(self, snap: Any) -> tuple[list[str], list[str]]: ...
-
-
 class Trainer(Protocol[C_contra]):
     """A strategy's training, as the runner, the command line and the checks call it: it emits the run's
     events (fitcore.events) to `on_event` and returns its RunEnded; `control` pauses, paces and stops it,
-    `plan` is the checked device plan (parsed from the config where none is given)."""
+    `plan` is the checked device plan (parsed from the config where none is given). Typed with the floor's
+    types (which this module sits below) as fitcore.train.Trainer; tests/typed_contracts.py holds every
+    trainer to that one."""
 
     def __call__(
         self, cfg: C_contra, on_event: Callable[[Any], None] = ..., control: Any = None, plan: Any = None
@@ -80,7 +65,7 @@ class Strategy(Generic[C]):
                                                      its examples on cfg's sizes (the run shown) where given
         bytes_of_step(rows, k, d, itemsize, cfg) -> int   one step's bytes on k devices (cfg: its options)
         view() -> module                             planned_step, sections, parallelism, console_frame,
-                                                     CONSOLE_HINT (see fitcore.strategies.dataparallel.view)
+                                                     CONSOLE_HINT: a fitcore.view.contract.StrategyView
         check_rows(machine) -> list[check.Row]       its rows of `fitcore check`
         comparer(cfg, data, device, plan, toggles) -> equivalence.Comparer    its column of `fitcore compare`
         compare_causes(cfg, plan, toggles, trained) -> list[str]   why it differs, each cause measured
@@ -117,7 +102,7 @@ class Strategy(Generic[C]):
     step_lines: Callable[[Any], list[str]]
     markdown: Explains[C]
     bytes_of_step: Callable[..., int]
-    view: Callable[[], ModuleType]  # its view module, a StrategyView
+    view: Callable[[], ModuleType]  # its view module, a fitcore.view.contract.StrategyView
     check_rows: Callable[[Any], list[Any]]
     comparer: Callable[[C, Any, Any, Any, Any], Any]  # (cfg, data, device, plan, toggles) -> its column
     compare_causes: Callable[[C, Any, Any, Any], list[str]]  # (cfg, plan, toggles, trained)
@@ -174,9 +159,10 @@ class Strategy(Generic[C]):
 
     @property
     def planned_step(self) -> Callable[..., tuple[Any, tuple[str, ...]]]:
-        """planned_step(cfg, plan) -> (its first Step before a run, the device labels)."""
-        view: StrategyView[C] = self.view()  # the declared part of the contract (tests/test_contract.py)
-        return view.planned_step
+        """planned_step(cfg, plan) -> (its first Step before a run, the device labels): its view module's
+        (fitcore.view.contract.StrategyView types it)."""
+        planned: Callable[..., tuple[Any, tuple[str, ...]]] = self.view().planned_step
+        return planned
 
 
 class Hook:

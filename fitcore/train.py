@@ -6,12 +6,32 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Callable, Protocol
 
 import torch
 
 from fitcore.config import FitConfig
+from fitcore.devices import DevicePlan
 from fitcore.errors import Text
+from fitcore.events import Event, RunEnded
 from fitcore.parallel import LinearModel, ShapeRecorder, init_parameters
+
+
+class Trainer(Protocol):
+    """A strategy's training, with the types it takes and gives (its record's `train`, and `torchrun`): it
+    emits the run's events to `on_event` and returns its RunEnded; `control` pauses, paces and stops it, and
+    `plan` is the device plan config.check made (a bare config's devices are read by the trainer itself).
+    The registry's record types it loosely, from below the floor; tests/typed_contracts.py holds every
+    trainer to this one."""
+
+    def __call__(
+        self,
+        cfg: FitConfig,
+        on_event: Callable[[Event], None] = ...,
+        control: Control | None = None,
+        *,
+        plan: DevicePlan | None = None,  # by name, as every caller passes it
+    ) -> RunEnded: ...
 
 
 class Control:

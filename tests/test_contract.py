@@ -31,6 +31,7 @@ from fitcore.phases import ring_bytes
 from fitcore.pool import RunPool
 from fitcore.projection import Projection
 from fitcore.split import COLUMNS, ROWS, WHOLE
+from fitcore.view.contract import StrategyView
 from tests import solo_strategy, test_app, test_static, zero_strategy
 from tests.helpers import installed_site, wait_for
 from tests.view_helpers import plan_of
@@ -84,7 +85,7 @@ def test_every_registered_strategy_keeps_the_contract(solo, zero, name):
     assert isinstance(entry.steps_per_epoch(cfg), int)
     assert cfg.total_steps == cfg.epochs * cfg.batches_per_epoch == cfg.epochs * entry.steps_per_epoch(cfg)
     assert all(hasattr(entry.view_module, part) for part in VIEW)
-    assert isinstance(entry.view_module, registry.StrategyView)  # the declared part of the contract
+    assert isinstance(entry.view_module, StrategyView)  # its names; its types: mypy, tests/typed_contracts.py
     assert entry.split in (ROWS, COLUMNS, WHOLE) and entry.rules(cfg, parse_devices(cfg.devices)) is None
     step, labels = entry.planned_step(cfg, plan_of(cfg))
     assert isinstance(step, Step) and len(labels) >= 1

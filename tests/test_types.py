@@ -51,3 +51,45 @@ def test_a_part_that_breaks_the_contract_fails_the_check(tmp_path):
     done = mypy("--config-file", str(ROOT / "pyproject.toml"), str(module))
     assert done.returncode == 1
     assert 'Argument "part" to "Engine" has incompatible type' in done.stdout, done.stdout
+
+
+BROKEN_VIEW = '''
+from fitcore.config import FitConfig
+from fitcore.events import Step
+
+CONSOLE_HINT = "view.console_hint.ddp"
+
+
+def planned_step(cfg: FitConfig, gpus: list[int]) -> tuple[Step, tuple[str, ...]]:
+    """The devices string's GPUs, not the checked plan: the contract before the plan was passed down."""
+    raise NotImplementedError
+
+
+def sections(snap, cfg, plan):
+    return []
+
+
+def parallelism(cfg, started):
+    return ""
+
+
+def console_frame(snap):
+    return [], []
+'''
+
+HOLDS = '''
+import broken_view
+from fitcore.view.contract import StrategyView
+
+VIEW: StrategyView = broken_view
+'''
+
+
+def test_a_view_module_that_breaks_the_contract_fails_the_check(tmp_path):
+    (tmp_path / "broken_view.py").write_text(BROKEN_VIEW, encoding="utf-8")
+    (tmp_path / "holds.py").write_text(HOLDS, encoding="utf-8")
+    done = mypy("--config-file", str(ROOT / "pyproject.toml"), str(tmp_path / "broken_view.py"),
+                str(tmp_path / "holds.py"))  # fmt: skip
+    assert done.returncode == 1
+    assert 'variable has type "StrategyView"' in done.stdout, done.stdout
+    assert "planned_step" in done.stdout and "DevicePlan" in done.stdout, done.stdout
