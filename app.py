@@ -62,7 +62,7 @@ def below_ui(snap: Snapshot | None, checked: Checked | None, values: dict) -> No
     panels.differences_ui(snap, values)
     if classroom.revealed(snap):
         panels.sections_ui(snap, checked)
-        panels.console_ui(snap)
+        panels.console_ui(snap, checked.config if checked is not None else None)
     else:
         st.caption(i18n.t("classroom.quiz.below"))
     panels.results_ui(snap)

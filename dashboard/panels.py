@@ -181,10 +181,12 @@ def sections_ui(snap: Snapshot | None, checked: Checked | None) -> None:
         section_ui(section)
 
 
-def console_ui(snap: Snapshot | None) -> None:
+def console_ui(snap: Snapshot | None, cfg: FitConfig | None) -> None:
+    """The run's console lines, or before its first step what they will be: the run's strategy's, else the
+    controls' (`cfg`; the default strategy's while the controls are not valid)."""
     st.subheader(t("page.console"))
     if snap is None or not snap.recent:
-        hint = registry.of(snap if snap is not None else FitConfig()).view_module.CONSOLE_HINT
+        hint = registry.of(snap if snap is not None else cfg or FitConfig()).view_module.CONSOLE_HINT
         st.caption(t("page.console.hint", hint=t(hint)))
         return
     # a tab as 4 spaces keeps the tutorial's lines on one line at the page's width

@@ -764,6 +764,18 @@ def test_a_links_ask_switch_is_used_as_given_or_refused(page, raw, ask, errors):
 # DistributedDataParallel.
 
 
+@pytest.mark.parametrize("strategy", sorted(registry.NAMES))
+def test_before_a_run_the_console_says_what_the_controls_strategy_will_print(page, strategy):
+    """The Console's caption before a run is the chosen strategy's (a pipeline's stages and bubble), not the
+    default strategy's In Model / Outside lines."""
+    at = page({"strategy": strategy, **({} if strategy == registry.DEFAULT else {"devices": "cpu"})})
+    hint = t(registry.strategy(strategy).view_module.CONSOLE_HINT)
+    caption = next(c.value for c in at.caption if t("page.console.hint", hint=hint) == c.value)
+    assert hint in caption
+    others = {t(s.view_module.CONSOLE_HINT) for s in registry.STRATEGIES.values()} - {hint}
+    assert not any(t("page.console.hint", hint=o) == c.value for o in others for c in at.caption)
+
+
 def test_the_ddp_choice_plans_each_ranks_shard_and_goes_into_the_link(page):
     at = page()
     at.radio(key="strategy").set_value("ddp")
