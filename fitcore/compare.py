@@ -40,7 +40,7 @@ from fitcore.equivalence import (
 )
 from fitcore.errors import ConfigError, Text
 from fitcore.flags import add_training_flags, checked_from_args, flag_error
-from fitcore.i18n import t
+from fitcore.i18n import count, t
 from fitcore.lab import train_all
 from fitcore.schema import dumps
 from fitcore.shards import steps_per_epoch
@@ -186,8 +186,9 @@ def table_lines(result: dict, plan: DevicePlan) -> list[str]:
     head = (t("cli.compare.col.strategy"), t("cli.compare.col.devices"), t("cli.compare.col.result"),
             t("cli.compare.col.diff"), t("cli.compare.col.first", tol=format(TOL, "g")),
             t("cli.compare.col.engine"))  # fmt: skip
+    steps, devices = count("count.step", cfg["steps"]), count("count.device", cfg["k"])
     lines = [
-        t("cli.compare.title", steps=cfg["steps"], k=cfg["k"]),
+        t("cli.compare.title", steps=steps, devices=devices),
         verdict(result),
         t("cli.compare.rows"),
         "",

@@ -184,7 +184,7 @@ def test_uneven_without_join_fails_within_its_bound_and_names_the_waiting_rank(c
     assert [(w["rank"], w["step"]) for w in row["waiting"]] == [(1, 3)]
     assert row["seconds"] < row["bound_s"]
     assert row["waiting"][0]["waited_s"] < 5.0 + 2.0  # the group's timeout, or the closed connection sooner
-    assert "rank(s) 1 left waiting in the all-reduce of step 3" in row["reason"]
+    assert "rank 1 left waiting in the all-reduce of step 3" in row["reason"]
     waited_ms = round(row["waiting"][0]["waited_s"] * 1000)
     assert f"it ended after {waited_ms} ms (the group's timeout is 5 s)" in row["reason"]
     assert len(row["per_step"]) == 2 and max(row["per_step"]) <= TOL  # both ranks there: exact
@@ -193,7 +193,7 @@ def test_uneven_without_join_fails_within_its_bound_and_names_the_waiting_rank(c
     (ddp,) = [line for line in lines if line.startswith("ddp ")]
     assert ddp.split()[:3] == ["ddp", "2", "failed"]  # in the table, not only in the bullet below it
     assert lines[4].split()[:3] == ["strategy", "devices", "result"]
-    assert lines[1].startswith("Not the same: ddp failed, because rank(s) 1 left waiting in the all-reduce")
+    assert lines[1].startswith("Not the same: ddp failed, because rank 1 left waiting in the all-reduce")
 
 
 @pytest.mark.slow

@@ -68,7 +68,7 @@ def test_the_console_lines_say_who_holds_what_and_its_bytes():
     value = shards_value(3, 2, ("rank 0 · cpu · gloo", "rank 1 · cpu · gloo"), True)
     value["per_rank_memory"] = [planned_memory(THREE, r, 2) for r in (0, 1)]
     assert fsdp.layout_lines(value) == [
-        "FSDP (ZeRO-3) on 2 ranks: W (d, 1) and b cut by rows, each shard padded to 3 number(s)",
+        "FSDP (ZeRO-3) on 2 ranks: W (d, 1) and b cut by rows, each shard padded to 3 numbers",
         "\trank 0 holds W[0:2] + b; parameters 12 B, gradients 12 B, optimizer state 32 B",
         "\trank 1 holds W[2:3]; parameters 12 B, gradients 12 B, optimizer state 16 B",
     ]

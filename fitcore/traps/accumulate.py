@@ -15,7 +15,7 @@ from __future__ import annotations
 from fitcore.data import make_data
 from fitcore.equivalence import Trainer, finite, loss_of, max_diff, result, schedule
 from fitcore.errors import ConfigError, Text
-from fitcore.i18n import t
+from fitcore.i18n import count, t
 from fitcore.phases import ring_bytes
 from fitcore.strategies.dataparallel.name import NAME as DP
 from fitcore.strategies.dataparallel.wrappers import wrap
@@ -105,7 +105,8 @@ def _ddp_row(k: int, n: int, job: RankJob, references, traps) -> dict:
     calls, nbytes = per_step_calls(reports)
     key = "traps.acc.no_sync" if traps.no_sync else "traps.acc.every"
     # the hook measures the buckets; the picture shows what the ring sends of them: name both, one sentence
-    causes = [t(key, n=n, held=n - 1, calls=calls, bytes=nbytes, k=k, ring=ring_bytes(k, nbytes))]
+    calls_text = count("traps.count.allreduce", calls)  # per optimizer step, on each rank
+    causes = [t(key, n=n, held=n - 1, calls=calls_text, bytes=nbytes, k=k, ring=ring_bytes(k, nbytes))]
     failed = [rep for rep in reports if rep.status == "failed"]
     reason = failed[0].reason if failed else ""
     if run.terminated or len(reports) < len(job.steps):

@@ -17,11 +17,16 @@ import torch
 from fitcore.data import make_data
 from fitcore.equivalence import Trainer, finite, max_diff, result, schedule
 from fitcore.errors import ConfigError, Text
-from fitcore.i18n import t
+from fitcore.i18n import count, t
 from fitcore.strategies.ddp.name import NAME as DDP
 from fitcore.traps.gloo import ENGINE, RankJob, per_step_calls, run_ranks
 
 TIMEOUT_S = 5.0  # the process group's timeout: a rank left waiting fails after this, never hangs
+
+
+def _ranks(ranks) -> str:
+    """ "rank 1" or "ranks 1, 2", as a sentence names them."""
+    return count("traps.count.ranks", len(ranks), ranks=", ".join(str(r) for r in ranks) or "-")
 
 
 def step_counts(steps: int, k: int) -> list[int]:
@@ -45,7 +50,8 @@ def results(cfg, plan, toggles, join: bool) -> list[dict]:
     k = len(plan.labels)
     steps = list(schedule(cfg, k, toggles))
     if k < 2 or len(steps) < k:
-        raise ConfigError("devices", cfg.devices, Text("traps.uneven.ranks", k=k, steps=len(steps)))
+        counted = {"ranks": Text.count("cli.count.rank", k), "steps": Text.count("count.step", len(steps))}
+        raise ConfigError("devices", cfg.devices, Text("traps.uneven.ranks", **counted))
     counts = step_counts(len(steps), k)
     job = RankJob(
         cfg, toggles.ranks_lr(cfg, k),
@@ -93,8 +99,8 @@ def _why(row: dict, counts: list[int], run, reports, join: bool) -> str:
         before = diffs[short - 1] if len(diffs) >= short > 0 else 0.0  # after the last step of every rank
         last = f"{diffs[-1]:.3g}" if diffs else "-"
         return t(
-            "traps.uneven.join", k=len(counts), short=short, shadow=shadow, last=last, before=f"{before:.3g}",
-            seconds=f"{run.seconds:.1f}",
+            "traps.uneven.join", k=len(counts), short=short, ran=count("count.step", short), shadow=shadow,
+            last=last, before=f"{before:.3g}", seconds=f"{run.seconds:.1f}",
         )  # fmt: skip
     left = [w for w in row["waiting"] if w["step"] is not None]
     if not left:
@@ -106,7 +112,7 @@ def _why(row: dict, counts: list[int], run, reports, join: bool) -> str:
     if not done:  # nobody ran out: the run failed for another reason, said as it is
         return t("traps.run.failed", reason=w["reason"])
     return t(
-        "traps.uneven.waiting", ranks=", ".join(str(x["rank"]) for x in left), step=w["step"],
-        gone=", ".join(str(r) for r in done) or "-", done=short, waited=f"{w['waited_s'] * 1000:.0f}",
+        "traps.uneven.waiting", ranks=_ranks([x["rank"] for x in left]), step=w["step"],
+        gone=_ranks(done), done=count("count.step", short), waited=f"{w['waited_s'] * 1000:.0f}",
         reason=w["reason"], timeout=f"{TIMEOUT_S:g}",
     )  # fmt: skip

@@ -20,7 +20,7 @@ from fitcore.check import (
 )
 from fitcore.devices import GPU
 from fitcore.events import Detail
-from fitcore.i18n import t
+from fitcore.i18n import count, t
 from fitcore.phases import TP_ALLREDUCE, ring_bytes
 from fitcore.strategies.fsdp.layout import (
     ALL_GATHER,
@@ -50,7 +50,7 @@ def check_fsdp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
             raise CheckFailed(t("cli.check.fail.fsdp_shards", rank=r, got=got, expected=expected))
         held.append(f"W[{w_rows[r][0]}:{w_rows[r][1]}]" + (" + b" if expected[1] else ""))
     numel = shard_numel(d, workers)
-    text = t("cli.check.fsdp_shards", shards=", ".join(held), numel=numel)
+    text = t("cli.check.fsdp_shards", shards=", ".join(held), numel=count("fsdp.count.number", numel))
     figures = {**verified.figures, "shards": held, "padded_numel": numel}
     return Verified(f"{text}; {verified.text}", figures)
 

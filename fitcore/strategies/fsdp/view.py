@@ -117,7 +117,7 @@ def parallelism(cfg: FitConfig, started: RunStarted) -> str:
 def layout_lines(value: dict) -> list[str]:
     """Detail('fsdp'): who holds which rows of W and b, and what each rank holds, in bytes."""
     lines = [t("fsdp.console.layout", zero=value["zero"], ranks=count("cli.count.rank", value["world_size"]),
-               numel=value["padded_numel"])]  # fmt: skip
+               numel=count("fsdp.count.number", value["padded_numel"]))]  # fmt: skip
     memory = {m["rank"]: m for m in value.get("per_rank_memory", [])}
     for r in value["ranks"]:
         lo, hi = r["weight_rows"]

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fitcore.console import rank_step_lines
-from fitcore.i18n import t
+from fitcore.i18n import count, t
 from fitcore.mesh import PP
 from fitcore.registry import Strategy, hook, ranked, value
 from fitcore.split import WHOLE
@@ -66,7 +66,7 @@ STRATEGY: Strategy[FitConfig] = Strategy(
     check_rows=hook(f"{__name__}.check:check_rows"),
     comparer=hook(f"{__name__}.compare:Comparer"),
     compare_causes=hook(f"{__name__}.compare:causes"),
-    engine=lambda plan: t("cli.compare.engine.pp", k=len(plan.labels)),
+    engine=lambda plan: t("cli.compare.engine.pp", ranks=count("cli.count.rank", len(plan.labels))),
     engine_word=lambda plan: t("cli.compare.word.simulated"),
     projections=value(f"{__name__}.whatif:PROJECTIONS"),
     questions=hook(f"{__name__}.quiz:questions"),

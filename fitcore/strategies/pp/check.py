@@ -29,7 +29,7 @@ from fitcore.config import FitConfig, check
 from fitcore.data import epoch_ids, make_data, order_generator
 from fitcore.devices import GPU
 from fitcore.events import Detail
-from fitcore.i18n import t
+from fitcore.i18n import count, t
 from fitcore.strategies.pp import layout
 from fitcore.strategies.pp.compare import DeepTrainer
 from fitcore.strategies.pp.name import NAME
@@ -65,7 +65,8 @@ def check_pp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
     for r, rank in enumerate(value["ranks"]):
         ran = tuple(blocks_of(rank["blocks"]))
         if ran != runs[r]:
-            raise CheckFailed(t("cli.check.fail.pp_order", rank=r, got=len(ran), expected=len(runs[r])))
+            got = count("pp.count.block", len(ran))
+            raise CheckFailed(t("cli.check.fail.pp_order", rank=r, got=got, expected=len(runs[r])))
     held = layout.held_counts(blocks_of(value["ranks"][0]["blocks"])).get(0, 0)
     if held > workers:
         raise CheckFailed(t("cli.check.fail.pp_held", held=held, p=workers))

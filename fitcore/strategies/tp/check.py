@@ -28,7 +28,7 @@ from fitcore.chunks import columns
 from fitcore.config import check
 from fitcore.devices import GPU
 from fitcore.events import Detail
-from fitcore.i18n import t
+from fitcore.i18n import count, t
 from fitcore.strategies.tp.layout import allreduce_bytes
 from fitcore.strategies.tp.name import NAME
 
@@ -49,7 +49,8 @@ def check_tp(spec: str, workers: int, gpus: tuple[GPU, ...] = ()) -> Verified:
         lo, hi = cols[r]
         got = len((rank.get("shard") or {}).get("weights", []))
         if got != hi - lo:
-            raise CheckFailed(t("cli.check.fail.tp_columns", rank=r, got=got, expected=hi - lo))
+            holds = count("tp.count.weight", got)
+            raise CheckFailed(t("cli.check.fail.tp_columns", rank=r, got=holds, expected=hi - lo))
         held.append(f"W[{lo}:{hi}]")
     rows = steps[0].input_shape[0]
     sent = allreduce_bytes(workers, rows, 4)
