@@ -248,3 +248,25 @@ def test_what_a_stage_held_is_counted_in_words_not_with_a_bracketed_plural():
     """The stage table's and the console's "held" say 1 microbatch and 2 microbatches, not microbatch(es)."""
     held = [{"microbatches": 1, "bytes": 800}, {"microbatches": 2, "bytes": 1600}]
     assert held_text(held) == "1 microbatch, 800 B; 2 microbatches, 1.6 kB"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_before_a_run_the_stages_panel_says_every_rank_takes_the_whole_batch(lang):
+    """The planned stages' caption is the pipeline's own (every rank the whole batch, cut into m
+    microbatches), not DDP's "ceil(batch size / ranks) rows of its shard"."""
+    from fitcore.i18n import t, using
+    from fitcore.strategies.pp import view
+    from tests.view_helpers import plan_of
+
+    cfg = validate(replace(PP, batch_size=100))
+    rows = {"en": "100 rows", "zh": "100 行"}[lang]
+    assert t("pp.stages.planned", lang, rows=rows, m=4) == {
+        "en": "Step 1, planned: every rank takes the whole batch (100 rows), cut into 4 microbatches; each "
+        "goes through every stage.",
+        "zh": "第 1 步（计划）：每个 rank 都处理整个批次（100 行），切成 4 个微批次；"
+        "每个微批次都流过每个 stage。",
+    }[lang]
+    with using(lang):
+        stages = next(s for s in view.sections(None, cfg, plan_of(cfg)) if s.name == "pp_stages")
+        assert stages.notes[0] == t("pp.stages.planned", lang, rows=rows, m=4)
+        assert t("view.ranks.planned", lang) not in stages.notes

@@ -225,3 +225,15 @@ def test_tps_questions_are_answered_from_the_steps_own_events(run):
 
 
 columns_of = columns
+
+
+def test_before_a_run_the_columns_panel_says_every_rank_takes_the_whole_batch():
+    from fitcore.i18n import t
+    from fitcore.strategies.tp import view
+    from tests.view_helpers import plan_of
+
+    cfg = validate(FitConfig(strategy="tp", devices="cpu", workers=2, batch_size=50))
+    columns = next(s for s in view.sections(None, cfg, plan_of(cfg)) if s.name == "tp_columns")
+    planned = "Step 1, planned: every rank takes the whole batch (50 rows) and its own columns of X."
+    assert columns.notes == (planned,)
+    assert t("view.ranks.planned") not in columns.notes

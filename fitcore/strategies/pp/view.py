@@ -163,7 +163,8 @@ def sections(snap: Snapshot | None, cfg: FitConfig | None, plan: DevicePlan | No
     elif plan is not None:
         step = planned_step(config, plan)[0]
         blocks = [[] for _ in step.replicas]
-        caption = t("view.ranks.planned")
+        rows = count("view.count.row", step.input_shape[0])
+        caption = t("pp.stages.planned", rows=rows, m=config.microbatches)
     else:
         return []
     labels = tuple(r.device for r in step.replicas)

@@ -119,7 +119,8 @@ def sections(snap: Snapshot | None, cfg: FitConfig | None, plan: DevicePlan | No
             t("tp.ranks.caption", step=snap.latest.step, loss=f"{snap.latest.loss:.6g}"),
         )
     else:
-        step, caption = planned_step(config, plan)[0], t("view.ranks.planned")
+        step = planned_step(config, plan)[0]
+        caption = t("tp.ranks.planned", rows=count("view.count.row", step.input_shape[0]))
     labels = tuple(r.device for r in step.replicas)
     split = Section(
         "tp_columns",
