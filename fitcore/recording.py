@@ -28,7 +28,7 @@ import platform
 import stat
 import time
 from collections import Counter
-from typing import Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from fitcore.config import FitConfig, check
 from fitcore.devices import DevicePlan
@@ -39,6 +39,9 @@ from fitcore.outfiles import Pending
 from fitcore.recording_shape import GROUP, HEADER, READERS, VERSION  # noqa: F401 (GROUP: its callers import it here)
 from fitcore.schema import SchemaError, dumps, shown
 from fitcore.uploads import shown_path
+
+if TYPE_CHECKING:  # torch: a replay imports it only when it plays
+    from fitcore.train import Trainer
 
 FORMAT = "fitcore-recording"
 # the versions read: 1 held the run's message as English text, 2 as a key and its fields; before 3 the
@@ -395,7 +398,7 @@ def _disagrees(event: Event, started: bool, steps: int, total: int) -> Text | No
 # Replaying.
 
 
-def replayer(recording: Recording) -> Callable[..., RunEnded]:
+def replayer(recording: Recording) -> Trainer:
     """A trainer that emits `recording`'s events, one Step per Control.wait(): fitcore.runner.Run(config,
     trainer=replayer(recording)) plays it like a live run (pause, Step, stop, pace)."""
 

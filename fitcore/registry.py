@@ -101,7 +101,7 @@ class Strategy(Generic[C]):
     train: Trainer[C]
     step_lines: Callable[[Any], list[str]]
     markdown: Explains[C]
-    bytes_of_step: Callable[..., int]
+    bytes_of_step: Callable[[int, int, int, int, C | None], int]  # (rows, k, d, itemsize, cfg)
     view: Callable[[], ModuleType]  # its view module, a fitcore.view.contract.StrategyView
     check_rows: Callable[[Any], list[Any]]
     comparer: Callable[[C, Any, Any, Any, Any], Any]  # (cfg, data, device, plan, toggles) -> its column

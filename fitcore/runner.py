@@ -16,7 +16,7 @@ from fitcore.config import FitConfig
 from fitcore.devices import DevicePlan, parse_devices
 from fitcore.errors import Text
 from fitcore.events import ACTIVE, Detail, Event, RunEnded, RunStarted, Status, Step
-from fitcore.train import Control, describe_failure
+from fitcore.train import Control, Trainer, describe_failure
 
 _ids = itertools.count(1)
 
@@ -107,7 +107,7 @@ class Snapshot:
         return self.step / self.total_steps if self.total_steps else 0.0
 
 
-def trainer_for(cfg: FitConfig) -> Callable[..., RunEnded]:
+def trainer_for(cfg: FitConfig) -> Trainer:
     """The training function for cfg.strategy; each emits the same events."""
     return registry.strategy(cfg.strategy).train
 
@@ -135,7 +135,7 @@ class Run:
         clock: Callable[[], float] = time.monotonic,
         on_done: Callable[["Run"], None] | None = None,
         recent_steps: int = 5,
-        trainer: Callable[..., RunEnded] | None = None,
+        trainer: Trainer | None = None,
         source_label: str = "",
     ):
         self.run_id = f"run-{next(_ids)}"
