@@ -191,6 +191,26 @@ def test_pause_holds_the_step_step_moves_one_and_stop_ends_the_run():
     assert loss_steps(sent) == list(range(1, snap.step + 1))
 
 
+def test_the_pace_set_while_a_run_trains_is_the_runs_at_once_and_a_bad_one_changes_nothing():
+    """`live.pace = None` in a cell speeds up the run under way, as the page's pace control does; a bad pace
+    raises one line and leaves the run's pace as it was."""
+    live = Live(epochs=300, pace=5)  # 300 steps at 5 a second: a minute, unless the pace changes
+    collected(live)
+    live.start()
+    deadline = time.monotonic() + 30
+    while live.snapshot().step < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with pytest.raises(ValueError, match=r"^pace: got -1; allowed: ") as bad:
+        live.pace = -1
+    assert "\n" not in str(bad.value) and live.pace == 5 and live.snapshot().pace == 5
+    live.pace = None
+    assert live.snapshot().pace is None
+    snap = live.wait(30)
+    assert snap.status.value == "finished" and snap.step == 300  # in seconds, not the minute pace 5 takes
+    live.pace = 20
+    assert live.pace == 20 and live.snapshot().pace == 20  # the ended run's, and the next Start's
+
+
 def test_a_new_view_gets_the_whole_run_and_reset_brings_back_the_planned_step():
     live = Live(epochs=20, pace=None)
     sent = collected(live)

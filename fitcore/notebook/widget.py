@@ -70,7 +70,8 @@ class Live(anywidget.AnyWidget):
         config: a FitConfig to start from; keyword arguments override its fields.
         lang: "en" or "zh", the view's and the buttons' language (also settable later: `live.lang = "zh"`).
         pace: steps per second (None: as fast as it trains); the page's default, 20, takes the
-            tutorial's 200 steps in ten seconds.
+            tutorial's 200 steps in ten seconds. Set `live.pace` while a run trains and the run takes it at
+            once, as the page's pace control does.
     A bad argument does not raise here: the widget shows it as one line (and `error` holds it), so that a
     class sees what to change; `start()` and `run()` raise it as a ValueError.
     """
@@ -92,7 +93,7 @@ class Live(anywidget.AnyWidget):
         **values: Any,
     ):
         super().__init__()
-        self.pace = pace
+        self._pace = pace
         self.last_traceback = ""  # a failed push's, for whoever debugs it; the widget shows one line
         self._checked: Checked | None = None
         self._run: Run | None = None
@@ -113,6 +114,23 @@ class Live(anywidget.AnyWidget):
         if in_colab():
             self.note = i18n.t("notebook.colab", lang=self.lang)
         self.on_msg(self._on_message)
+
+    @property
+    def pace(self) -> float | None:
+        """Steps per second of the run (None: as fast as it trains)."""
+        return self._pace
+
+    @pace.setter
+    def pace(self, pace: float | None) -> None:
+        """A new pace, for the run under way (at once, as the page's pace control) and the next one; a bad
+        value raises ValueError with one line, and nothing changes."""
+        try:
+            check_widget(self.lang, pace)
+        except ConfigError as exc:
+            raise ValueError(one_line(str(exc))) from None
+        self._pace = pace
+        if self._run is not None:
+            self._run.set_pace(pace)
 
     # -- what a cell reads -----------------------------------------------------------------------------
     @property
@@ -200,7 +218,7 @@ class Live(anywidget.AnyWidget):
             if self._run is not None and self._run.snapshot().active:
                 return self._run
             checked = self._checked
-            self._run = Run(checked.config, pace=self.pace, plan=checked.plan).start()
+            self._run = Run(checked.config, pace=self._pace, plan=checked.plan).start()
             self._sent = 0
         self._push(replace=True)
         return self._run

@@ -337,7 +337,7 @@ def _ranks_section(
         caption = t(words.caption, step=step.step, loss=f"{step.loss:.6g}")
     else:
         config, plan = shown(snap, cfg, plan)
-        rows = planned_rank_table(config, plan)
+        rows = planned_rank_table(config, plan) if config is not None and plan is not None else []
         caption = t("view.ranks.planned")
     return Section(
         "ranks",
