@@ -115,9 +115,9 @@ def main() -> None:
     # one projector screen: a compact header, the buttons, then the live view; what is read comes below.
     # The words follow the run shown (a replay's strategy, not the sidebar's)
     snap = st.session_state.snap
-    strategy = panels.shown_config(snap, values)["strategy"]
+    shown = panels.shown_config(snap, values)
+    strategy = shown["strategy"]
     with st.container(key="page_title"):
-        shown = panels.shown_config(snap, values)
         st.header(panels.page_title(shown, panels.shown_plan(snap, values, plan)), anchor=False)
     run.messages_ui(values, config_error)
     run.run_controls_ui(gpus, can_start=cfg is not None)

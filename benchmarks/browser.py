@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -39,6 +40,21 @@ def chromium() -> Iterator:
             yield browser
         finally:
             browser.close()
+
+
+def open_room(teacher, timeout: float = 10.0) -> str:
+    """On a teacher's page (English): open the sidebar's Teacher's link and press "Open a room for the class";
+    the room's code, once the page's link holds it."""
+    summary = teacher.locator("summary", has_text="Teacher's link").first
+    summary.scroll_into_view_if_needed()
+    summary.click()
+    teacher.get_by_role("button", name="Open a room for the class").click()
+    deadline = time.monotonic() + timeout
+    while (found := re.search(r"room=([A-Za-z0-9_-]{22})", teacher.content())) is None:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no room's code on the teacher's page in {timeout:g} s")
+        time.sleep(0.05)
+    return found[1]
 
 
 def free_port() -> int:

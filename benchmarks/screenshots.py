@@ -8,13 +8,12 @@ site shows what it saves (docs/strategies/*.md, docs/guide/*.md).
 
 from __future__ import annotations
 
-import re
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.browser import chromium, streamlit_app
+from benchmarks.browser import chromium, open_room, streamlit_app
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "img"
@@ -47,12 +46,7 @@ def room(browser, url: str) -> None:
     teacher = browser.new_page(viewport={"width": 1280, "height": 720})
     teacher.goto(f"{url}/?pace=2&ask=1&presenter=1&epochs=300")
     teacher.get_by_role("button", name="Start training").wait_for(timeout=90_000)
-    summary = teacher.locator("summary", has_text="Teacher's link").first
-    summary.scroll_into_view_if_needed()
-    summary.click()
-    teacher.get_by_role("button", name="Open a room for the class").click()
-    time.sleep(1.5)
-    code = re.search(r"room=([A-Za-z0-9_-]{22})", teacher.content())[1]
+    code = open_room(teacher)
     student = browser.new_page(viewport={"width": 1280, "height": 720})
     student.goto(f"{url}/?room={code}&presenter=1")
     teacher.get_by_role("button", name="Start training").click()

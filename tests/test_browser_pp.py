@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from benchmarks.browser import open_room
 from fitcore.i18n import t
 from fitcore.strategies.pp import layout
 from tests.helpers import wait_for
@@ -128,12 +129,7 @@ def test_a_room_on_a_pipeline_asks_its_question_reveals_it_and_walks_its_ticks(s
         teacher = teacher_context.new_page()
         teacher.goto(f"{server}/?{LINK}&presenter=1&ask=1&epochs=300&lang=en")
         teacher.get_by_role("button", name="Start training").wait_for(timeout=60_000)
-        summary = teacher.locator("summary", has_text="Teacher's link").first
-        summary.scroll_into_view_if_needed()
-        summary.click()
-        teacher.get_by_role("button", name="Open a room for the class").click()
-        found = wait_for(lambda: re.search(r"room=([A-Za-z0-9_-]{22})", teacher.content()), 10, what="a room")
-        code = found[1]
+        code = open_room(teacher)
         student = student_context.new_page()
         student.goto(f"{server}/?room={code}&presenter=1&lang=zh")
         student.locator(".fl-status-text").wait_for(timeout=60_000)

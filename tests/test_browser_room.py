@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from benchmarks.browser import open_room
 from fitcore.i18n import t
 from tests import test_browser
 from tests.helpers import wait_for
@@ -66,13 +67,7 @@ def test_two_students_follow_the_teachers_run_answer_and_see_the_reveal(server, 
     teacher_context, ann_context, ben_context = (new_context(browser) for _ in range(3))
     try:
         teacher = open_page(teacher_context, server + "/?pace=2&presenter=1&ask=1&epochs=300")
-        summary = teacher.locator("summary", has_text="Teacher's link").first
-        summary.scroll_into_view_if_needed()
-        summary.click()
-        teacher.get_by_role("button", name="Open a room for the class").click()
-        code = wait_for(lambda: re.search(r"room=([A-Za-z0-9_-]{22})", teacher.content()), 10, what="a room")[
-            1
-        ]
+        code = open_room(teacher)
         students = []
         for context, lang in ((ann_context, "en"), (ben_context, "zh")):
             page = context.new_page()
