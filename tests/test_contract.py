@@ -9,6 +9,7 @@ package, its drawer and one registration.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import inspect
 import json
@@ -72,6 +73,30 @@ def lstsq_gap(cfg: FitConfig, weights, bias) -> float:
 def zero():
     """The ranked strategy in tests/ (tests/zero_strategy.py)."""
     yield from registered(zero_strategy.STRATEGY)
+
+
+def test_every_function_a_builtin_strategy_hooks_is_held_to_its_type_by_the_checker():
+    """tests/typed_contracts.py binds each public function a built-in strategy's record names (its trainers,
+    console lines, picture part, questions, check rows, compare causes, ...) to the hook's signature with
+    the floor's types, for mypy; a function a record names and that file does not bind fails here. Lambdas
+    and a package's private helpers in its __init__.py are the record's own and are left out."""
+    import fitcore
+    from fitcore.registry import Hook
+    from tests import typed_contracts
+
+    parts = [value for value in vars(typed_contracts).values() if isinstance(value, tuple)]
+    bound = {id(part) for value in parts for part in value}
+    missing = []
+    for package in fitcore.BUILTIN:
+        entry = package.STRATEGY
+        for field in dataclasses.fields(entry):
+            value = getattr(entry, field.name)
+            for target in value.values() if isinstance(value, dict) else (value,):
+                target = target.resolve() if isinstance(target, Hook) else target
+                public = inspect.isfunction(target) and not target.__name__.startswith(("_", "<"))
+                if public and id(target) not in bound:
+                    missing.append(f"{entry.name}.{field.name}: {target.__module__}.{target.__qualname__}")
+    assert missing == []
 
 
 @pytest.mark.parametrize("name", [*registry.NAMES, solo_strategy.NAME, zero_strategy.NAME])
