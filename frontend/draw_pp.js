@@ -83,12 +83,12 @@ function draw(svg, pic, groups, phase, width) {
   svg.setAttribute("height", height);
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
   hatch(svg);
-  // the bubble, measured beside its formula
-  if (isNum(value.bubble_measured)) {
-    label(svg, 6, 20, fitText(tr("live.pp.bubble", { measured: percent(value.bubble_measured),
-      formula: percent(value.bubble_formula), text: value.bubble_formula_text }), width - 12, 17, 700),
-    { size: 17, weight: 700 });
-  }
+  // the bubble, measured beside its formula; before a run, the formula's alone, the measure to come
+  const formula = { formula: percent(value.bubble_formula), text: value.bubble_formula_text };
+  const bubble = isNum(value.bubble_measured)
+    ? tr("live.pp.bubble", { measured: percent(value.bubble_measured), ...formula })
+    : tr("live.pp.bubble_planned", formula);
+  label(svg, 6, 20, fitText(bubble, width - 12, 17, 700), { size: 17, weight: 700 });
   const current = !phase.done && groups[phase.index] ? groups[phase.index].tick : null;
   const rowOf = new Map();  // stage -> its rank's row
   ranks.forEach((r, i) => r.stages.forEach((s) => rowOf.set(s, i)));

@@ -25,9 +25,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 LINK = "strategy=pp&devices=cpu&workers=2&layers=4&microbatches=4&schedule=1f1b&block_ms=2&pace=2"
 WORDS = {
     "en": {"start": "Start training", "bubble": r"bubble (\d+)% measured · 20% by \(p−1\)/\(m\+p−1\)",
-           "tick": "Tick 3: stage 1 B0", "held": ("holds ≤ 2 mb", "holds ≤ 1 mb")},
+           "tick": "Tick 3: stage 1 B0", "held": ("holds ≤ 2 mb", "holds ≤ 1 mb"),
+           "planned": "bubble not measured yet · 20% by (p−1)/(m+p−1)"},
     "zh": {"start": "开始训练", "bubble": r"气泡：实测 (\d+)% · 按 \(p−1\)/\(m\+p−1\) 为 20%",
-           "tick": "第 3 拍：stage 1 B0", "held": ("最多持有 2 个微批次", "最多持有 1 个微批次")},
+           "tick": "第 3 拍：stage 1 B0", "held": ("最多持有 2 个微批次", "最多持有 1 个微批次"),
+           "planned": "气泡：尚未实测 · 按 (p−1)/(m+p−1) 为 20%"},
 }  # fmt: skip
 
 
@@ -52,6 +54,9 @@ def test_the_schedule_is_drawn_as_it_ran_with_its_bubble_on_the_first_screen(ser
     page = browser.new_page(viewport={"width": 1280, "height": 720})
     try:
         page.goto(f"{server}/?{LINK}&lang={lang}")
+        # before Start: the formula's bubble, nothing measured, and what the schedule will hold
+        page.locator(".fl-root svg text", has_text=words["planned"]).first.wait_for(timeout=60_000)
+        assert all(held in _texts(page) for held in words["held"])
         page.get_by_role("button", name=words["start"]).click(timeout=60_000)
         page.locator(".fl-pill").first.wait_for(timeout=60_000)
         bubble = page.locator(".fl-root svg text", has_text=re.compile(words["bubble"])).first

@@ -270,3 +270,18 @@ def test_before_a_run_the_stages_panel_says_every_rank_takes_the_whole_batch(lan
         stages = next(s for s in view.sections(None, cfg, plan_of(cfg)) if s.name == "pp_stages")
         assert stages.notes[0] == t("pp.stages.planned", lang, rows=rows, m=4)
         assert t("view.ranks.planned", lang) not in stages.notes
+
+
+@pytest.mark.parametrize(("schedule", "held"), [("gpipe", [[4], [4]]), ("1f1b", [[2], [1]])])
+def test_before_a_run_the_picture_holds_what_the_schedule_will_and_measures_no_bubble(schedule, held):
+    """The planned picture (the page before Start) draws no blocks and says its bubble is not measured yet,
+    beside the formula's; each stage's held microbatches are the schedule's own (GPipe m, 1F1B p − r), not
+    the 0 of a step that has not run."""
+    from fitcore import live
+    from fitcore.config import check
+
+    cfg = replace(PP, schedule=schedule)
+    value = live.planned_payload(check(cfg, gpus=[]))["picture"]["pipeline"]
+    assert value["bubble_measured"] is None and value["bubble_formula"] == pytest.approx(1 / 5)
+    assert [[h["microbatches"] for h in r["held"]] for r in value["ranks"]] == held
+    assert [r["blocks"] for r in value["ranks"]] == [[], []] and value["bytes_between_stages"] == 0

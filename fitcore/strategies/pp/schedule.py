@@ -71,3 +71,16 @@ def schedule_value(
     if memory:
         value["per_rank_memory"] = list(memory)
     return value
+
+
+def planned_value(cfg: FitConfig, labels: Sequence[str]) -> dict:
+    """schedule_value before a run: the activations each stage will hold, read from the schedule's own
+    order (layout.order: GPipe's m, 1F1B's p − r), and nothing measured: no blocks drawn, no bytes, and the
+    measured bubble None (the page says it is not measured yet, beside the formula's)."""
+    runs = layout.order(cfg.schedule, len(labels), cfg.microbatches)
+    planned = [[{"kind": b.kind, "stage": b.stage, "microbatch": b.microbatch, "start": 0.0, "end": 0.0,
+                 "sent": 0} for b in run] for run in runs]  # fmt: skip
+    value = schedule_value(cfg, labels, planned)
+    for rank in value["ranks"]:
+        rank["blocks"] = []
+    return {**value, "bubble_measured": None}

@@ -20,7 +20,7 @@ from fitcore.runner import Snapshot
 from fitcore.strategies.pp import layout
 from fitcore.strategies.pp.layout import hidden
 from fitcore.strategies.pp.name import NAME
-from fitcore.strategies.pp.schedule import schedule_value
+from fitcore.strategies.pp.schedule import planned_value, schedule_value
 from fitcore.text import format_bytes
 from fitcore.view import ranks as rank_view
 from fitcore.view.common import Section, fitted_names, ranks_memory, shown
@@ -121,7 +121,9 @@ def picture_part(cfg: FitConfig, step: Step, devices: list[dict], extra: dict) -
     blocks: the bubble, the held activations, the bytes between stages), each block's unit-time tick (the
     phase walk steps through them) and microbatch on its phase entry, and what each rank holds."""
     blocks, fields = _walk(cfg, step, len(devices))
-    value = schedule_value(cfg, [d["label"] for d in devices], blocks, _memory(extra))
+    labels = [d["label"] for d in devices]
+    # a planned step (no run yet) draws what the schedule will hold and says its bubble is not measured yet
+    value = schedule_value(cfg, labels, blocks, _memory(extra)) if any(blocks) else planned_value(cfg, labels)
     measured = memory_part(devices, _memory(extra))
     return {"pipeline": value, "phase_fields": fields, "param_names": fitted_names(cfg),
             "memory_measured": measured}  # fmt: skip
@@ -168,12 +170,8 @@ def sections(snap: Snapshot | None, cfg: FitConfig | None, plan: DevicePlan | No
     else:
         return []
     labels = tuple(r.device for r in step.replicas)
-    value = schedule_value(config, labels, blocks)
-    if not any(blocks):  # the plan: the activations each stage will hold, from the schedule's order
-        runs = layout.order(config.schedule, len(labels), config.microbatches)
-        planned = [[{"kind": b.kind, "stage": b.stage, "microbatch": b.microbatch, "start": 0.0, "end": 0.0,
-                     "sent": 0} for b in run] for run in runs]  # fmt: skip
-        value = schedule_value(config, labels, planned)
+    # before a run, the plan: the activations each stage will hold, from the schedule's order
+    value = schedule_value(config, labels, blocks) if any(blocks) else planned_value(config, labels)
     split = Section(
         "pp_stages",
         title=t("pp.stages.title"),
