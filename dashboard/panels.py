@@ -133,7 +133,7 @@ def lesson_ui(snap: Snapshot | None, values: dict) -> None:
     view, where it does not push the picture down."""
     match = controls.matching_preset(shown_config(snap, values))
     if match is not None:
-        st.info(f"**{match.title}.** {match.lesson}")
+        st.info(t("page.lesson", title=match.title, lesson=match.lesson))
 
 
 def differences_ui(snap: Snapshot | None, values: dict) -> None:

@@ -207,6 +207,10 @@ def test_the_idle_page_in_chinese_has_no_english_words(zh_page):
     assert untranslated(at) == {}
     # a multiselect without a placeholder shows Streamlit's own English one ("Choose options")
     assert at.multiselect and all(m.proto.placeholder == "请选择…" for m in at.multiselect)
+    # the preset's lesson: its title, then a full-width colon, as Chinese punctuates (not "title. lesson")
+    (lesson,) = [e.value for e in at.info if e.value.startswith("**")]
+    title = at.selectbox(key="preset").format_func(at.selectbox(key="preset").value)
+    assert lesson.startswith(f"**{title}**：") and ".**" not in lesson
     # the ddp choice's own panels, before a run
     at.radio(key="strategy").set_value("ddp")
     at.run()
