@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 from torch.utils.data import DistributedSampler
 
 from fitcore.config import FitConfig
+from fitcore.mesh import DP, coords
 
 MAX_SHARD_INDICES = 5000  # dataset indices kept per rank and epoch in Detail('shards'); counts stay exact
 
@@ -101,13 +103,19 @@ def epoch_shards(
     return shards
 
 
-def epoch_value(layout: Layout, labels, epoch: int, shards: list[list[int]]) -> dict:
-    """One epoch's shards as plain data; entry i of a shard is position rank + i * K of the padded order."""
+def epoch_value(
+    layout: Layout, labels, epoch: int, shards: list[list[int]], shard_of: Sequence[int] | None = None
+) -> dict:
+    """One epoch's shards as plain data, one entry per rank (`labels`); entry i of shard s is position
+    s + i * K of the padded order. `shard_of` gives each rank's shard, its rows' coordinate on the mesh (the
+    ranks of one dp group take the same shard); by default rank r takes shard r."""
     k, n = layout.world_size, layout.data_size
-    ranks, repeated = [], []
-    for rank, shard in enumerate(shards):
-        padded = [index for i, index in enumerate(shard) if is_padding(rank, i, k, n)]
-        repeated += [(rank + i * k, index) for i, index in enumerate(shard) if is_padding(rank, i, k, n)]
+    shard_of = list(shard_of) if shard_of is not None else list(range(len(shards)))
+    repeated = [(s + i * k, index) for s, shard in enumerate(shards) for i, index in enumerate(shard)
+                if is_padding(s, i, k, n)]  # fmt: skip
+    ranks = []
+    for rank, s in enumerate(shard_of):
+        shard = shards[s]
         ranks.append(
             {
                 "rank": rank,
@@ -117,7 +125,7 @@ def epoch_value(layout: Layout, labels, epoch: int, shards: list[list[int]]) -> 
                 "last": shard[-1],
                 "indices": shard[:MAX_SHARD_INDICES],
                 "truncated": len(shard) > MAX_SHARD_INDICES,
-                "padded": padded,
+                "padded": [index for i, index in enumerate(shard) if is_padding(s, i, k, n)],
             }
         )
     return {
@@ -151,7 +159,17 @@ def first_epoch_value(cfg: FitConfig, labels) -> dict:
 
     The run reports this very value; the page shows it before the run starts.
     """
-    layout = Layout(cfg.data_size, len(labels), cfg.batch_size)
-    shards = epoch_shards(cfg.data_size, len(labels), cfg.shuffle, cfg.seed, 1)
-    first = epoch_value(layout, labels, 1, shards)
+    shard_of = row_shards(cfg.mesh_dims, len(labels))
+    layout = Layout(cfg.data_size, max(shard_of) + 1, cfg.batch_size)
+    shards = epoch_shards(cfg.data_size, layout.world_size, cfg.shuffle, cfg.seed, 1)
+    first = epoch_value(layout, labels, 1, shards, shard_of)
     return shards_value(cfg, layout, labels, first, first)
+
+
+def row_shards(dims: Sequence[tuple[str, int]], k: int) -> list[int]:
+    """Each of k ranks' shard of the rows: its `dp` coordinate on the mesh (on dp=2,tp=2, ranks 0 and 1 take
+    shard 0, ranks 2 and 3 shard 1, as DistributedSampler over the dp group deals them); rank r's own where
+    the mesh has no dp dimension."""
+    if DP not in dict(dims):
+        return list(range(k))
+    return [coords(dims, rank)[DP] for rank in range(k)]

@@ -13,6 +13,7 @@ from fitcore.config import FitConfig, validate
 from fitcore.data import least_squares, make_data
 from fitcore.errors import ConfigError
 from fitcore.mesh import DIMS, MAX_DIM, Mesh, MeshError, mesh_of, parse_mesh
+from fitcore.shards import epoch_shards
 from fitcore.split import COLUMNS, ROWS, RankSpan
 from fitcore.strategies.fsdp.layout import planned_sent_2d
 from tests.test_cli import run_cli
@@ -157,6 +158,14 @@ def test_dp_by_tp_reaches_least_squares_each_rank_a_block_of_rows_and_columns(st
         # the formula torchrun's lead rank plans them by (it hears no other rank's measured bytes)
         assert planned_sent_2d(2, 2, 4, True) == (12, 12, 12)
     assert step["step_bytes_total"] == sum(moved.values())
+    # the shards are DistributedSampler's over the dp group, two of 100 rows: ranks 0, 1 take the first
+    shards = result["details"]["shards"]
+    dealt = epoch_shards(200, 2, True, 0, 1)
+    assert (shards["world_size"], shards["rows_per_rank"]) == (2, 100)
+    ranks = shards["first"]["ranks"]
+    assert [(r["count"], r["first"], r["last"]) for r in ranks] == [
+        (100, dealt[dp][0], dealt[dp][-1]) for dp in (0, 0, 1, 1)
+    ]
     # no rank holds the whole model (5 float32 numbers, 20 B): DDP's ranks their 2 columns of W and b
     memory = result["per_rank_memory"]
     assert [m["rank"] for m in memory] == [0, 1, 2, 3] and all(m["parameters"] < 20 for m in memory)
@@ -169,6 +178,29 @@ def test_dp_by_tp_reaches_least_squares_each_rank_a_block_of_rows_and_columns(st
     again = json.loads(replayed[-1])
     assert code == 0 and again["config"]["mesh"] == "dp=2,tp=2" and again["weights"] == result["weights"]
     assert again["first_step"]["replicas"] == step["replicas"]
+
+
+def test_on_a_2d_mesh_the_planned_shards_are_the_dp_groups_and_say_so():
+    """Before a run, the shards panel of a dp=2 x tp=2 mesh deals the rows to the 2 dp groups (100 each), the
+    ranks of a group sharing theirs, as the run's DistributedSampler over dp does; not 4 shards of 50."""
+    from fitcore.i18n import t
+    from fitcore.view.ranks import planned_shards, shards_title
+    from tests.view_helpers import plan_of
+
+    cfg = validate(FitConfig(weights=(5.2, 9.6, -1.0, 2.5), strategy="ddp", mesh="dp=2,tp=2", workers=4,
+                             devices="cpu"))  # fmt: skip
+    value = planned_shards(cfg, plan_of(cfg))
+    dealt = epoch_shards(200, 2, True, 0, 1)
+    assert (value["world_size"], value["rows_per_rank"], value["padding"]) == (2, 100, 0)
+    ranks = value["first"]["ranks"]
+    assert [(r["rank"], r["count"], r["first"], r["last"]) for r in ranks] == [
+        (r, 100, dealt[dp][0], dealt[dp][-1]) for r, dp in enumerate((0, 0, 1, 1))
+    ]
+    assert shards_title(value, "first") == (
+        "Epoch 1: DistributedSampler (set_epoch(0), shuffle=True) deals 200 dataset rows to the 2 dp groups, "
+        "ceil(200 / 2) = 100 each; the 2 ranks of a dp group (its tp ranks) take the same rows"
+    )
+    assert t("view.ranks.planned_mesh").startswith("Step 1, planned: each rank takes ceil(batch size / dp)")
 
 
 @pytest.mark.slow  # spawns 4 ranks

@@ -44,7 +44,7 @@ from fitcore.events import Detail, Event, RunEnded, Status, run_started
 from fitcore.i18n import count, current, set_language, t
 from fitcore.mesh import Mesh
 from fitcore.recording import GROUP
-from fitcore.shards import epoch_shards, epoch_value, shards_value
+from fitcore.shards import epoch_shards, epoch_value, row_shards, shards_value
 from fitcore.train import Control, describe_failure, finished_message
 
 START_TIMEOUT = 180.0  # seconds for every rank to import torch and join the process group
@@ -241,8 +241,9 @@ class _Launch:
         ):
             return
         cfg = self.cfg
-        shards = epoch_shards(cfg.data_size, self.k, cfg.shuffle, cfg.seed, epoch)
-        latest = epoch_value(self.layout, self.labels, epoch, shards)
+        # DistributedSampler over the rows' dimension (dp): the ranks of one dp group take the same shard
+        shards = epoch_shards(cfg.data_size, self.layout.world_size, cfg.shuffle, cfg.seed, epoch)
+        latest = epoch_value(self.layout, self.labels, epoch, shards, row_shards(cfg.mesh_dims, self.k))
         text = ""
         if self._shards_first is None:
             self._shards_first = latest

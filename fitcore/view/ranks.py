@@ -22,7 +22,7 @@ from fitcore.i18n import count, t
 from fitcore.mesh import DP, TP, grid
 from fitcore.recording import GROUP
 from fitcore.runner import Snapshot
-from fitcore.shards import Layout, epoch_shards, epoch_value, first_epoch_value
+from fitcore.shards import Layout, epoch_shards, epoch_value, first_epoch_value, row_shards
 from fitcore.text import plural
 from fitcore.view.common import Section, shape_text, shown
 
@@ -104,10 +104,14 @@ def shards_title(value: dict, which: str = "latest") -> str:
     """What the shard picture shows: the epoch, the sampler's rule and its padding."""
     epoch = value[which]
     n, k, per = value["data_size"], value["world_size"], value["rows_per_rank"]
+    grouped = len(epoch["ranks"]) > k  # a dp x tp mesh: k shards, each dp group's ranks sharing one
+    takers = count("view.count.dp_group" if grouped else "view.count.rank", k)
     text = t(
         "view.shards.deal", epoch=epoch["epoch"], set_epoch=epoch["set_epoch"], shuffle=value["shuffle"],
-        rows=count("view.count.dataset_row", n), ranks=count("view.count.rank", k), n=n, k=k, per=per,
+        rows=count("view.count.dataset_row", n), ranks=takers, n=n, k=k, per=per,
     )  # fmt: skip
+    if grouped:
+        text += t("view.shards.groups", tp=len(epoch["ranks"]) // k)
     if value["padding"]:
         rows = ", ".join(map(str, epoch["repeated"]))
         text += t("view.shards.padding", padded=count("view.count.row", value["padding"]), rows=rows)
@@ -297,11 +301,11 @@ def _shards_source(
 
 def shards_of_epoch(cfg: FitConfig, labels: tuple[str, ...], value: dict, epoch: int) -> dict:
     """One epoch's shards as the run's Detail('shards') gives its first and last: DistributedSampler's."""
-    k = value["world_size"]
+    k, ranks = value["world_size"], value["latest"]["ranks"]  # k shards of the rows, one entry per rank
     layout = Layout(value["data_size"], k, cfg.batch_size)
-    labels = labels if len(labels) == k else tuple(r["device"] for r in value["latest"]["ranks"])
+    labels = labels if len(labels) == len(ranks) else tuple(r["device"] for r in ranks)
     shards = epoch_shards(value["data_size"], k, value["shuffle"], value["seed"], epoch)
-    return epoch_value(layout, labels, epoch, shards)
+    return epoch_value(layout, labels, epoch, shards, row_shards(cfg.mesh_dims, len(labels)))
 
 
 @dataclass(frozen=True)
@@ -338,7 +342,8 @@ def _ranks_section(
     else:
         config, plan = shown(snap, cfg, plan)
         rows = planned_rank_table(config, plan) if config is not None and plan is not None else []
-        caption = t("view.ranks.planned")
+        mesh = config is not None and {DP, TP} <= dict(config.mesh_dims).keys()
+        caption = t("view.ranks.planned_mesh" if mesh else "view.ranks.planned")
     return Section(
         "ranks",
         title=t("view.ranks.title"),
