@@ -108,7 +108,7 @@ def epoch_value(
 ) -> dict:
     """One epoch's shards as plain data, one entry per rank (`labels`); entry i of shard s is position
     s + i * K of the padded order. `shard_of` gives each rank's shard, its rows' coordinate on the mesh (the
-    ranks of one dp group take the same shard); by default rank r takes shard r."""
+    ranks of one tp group, one dp coordinate, take the same shard); by default rank r takes shard r."""
     k, n = layout.world_size, layout.data_size
     shard_of = list(shard_of) if shard_of is not None else list(range(len(shards)))
     repeated = [(s + i * k, index) for s, shard in enumerate(shards) for i, index in enumerate(shard)
@@ -168,8 +168,8 @@ def first_epoch_value(cfg: FitConfig, labels) -> dict:
 
 def row_shards(dims: Sequence[tuple[str, int]], k: int) -> list[int]:
     """Each of k ranks' shard of the rows: its `dp` coordinate on the mesh (on dp=2,tp=2, ranks 0 and 1 take
-    shard 0, ranks 2 and 3 shard 1, as DistributedSampler over the dp group deals them); rank r's own where
-    the mesh has no dp dimension."""
+    shard 0, ranks 2 and 3 shard 1, as DistributedSampler over the dp dimension deals them); rank r's own
+    where the mesh has no dp dimension."""
     if DP not in dict(dims):
         return list(range(k))
     return [coords(dims, rank)[DP] for rank in range(k)]

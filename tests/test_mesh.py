@@ -158,7 +158,7 @@ def test_dp_by_tp_reaches_least_squares_each_rank_a_block_of_rows_and_columns(st
         # the formula torchrun's lead rank plans them by (it hears no other rank's measured bytes)
         assert planned_sent_2d(2, 2, 4, True) == (12, 12, 12)
     assert step["step_bytes_total"] == sum(moved.values())
-    # the shards are DistributedSampler's over the dp group, two of 100 rows: ranks 0, 1 take the first
+    # the shards are DistributedSampler's over dp, two of 100 rows: ranks 0, 1 (dp coordinate 0) the first
     shards = result["details"]["shards"]
     dealt = epoch_shards(200, 2, True, 0, 1)
     assert (shards["world_size"], shards["rows_per_rank"]) == (2, 100)
@@ -180,9 +180,10 @@ def test_dp_by_tp_reaches_least_squares_each_rank_a_block_of_rows_and_columns(st
     assert again["first_step"]["replicas"] == step["replicas"]
 
 
-def test_on_a_2d_mesh_the_planned_shards_are_the_dp_groups_and_say_so():
-    """Before a run, the shards panel of a dp=2 x tp=2 mesh deals the rows to the 2 dp groups (100 each), the
-    ranks of a group sharing theirs, as the run's DistributedSampler over dp does; not 4 shards of 50."""
+def test_on_a_2d_mesh_the_planned_shards_are_the_dp_coordinates_and_say_so():
+    """Before a run, the shards panel of a dp=2 x tp=2 mesh deals the rows to the 2 dp coordinates (100
+    each), the ranks of a tp group sharing theirs, as the run's DistributedSampler over dp does; not 4 shards
+    of 50."""
     from fitcore.i18n import t
     from fitcore.view.ranks import planned_shards, shards_title
     from tests.view_helpers import plan_of
@@ -197,8 +198,9 @@ def test_on_a_2d_mesh_the_planned_shards_are_the_dp_groups_and_say_so():
         (r, 100, dealt[dp][0], dealt[dp][-1]) for r, dp in enumerate((0, 0, 1, 1))
     ]
     assert shards_title(value, "first") == (
-        "Epoch 1: DistributedSampler (set_epoch(0), shuffle=True) deals 200 dataset rows to the 2 dp groups, "
-        "ceil(200 / 2) = 100 each; the 2 ranks of a dp group (its tp ranks) take the same rows"
+        "Epoch 1: DistributedSampler (set_epoch(0), shuffle=True) deals 200 dataset rows to the 2 dp "
+        "coordinates, ceil(200 / 2) = 100 each; the 2 ranks of a tp group (one dp coordinate) take the same "
+        "rows"
     )
     assert t("view.ranks.planned_mesh").startswith("Step 1, planned: each rank takes ceil(batch size / dp)")
 

@@ -241,7 +241,7 @@ class _Launch:
         ):
             return
         cfg = self.cfg
-        # DistributedSampler over the rows' dimension (dp): the ranks of one dp group take the same shard
+        # DistributedSampler over the rows' dimension (dp): the ranks of one tp group take the same shard
         shards = epoch_shards(cfg.data_size, self.layout.world_size, cfg.shuffle, cfg.seed, epoch)
         latest = epoch_value(self.layout, self.labels, epoch, shards, row_shards(cfg.mesh_dims, self.k))
         text = ""

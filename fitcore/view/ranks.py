@@ -104,8 +104,8 @@ def shards_title(value: dict, which: str = "latest") -> str:
     """What the shard picture shows: the epoch, the sampler's rule and its padding."""
     epoch = value[which]
     n, k, per = value["data_size"], value["world_size"], value["rows_per_rank"]
-    grouped = len(epoch["ranks"]) > k  # a dp x tp mesh: k shards, each dp group's ranks sharing one
-    takers = count("view.count.dp_group" if grouped else "view.count.rank", k)
+    grouped = len(epoch["ranks"]) > k  # a dp x tp mesh: a shard per dp coordinate, shared by a tp group
+    takers = count("view.count.dp_coordinate" if grouped else "view.count.rank", k)
     text = t(
         "view.shards.deal", epoch=epoch["epoch"], set_epoch=epoch["set_epoch"], shuffle=value["shuffle"],
         rows=count("view.count.dataset_row", n), ranks=takers, n=n, k=k, per=per,
