@@ -391,8 +391,8 @@ function chipTextWidth(svg, text) {
 }
 
 // A chip's words on as many lines as the box's width needs: at its last space first ("56 B" / "held"),
-// and where a line is still too wide (Chinese has no spaces: "什么也不持有" in a box of eight), between
-// any two CJK characters, as Chinese text breaks. A number keeps its unit ("占用" / "40 B", never
+// and where a line is still too wide, at each space a line needs (the pipeline's footer) and between any
+// two CJK characters, as Chinese text breaks (it has no spaces: "什么也不持有" in a box of eight). A number keeps its unit ("占用" / "40 B", never
 // "占用 40" / "B"), and a word of Latin letters wider than the box keeps its line.
 const CJK_RANGES = "\\u2e80-\\u9fff\\uf900-\\ufaff\\uff00-\\uffef";
 const CJK = new RegExp(`[${CJK_RANGES}]`);
@@ -409,7 +409,7 @@ export function chipLines(text, room, chipWidth) {
   if (cuts.length) {
     const cut = cuts[cuts.length - 1];
     const two = [text.slice(0, cut), text.slice(cut + 1)];
-    if (two.every(fits) || !CJK.test(text)) return two;
+    if (two.every(fits)) return two;
   }
   const lines = [];
   let line = "";

@@ -159,4 +159,11 @@ test("a chip wider than its box takes as many lines as it needs, Chinese broken 
   assert.deepEqual(chipLines("40 B held", 60, width), ["40 B", "held"]);
   assert.deepEqual(chipLines("1 padding", 60, width), ["1", "padding"]);  // a count is no amount: it may break
   assert.ok(chipLines("占用 1.6 kB 的参数和梯度", 90, width).some((line) => line.includes("1.6 kB")));
+  // English too long for two lines split at its last space (the pipeline's footer at 1400 px): each line
+  // fits, broken at spaces, never inside an amount
+  const footer = "Blocks as they ran; hatched: idle (the bubble); F forward, B backward · 400 B to the next stage";
+  const wrapped = chipLines(footer, 400, width);
+  assert.ok(wrapped.length >= 2 && wrapped.every((line) => width(line) + 12 <= 400), wrapped.join("|"));
+  assert.equal(wrapped.join(" "), footer);
+  assert.ok(wrapped.some((line) => line.includes("400 B")));
 });
