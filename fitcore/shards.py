@@ -111,8 +111,9 @@ def epoch_value(
     ranks of one tp group, one dp coordinate, take the same shard); by default rank r takes shard r."""
     k, n = layout.world_size, layout.data_size
     shard_of = list(shard_of) if shard_of is not None else list(range(len(shards)))
-    repeated = [(s + i * k, index) for s, shard in enumerate(shards) for i, index in enumerate(shard)
-                if is_padding(s, i, k, n)]  # fmt: skip
+    # each shard's padding, (its position in the padded order, the repeated row), found once per shard
+    padding = [[(s + i * k, index) for i, index in enumerate(shard) if is_padding(s, i, k, n)]
+               for s, shard in enumerate(shards)]  # fmt: skip
     ranks = []
     for rank, s in enumerate(shard_of):
         shard = shards[s]
@@ -125,14 +126,15 @@ def epoch_value(
                 "last": shard[-1],
                 "indices": shard[:MAX_SHARD_INDICES],
                 "truncated": len(shard) > MAX_SHARD_INDICES,
-                "padded": [index for i, index in enumerate(shard) if is_padding(s, i, k, n)],
+                "padded": [index for _, index in padding[s]],
             }
         )
     return {
         "epoch": epoch,
         "set_epoch": epoch - 1,
         "ranks": ranks,
-        "repeated": [index for _, index in sorted(repeated)],  # the padding, in the order it was appended
+        # the padding, in the order it was appended
+        "repeated": [index for _, index in sorted(p for pads in padding for p in pads)],
     }
 
 

@@ -160,6 +160,7 @@ class _Launch:
         self.itemsize = 0
         self.layout = engine.layout(cfg)
         self.k = cfg.workers
+        self.shard_of = row_shards(cfg.mesh_dims, self.k)  # each rank's shard of the rows (its dp coordinate)
         self.store = self.procs = self.queue = self.gate = self.granter = None
         self.mesh: Mesh | None = None  # the run's mesh, made once the devices are placed
         self.port: int | None = None
@@ -243,7 +244,7 @@ class _Launch:
         cfg = self.cfg
         # DistributedSampler over the rows' dimension (dp): the ranks of one tp group take the same shard
         shards = epoch_shards(cfg.data_size, self.layout.world_size, cfg.shuffle, cfg.seed, epoch)
-        latest = epoch_value(self.layout, self.labels, epoch, shards, row_shards(cfg.mesh_dims, self.k))
+        latest = epoch_value(self.layout, self.labels, epoch, shards, self.shard_of)
         text = ""
         if self._shards_first is None:
             self._shards_first = latest

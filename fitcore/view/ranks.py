@@ -280,7 +280,7 @@ def planned_rank_table(cfg: FitConfig, plan: DevicePlan) -> list[dict[str, Any]]
 
 
 def _shards_source(
-    snap: Snapshot | None, cfg: FitConfig | None, plan: DevicePlan | None
+    snap: Snapshot | None, config: FitConfig | None, plan: DevicePlan | None
 ) -> tuple[str, dict, str] | None:
     """(title, Detail('shards') value, which epoch): the shards of the epoch of the step the picture
     shows, or epoch 1's before a run. The run reports its first and last epoch's; any other is
@@ -292,7 +292,6 @@ def _shards_source(
         if epoch != value["latest"]["epoch"]:
             value = {**value, "latest": shards_of_epoch(snap.config, tuple(snap.devices), value, epoch)}
         return t("view.shards.actual", rule=shards_title(value, "latest")), value, "latest"
-    config, plan = shown(snap, cfg, plan)
     if config is None or plan is None:
         return None
     value = planned_shards(config, plan)
@@ -331,7 +330,7 @@ def _shards_section(title: str, value: dict, which: str, words: RankWords = Rank
 
 
 def _ranks_section(
-    snap: Snapshot | None, cfg: FitConfig | None, value: dict, which: str, plan: DevicePlan | None,
+    snap: Snapshot | None, config: FitConfig | None, value: dict, which: str, plan: DevicePlan | None,
     words: RankWords,
 ) -> Section:
     """Each rank's dataset rows this epoch, and each rank's shapes in the latest step (or the planned one)."""
@@ -340,7 +339,6 @@ def _ranks_section(
         rows = rank_table(step)
         caption = t(words.caption, step=step.step, loss=f"{step.loss:.6g}")
     else:
-        config, plan = shown(snap, cfg, plan)
         rows = planned_rank_table(config, plan) if config is not None and plan is not None else []
         mesh = config is not None and {DP, TP} <= dict(config.mesh_dims).keys()
         caption = t("view.ranks.planned_mesh" if mesh else "view.ranks.planned")
@@ -358,11 +356,13 @@ def rank_sections(
 ) -> list[Section]:
     """The split of a strategy with ranks: which dataset rows each rank got from the sampler this epoch
     (padding marked), then each rank's rows and shapes; `words` are the sentences of the strategy shown."""
-    source = _shards_source(snap, cfg, plan)
+    config, plan = shown(snap, cfg, plan)  # the run's config and plan, or the controls'
+    source = _shards_source(snap, config, plan)
     if source is None:
         return []
     title, value, which = source
-    return [_shards_section(title, value, which, words), _ranks_section(snap, cfg, value, which, plan, words)]
+    ranks = _ranks_section(snap, config, value, which, plan, words)
+    return [_shards_section(title, value, which, words), ranks]
 
 
 def ranks_words(cfg: FitConfig, started: RunStarted) -> str:

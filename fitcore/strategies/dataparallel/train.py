@@ -149,7 +149,8 @@ def _run(cfg, on_event, control, plan, state, clock, t0) -> tuple[Status, Text]:
     direct = raw.fc if model is raw else None
     w_flat = weight.reshape(-1)  # (1, d) -> (d,): a view, read with tolist() after each step
     rows, cuts, in_shape, out_shape = 0, (), (), ()
-    everyone = memoryview(torch.arange(X.shape[0]).numpy())  # the unshuffled epochs' order, 0..N-1
+    # the unshuffled epochs' order, 0..N-1, made once (a shuffled run draws its own order every epoch)
+    everyone = None if cfg.shuffle else memoryview(torch.arange(X.shape[0]).numpy())
     for epoch in range(1, cfg.epochs + 1):
         order = epoch_order(X.shape[0], cfg.shuffle, perm_gen)  # this epoch's row order (None: 0..N-1)
         # a memoryview of the order's memory: its slices' tolist() are the cheapest way to each replica's ids

@@ -73,6 +73,17 @@ def schedule_value(
     return value
 
 
+def step_value(
+    cfg: FitConfig,
+    labels: Sequence[str],
+    blocks: Sequence[Sequence[dict]],
+    memory: Sequence[dict] | None = None,
+) -> dict:
+    """The value the page draws for a step: schedule_value of its blocks as the ranks ran them, or for a
+    planned step (no run yet: no blocks) planned_value."""
+    return schedule_value(cfg, labels, blocks, memory) if any(blocks) else planned_value(cfg, labels)
+
+
 def planned_value(cfg: FitConfig, labels: Sequence[str]) -> dict:
     """schedule_value before a run: the activations each stage will hold, read from the schedule's own
     order (layout.order: GPipe's m, 1F1B's p − r), and nothing measured: no blocks drawn, no bytes, and the

@@ -20,7 +20,7 @@ from fitcore.runner import Snapshot
 from fitcore.strategies.pp import layout
 from fitcore.strategies.pp.layout import hidden
 from fitcore.strategies.pp.name import NAME
-from fitcore.strategies.pp.schedule import planned_value, schedule_value
+from fitcore.strategies.pp.schedule import step_value
 from fitcore.text import format_bytes
 from fitcore.view import ranks as rank_view
 from fitcore.view.common import Section, fitted_names, ranks_memory, shown
@@ -117,14 +117,14 @@ def _memory(extra: dict | None) -> list[dict] | None:
 
 
 def picture_part(cfg: FitConfig, step: Step, devices: list[dict], extra: dict) -> dict:
-    """The live picture's pipeline part: the step's schedule as it ran (schedule_value on the step's own
-    blocks: the bubble, the held activations, the bytes between stages), each block's unit-time tick (the
-    phase walk steps through them) and microbatch on its phase entry, and what each rank holds."""
+    """The live picture's pipeline part: the step's schedule as it ran (step_value of the step's own blocks:
+    the bubble, the held activations, the bytes between stages; before a run, the plan's), each block's
+    unit-time tick (the phase walk steps through them) and microbatch on its phase entry, and what each rank
+    holds."""
     blocks, fields = _walk(cfg, step, len(devices))
-    labels = [d["label"] for d in devices]
-    # a planned step (no run yet) draws what the schedule will hold and says its bubble is not measured yet
-    value = schedule_value(cfg, labels, blocks, _memory(extra)) if any(blocks) else planned_value(cfg, labels)
-    measured = memory_part(devices, _memory(extra))
+    memory = _memory(extra)
+    value = step_value(cfg, [d["label"] for d in devices], blocks, memory)
+    measured = memory_part(devices, memory)
     return {"pipeline": value, "phase_fields": fields, "param_names": fitted_names(cfg),
             "memory_measured": measured}  # fmt: skip
 
@@ -170,8 +170,7 @@ def sections(snap: Snapshot | None, cfg: FitConfig | None, plan: DevicePlan | No
     else:
         return []
     labels = tuple(r.device for r in step.replicas)
-    # before a run, the plan: the activations each stage will hold, from the schedule's order
-    value = schedule_value(config, labels, blocks) if any(blocks) else planned_value(config, labels)
+    value = step_value(config, labels, blocks)  # before a run, what each stage will hold
     split = Section(
         "pp_stages",
         title=t("pp.stages.title"),
