@@ -392,10 +392,9 @@ function chipTextWidth(svg, text) {
 
 // A chip's words on as many lines as the box's width needs: at its last space first ("56 B" / "held"),
 // and where a line is still too wide, at each space a line needs (the pipeline's footer) and between any
-// two CJK characters, as Chinese text breaks (it has no spaces: "什么也不持有" in a box of eight). A number keeps its unit ("占用" / "40 B", never
-// "占用 40" / "B"), and a word of Latin letters wider than the box keeps its line.
+// two CJK characters, as Chinese text breaks (it has no spaces: "什么也不持有" in a box of eight). A number
+// keeps its unit ("占用" / "40 B", never "占用 40" / "B"), and a Latin word wider than the box keeps its line.
 const CJK_RANGES = "\\u2e80-\\u9fff\\uf900-\\ufaff\\uff00-\\uffef";
-const CJK = new RegExp(`[${CJK_RANGES}]`);
 const AMOUNT = "\\d[\\d.,]*[ \\u00a0][kMG]?B\\b";  // "40 B", "1.6 kB": one piece, never broken
 // a line's pieces: an amount, one CJK character, a run of other letters, or the spaces between them
 const PIECES = new RegExp(`${AMOUNT}|[${CJK_RANGES}]|[^\\s${CJK_RANGES}]+|\\s+`, "g");
