@@ -12,10 +12,11 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import classroom, data, follower, lab, panels, run, sidebar, state
-from fitcore import api, i18n, serve
-from fitcore.config import Checked, ConfigError
-from fitcore.i18n import t
-from fitcore.runner import Snapshot
+from fitcore import api, serve
+from fitcore.core import i18n
+from fitcore.core.config import Checked, ConfigError
+from fitcore.core.i18n import t
+from fitcore.runs.runner import Snapshot
 from fitcore.view import controls, link
 
 # Static CSS, no user text in it. One projector screen holds the header, the buttons and the live view with

@@ -1,8 +1,8 @@
 """The wheel's build step: pyproject.toml says what fitcore is; this copies the dashboard's files into it.
 
 app.py, dashboard/, frontend/'s modules and styles, examples/ and .streamlit/config.toml go to fitcore/app/ in
-the built package, where fitcore.paths finds them, so that an installed `fitcore serve` runs the same page as
-`streamlit run app.py` in a checkout. An editable install reads them from the checkout instead.
+the built package, where fitcore.core.paths finds them, so that an installed `fitcore serve` runs the same
+page as `streamlit run app.py` in a checkout. An editable install reads them from the checkout instead.
 """
 
 from pathlib import Path

@@ -15,9 +15,9 @@ all-reduce, n-1 for the others; bus bytes = busbw x t), by least squares on the 
 point's measured time is printed beside the model's, with the error. Each setting's sweep runs `--repeats`
 times and is fitted each time: one sweep's alpha on a shared machine is noise as much as latency, so the link
 keeps the median fit and the spread of the repeats. The two-host fits are merged into
-fitcore/measured_links.json (a rate not run this time keeps its link), which `fitcore whatif --link` and the
-page's What if offer beside the presets. `--quick`: every other size up to 1 MiB, 2 repeats (about a minute
-on two namespace hosts without tbf).
+fitcore/core/measured_links.json (a rate not run this time keeps its link), which `fitcore whatif --link` and
+the page's What if offer beside the presets. `--quick`: every other size up to 1 MiB, 2 repeats (about a
+minute on two namespace hosts without tbf).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import torch
 SIZES = [4 * 4**k for k in range(12)]  # 4 B .. 16 MiB, in float32
 OPS = ("all_reduce", "all_gather", "reduce_scatter")
 ROOT = Path(__file__).resolve().parents[1]
-LINKS_FILE = ROOT / "fitcore" / "measured_links.json"
+LINKS_FILE = ROOT / "fitcore" / "core" / "measured_links.json"
 PORT = 29511
 WORKER_TIMEOUT = 300  # seconds for one setting's whole sweep
 
@@ -240,7 +240,7 @@ def repeated(name: str, sweep, repeats: int) -> dict:
 
 
 def link_entries(fits: dict[str, dict], sizes: list[int]) -> dict[str, dict]:
-    """The two-host fits as links for fitcore.whatif: name, bandwidth, latency, their spread, source."""
+    """The two-host fits as links for fitcore.lab.whatif: name, bandwidth, latency, their spread, source."""
     links = {}
     for rate, fit in fits.items():
         key = "measured-tbf" + rate.removesuffix("mbit") if rate else "measured-veth"

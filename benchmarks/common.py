@@ -20,10 +20,10 @@ from typing import Callable
 
 import torch
 
-from fitcore.config import FitConfig, validate
-from fitcore.events import RunEnded, RunStarted
+from fitcore.core.config import FitConfig, validate
+from fitcore.core.events import RunEnded, RunStarted
+from fitcore.core.train import warm_up
 from fitcore.strategies.dataparallel.train import train
-from fitcore.train import warm_up
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository: `python -m benchmarks.x` runs from here
 clock = time.perf_counter

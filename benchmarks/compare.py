@@ -13,12 +13,12 @@ import subprocess
 import sys
 
 from benchmarks import common
-from fitcore import compare
-from fitcore.config import FitConfig, validate
-from fitcore.traps import Traps
+from fitcore.core.config import FitConfig, validate
+from fitcore.lab import compare
+from fitcore.lab.traps import Traps
 
 # (name, config changes, toggles, traps): the tutorial, the toggles that train more than the three models,
-# and the traps of fitcore.traps, two of them with DDP spawned on gloo
+# and the traps of fitcore.lab.traps, two of them with DDP spawned on gloo
 CASES = (
     ("tutorial (virtual:2)", {}, compare.Toggles(), Traps()),
     ("tutorial on virtual:3 (padding)", {"devices": "virtual:3"}, compare.Toggles(), Traps()),

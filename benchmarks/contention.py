@@ -15,7 +15,7 @@ import sys
 import threading
 
 from benchmarks import common
-from fitcore.runner import Run
+from fitcore.runs.runner import Run
 
 INTERVALS = (0.005, 0.0005)  # seconds: Python's default, and a tenth of it
 

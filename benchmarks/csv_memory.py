@@ -13,8 +13,8 @@ import os
 import tempfile
 import tracemalloc
 
-from fitcore import csvdata
-from fitcore.errors import ConfigError
+from fitcore.core import csvdata
+from fitcore.core.errors import ConfigError
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "houses.csv")
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from benchmarks import common
 from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, streamlit_app
-from fitcore.runner import Run
+from fitcore.runs.runner import Run
 
 STEP = re.compile(r"step (\d+) / (\d+)")
 RATE = re.compile(r"([\d,]+) steps/s")

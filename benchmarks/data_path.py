@@ -18,8 +18,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from benchmarks import common
 from benchmarks.overhead import bare_loop
-from fitcore.data import make_data
-from fitcore.parallel import LinearModel, init_parameters
+from fitcore.core.data import make_data
+from fitcore.core.parallel import LinearModel, init_parameters
 
 TARGETS = {"1M rows, 1 epoch": 20.0, "200 rows, 200 epochs": 3.0}
 

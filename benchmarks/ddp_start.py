@@ -1,10 +1,10 @@
 """Seconds to a run's first picture: DataParallel, DDP (2 and 3 ranks) and FSDP, cold and warm, side by side.
 
 The first picture is the run's first Step event, timed from the trainer's call. Cold is the first run of a
-process that has imported fitcore (for DDP, the forkserver of fitcore.warmstart starts then, and imports
-torch), warm the second run of the same process (the page's every run after its first, on a server whose
-page had DDP chosen a few seconds before Start). Each sample is a fresh process, so every cold run is cold.
-The "spawn" rows start DDP's ranks as fitcore did before the warm start, each importing torch afresh.
+process that has imported fitcore (for DDP, the forkserver of fitcore.engine.warmstart starts then, and
+imports torch), warm the second run of the same process (the page's every run after its first, on a server
+whose page had DDP chosen a few seconds before Start). Each sample is a fresh process, so every cold run is
+cold. The "spawn" rows start DDP's ranks as fitcore did before the warm start, each importing torch afresh.
 
     python -m benchmarks.ddp_start [--quick] [--repeats N]
 """
@@ -36,8 +36,8 @@ TARGET_S = 2.5  # the first picture of a 2-rank run, warm
 
 def first_picture(case: str) -> float:
     """Seconds from the trainer's call to the run's first Step event (the run then goes on to its end)."""
-    from fitcore.events import Step
-    from fitcore.runner import trainer_for
+    from fitcore.core.events import Step
+    from fitcore.runs.runner import trainer_for
 
     cfg = common.config(epochs=3, **CASES[case])
     t0, first = common.clock(), []
@@ -54,7 +54,7 @@ def first_picture(case: str) -> float:
 
 def use_spawn() -> None:
     """Start DDP's ranks with spawn, as before the warm start: each rank imports torch itself."""
-    from fitcore import warmstart
+    from fitcore.engine import warmstart
 
     warmstart.context = lambda: multiprocessing.get_context("spawn")
     warmstart.server_pid = os.getpid  # a spawned rank's parent is this process

@@ -80,7 +80,8 @@ PAGE_ARGS = [
 RUN_SECONDS = re.compile(r"finished \d+ steps in ([\d.]+) s")  # in a finished run's status line
 TOLERANCE = 5e-3  # learned vs lstsq; the page shows 4 decimals and 200 Adam steps get within 3e-4
 SAMPLE_EVERY = 0.1  # seconds between health requests, and between /proc readings
-TRAINING_PREFIX = "fitcore-run-"  # the OS name of a run's thread (fitcore/runner.py), "fitcore-ended" after
+# the OS name of a run's thread (fitcore/runs/runner.py), "fitcore-ended" after
+TRAINING_PREFIX = "fitcore-run-"
 END_STATUSES = ("Finished", "Stopped", "Diverged", "Failed")
 # the abandoned sessions' run: one step a second for hours, so only the pool's reaper can end it
 ABANDONED_FIELDS = {"epochs": "10000"}
@@ -319,8 +320,8 @@ def session_fields(i: int) -> dict[str, str]:
 
 def reference(fields: dict[str, str]) -> tuple[float, ...]:
     """(w1, ..., wd, b): torch.linalg.lstsq on these settings' data, computed here, not read from the page."""
-    from fitcore.config import FitConfig, validate
-    from fitcore.data import least_squares, make_data
+    from fitcore.core.config import FitConfig, validate
+    from fitcore.core.data import least_squares, make_data
 
     cfg = validate(FitConfig.from_mapping(fields))
     weights, bias = least_squares(*make_data(cfg))

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 from benchmarks import common
-from fitcore.runner import Run
+from fitcore.runs.runner import Run
 
 RSS_TARGET_MB = 50
 SNAPSHOT_TARGET_BYTES = 1_000_000

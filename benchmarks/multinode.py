@@ -21,14 +21,14 @@ import signal
 import sys
 from dataclasses import replace
 
-from fitcore import registry
-from fitcore.cliparse import Parser
-from fitcore.config import validate
+from fitcore.core.cliparse import Parser
+from fitcore.core.config import validate
+from fitcore.core.errors import ConfigError
+from fitcore.core.schema import shown
 from fitcore.engine import across
 from fitcore.engine.hosts import HostsError, available
-from fitcore.errors import ConfigError
-from fitcore.flags import flag_error
-from fitcore.schema import shown
+from fitcore.kit.flags import flag_error
+from fitcore.protocols import registry
 
 MAX_SECONDS = 3600.0  # --timeout and --collective-timeout: an hour at most
 

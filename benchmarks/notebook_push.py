@@ -4,7 +4,7 @@ costs the kernel.
     python -m benchmarks.notebook_push [--steps 10000] [--pace 20] [--bare-steps 1000]
 
 Starts JupyterLab on loopback and a headless Chromium, and runs three things in one kernel:
-1. a bare run (fitcore.runner.Run, no widget; after one of 5 steps that pays the first optimizer's cost)
+1. a bare run (fitcore.runs.runner.Run, no widget; after one of 5 steps that pays the first optimizer's cost)
    of --bare-steps at --pace: the kernel's CPU a second for
    training alone;
 2. the same again: the A/A noise floor of that figure;
@@ -34,8 +34,8 @@ MAX_VIEW_SHARE = 0.05  # of one core, for the view's updates
 
 BARE = """\
 import json, time
-from fitcore.config import FitConfig, check
-from fitcore.runner import Run
+from fitcore.core.config import FitConfig, check
+from fitcore.runs.runner import Run
 
 def bare(steps, pace):
     checked = check(FitConfig(epochs=steps))

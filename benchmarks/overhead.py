@@ -18,12 +18,12 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks import common
-from fitcore.data import epoch_batches, make_data
-from fitcore.events import RunEnded, RunStarted
-from fitcore.parallel import LinearModel, init_parameters
-from fitcore.runner import Run
+from fitcore.core.data import epoch_batches, make_data
+from fitcore.core.events import RunEnded, RunStarted
+from fitcore.core.parallel import LinearModel, init_parameters
+from fitcore.core.train import clear_grads, make_optimizer
+from fitcore.runs.runner import Run
 from fitcore.strategies.dataparallel.train import train
-from fitcore.train import clear_grads, make_optimizer
 
 TARGET = 0.90
 

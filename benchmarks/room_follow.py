@@ -45,10 +45,10 @@ def serve(port: int, students: int, run_s: float, hold: float) -> None:
     from starlette.applications import Starlette
 
     from fitcore import api
-    from fitcore.config import FitConfig
+    from fitcore.core.config import FitConfig
+    from fitcore.core.rooms import Rooms
     from fitcore.follow import Followers
-    from fitcore.pool import PoolSettings, RunPool
-    from fitcore.rooms import Rooms
+    from fitcore.runs.pool import PoolSettings, RunPool
     from fitcore.view import quiz
 
     pool = RunPool(PoolSettings(max_active=2, idle_timeout=3600, closed_grace=3600))

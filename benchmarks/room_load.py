@@ -30,7 +30,7 @@ import time
 from urllib.parse import urlencode
 
 from benchmarks.browser import free_port
-from fitcore import identity
+from fitcore.core import identity
 
 TEACHER = "e" * 32
 QUESTION = "rows/1/5b2c00000000"
@@ -45,7 +45,7 @@ def serve(port: int, students: int, hold: float) -> None:
     from starlette.applications import Starlette
 
     from fitcore import api
-    from fitcore.rooms import Rooms
+    from fitcore.core.rooms import Rooms
 
     rooms = Rooms()
     code = rooms.open(TEACHER)

@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from benchmarks import common
 from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS
 from benchmarks.data_path import tutorial
-from fitcore.config import ConfigError, FitConfig, Limits, max_data_size, validate
+from fitcore.core.config import ConfigError, FitConfig, Limits, max_data_size, validate
 
 DOCS = common.ROOT / "docs"
 CHART = "performance-scaling"

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from benchmarks.browser import chromium, streamlit_app
-from fitcore.i18n import t
+from fitcore.core.i18n import t
 
 LINKS = {
     "ddp": "strategy=ddp&devices=cpu&workers=2",

@@ -20,8 +20,8 @@ import torch
 
 from benchmarks import common
 from benchmarks.overhead import bare_loop
-from fitcore.data import make_data
-from fitcore.events import Step
+from fitcore.core.data import make_data
+from fitcore.core.events import Step
 from fitcore.strategies.dataparallel.train import train
 
 FIGURES = ("min", "p10", "p50", "mean")  # µs a step

@@ -13,11 +13,11 @@ import streamlit as st
 
 from dashboard import roomlink
 from dashboard.state import apply_values, control_values, drop_bad_params, get_gpus, get_pool
-from fitcore import i18n, identity, rooms
-from fitcore.config import ConfigError
-from fitcore.events import Status
-from fitcore.pool import RunNotFound
-from fitcore.runner import Snapshot
+from fitcore.core import i18n, identity, rooms
+from fitcore.core.config import ConfigError
+from fitcore.core.events import Status
+from fitcore.runs.pool import RunNotFound
+from fitcore.runs.runner import Snapshot
 from fitcore.view import controls, link, quiz
 from fitcore.view.common import escape_markdown
 

@@ -9,10 +9,10 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.state import archive_current, get_pool
-from fitcore.config import Checked, ConfigError
-from fitcore.i18n import t
-from fitcore.runner import Snapshot
-from fitcore.uploads import server_store
+from fitcore.core.config import Checked, ConfigError
+from fitcore.core.i18n import t
+from fitcore.core.uploads import server_store
+from fitcore.runs.runner import Snapshot
 from fitcore.view import controls, datasource
 from fitcore.view.common import escape_markdown
 
@@ -109,7 +109,7 @@ def fit_batch_to_file() -> None:
 def run_config(values: dict, gpus: dict) -> Checked:
     """The run's config from the controls and the data source, checked with its device plan; a ConfigError
     names the control or file. Checked once for the same controls: the script's every rerun and a Start's
-    callback read the last check, which the pool takes as it is (fitcore.pool.RunPool.submit)."""
+    callback read the last check, which the pool takes as it is (fitcore.runs.pool.RunPool.submit)."""
     ss = st.session_state
     if ss.get("data_source") == "csv" and not values.get("data"):
         raise datasource.field_error(ConfigError("data", "", t("data.need_file")))

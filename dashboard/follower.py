@@ -13,7 +13,7 @@ from dashboard import sidebar
 from dashboard.classroom import leave_room
 from dashboard.panels import live_component, view_settings
 from dashboard.run import error_ui, notices_ui
-from fitcore import i18n
+from fitcore.core import i18n
 
 
 def live_data(code: str) -> dict:

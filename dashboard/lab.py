@@ -1,4 +1,4 @@
-"""The equivalence lab and the what-if projection (fitcore.compare, fitcore.whatif), below the first
+"""The equivalence lab and the what-if projection (fitcore.lab.compare, fitcore.lab.whatif), below the first
 screen."""
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard.panels import PLOT_CONFIG
-from fitcore import links, projection, registry, whatif
-from fitcore.config import Checked, ConfigError, FitConfig, check
-from fitcore.i18n import t
+from fitcore.core import links, projection
+from fitcore.core.config import Checked, ConfigError, FitConfig, check
+from fitcore.core.i18n import t
+from fitcore.lab import whatif
+from fitcore.protocols import registry
 from fitcore.view import controls
 
 COMPARE_MAX_STEPS = 5_000  # the lab trains in the page's own script run: three models, and more per toggle
@@ -44,7 +46,8 @@ def lab_ui(checked: Checked | None) -> None:
 
 
 def compare_ui(checked: Checked) -> None:
-    from fitcore import compare, equivalence
+    from fitcore.kit import equivalence
+    from fitcore.lab import compare
 
     st.caption(t("lab.compare.caption"))
     cols = st.columns(5)
@@ -129,7 +132,7 @@ def compare_ui(checked: Checked) -> None:
 
 def traps_ui():
     """The next traps, grouped under the question each asks; returns a maker of their Traps."""
-    from fitcore.traps import MAX_ACCUMULATE, Traps
+    from fitcore.lab.traps import MAX_ACCUMULATE, Traps
 
     bn, acc, uneven = st.columns(3)
     bn.markdown(t("lab.q.batchnorm"))

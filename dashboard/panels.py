@@ -12,11 +12,14 @@ import streamlit as st
 
 from dashboard.classroom import classroom_data
 from dashboard.state import QUEUED_POLL_MS
-from fitcore import api, i18n, live, registry
-from fitcore.config import Checked, FitConfig
-from fitcore.devices import DevicePlan
-from fitcore.i18n import t
-from fitcore.runner import Snapshot
+from fitcore import api
+from fitcore.core import i18n
+from fitcore.core.config import Checked, FitConfig
+from fitcore.core.devices import DevicePlan
+from fitcore.core.i18n import t
+from fitcore.kit import live
+from fitcore.protocols import registry
+from fitcore.runs.runner import Snapshot
 from fitcore.view import controls, results, status
 from fitcore.view.common import Section, escape_markdown, parameter_names
 
@@ -26,7 +29,7 @@ PLOT_CONFIG = {"displaylogo": False, "displayModeBar": False}  # no toolbar over
 
 @st.cache_resource(show_spinner=False)
 def live_component():
-    """The live view's browser component, registered once per server (fitcore.live says what it reads).
+    """The live view's browser component, registered once per server (fitcore.kit.live says what it reads).
 
     Its script is frontend/component.js, which imports the view's modules from fitcore's static route.
     """

@@ -12,11 +12,11 @@ import streamlit as st
 from dashboard.classroom import obey
 from dashboard.data import run_config, submit_run
 from dashboard.state import archive_current, control_values, get_pool, run_dropped
-from fitcore.config import ConfigError
-from fitcore.events import Status
-from fitcore.i18n import t
-from fitcore.pool import RunNotFound
-from fitcore.runner import Snapshot
+from fitcore.core.config import ConfigError
+from fitcore.core.events import Status
+from fitcore.core.i18n import t
+from fitcore.runs.pool import RunNotFound
+from fitcore.runs.runner import Snapshot
 from fitcore.view import controls
 from fitcore.view.common import escape_markdown
 

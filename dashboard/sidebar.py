@@ -8,11 +8,13 @@ import streamlit as st
 from dashboard.classroom import Obeying, classroom_ui, obey
 from dashboard.data import data_source_ui, replay_ui
 from dashboard.state import KEEP_RUNS, apply_values, clear_overlay, control_values, get_gpus
-from fitcore import i18n, registry, warmstart
-from fitcore.config import MAX_WORKERS, OPTIMIZERS, FitConfig
-from fitcore.devices import MAX_VIRTUAL
-from fitcore.i18n import count, t
-from fitcore.mesh import DP, TP
+from fitcore.core import i18n
+from fitcore.core.config import MAX_WORKERS, OPTIMIZERS, FitConfig
+from fitcore.core.devices import MAX_VIRTUAL
+from fitcore.core.i18n import count, t
+from fitcore.engine import warmstart
+from fitcore.protocols import registry
+from fitcore.protocols.mesh import DP, TP
 from fitcore.view import controls
 
 # the projected page may ask ten times a second: each answer costs the server about a millisecond

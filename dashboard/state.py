@@ -8,13 +8,15 @@ import uuid
 
 import streamlit as st
 
-from fitcore import api, i18n, identity, live
-from fitcore.config import FitConfig
-from fitcore.devices import cuda_gpus
-from fitcore.errors import Text
-from fitcore.events import Status
-from fitcore.pool import RunNotFound, RunPool, server_pool
-from fitcore.runner import Snapshot
+from fitcore import api
+from fitcore.core import i18n, identity
+from fitcore.core.config import FitConfig
+from fitcore.core.devices import cuda_gpus
+from fitcore.core.errors import Text
+from fitcore.core.events import Status
+from fitcore.kit import live
+from fitcore.runs.pool import RunNotFound, RunPool, server_pool
+from fitcore.runs.runner import Snapshot
 from fitcore.view import controls, datasource, link
 
 # The live view asks the server for news this often (ms): a request costs the server well under a millisecond,
@@ -118,8 +120,8 @@ def drop_bad_params() -> None:
 
 
 def browser_signature(owner: str) -> str:
-    """The server's signature of this browser's owner id (fitcore.identity), kept in a cookie beside it: an
-    answer in a room counts, and a room opens, for a signed id only. The one the browser holds is kept; a
+    """The server's signature of this browser's owner id (fitcore.core.identity), kept in a cookie beside it:
+    an answer in a room counts, and a room opens, for a signed id only. The one the browser holds is kept; a
     new one is given within the address's bound, else none (its runs are its own, nothing it says counts)."""
     held = st.context.cookies.get(api.SIGNED_COOKIE)
     if identity.signed(owner, held):

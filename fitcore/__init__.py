@@ -2,12 +2,12 @@
 
 This module is the top floor: before anything else it registers the strategies (the built-in packages in
 `BUILTIN`, the default first, then any an installed package declares under the `fitcore.strategies` entry
-point), so that every module below finds them in fitcore.registry, which imports none of them.
+point), so that every module below finds them in fitcore.protocols.registry, which imports none of them.
 """
 
 from importlib.metadata import entry_points
 
-from fitcore import registry
+from fitcore.protocols import registry
 from fitcore.strategies import dataparallel, ddp, fsdp, pp, tp
 
 BUILTIN = (dataparallel, ddp, fsdp, tp, pp)  # the registry's list: one line per strategy, the default first
@@ -17,14 +17,15 @@ for _point in entry_points(group="fitcore.strategies"):  # an outside package's 
     registry.register(_point.load())
 
 # the library's API, imported once the registry is filled
-from fitcore.config import ConfigError, FitConfig, Limits, validate  # noqa: E402
-from fitcore.devices import DevicePlan, cuda_gpus, parse_devices  # noqa: E402
-from fitcore.events import Replica, RunEnded, RunStarted, Status, Step  # noqa: E402
-from fitcore.parallel import chunk_sizes  # noqa: E402
-from fitcore.runner import Run, Snapshot  # noqa: E402
+from fitcore.core.config import ConfigError, FitConfig, Limits, validate  # noqa: E402
+from fitcore.core.devices import DevicePlan, cuda_gpus, parse_devices  # noqa: E402
+from fitcore.core.events import Replica, RunEnded, RunStarted, Status, Step  # noqa: E402
+from fitcore.core.parallel import chunk_sizes  # noqa: E402
 
-# each strategy's training function is its package's (fitcore.strategies); fitcore.train holds what they share
-from fitcore.train import Control  # noqa: E402
+# each strategy's training function is its package's (fitcore.strategies); fitcore.core.train holds what they
+# share
+from fitcore.core.train import Control  # noqa: E402
+from fitcore.runs.runner import Run, Snapshot  # noqa: E402
 
 __all__ = [
     "ConfigError",

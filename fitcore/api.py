@@ -25,10 +25,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from fitcore import i18n, identity, live, paths, registry
-from fitcore.follow import Followers
-from fitcore.pool import RunNotFound, RunPool, server_pool
-from fitcore.rooms import (
+from fitcore.core import i18n, identity, paths
+from fitcore.core.rooms import (
     CODE_PATTERN,
     MAX_VOTERS,
     QUESTION_PATTERN,
@@ -37,9 +35,13 @@ from fitcore.rooms import (
     Rooms,
     server_rooms,
 )
+from fitcore.follow import Followers
+from fitcore.kit import live
+from fitcore.protocols import registry
+from fitcore.runs.pool import RunNotFound, RunPool, server_pool
 
 OWNER_COOKIE = "fitcore_owner"
-SIGNED_COOKIE = "fitcore_signed"  # the server's signature of the owner id (fitcore.identity)
+SIGNED_COOKIE = "fitcore_signed"  # the server's signature of the owner id (fitcore.core.identity)
 # the run this browser's live view showed live last (frontend/mount.js keeps it while the run is active): a
 # page whose server no longer has that run (it restarted) says so once, where it would otherwise show Ready
 LIVE_RUN_COOKIE = "fitcore_run"
@@ -50,7 +52,7 @@ MAX_SINCE = 10**12
 SINCE_PATTERN = re.compile(r"[0-9]{1,13}")
 LIVE_PATH, BYE_PATH = "/fitcore/live", "/fitcore/bye"
 PAUSE_PATH = "/fitcore/pause"  # the Pause button's press, sent by the live view at once (frontend/mount.js)
-ROOM_PATH, ANSWER_PATH = "/fitcore/room", "/fitcore/room/answer"  # a class's room (fitcore.rooms)
+ROOM_PATH, ANSWER_PATH = "/fitcore/room", "/fitcore/room/answer"  # a class's room (fitcore.core.rooms)
 WALK_PATH = "/fitcore/room/walk"  # the teacher's picture's phase, which the students' pictures follow
 REVEAL_PATH = "/fitcore/room/reveal"  # the teacher reveals the room's question, from the picture
 MAX_STEP = 10**9
@@ -101,7 +103,7 @@ def live_handler(
     followers: Followers | None = None,
 ):
     """GET /fitcore/live?run=<id>&since=<step>&lang=<en|zh>: the run's payload after step `since`
-    (fitcore.live), its words in `lang` (English without one). With `room=<code>`: a student's page, the
+    (fitcore.kit.live), its words in `lang` (English without one). With `room=<code>`: a student's page, the
     room's teacher's run (fitcore.follow), read-only, whatever run id it names."""
     followers = followers or Followers(get_pool, get_rooms)
 
@@ -209,8 +211,8 @@ def room_handler(get_rooms: Callable[[], Rooms] = server_rooms):
 
 def answer_handler(get_rooms: Callable[[], Rooms] = server_rooms):
     """POST /fitcore/room/answer?room=<code>&q=<question>&choice=<0-7>: this browser's answer, counted once
-    (204). 403 for a browser the server's page did not sign (fitcore.identity), one that does not follow the
-    room from its page, or the room's teacher; 400 for a choice the question lacks; 409 where it does not
+    (204). 403 for a browser the server's page did not sign (fitcore.core.identity), one that does not follow
+    the room from its page, or the room's teacher; 400 for a choice the question lacks; 409 where it does not
     count now (another question, revealed, answered already, the room full)."""
 
     async def handle(request: Request) -> Response:

@@ -9,24 +9,25 @@ import signal
 import sys
 from pathlib import Path
 
-from fitcore import paths, registry
-from fitcore.cliparse import Parser, command, error_line
-from fitcore.config import ConfigError, FitConfig, integer_range
-from fitcore.console import data_lines, final_lines, group_line, shard_lines, summary_lines
-from fitcore.csvdata import data_result
+from fitcore.core import paths
+from fitcore.core.cliparse import Parser, command, error_line
+from fitcore.core.config import ConfigError, FitConfig, integer_range
+from fitcore.core.csvdata import data_result
+from fitcore.core.errors import Listed, Text
+from fitcore.core.events import Detail, RunStarted, Status, Step
+from fitcore.core.i18n import t
+from fitcore.core.outfiles import Pending, check_outputs
+from fitcore.core.schema import dumps
+from fitcore.core.train import Control
+from fitcore.core.uploads import shown_path
 from fitcore.engine.torchrun import exit_rank, torchrun_env
-from fitcore.errors import Listed, Text
-from fitcore.events import Detail, RunStarted, Status, Step
-from fitcore.flags import add_training_flags, config_from_args, flag_error
-from fitcore.i18n import t
-from fitcore.outfiles import Pending, check_outputs
-from fitcore.recording import GROUP, Recorder, check_recordable, replayer
-from fitcore.recording import read as read_recording
-from fitcore.runner import trainer_for
-from fitcore.schema import dumps
-from fitcore.trace import TraceBuilder
-from fitcore.train import Control
-from fitcore.uploads import shown_path
+from fitcore.kit.flags import add_training_flags, config_from_args, flag_error
+from fitcore.protocols import registry
+from fitcore.runs.console import data_lines, final_lines, group_line, shard_lines, summary_lines
+from fitcore.runs.recording import GROUP, Recorder, check_recordable, replayer
+from fitcore.runs.recording import read as read_recording
+from fitcore.runs.runner import trainer_for
+from fitcore.runs.trace import TraceBuilder
 from fitcore.view.results import result_dict
 
 
@@ -88,11 +89,12 @@ def _silence_stdout() -> None:
 def main(argv: list[str]) -> int:
     """`python -m fitcore [flags]` and its subcommands; returns the exit status."""
     if argv[:1] == ["check"]:  # the subcommands; every other command line parses as it always has
-        from fitcore.check import main as check_main
+        from fitcore.kit.check import main as check_main
 
         return check_main(argv[1:])
     if argv[:1] in (["compare"], ["whatif"]):
-        from fitcore import compare, whatif_cli
+        from fitcore import whatif_cli
+        from fitcore.lab import compare
 
         return {"compare": compare, "whatif": whatif_cli}[argv[0]].main(argv[1:])
     if argv[:1] == ["replay"]:
@@ -192,7 +194,7 @@ def examples_main(argv: list[str]) -> int:
 
 def data_source(cfg: FitConfig) -> dict:
     """A CSV run's source: the file, its checksum, its columns and their standardisation."""
-    from fitcore import csvdata
+    from fitcore.core import csvdata
 
     return csvdata.source(cfg)
 

@@ -11,7 +11,7 @@ import contextlib
 import io
 import os
 
-from fitcore.i18n import t
+from fitcore.core.i18n import t
 
 COMMANDS = ((), ("replay",), ("examples",), ("check",), ("compare",), ("whatif",))
 WIDTH = "100"  # the help's line width on the page (argparse wraps to $COLUMNS)

@@ -1,8 +1,8 @@
 """A room's students follow its teacher's run: one copy of each update, made once and sent to every student.
 
 A student's live view polls GET /fitcore/live?room=<code>&run=<the run it shows>&since=<its last step>
-(fitcore.api). The room names its teacher (fitcore.rooms, on the server only); the teacher's latest run is
-the run followed. Each update of that run (its Run.stamp moves) is made into one JSON answer per language,
+(fitcore.api). The room names its teacher (fitcore.core.rooms, on the server only); the teacher's latest run
+is the run followed. Each update of that run (its Run.stamp moves) is made into one JSON answer per language,
 with the last FOLLOW_WINDOW steps of its history, and every student who polled within them gets that very
 answer: the charts merge the steps they already hold. A student whose page shows another run (the teacher
 started a new one), or who fell further behind, gets a whole answer of its own, once.
@@ -21,11 +21,12 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from fitcore import i18n, live
-from fitcore.events import Status
-from fitcore.pool import RunNotFound, RunPool
-from fitcore.rooms import Rooms, RoomState
-from fitcore.runner import Snapshot
+from fitcore.core import i18n
+from fitcore.core.events import Status
+from fitcore.core.rooms import Rooms, RoomState
+from fitcore.kit import live
+from fitcore.runs.pool import RunNotFound, RunPool
+from fitcore.runs.runner import Snapshot
 from fitcore.view import quiz
 
 FOLLOW_WINDOW = 64  # steps of history a shared answer carries: a page that polled within them merges it

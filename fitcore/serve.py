@@ -1,6 +1,6 @@
 """`fitcore serve [streamlit flags]`: the dashboard, as `streamlit run app.py [flags]` runs it in a checkout.
 
-It runs the app.py that fitcore.paths finds (the installed package's, or the checkout's), from that app's
+It runs the app.py that fitcore.core.paths finds (the installed package's, or the checkout's), from that app's
 folder so that Streamlit reads the project's .streamlit/config.toml (theme, headless, upload limit) there;
 every flag goes to `streamlit run` as it is (`--server.port 8502`, `--server.address 127.0.0.1`).
 """
@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 
-from fitcore import paths
+from fitcore.core import paths
 
 
 def command(argv: list[str]) -> list[str]:

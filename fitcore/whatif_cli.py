@@ -1,4 +1,5 @@
-"""`python -m fitcore whatif`: the projection's flags, its table for a terminal, its JSON (fitcore.whatif)."""
+"""`python -m fitcore whatif`: the projection's flags, its table for a terminal, its JSON
+(fitcore.lab.whatif)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,16 @@ import dataclasses
 import math
 import sys
 
-from fitcore.cliparse import Parser, command, error_line
-from fitcore.config import parse_number
-from fitcore.errors import ConfigError, Listed, Text
-from fitcore.flags import add_training_flags, checked_from_args, flag_error
-from fitcore.i18n import t
-from fitcore.links import LINKS, link_name
-from fitcore.projection import state_bytes
-from fitcore.schema import dumps
-from fitcore.text import pad
-from fitcore.whatif import (
+from fitcore.core.cliparse import Parser, command, error_line
+from fitcore.core.config import parse_number
+from fitcore.core.errors import ConfigError, Listed, Text
+from fitcore.core.i18n import t
+from fitcore.core.links import LINKS, link_name
+from fitcore.core.projection import state_bytes
+from fitcore.core.schema import dumps
+from fitcore.core.text import pad
+from fitcore.kit.flags import add_training_flags, checked_from_args, flag_error
+from fitcore.lab.whatif import (
     DEVICE_COUNTS,
     DEVICE_FLOPS,
     MAX_DEVICES,
@@ -85,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _number(flag: str, raw: str, allowed: Text, kind: type = float) -> float:
-    """A flag's number, read by the one number parser of fitcore.config (ASCII digits only), or refused."""
+    """A flag's number, read by the config's one number parser (ASCII digits only), or refused."""
     try:
         value = parse_number(flag, str(raw), kind)
     except ConfigError:

@@ -6,7 +6,7 @@
 // (one state per mount), and a rerun updates it instead of building a second poller or DOM.
 //
 // data = {payload, owner, endpoint, bye, poll_ms, queued_poll_ms, smoothing, overlay, plotly, lang, texts, push}:
-// app.py's live_data; payload is fitcore/live.py's payload with since=0; texts are the view's words in
+// app.py's live_data; payload is fitcore/kit/live.py's payload with since=0; texts are the view's words in
 // the page's language (words.js).
 
 import { chartFigure, chartRoomChanged, disposeCharts, renderCharts } from "./charts.js";
@@ -83,7 +83,7 @@ function createState(parentElement) {
 
 // The browser's owner id lives in a cookie, sent with the page's websocket and with every poll: a reload,
 // or the address opened again in this browser, finds this browser's runs; another browser has its own.
-// The server's signature of it (fitcore/identity.py) lives beside it: a room counts a signed browser's answer.
+// The server's signature of it (fitcore/core/identity.py) lives beside it: a room counts a signed browser's answer.
 function keepOwner(owner, signed) {
   if (!/^[0-9a-f]{32}$/.test(owner)) return;
   const cookies = document.cookie.split("; ");

@@ -30,12 +30,14 @@ from urllib.parse import parse_qs, urlparse
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # fitcore's catalog, run as `python frontend/preview.py`
-from fitcore import i18n, live, registry  # noqa: E402
-from fitcore.config import FitConfig, check  # noqa: E402
-from fitcore.events import Step  # noqa: E402
-from fitcore.memory import memory_part  # noqa: E402
-from fitcore.phases import StepPhases  # noqa: E402
-from fitcore.shards import Layout, epoch_shards  # noqa: E402
+from fitcore.core import i18n  # noqa: E402
+from fitcore.core.config import FitConfig, check  # noqa: E402
+from fitcore.core.events import Step  # noqa: E402
+from fitcore.core.memory import memory_part  # noqa: E402
+from fitcore.core.phases import StepPhases  # noqa: E402
+from fitcore.core.shards import Layout, epoch_shards  # noqa: E402
+from fitcore.kit import live  # noqa: E402
+from fitcore.protocols import registry  # noqa: E402
 
 STATIC = "/fitcore/static/"
 MODULE = re.compile(r"[a-z_]+\.(js|css)")  # the files fitcore/api.py serves from frontend/
@@ -116,7 +118,7 @@ SCENARIOS = {
 
 
 def chunk_sizes(n: int, k: int) -> list[int]:
-    """tensor.chunk(k)'s rows: chunks of ceil(n / k) and a smaller last one (fitcore.parallel's rule)."""
+    """tensor.chunk(k)'s rows: chunks of ceil(n / k) and a smaller last one (fitcore.core.parallel's rule)."""
     size = math.ceil(n / k)
     full, rest = divmod(n, size)
     return [size] * full + ([rest] if rest else [])
@@ -246,7 +248,7 @@ def picture(run: FakeRun, step: int) -> dict | None:
 
 
 def sharded_picture(run: FakeRun, step: int) -> dict:
-    """The sharding strategy's picture as fitcore.live makes it from a Step: its ranks' rows
+    """The sharding strategy's picture as fitcore.kit.live makes it from a Step: its ranks' rows
     (DistributedSampler's shards), its collectives' specs and bytes (its layout's), each rank's shard and
     planned bytes (its view's picture part). Only the times and the losses are made up."""
     sc = run.scenario
@@ -279,9 +281,9 @@ def sharded_picture(run: FakeRun, step: int) -> dict:
 
 
 def columns_picture(run: FakeRun, step: int) -> dict:
-    """The columns strategy's picture as fitcore.live makes it from a Step: every rank the whole batch and its
-    own columns (its view's planned step), its all-reduce's bytes (its layout's formula on the batch), each
-    rank's planned memory. Only the times and the loss are made up."""
+    """The columns strategy's picture as fitcore.kit.live makes it from a Step: every rank the whole batch and
+    its own columns (its view's planned step), its all-reduce's bytes (its layout's formula on the batch),
+    each rank's planned memory. Only the times and the loss are made up."""
     sc = run.scenario
     cfg = FitConfig(weights=sc.weights, bias=sc.bias, data_size=sc.rows, batch_size=sc.rows, epochs=sc.total,
                     strategy=sc.strategy, devices="cpu", workers=sc.devices)  # fmt: skip

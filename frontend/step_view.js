@@ -77,7 +77,7 @@ function pictureWidth(state) {
 // run animates through its phases they are only marked, so that a click never lands on a pill that a
 // redraw has just replaced (a pipeline's ten or more ticks redraw them many times a second).
 // A pill named by torch's own function (scatter, allreduce) keeps that name, with its word in the page's
-// language beside it where that differs (fitcore/locales/glossary.json: "scatter 分发"), as the title says it.
+// language beside it where that differs (fitcore/core/locales/glossary.json: "scatter 分发"), as the title says it.
 function gloss(name) {
   const key = `glossary.${name}`;
   const word = tr(key);

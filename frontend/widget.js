@@ -6,7 +6,7 @@
 // a run's history, nor plotly.js):
 //   view -> kernel  {type: "hello"}: this view is new, send the whole run (or the planned step);
 //                   {type: "control", action}: a button; {type: "plotly"}: plotly.js, once per page;
-//   kernel -> view  {type: "payload", payload, replace}: fitcore/live.py's payload, whole or the steps after
+//   kernel -> view  {type: "payload", payload, replace}: fitcore/kit/live.py's payload, whole or the steps after
 //                   the last one sent; {type: "plotly"} with the file as its one buffer.
 // Synced state: lang and texts (the view's words), labels (the buttons' words, the page's own), error (one
 // line, shown in the widget: a bad argument, a failed push) and note (what this host cannot do).

@@ -1,5 +1,5 @@
-// The live view's words (its i18n): fitcore/locales/live.json in the page's language, handed over by
-// app.py as data.texts ({key: text}, from fitcore.i18n.browser_texts("live.")) with data.lang ("en"|"zh").
+// The live view's words (its i18n): fitcore/core/locales/live.json in the page's language, handed over by
+// app.py as data.texts ({key: text}, from fitcore.core.i18n.browser_texts("live.")) with data.lang ("en"|"zh").
 // Numbers and names go in as {fields}, so each language keeps its own word order.
 //
 // A key this page was not given shows as the key itself ("live.box.idle"): a text that bypasses the catalog

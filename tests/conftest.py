@@ -12,7 +12,7 @@ import threading
 import pytest
 from hypothesis import settings
 
-from fitcore import i18n
+from fitcore.core import i18n
 from tests.helpers import FakeClock
 
 # The same examples on every run and every machine, and no example database written into the tree: a

@@ -1,6 +1,6 @@
 """A strategy that lives in tests/ only: `solo`, one device, nothing split.
 
-It is registered through the public registration (`fitcore.registry.register`, what an installed
+It is registered through the public registration (`fitcore.protocols.registry.register`, what an installed
 package's `fitcore.strategies` entry point does) and gives every hook of the `Strategy` contract, each the
 smallest true one: its training is one device's (the dataparallel loop on `cpu`, which splits nothing), its
 picture is its own drawer (tests/solo_drawer.js, which the page serves and imports as it would an installed
@@ -16,14 +16,14 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fitcore import check
-from fitcore.devices import parse_devices
-from fitcore.equivalence import Trainer, max_diff
-from fitcore.projection import Projection
-from fitcore.registry import Strategy
+from fitcore.core.devices import parse_devices
+from fitcore.core.projection import Projection
+from fitcore.kit import check
+from fitcore.kit.equivalence import Trainer, max_diff
+from fitcore.protocols.registry import Strategy
 
 if TYPE_CHECKING:  # the config its hooks read, bound to the registry's C
-    from fitcore.config import FitConfig
+    from fitcore.core.config import FitConfig
 
 NAME = "solo"
 LABEL = "One device"
@@ -53,8 +53,8 @@ def _view():
 
 def _check_rows(machine) -> list:
     def run() -> check.Verified:
-        from fitcore.config import FitConfig, validate
-        from fitcore.data import least_squares, make_data
+        from fitcore.core.config import FitConfig, validate
+        from fitcore.core.data import least_squares, make_data
 
         cfg = validate(FitConfig(strategy=NAME, devices="cpu", epochs=300, data_size=64, batch_size=64))
         ended = _train(cfg)

@@ -18,9 +18,10 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route
 
-from fitcore import api, identity
-from fitcore.config import FitConfig
-from fitcore.pool import PoolSettings, RunPool
+from fitcore import api
+from fitcore.core import identity
+from fitcore.core.config import FitConfig
+from fitcore.runs.pool import PoolSettings, RunPool
 from tests.helpers import wait_for
 
 ALICE, BOB = "a" * 32, "b" * 32

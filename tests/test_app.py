@@ -21,11 +21,11 @@ import torch
 from streamlit.testing.v1 import AppTest
 from torch.utils.data import DistributedSampler
 
-from fitcore import registry
-from fitcore.config import FitConfig
-from fitcore.data import make_data
-from fitcore.i18n import t
-from fitcore.pool import RunNotFound, close_server_pool
+from fitcore.core.config import FitConfig
+from fitcore.core.data import make_data
+from fitcore.core.i18n import t
+from fitcore.protocols import registry
+from fitcore.runs.pool import RunNotFound, close_server_pool
 from fitcore.view import controls
 from fitcore.view.common import WORD_JOINER
 from tests.helpers import wait_for
@@ -97,7 +97,7 @@ def wait_until_ended(at: AppTest) -> AppTest:
 
 
 def live_view(at: AppTest) -> dict:
-    """What the page gave its live view (the browser component) on its last run: fitcore.live's payload
+    """What the page gave its live view (the browser component) on its last run: fitcore.kit.live's payload
     and the settings the browser polls with."""
     found = [e for e in at.get("bidi_component") if e.proto.component_name == "fitcore_live"]
     assert len(found) == 1
@@ -257,8 +257,8 @@ def test_an_edited_app_py_keeps_the_one_server_pool(page, tmp_path):
 def test_a_start_checks_the_controls_once_and_its_run_gets_that_plan(page, monkeypatch):
     # the settings are read once: the render's check of unchanged controls is the one a Start submits, the
     # pool takes it as it is, and the run's trainer gets the very plan that check made
-    from fitcore import config
-    from fitcore import pool as pool_module
+    from fitcore.core import config
+    from fitcore.runs import pool as pool_module
 
     checks = []
 
@@ -402,8 +402,8 @@ def test_pause_and_step_during_a_long_step_draw_a_paused_runs_buttons(page, monk
     # each step takes 0.3 s, so Pause comes while one is under way; the run holds once it has ended, and the
     # rerun that the click makes waits for the hold: it draws Resume and Step, not the running run's Pause
     # (a browser would keep those until the next rerun), and after Step it shows the step that Step ran
-    from fitcore import pool as pool_module
-    from fitcore.events import Step
+    from fitcore.core.events import Step
+    from fitcore.runs import pool as pool_module
 
     real = pool_module.trainer_for
 
@@ -962,8 +962,8 @@ def test_one_device_is_the_checked_plans_count_of_devices_against_the_gpus_the_r
     machine is one device, on a two-GPU machine two, a recording's `cuda:5` on a laptop the one it ran on,
     and controls not valid yet (no plan) none."""
     from dashboard.panels import page_title
-    from fitcore.config import check
-    from fitcore.devices import GPU
+    from fitcore.core.config import check
+    from fitcore.core.devices import GPU
 
     one, two = [GPU(0, "H100", 80 << 30)], [GPU(0, "H100", 80 << 30), GPU(1, "H100", 80 << 30)]
     split, whole = t(registry.strategy(registry.DEFAULT).words["title"]), t("page.title.one_device")

@@ -10,9 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fitcore import csvdata, live, recording, registry
-from fitcore.events import Status
-from fitcore.uploads import KEEP_PER_KIND, UploadStore, safe_name
+from fitcore.core import csvdata
+from fitcore.core.events import Status
+from fitcore.core.uploads import KEEP_PER_KIND, UploadStore, safe_name
+from fitcore.kit import live
+from fitcore.protocols import registry
+from fitcore.runs import recording
 from fitcore.view import datasource, results
 from fitcore.view.status import status_line
 from tests import test_app
@@ -202,7 +205,7 @@ def test_a_ddp_replay_shows_ddps_title_and_no_lesson_of_the_sidebars_preset(page
 
 
 def test_a_replaced_upload_lets_its_table_go(page, tmp_path):
-    from fitcore import csvdata
+    from fitcore.core import csvdata
 
     at = upload_csv(page(), "houses.csv", HOUSES.read_bytes())
     first = at.session_state["csv_path"]

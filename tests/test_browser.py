@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.browser import CHROMIUM, chromium, streamlit_app
-from fitcore.i18n import t
+from fitcore.core.i18n import t
 from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]

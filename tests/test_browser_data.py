@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fitcore import recording
+from fitcore.runs import recording
 from tests import test_browser
 from tests.helpers import wait_for
 

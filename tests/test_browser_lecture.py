@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.browser import chromium, free_port, streamlit_app
-from fitcore.i18n import t
+from fitcore.core.i18n import t
 from tests.helpers import wait_for
 from tests.test_browser import ARTIFACTS, _require_browser, status, step_of
 

@@ -25,7 +25,7 @@ from benchmarks.notebook_host import (
     run_cells,
     views,
 )  # fmt: skip
-from fitcore import i18n
+from fitcore.core import i18n
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.browser import chromium, free_port
-from fitcore.i18n import t
+from fitcore.core.i18n import t
 from tests.test_browser import ARTIFACTS, _require_browser
 
 ROOT = Path(__file__).resolve().parents[1]

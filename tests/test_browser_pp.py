@@ -14,7 +14,7 @@ import time
 import pytest
 
 from benchmarks.browser import open_room
-from fitcore.i18n import t
+from fitcore.core.i18n import t
 from fitcore.strategies.pp import layout
 from tests.helpers import wait_for
 from tests.test_browser import browser, server  # noqa: F401  (module fixtures: one server, one Chromium)

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from benchmarks.browser import open_room
-from fitcore.i18n import t
+from fitcore.core.i18n import t
 from tests import test_browser
 from tests.helpers import wait_for
 from tests.test_browser import ARTIFACTS, inside, open_page

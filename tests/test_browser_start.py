@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.start_race import LINKS, one_try
-from fitcore.i18n import t
+from fitcore.core.i18n import t
 from tests.helpers import shadow_texts, wait_for
 from tests.test_browser import browser, server  # noqa: F401  (module fixtures: one server, one Chromium)
 

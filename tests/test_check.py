@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 import torch
 
-import fitcore.check as check
+import fitcore.kit.check as check
 import fitcore.strategies.dataparallel.check as dp_check
 import fitcore.strategies.ddp.check as ddp_check
 import fitcore.strategies.fsdp.check as fsdp_check
 import fitcore.strategies.pp.check as pp_check
 import fitcore.strategies.tp.check as tp_check
-from fitcore import registry
-from fitcore.check import CheckFailed, Machine, Row, Verified, plan_rows, probe, run_row
 from fitcore.cli import main as cli_main
-from fitcore.devices import GPU
+from fitcore.core.devices import GPU
+from fitcore.kit.check import CheckFailed, Machine, Row, Verified, plan_rows, probe, run_row
+from fitcore.protocols import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_GPU = Machine("3.11", "2.13.0+cpu", None, None, (), nccl=False, gloo=True)

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from fitcore import i18n
-from fitcore.live import short_label
+from fitcore.core import i18n
+from fitcore.kit.live import short_label
 from fitcore.view import quiz
 from tests import test_app
 from tests.helpers import wait_for
@@ -203,7 +203,7 @@ RUN_BUTTONS = ("start", "pause", "resume", "step", "stop", "reset")
 
 @pytest.mark.slow  # four sessions of the page: about 6 s on 2 cores
 def test_a_rooms_students_follow_the_teachers_run_and_the_tally_stays_the_teachers(page):
-    from fitcore import rooms
+    from fitcore.core import rooms
     from fitcore.view import controls
 
     teacher = page(ASK)
@@ -272,7 +272,7 @@ def test_a_rooms_students_follow_the_teachers_run_and_the_tally_stays_the_teache
 
 
 def test_a_student_joins_by_the_links_short_code_or_by_typing_it_and_a_wrong_one_is_one_line(page):
-    from fitcore import rooms
+    from fitcore.core import rooms
 
     teacher = page(ASK)
     teacher.button(key="room_open").click().run()
@@ -294,7 +294,7 @@ def test_a_student_joins_by_the_links_short_code_or_by_typing_it_and_a_wrong_one
 
 
 def test_closing_the_room_tells_its_students_calmly(page):
-    from fitcore import rooms
+    from fitcore.core import rooms
 
     teacher = page(ASK)
     teacher.button(key="room_open").click().run()

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from fitcore.cli import main
-from fitcore.config import FitConfig
-from fitcore.devices import parse_devices
-from fitcore.events import Step
+from fitcore.core.config import FitConfig
+from fitcore.core.devices import parse_devices
+from fitcore.core.events import Step
 
 cli_mod = importlib.import_module("fitcore.cli")
 ROOT = Path(__file__).resolve().parents[1]
@@ -359,7 +359,7 @@ def test_a_ranked_strategy_without_torchrun_is_refused_under_torchrun_with_one_l
     registers without a torchrun trainer is refused with one line, never run as another strategy."""
     import dataclasses
 
-    from fitcore import registry
+    from fitcore.protocols import registry
 
     env = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
     for name, value in env.items():

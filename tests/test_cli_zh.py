@@ -12,16 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from fitcore import check, i18n, registry
-from fitcore.check import Row, Verified
 from fitcore.cli import main
-from fitcore.config import FitConfig, validate
-from fitcore.console import final_lines, group_line, rank_step_lines, shard_lines
+from fitcore.core import i18n
+from fitcore.core.config import FitConfig, validate
+from fitcore.core.errors import ConfigError
+from fitcore.core.events import Step
+from fitcore.core.shards import Layout, first_epoch_value
 from fitcore.engine.rank import final_value, group_value
-from fitcore.errors import ConfigError
-from fitcore.events import Step
-from fitcore.recording import read as read_recording
-from fitcore.shards import Layout, first_epoch_value
+from fitcore.kit import check
+from fitcore.kit.check import Row, Verified
+from fitcore.protocols import registry
+from fitcore.runs.console import final_lines, group_line, rank_step_lines, shard_lines
+from fitcore.runs.recording import read as read_recording
 
 ROOT = Path(__file__).resolve().parents[1]
 HAN = re.compile(r"[\u4e00-\u9fff]")
@@ -177,7 +179,7 @@ def test_a_config_error_renders_in_the_language_it_is_read_in():
 
 
 def test_counts_in_refusals_follow_the_language():
-    from fitcore.config import Limits
+    from fitcore.core.config import Limits
 
     with pytest.raises(ConfigError) as info:
         validate(FitConfig(epochs=3, batch_size=100), Limits(max_steps=5))
@@ -244,7 +246,7 @@ def test_check_table_in_chinese(capsys, monkeypatch):
     assert re.split(r"\s{2,}", out[5].strip()) == ["dataparallel cuda:0", "跳过，原因：没有 CUDA GPU", "-"]
     assert out[-1] == "check：全部正常（2 项通过，0 项失败，1 项跳过）"
     # the columns line up on a terminal, where a Chinese character takes two columns
-    from fitcore.text import width
+    from fitcore.core.text import width
 
     starts = {width(line[: line.index(word)]) for line, word in ((out[0], "结果"), (out[2], "通过"))}
     assert len(starts) == 1

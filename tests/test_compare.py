@@ -7,13 +7,13 @@ import math
 
 import pytest
 
-from fitcore import registry
 from fitcore.cli import main
-from fitcore.compare import run, same_as_one_device, verdict
-from fitcore.config import FitConfig, validate
-from fitcore.devices import parse_devices
-from fitcore.equivalence import TOL, Toggles, first_divergent, schedule
-from fitcore.lab import train_all
+from fitcore.core.config import FitConfig, validate
+from fitcore.core.devices import parse_devices
+from fitcore.kit.equivalence import TOL, Toggles, first_divergent, schedule
+from fitcore.kit.labmath import train_all
+from fitcore.lab.compare import run, same_as_one_device, verdict
+from fitcore.protocols import registry
 
 # small and quick: 20 epochs of 4 batches, SGD so that a constant scale of the gradient shows
 SMALL = FitConfig(data_size=24, batch_size=6, epochs=20, optimizer="sgd", lr=0.05, devices="virtual:2")
@@ -280,8 +280,8 @@ def test_a_page_bounds_the_steps_it_compares():
 def test_simulated_fsdp_is_torchs_fully_shard_on_gloo():
     """The lab's FSDP column against the real fully_shard run on 2 gloo ranks, step by step: even shards and
     a mean loss meet one device to 1e-5, uneven ones (padding) carry DDP's difference, measured."""
+    from fitcore.core.events import Step
     from fitcore.engine.launcher import launch
-    from fitcore.events import Step
 
     for rows, differs in ((12, False), (11, True)):
         cfg = validate(FitConfig(weights=(5.2, 9.6, -1.0), data_size=rows, batch_size=4, epochs=4,

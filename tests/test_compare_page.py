@@ -10,8 +10,8 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from fitcore import registry
-from fitcore.pool import close_server_pool
+from fitcore.protocols import registry
+from fitcore.runs.pool import close_server_pool
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -69,7 +69,7 @@ def test_whatif_measures_then_projects_with_the_label(at):
     assert any(c.value == "projected, not measured" for c in at.caption)
     assert at.metric[0].label == "Measured here: compute per step"
     rows = table(at, "memory")
-    from fitcore import whatif
+    from fitcore.lab import whatif
 
     assert len(rows) == 5 * len(whatif.STRATEGIES)  # every projection x 2, 8, 64, 256, 1024 devices
     zero3 = rows[(rows["strategy"] == "ZeRO-3 / FSDP") & (rows["devices"] == 8)]
@@ -101,7 +101,8 @@ def test_whatif_measures_then_projects_with_the_label(at):
 
 
 def test_whatif_on_a_measured_link_says_what_its_repeats_spanned(at):
-    from fitcore import links, whatif
+    from fitcore.core import links
+    from fitcore.lab import whatif
 
     link = links.LINKS["measured-tbf100"]
     at.selectbox(key="wi_link").select("measured-tbf100").run()

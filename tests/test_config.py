@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from fitcore import errors
-from fitcore.config import (
+from fitcore.core import errors
+from fitcore.core.config import (
     GATHER_ROWS,
     ConfigError,
     FitConfig,
@@ -16,7 +16,7 @@ from fitcore.config import (
     max_data_size,
     validate,
 )
-from fitcore.devices import GPU
+from fitcore.core.devices import GPU
 
 GPUS = [GPU(0, "A", 16 << 30), GPU(1, "B", 16 << 30)]
 PLENTY = 64 << 30  # bytes of memory, so that only the memory tests depend on it

@@ -23,15 +23,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fitcore import api, check, cli, compare, i18n, live, recording, registry, whatif
-from fitcore.config import FitConfig, validate
-from fitcore.data import least_squares, make_data
-from fitcore.devices import parse_devices
-from fitcore.events import RunEnded, RunStarted, Step
-from fitcore.phases import ring_bytes
-from fitcore.pool import RunPool
-from fitcore.projection import Projection
-from fitcore.split import COLUMNS, ROWS, WHOLE
+from fitcore import api, cli
+from fitcore.core import i18n
+from fitcore.core.config import FitConfig, validate
+from fitcore.core.data import least_squares, make_data
+from fitcore.core.devices import parse_devices
+from fitcore.core.events import RunEnded, RunStarted, Step
+from fitcore.core.phases import ring_bytes
+from fitcore.core.projection import Projection
+from fitcore.kit import check, live
+from fitcore.lab import compare, whatif
+from fitcore.protocols import registry
+from fitcore.protocols.split import COLUMNS, ROWS, WHOLE
+from fitcore.runs import recording
+from fitcore.runs.pool import RunPool
 from fitcore.view.contract import StrategyView
 from tests import solo_strategy, test_app, test_static, zero_strategy
 from tests.helpers import installed_site, wait_for
@@ -81,7 +86,7 @@ def test_every_function_a_builtin_strategy_hooks_is_held_to_its_type_by_the_chec
     the floor's types, for mypy; a function a record names and that file does not bind fails here. Lambdas
     and a package's private helpers in its __init__.py are the record's own and are left out."""
     import fitcore
-    from fitcore.registry import Hook
+    from fitcore.protocols.registry import Hook
     from tests import typed_contracts
 
     parts = [value for value in vars(typed_contracts).values() if isinstance(value, tuple)]
@@ -145,7 +150,8 @@ def test_every_hook_a_record_names_resolves_to_what_it_says(name):
     assert forwarders == []  # no function that imports a module to call it: the record names it instead
 
 
-# each hook as its consumers call it: the arguments it is given (fitcore.registry.Strategy's docstring)
+# each hook as its consumers call it: the arguments it is given (fitcore.protocols.registry.Strategy's
+# docstring)
 CALLS = {
     "steps_per_epoch": ("cfg",), "train": ("cfg", "on_event"), "torchrun": ("cfg", "on_event"),
     "step_lines": ("step",), "markdown": (), "bytes_of_step": ("rows", "k", "d", "itemsize", "cfg"),

@@ -7,12 +7,12 @@ import dataclasses
 import pytest
 import torch
 
-from fitcore import i18n
-from fitcore.config import ConfigError, FitConfig, validate
-from fitcore.data import make_data
-from fitcore.devices import GPU
-from fitcore.parallel import chunk_sizes
-from fitcore.registry import STRATEGIES
+from fitcore.core import i18n
+from fitcore.core.config import ConfigError, FitConfig, validate
+from fitcore.core.data import make_data
+from fitcore.core.devices import GPU
+from fitcore.core.parallel import chunk_sizes
+from fitcore.protocols.registry import STRATEGIES
 from fitcore.view import controls, link, status
 from tests.view_helpers import run_to_end, trained_steps
 
@@ -25,7 +25,7 @@ PAGE_PRESETS = ["tutorial", "uneven", "few_rows", "high_lr", "noisy"]  # DataPar
 
 
 def strategy_presets() -> list[str]:
-    from fitcore import registry
+    from fitcore.protocols import registry
 
     assert set(STRATEGY_PRESETS) == set(registry.NAMES)
     return [key for name in registry.NAMES for key in STRATEGY_PRESETS[name]]

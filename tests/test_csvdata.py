@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from fitcore import csvdata
-from fitcore.config import ConfigError, FitConfig, validate
-from fitcore.data import least_squares, make_data
-from fitcore.events import Status
+from fitcore.core import csvdata
+from fitcore.core.config import ConfigError, FitConfig, validate
+from fitcore.core.data import least_squares, make_data
+from fitcore.core.events import Status
 from fitcore.strategies.dataparallel.train import train
 from tests.test_cli import run_cli
 
@@ -174,7 +174,7 @@ def test_a_missing_file_is_one_line_naming_it_as_given(tmp_path, monkeypatch, ca
 
 def test_an_uploaded_file_is_named_by_its_own_name_not_the_servers_directory(tmp_path):
     # a page's upload lies under the store's directory; its refusal says `houses.csv`, as the user knows it
-    from fitcore.uploads import UploadStore, shown_path
+    from fitcore.core.uploads import UploadStore, shown_path
 
     store = UploadStore(str(tmp_path / "store"))
     saved = store.save("owner", "csv", "houses.csv", b"price\n1\n")
@@ -394,8 +394,8 @@ def test_config_fields_round_trip():
 
 @pytest.mark.slow
 def test_ddp_ranks_read_the_same_rows_of_the_file(tmp_path):
+    from fitcore.core.events import Detail
     from fitcore.engine.launcher import launch
-    from fitcore.events import Detail
 
     path = tmp_path / "exact.csv"
     X = exact_csv(path, rows=61)  # odd: DistributedSampler pads rank 1's shard with a repeated row

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fitcore.config import FitConfig
-from fitcore.data import GATHER_ROWS, batch_indices, epoch_batches, least_squares, make_data, take
+from fitcore.core.config import FitConfig
+from fitcore.core.data import GATHER_ROWS, batch_indices, epoch_batches, least_squares, make_data, take
 
 
 def test_make_data_is_the_linear_model_exactly_without_noise():

@@ -23,17 +23,19 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DistributedSampler
 
-from fitcore import cli, registry, warmstart
-from fitcore.config import MAX_WORKERS, ConfigError, FitConfig, validate
-from fitcore.data import least_squares, make_data
-from fitcore.devices import GPU
+from fitcore import cli
+from fitcore.core.config import MAX_WORKERS, ConfigError, FitConfig, validate
+from fitcore.core.data import least_squares, make_data
+from fitcore.core.devices import GPU
+from fitcore.core.events import Detail, RunEnded, RunStarted, Step
+from fitcore.core.parallel import LinearModel, init_parameters
+from fitcore.core.shards import Layout, epoch_shards, epoch_value, shards_value
+from fitcore.core.train import make_optimizer
+from fitcore.engine import warmstart
 from fitcore.engine.launcher import launch
 from fitcore.engine.torchrun import TorchrunEnv, config_for_torchrun, torchrun_env
-from fitcore.events import Detail, RunEnded, RunStarted, Step
-from fitcore.parallel import LinearModel, init_parameters
-from fitcore.runner import Run
-from fitcore.shards import Layout, epoch_shards, epoch_value, shards_value
-from fitcore.train import make_optimizer
+from fitcore.protocols import registry
+from fitcore.runs.runner import Run
 from fitcore.view.ranks import row_owners, shard_table
 from tests.helpers import PauseWatch, wait_for
 from tests.view_helpers import plan_of
@@ -101,7 +103,8 @@ def assert_all_gone(details: dict) -> None:
     for pid in details["group"]["pids"]:
         assert not Path(f"/proc/{pid}").exists(), f"rank process {pid} is still there"
     assert multiprocessing.active_children() == []
-    # the ranks are the forkserver's children (fitcore.warmstart), which waits for the next run with none
+    # the ranks are the forkserver's children (fitcore.engine.warmstart), which waits for the next run with
+    # none
     server = warmstart.server_pid()
     assert server is not None and Path(f"/proc/{server}").exists()
     assert children_of(server) == []
@@ -220,7 +223,7 @@ def test_cuda_with_one_rank_per_gpu_is_valid():
     ],
 )  # fmt: skip
 def test_cli_bad_workers_exit_2_with_one_line(argv, message, capsys, monkeypatch):
-    monkeypatch.setattr("fitcore.devices.cuda_gpus", lambda: [])  # a machine without GPUs
+    monkeypatch.setattr("fitcore.core.devices.cuda_gpus", lambda: [])  # a machine without GPUs
     assert cli.main(["--strategy", "ddp", *argv]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and message in err
@@ -360,9 +363,9 @@ def test_a_killed_rank_fails_the_run_without_hanging(no_leftover_threads):
 
 KILLED_CALLER = """
 import json, time
-from fitcore import warmstart
-from fitcore.config import FitConfig, validate
-from fitcore.runner import Run
+from fitcore.engine import warmstart
+from fitcore.core.config import FitConfig, validate
+from fitcore.runs.runner import Run
 
 run = Run(validate(FitConfig(strategy="ddp", devices="cpu", workers=2, epochs=10_000)), pace=25).start()
 while run.snapshot().step < 1:
@@ -477,7 +480,7 @@ def test_reference_is_least_squares_at_convergence():
 @pytest.mark.slow  # spawns ranks
 def test_a_rank_that_raises_fails_the_run_with_its_message():
     """A plan naming a GPU this machine lacks: the rank raises, and its message ends the run."""
-    from fitcore.devices import DevicePlan
+    from fitcore.core.devices import DevicePlan
 
     plan = DevicePlan("cuda", "cuda:7", ("cuda:7",), (7,))
     cfg = validate(replace(SMALL, workers=1))

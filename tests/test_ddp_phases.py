@@ -19,12 +19,12 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from fitcore.config import FitConfig, validate
+from fitcore.core.config import FitConfig, validate
+from fitcore.core.events import Replica, Step
+from fitcore.core.phases import BACKWARD, LOAD
+from fitcore.core.shards import Layout, epoch_shards
 from fitcore.engine.launcher import launch
 from fitcore.engine.rank import ranks_phases, table_ids
-from fitcore.events import Replica, Step
-from fitcore.phases import BACKWARD, LOAD
-from fitcore.shards import Layout, epoch_shards
 from fitcore.strategies.ddp.phases import (
     ALLREDUCE,
     ALLREDUCE_END,
@@ -107,11 +107,11 @@ def test_torchrun_steps_carry_every_ranks_phases_and_ids(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(
         "import json, sys\n"
-        "from fitcore.config import FitConfig, validate\n"
+        "from fitcore.core.config import FitConfig, validate\n"
         "import fitcore\n"
-        "from fitcore import registry\n"
+        "from fitcore.protocols import registry\n"
         "from fitcore.engine.torchrun import exit_rank\n"
-        "from fitcore.events import Step\n"
+        "from fitcore.core.events import Step\n"
         "cfg = validate(FitConfig(devices='cpu', strategy='ddp', epochs=3, workers=2))\n"
         "steps = []\n"
         "keep = lambda e: steps.append(e) if isinstance(e, Step) else None\n"

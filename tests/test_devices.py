@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import fitcore.devices as devices
-from fitcore.config import ConfigError
-from fitcore.devices import GPU, cuda_gpus, parse_devices
+import fitcore.core.devices as devices
+from fitcore.core.config import ConfigError
+from fitcore.core.devices import GPU, cuda_gpus, parse_devices
 
 GPUS = [GPU(0, "A", 16 << 30), GPU(1, "B", 16 << 30)]
 EMULATED_LABELS = tuple(f"virtual:{i} (emulated on CPU)" for i in range(8))

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from fitcore import recording, registry
 from fitcore.cli import build_parser
+from fitcore.protocols import registry
+from fitcore.runs import recording
 from fitcore.view import controls, link
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +68,7 @@ def test_the_help_names_every_strategy(capsys):
 
 @pytest.mark.parametrize("readme, lang", [("docs/guide/class.md", "en"), ("docs/guide/class.zh.md", "zh")])
 def test_the_lesson_script_lists_its_presets(readme, lang):
-    from fitcore import i18n
+    from fitcore.core import i18n
 
     text = (ROOT / readme).read_text(encoding="utf-8")
     (line,) = [i for i, row in enumerate(text.splitlines()) if "`script=lesson`" in row][:1]
@@ -112,4 +113,4 @@ def test_the_readmes_drawing_of_the_layers_is_the_architecture_pages(name):
         return blocks[0]
 
     readme, page = ((ROOT / n).read_text(encoding="utf-8") for n in (name, "docs/architecture.md"))
-    assert drawing(readme) == drawing(page) and "the registry: registry" in drawing(page)
+    assert drawing(readme) == drawing(page) and "the registry: protocols/registry" in drawing(page)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from fitcore.events import Step
-from fitcore.phases import step_bytes
-from fitcore.recording import read
+from fitcore.core.events import Step
+from fitcore.core.phases import step_bytes
+from fitcore.runs.recording import read
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.fitrec"))
 

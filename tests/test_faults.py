@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import fitcore.cli as cli
 from fitcore import serve
-from fitcore.events import RunEnded
+from fitcore.core.events import RunEnded
 
 ROOT = Path(__file__).resolve().parents[1]
 HOUSES = ROOT / "examples" / "houses.csv"

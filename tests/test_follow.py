@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fitcore import api
-from fitcore.config import FitConfig
+from fitcore.core.config import FitConfig
+from fitcore.core.rooms import RoomNotFound, Rooms
 from fitcore.follow import FOLLOW_WINDOW, Followers
-from fitcore.pool import PoolSettings, RunPool
-from fitcore.rooms import RoomNotFound, Rooms
+from fitcore.runs.pool import PoolSettings, RunPool
 from fitcore.view import quiz
 from tests.helpers import wait_for
 from tests.test_api import FAR, call, owner_cookie

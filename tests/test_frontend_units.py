@@ -14,7 +14,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from fitcore import live, registry
+from fitcore.kit import live
+from fitcore.protocols import registry
 from fitcore.strategies.dataparallel import phases
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def strategy_phases() -> dict[str, list[str]]:
     """{drawer key: the phase names its strategy records}, from each strategy's `phases` hook, and the
-    engine's grid of a 2-D mesh (fitcore.live.MESH_DRAWER), whatever runs its dp dimension."""
+    engine's grid of a 2-D mesh (fitcore.kit.live.MESH_DRAWER), whatever runs its dp dimension."""
     assert registry.strategy(registry.DEFAULT).phases() == phases.DATAPARALLEL_PHASES
     return {**{s.drawer: list(s.phases()) for s in registry.STRATEGIES.values()},
             live.MESH_DRAWER: list(live.MESH_PHASES)}  # fmt: skip

@@ -14,12 +14,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fitcore.config import FitConfig
-from fitcore.data import least_squares, make_data
+from fitcore.core.config import FitConfig
+from fitcore.core.data import least_squares, make_data
+from fitcore.core.events import Detail, RunEnded, RunStarted, Step
+from fitcore.core.memory import held, held_bytes
+from fitcore.core.parallel import LinearModel, init_parameters
+from fitcore.core.train import make_optimizer
 from fitcore.engine.launcher import launch
-from fitcore.events import Detail, RunEnded, RunStarted, Step
-from fitcore.memory import held, held_bytes
-from fitcore.parallel import LinearModel, init_parameters
 from fitcore.strategies.dataparallel.memory import dataparallel_memory
 from fitcore.strategies.ddp.memory import ddp_memory
 from fitcore.strategies.ddp.phases import allreduce_bytes  # FSDP's ring counts as DDP's
@@ -35,7 +36,6 @@ from fitcore.strategies.fsdp.layout import (
     shard_rows,
 )
 from fitcore.strategies.fsdp.rank import ColumnLinear
-from fitcore.train import make_optimizer
 from tests.test_ddp import reference
 
 # 3 features, 16 rows: 8 rows a rank on 2 ranks, 2 a step, 4 steps an epoch; no padding: even shards

@@ -25,13 +25,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from fitcore import api, registry
+from fitcore import api
 from fitcore.cli import build_parser, config_from_args, main
-from fitcore.config import MAX_WORKERS, ConfigError, FitConfig, Limits, validate
-from fitcore.devices import GPU, parse_devices
-from fitcore.errors import SHOWN_CHARS, PathValue
-from fitcore.errors import ConfigError as BaseConfigError
-from fitcore.pool import CLASSROOM_LIMITS
+from fitcore.core.config import MAX_WORKERS, ConfigError, FitConfig, Limits, validate
+from fitcore.core.devices import GPU, parse_devices
+from fitcore.core.errors import SHOWN_CHARS, PathValue
+from fitcore.core.errors import ConfigError as BaseConfigError
+from fitcore.protocols import registry
+from fitcore.runs.pool import CLASSROOM_LIMITS
 from fitcore.view.controls import (
     CONTROL_FIELDS,
     PACE_CHOICES,

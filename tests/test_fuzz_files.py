@@ -17,9 +17,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fitcore import csvdata, recording
-from fitcore.errors import ConfigError
-from fitcore.recording import Recording, RecordingError
+from fitcore.core import csvdata
+from fitcore.core.errors import ConfigError
+from fitcore.runs import recording
+from fitcore.runs.recording import Recording, RecordingError
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = (ROOT / "examples" / "dataparallel-virtual3.fitrec").read_text(encoding="utf-8").splitlines()
@@ -183,7 +184,7 @@ CONFIG_VALUE = st.one_of(
 def test_a_recording_with_any_config_value_is_read_or_refused_with_its_line(key, value):
     import sys
 
-    from fitcore.config import FitConfig, validate
+    from fitcore.core.config import FitConfig, validate
 
     lines = list(EXAMPLE)
     started = json.loads(lines[1])

@@ -17,12 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fitcore import live, registry
 from fitcore.cli import main
-from fitcore.errors import ConfigError
-from fitcore.events import Status
-from fitcore.recording import read, replayer
-from fitcore.runner import Run
+from fitcore.core.errors import ConfigError
+from fitcore.core.events import Status
+from fitcore.kit import live
+from fitcore.protocols import registry
+from fitcore.runs.recording import read, replayer
+from fitcore.runs.runner import Run
 from fitcore.view import datasource
 from tests.recordings import craft
 

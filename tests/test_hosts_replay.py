@@ -1,4 +1,5 @@
-"""A run across two hosts, replayed: the picture's payload names each rank's host (fitcore.live.with_hosts).
+"""A run across two hosts, replayed: the picture's payload names each rank's host
+(fitcore.kit.live.with_hosts).
 
 examples/ddp-2hosts.fitrec was recorded by `python -m benchmarks.multinode` (2 namespace hosts, 2 ranks each,
 torchrun's c10d rendezvous, rank 0 recording); the timeline and the ring draw from these fields
@@ -8,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fitcore import live
-from fitcore.events import Status
-from fitcore.recording import read, replayer
-from fitcore.runner import Run
+from fitcore.core.events import Status
+from fitcore.kit import live
+from fitcore.runs.recording import read, replayer
+from fitcore.runs.runner import Run
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "ddp-2hosts.fitrec"
 

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from fitcore import i18n
+from fitcore.core import i18n
 
 FIELD = re.compile(r"\{(\w*)[^{}]*\}")
 HAN = re.compile(r"[\u4e00-\u9fff]")

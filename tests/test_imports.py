@@ -115,27 +115,28 @@ def test_no_import_circle_counting_every_import_statement(package):
 def test_a_typing_only_import_counts():
     """The check sees the `if TYPE_CHECKING:` blocks: a package binds the registry's config type there (its
     `Strategy[FitConfig]`), an edge the runtime graph leaves out."""
-    assert "fitcore.config" in import_graph("fitcore")["fitcore.strategies.ddp"]
-    assert "fitcore.config" not in import_graph("fitcore", typing=False)["fitcore.strategies.ddp"]
+    assert "fitcore.core.config" in import_graph("fitcore")["fitcore.strategies.ddp"]
+    assert "fitcore.core.config" not in import_graph("fitcore", typing=False)["fitcore.strategies.ddp"]
     graph = import_graph("fitcore")
-    graph["fitcore.registry"] = graph["fitcore.registry"] | {"fitcore.config"}  # the circle undone
-    (found,) = [c for c in circles(graph) if "fitcore.config" in c]
-    assert {"fitcore.config", "fitcore.registry", "fitcore.i18n"} <= set(found)
+    registry = "fitcore.protocols.registry"
+    graph[registry] = graph[registry] | {"fitcore.core.config"}  # the circle undone
+    (found,) = [c for c in circles(graph) if "fitcore.core.config" in c]
+    assert {"fitcore.core.config", "fitcore.protocols.registry", "fitcore.core.i18n"} <= set(found)
 
 
 def test_the_circle_finder_finds_a_lazy_circle():
     """The check can fail: a lazy import back from a module it imports is a circle."""
     graph = import_graph("fitcore")
-    graph["fitcore.config"] = graph["fitcore.config"] | {"fitcore.engine.launcher"}
-    (found,) = [c for c in circles(graph) if "fitcore.config" in c]
-    assert {"fitcore.config", "fitcore.engine.launcher"} <= set(found)
+    graph["fitcore.core.config"] = graph["fitcore.core.config"] | {"fitcore.engine.launcher"}
+    (found,) = [c for c in circles(graph) if "fitcore.core.config" in c]
+    assert {"fitcore.core.config", "fitcore.engine.launcher"} <= set(found)
 
 
 def test_the_registry_imports_no_strategy_and_the_top_floor_registers_them():
     graph = import_graph("fitcore")
-    # the registry imports no strategy, nor anything that imports one or the registry: only the floor's leaves
-    # a strategy's record names (fitcore.split, fitcore.mesh: its split, its mesh dimension), and theirs
-    below, todo = set(), list(graph["fitcore.registry"])
+    # the registry imports no strategy, nor anything that imports one or the registry: only the leaves
+    # a strategy's record names (protocols/split.py and mesh.py: its split, its mesh dimension), and theirs
+    below, todo = set(), list(graph["fitcore.protocols.registry"])
     while todo:
         m = todo.pop()
         if m not in below:
@@ -185,7 +186,7 @@ def drawn_layers(page: str | None = None) -> list[tuple[frozenset[str], bool]]:
     layers, key = [], "page"
     while key:
         names = boxes[key].split(": ", 1)[1]
-        modules = {n.strip() for n in re.split(r"[·|]", names)}
+        modules = {n.strip().rstrip("/").replace("/", ".") for n in re.split(r"[·|]", names)}
         layers.append((frozenset(m if m == "dashboard" else f"fitcore.{m}" for m in modules), "|" in names))
         key = below.get(key)
     return layers
@@ -197,7 +198,7 @@ def test_the_drawing_is_the_layers_contract():
     drawn, kept = drawn_layers(), contract_layers()
     assert len(drawn) == 9 and drawn == kept
     assert kept[3] == (frozenset({"fitcore.strategies"}), False)  # every package, a new one too
-    assert kept[-2] == (frozenset({"fitcore.registry"}), False)
+    assert kept[-2] == (frozenset({"fitcore.protocols.registry"}), False)
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
     peers = [c for c in contracts["contracts"] if c["type"] == "independence"]
     assert [c["modules"] for c in peers] == [["fitcore.strategies.*"]]  # and the packages are peers
@@ -206,27 +207,38 @@ def test_the_drawing_is_the_layers_contract():
 def test_a_box_drawn_out_of_place_is_found():
     """The check can fail: the registry drawn below mesh and split no longer matches the contract."""
     text = (ROOT / "docs/architecture.md").read_text(encoding="utf-8")
-    swapped = text.replace('"the registry: registry"', '"the registry: mesh · split"').replace(
-        '"the leaves: mesh · split"', '"the leaves: registry"'
+    swapped = text.replace('"the registry: protocols/registry"', '"the registry: protocols/mesh"').replace(
+        '"the leaves: protocols/mesh · protocols/split"', '"the leaves: protocols/registry · protocols/split"'
     )
     assert swapped != text and drawn_layers(swapped) != contract_layers()
 
 
-def test_every_module_of_fitcore_stands_in_one_layer():
-    """A new module takes its place in the drawing and the contract: every module and subpackage of fitcore
-    is in exactly one layer (the strategies' packages in their folder's, a namespace that imports nothing)."""
-    top = {
-        f"fitcore.{p.stem}" for p in (ROOT / "fitcore").iterdir()
-        if (p.suffix == ".py" or (p / "__init__.py").exists()) and p.stem != "__init__"
-    }  # fmt: skip
-    placed = [m for modules, _ in contract_layers() for m in modules if m != "dashboard"]
-    assert len(placed) > 50 and sorted(placed) == sorted(top)  # each once, none missing or extra
+def test_every_module_of_fitcore_stands_in_one_layer_and_each_layer_is_a_folder():
+    """A new module takes its place in the drawing and the contract: every module and folder of fitcore is in
+    exactly one layer (the strategies' packages in their folder's, a namespace that imports nothing). Below
+    the drivers, the package's own top, a layer is one folder or two, but for protocols/, whose registry
+    stands over its two leaves."""
+    top = set()
+    for p in (ROOT / "fitcore").iterdir():
+        if p.stem == "__init__" or not (p.suffix == ".py" or (p / "__init__.py").exists()):
+            continue
+        if p.name == "protocols":  # one folder, two layers: the registry over the mesh and the split
+            top |= {f"fitcore.protocols.{q.stem}" for q in p.glob("*.py") if q.stem != "__init__"}
+        else:
+            top.add(f"fitcore.{p.stem}")
+    layers = contract_layers()
+    placed = [m for modules, _ in layers for m in modules if m != "dashboard"]
+    assert len(placed) == len(top) and sorted(placed) == sorted(top)  # each once, none missing or extra
+    for modules, _ in layers[2:]:  # below the page and the drivers: folders
+        for module in modules:
+            path = ROOT / module.replace(".", "/")
+            assert path.is_dir() or path.parent.name == "protocols", module
     assert import_graph("fitcore")["fitcore.strategies"] == set()  # the folder imports nothing
 
 
 def test_the_default_strategy_holds_whatever_imports_first():
     """A package that imports the config while the top floor is still registering (as if a strategy's
-    `__init__.py` imported fitcore.config eagerly) still gets the registry's default: the config reads it
+    `__init__.py` imported fitcore.core.config eagerly) still gets the registry's default: the config reads it
     when a config is made, not when the module is imported."""
     code = (
         "import importlib, importlib.abc, sys\n"
@@ -234,12 +246,13 @@ def test_the_default_strategy_holds_whatever_imports_first():
         "    def find_spec(self, name, path, target=None):\n"
         "        if name == 'fitcore.strategies.dataparallel':\n"
         "            sys.meta_path.remove(self)\n"
-        "            importlib.import_module('fitcore.config')\n"
-        "            assert 'fitcore.registry' in sys.modules and not sys.modules['fitcore.registry'].NAMES\n"
+        "            importlib.import_module('fitcore.core.config')\n"
+        "            registry = sys.modules.get('fitcore.protocols.registry')\n"
+        "            assert registry is not None and not registry.NAMES\n"
         "        return None\n"
         "sys.meta_path.insert(0, Early())\n"
-        "from fitcore import registry\n"
-        "from fitcore.config import FitConfig\n"
+        "from fitcore.protocols import registry\n"
+        "from fitcore.core.config import FitConfig\n"
         "print(FitConfig().strategy, registry.NAMES[0], registry.DEFAULT)\n"
     )
     done = subprocess.run(

@@ -70,7 +70,7 @@ def test_each_strategy_package_names_its_modules_in_its_docstring(package):
 
 
 def test_compare_and_whatif_take_their_flags_from_below_not_from_the_cli():
-    for name in ("compare", "whatif", "whatif_cli", "flags"):
+    for name in ("lab/compare", "lab/whatif", "whatif_cli", "kit/flags"):
         tree = ast.parse((ROOT / "fitcore" / f"{name}.py").read_text(encoding="utf-8"))
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
@@ -82,11 +82,11 @@ def test_compare_and_whatif_take_their_flags_from_below_not_from_the_cli():
 # bare config (a trainer, a Run, compare.run, as a script or a test calls them). Everything else (the views,
 # the page's panels and title, the lab's measure, the check rows, the SyncBatchNorm check) is handed the plan.
 READ_DEVICES = {
-    "fitcore/config.py": 1,  # check()
+    "fitcore/core/config.py": 1,  # check()
     "fitcore/view/link.py": 2,  # the link's devices, into the sidebar's widgets
     "fitcore/view/controls.py": 3,  # a run's or a preset's devices, into the widgets
-    "fitcore/runner.py": 1,  # Run(cfg) with no plan
-    "fitcore/compare.py": 1,  # compare.run(cfg) with no plan
+    "fitcore/runs/runner.py": 1,  # Run(cfg) with no plan
+    "fitcore/lab/compare.py": 1,  # compare.run(cfg) with no plan
     "fitcore/engine/launcher.py": 1,  # launch(cfg) with no plan
     "fitcore/engine/torchrun.py": 1,  # one torchrun rank, given its config by the command line
     "fitcore/strategies/dataparallel/train.py": 1,  # train(cfg) with no plan

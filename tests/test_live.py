@@ -13,10 +13,12 @@ import pytest
 import torch
 from starlette.requests import Request
 
-from fitcore import api, i18n, identity, live
-from fitcore.config import FitConfig, check
-from fitcore.pool import PoolSettings, RunNotFound, RunPool
-from fitcore.runner import Run
+from fitcore import api
+from fitcore.core import i18n, identity
+from fitcore.core.config import FitConfig, check
+from fitcore.kit import live
+from fitcore.runs.pool import PoolSettings, RunNotFound, RunPool
+from fitcore.runs.runner import Run
 from tests.helpers import wait_for
 from tests.test_pool import FAR, Gates, small
 
@@ -252,8 +254,8 @@ def test_the_picture_carries_what_each_device_holds_for_dataparallel():
 
 
 def test_the_picture_carries_what_each_rank_holds_for_ddp():
-    from fitcore import registry
-    from fitcore.memory import whole_model
+    from fitcore.core.memory import whole_model
+    from fitcore.protocols import registry
 
     cfg = FitConfig(strategy="ddp", devices="cpu", workers=2, data_size=10, batch_size=10)
     pic = live.planned_payload(check(cfg, gpus=[]))["picture"]

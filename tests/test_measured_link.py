@@ -15,7 +15,9 @@ from benchmarks.collectives import (
     ring_steps,
     with_bandwidths,
 )
-from fitcore import links, whatif, whatif_cli
+from fitcore import whatif_cli
+from fitcore.core import links
+from fitcore.lab import whatif
 
 
 def synthetic(alpha: float, beta: float, n: int = 2) -> list[dict]:
@@ -71,7 +73,7 @@ def test_whatif_takes_the_measured_link(capsys):
 
 
 def test_a_measured_link_is_named_in_the_language_asked():
-    from fitcore import i18n
+    from fitcore.core import i18n
 
     assert links.link_name("measured-tbf100") == "measured: 2 hosts, tbf 100 Mbit/s"
     with i18n.using("zh"):

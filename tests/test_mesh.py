@@ -1,5 +1,6 @@
-"""The run's mesh (fitcore.mesh) and the split over it (fitcore.split): 1-D runs as meshes of one dimension,
-and DP x TP on a 2 x 2 mesh, with DDP and with FSDP over `dp`, against least squares and their formulas."""
+"""The run's mesh (fitcore.protocols.mesh) and the split over it (fitcore.protocols.split): 1-D runs as meshes
+of one dimension, and DP x TP on a 2 x 2 mesh, with DDP and with FSDP over `dp`, against least squares and
+their formulas."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fitcore.config import FitConfig, validate
-from fitcore.data import least_squares, make_data
-from fitcore.errors import ConfigError
-from fitcore.mesh import DIMS, MAX_DIM, Mesh, MeshError, mesh_of, parse_mesh
-from fitcore.shards import epoch_shards
-from fitcore.split import COLUMNS, ROWS, RankSpan
+from fitcore.core.config import FitConfig, validate
+from fitcore.core.data import least_squares, make_data
+from fitcore.core.errors import ConfigError
+from fitcore.core.shards import epoch_shards
+from fitcore.protocols.mesh import DIMS, MAX_DIM, Mesh, MeshError, mesh_of, parse_mesh
+from fitcore.protocols.split import COLUMNS, ROWS, RankSpan
 from fitcore.strategies.fsdp.layout import planned_sent_2d
 from tests.test_cli import run_cli
 from tests.view_helpers import plan_of
@@ -184,7 +185,7 @@ def test_on_a_2d_mesh_the_planned_shards_are_the_dp_coordinates_and_say_so():
     """Before a run, the shards panel of a dp=2 x tp=2 mesh deals the rows to the 2 dp coordinates (100
     each), the ranks of a tp group sharing theirs, as the run's DistributedSampler over dp does; not 4 shards
     of 50."""
-    from fitcore.i18n import t
+    from fitcore.core.i18n import t
     from fitcore.view.ranks import planned_shards, shards_title
     from tests.view_helpers import plan_of
 
@@ -224,10 +225,10 @@ def test_compare_on_a_2d_mesh_is_the_real_run_and_equals_one_device(capsys):
 def test_across_hosts_a_mesh_is_passed_on_and_each_ranks_block_is_checked():
     """benchmarks.multinode --mesh dp=2,tp=2 (2 hosts of 2 ranks, torchrun): each host's fitcore gets the
     mesh, and the rows check reads each rank's block (its dp shard's rows, its tp columns) from the steps."""
+    from fitcore.core.shards import epoch_shards
     from fitcore.engine import across
     from fitcore.engine.rank import rank_step
-    from fitcore.shards import epoch_shards
-    from fitcore.split import ROWS as split
+    from fitcore.protocols.split import ROWS as split
 
     cfg = validate(FitConfig(strategy="ddp", mesh="dp=2,tp=2", workers=4, devices="cpu", epochs=1))
     args = across.fitcore_args(cfg, "run.fitrec")

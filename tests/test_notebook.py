@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fitcore import i18n
-from fitcore.config import FitConfig, check
+from fitcore.core import i18n
+from fitcore.core.config import FitConfig, check
+from fitcore.core.paths import FRONTEND
 from fitcore.notebook import bundle
 from fitcore.notebook.widget import ACTIONS, MAX_ERROR_CHARS, MAX_UPDATES_PER_S, Live
-from fitcore.paths import FRONTEND
 
 
 def collected(live: Live) -> list[dict]:
@@ -156,9 +156,9 @@ def test_a_fast_run_is_pushed_at_most_max_updates_a_second_and_still_whole():
     elapsed = time.monotonic() - began
     assert snap.step == 3000
     assert len(payloads(sent)) <= MAX_UPDATES_PER_S * elapsed + 3  # the start, the end and one spare
-    # the run keeps about 2,000 points a series (fitcore.runner.History thins them past that, and the page's
-    # charts get the same): the view received each point once, in order, every point the run still keeps,
-    # and the last step
+    # the run keeps about 2,000 points a series (fitcore.runs.runner.History thins them past that, and the
+    # page's charts get the same): the view received each point once, in order, every point the run still
+    # keeps, and the last step
     steps = loss_steps(sent)
     assert steps == sorted(set(steps)) and steps[-1] == 3000
     assert {s for s, _ in snap.loss_history} <= set(steps)
@@ -270,7 +270,7 @@ def test_a_push_that_fails_is_one_line_in_the_widget_not_a_traceback_in_a_cell(m
     live = Live(epochs=50, pace=None)
     collected(live)
     monkeypatch.setattr(
-        "fitcore.live.payload", lambda snap, since: (_ for _ in ()).throw(KeyError("picture"))
+        "fitcore.kit.live.payload", lambda snap, since: (_ for _ in ()).throw(KeyError("picture"))
     )
     live.start()
     live.wait(30)

@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from fitcore import compare, i18n, live
-from fitcore.config import ConfigError, validate
-from fitcore.recording import read, replayer
-from fitcore.runner import Run
+from fitcore.core import i18n
+from fitcore.core.config import ConfigError, validate
+from fitcore.kit import live
+from fitcore.lab import compare
+from fitcore.runs.recording import read, replayer
+from fitcore.runs.runner import Run
 from fitcore.view.controls import PRESETS
 
 EXAMPLES = sorted(Path(__file__).resolve().parents[1].glob("examples/*.fitrec"))

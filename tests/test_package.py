@@ -15,7 +15,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from benchmarks.browser import free_port
-from fitcore import paths
+from fitcore.core import paths
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +36,7 @@ def test_wheel_holds_every_module_the_locales_and_the_page(fitcore_wheel):
     modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "fitcore").rglob("*.py")}
     locales = {
         p.relative_to(ROOT).as_posix()
-        for pattern in ("locales/*.json", "strategies/*/locale.json")  # each strategy's words with it
+        for pattern in ("core/locales/*.json", "strategies/*/locale.json")  # each strategy's words with it
         for p in (ROOT / "fitcore").glob(pattern)
     }
     page = {"app.py", ".streamlit/config.toml"} | {
@@ -81,7 +81,7 @@ def test_installed_serve_runs_the_installed_page(fitcore_venv, tmp_path):
     answers, and its static route serves the installed frontend/'s files."""
     # training from the installed package is tests/test_multinode.py's: every host runs this venv's fitcore
     where = subprocess.run(
-        [str(fitcore_venv), "-c", "import fitcore.paths as p; print(p.APP_ROOT)"],
+        [str(fitcore_venv), "-c", "import fitcore.core.paths as p; print(p.APP_ROOT)"],
         cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=30,
     ).stdout.strip()  # fmt: skip
     assert Path(where).parts[-2:] == ("fitcore", "app")

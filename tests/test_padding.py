@@ -1,11 +1,11 @@
-"""fitcore.shards.Layout.padded_rows: the rows of a rank's step that DistributedSampler repeated to pad
+"""fitcore.core.shards.Layout.padded_rows: the rows of a rank's step that DistributedSampler repeated to pad
 its shard, against the sampler's own shards (what the live DDP picture marks on each rank)."""
 
 from __future__ import annotations
 
 import pytest
 
-from fitcore.shards import Layout, epoch_shards, epoch_value
+from fitcore.core.shards import Layout, epoch_shards, epoch_value
 
 
 @pytest.mark.parametrize(

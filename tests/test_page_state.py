@@ -26,8 +26,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from fitcore import i18n, registry
-from fitcore.events import Status
+from fitcore.core import i18n
+from fitcore.core.events import Status
+from fitcore.protocols import registry
 from fitcore.view import controls
 from tests import test_app
 from tests.helpers import wait_for

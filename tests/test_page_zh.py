@@ -20,8 +20,9 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from fitcore import api, i18n
-from fitcore.pool import RunPool, close_server_pool
+from fitcore import api
+from fitcore.core import i18n
+from fitcore.runs.pool import RunPool, close_server_pool
 from fitcore.view import controls
 from tests.helpers import wait_for
 
@@ -45,7 +46,7 @@ CODE_NAMES = {
     "Outside",
     # devices and backends, as the device specs spell them (virtual:0, cuda:1, cpu)
     "cuda", "CUDA", "cpu", "CPU", "GPU", "virtual", "gloo", "nccl", "spawn", "µs", "ms", "GB", "B",
-    # bytes' units, written the same in Chinese (fitcore.whatif.human: kB to EB)
+    # bytes' units, written the same in Chinese (fitcore.lab.whatif.human: kB to EB)
     "kB", "MB", "TB", "PB", "EB",
     # the optimizers, the model's symbols, file formats
     "Adam", "SGD", "X", "W", "b", "y", "w", "K", "N", "CSV", "JSON", "e", "fp32", "fp16",
@@ -275,8 +276,8 @@ def test_every_key_the_page_names_is_in_the_catalog():
     a class."""
     root = Path(__file__).resolve().parents[1]
     files = [root / "app.py", *sorted((root / "dashboard").glob("*.py")),
-             *sorted((root / "fitcore" / "view").glob("*.py")), root / "fitcore" / "live.py",
-             root / "fitcore" / "compare.py", root / "fitcore" / "whatif.py",
+             *sorted((root / "fitcore" / "view").glob("*.py")), root / "fitcore" / "kit" / "live.py",
+             root / "fitcore" / "lab" / "compare.py", root / "fitcore" / "lab" / "whatif.py",
              *sorted((root / "fitcore" / "strategies").rglob("*.py"))]
     literal = re.compile(r"""\b(?:t|count)\(\s*f?["']([a-z_]+\.[a-z_.{}\[\]"']+)["']""")
     catalog = i18n.catalog()
@@ -291,8 +292,8 @@ def test_every_key_the_page_names_is_in_the_catalog():
     assert missing == []
     assert len(named) > 100  # the page's words are really read from the catalog
     # the keys built from names: a status, a strategy, a preset, a field
-    from fitcore import registry
-    from fitcore.events import Status
+    from fitcore.core.events import Status
+    from fitcore.protocols import registry
 
     built = [f"view.status.{s}" for s in Status] + [f"explain.{s}" for s in registry.NAMES]
     built += [s.words[role] for s in registry.STRATEGIES.values() for role in registry.WORDS]
@@ -333,7 +334,7 @@ def pool(no_leftover_threads):
 
 
 def test_the_live_route_answers_in_the_asked_language_and_refuses_others(pool):
-    from fitcore.config import FitConfig
+    from fitcore.core.config import FitConfig
 
     run = pool.submit(ALICE, FitConfig(epochs=2, devices="virtual:2"))
     wait_for(lambda: not pool.snapshot(ALICE, run.run_id).active, 30, interval=0.05, what="the run to end")

@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fitcore import phases
-from fitcore.devices import GPU, parse_devices
-from fitcore.parallel import LinearModel, ShapeRecorder, chunk_sizes, init_parameters
-from fitcore.phases import CudaClock, step_bytes
+from fitcore.core import phases
+from fitcore.core.devices import GPU, parse_devices
+from fitcore.core.parallel import LinearModel, ShapeRecorder, chunk_sizes, init_parameters
+from fitcore.core.phases import CudaClock, step_bytes
 from fitcore.strategies.dataparallel.phases import DATAPARALLEL_PHASES
 from fitcore.strategies.dataparallel.wrappers import (
     EmulatedDataParallel,
@@ -387,7 +387,7 @@ def test_timed_data_parallel_marks_each_phase_on_its_device(fake_cuda, monkeypat
 
 @pytest.mark.parametrize("i, host", [(0, ""), (7, ""), (1, "cuda:0"), (3, "cuda:12")])
 def test_a_virtual_label_is_taken_apart_where_it_is_made(i, host):
-    from fitcore.devices import label_parts, virtual_label
+    from fitcore.core.devices import label_parts, virtual_label
 
     assert label_parts(virtual_label(i, host)) == (f"virtual:{i}", host or "CPU")
     for other in ("cpu", "cuda:1", "rank 1 · cpu · gloo", "virtual:2"):

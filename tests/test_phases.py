@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from fitcore.chunks import chunk_sizes
-from fitcore.phases import (
+from fitcore.core.chunks import chunk_sizes
+from fitcore.core.phases import (
     BACKWARD_END,
     FORWARD_END,
     LOADED,

@@ -6,11 +6,11 @@ import threading
 
 import pytest
 
-import fitcore.pool as pool_mod
-from fitcore.config import ConfigError, FitConfig, Limits
-from fitcore.events import RunEnded
-from fitcore.pool import CLASSROOM_LIMITS, PoolSettings, RunNotFound, RunPool
-from fitcore.runner import Run
+import fitcore.runs.pool as pool_mod
+from fitcore.core.config import ConfigError, FitConfig, Limits
+from fitcore.core.events import RunEnded
+from fitcore.runs.pool import CLASSROOM_LIMITS, PoolSettings, RunNotFound, RunPool
+from fitcore.runs.runner import Run
 from tests.helpers import wait_for
 
 FAR = 3600.0  # a reaper interval or idle timeout that never comes during a test

@@ -11,11 +11,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from fitcore import registry
 from fitcore.cli import main as cli_main
-from fitcore.compare import run as compare_run
-from fitcore.config import ConfigError, FitConfig, validate
-from fitcore.data import least_squares, make_data
+from fitcore.core.config import ConfigError, FitConfig, validate
+from fitcore.core.data import least_squares, make_data
+from fitcore.lab.compare import run as compare_run
+from fitcore.protocols import registry
 from fitcore.strategies.pp import layout
 from fitcore.strategies.pp.check import one_device
 from fitcore.strategies.pp.model import deep_model, whole_weights
@@ -82,7 +82,7 @@ def test_the_deep_model_starts_as_one_layer_and_its_least_squares_is_the_fits():
     for width in (0, 16):
         cfg = replace(PP, width=width)
         w, b = whole_weights(deep_model(cfg))
-        from fitcore.train import first_model
+        from fitcore.core.train import first_model
 
         fc = first_model(cfg).fc
         assert max(abs(x - y) for x, y in zip(w, fc.weight.view(-1).tolist())) < 1e-6
@@ -254,7 +254,7 @@ def test_what_a_stage_held_is_counted_in_words_not_with_a_bracketed_plural():
 def test_before_a_run_the_stages_panel_says_every_rank_takes_the_whole_batch(lang):
     """The planned stages' caption is the pipeline's own (every rank the whole batch, cut into m
     microbatches), not DDP's "ceil(batch size / ranks) rows of its shard"."""
-    from fitcore.i18n import t, using
+    from fitcore.core.i18n import t, using
     from fitcore.strategies.pp import view
     from tests.view_helpers import plan_of
 
@@ -277,8 +277,8 @@ def test_before_a_run_the_picture_holds_what_the_schedule_will_and_measures_no_b
     """The planned picture (the page before Start) draws no blocks and says its bubble is not measured yet,
     beside the formula's; each stage's held microbatches are the schedule's own (GPipe m, 1F1B p − r), not
     the 0 of a step that has not run."""
-    from fitcore import live
-    from fitcore.config import check
+    from fitcore.core.config import check
+    from fitcore.kit import live
 
     cfg = replace(PP, schedule=schedule)
     value = live.planned_payload(check(cfg, gpus=[]))["picture"]["pipeline"]

@@ -7,12 +7,12 @@ import re
 
 import pytest
 
-from fitcore import i18n
-from fitcore.chunks import chunk_sizes
-from fitcore.config import FitConfig
-from fitcore.live import ITEMSIZE, short_label
-from fitcore.phases import GATHER, LOSS, gather_bytes
-from fitcore.shards import first_epoch_value
+from fitcore.core import i18n
+from fitcore.core.chunks import chunk_sizes
+from fitcore.core.config import FitConfig
+from fitcore.core.phases import GATHER, LOSS, gather_bytes
+from fitcore.core.shards import first_epoch_value
+from fitcore.kit.live import ITEMSIZE, short_label
 from fitcore.view import controls, quiz
 from tests.view_helpers import ddp_step, run_to_end
 

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from fitcore import i18n, recording
-from fitcore.config import ConfigError, FitConfig, validate
-from fitcore.events import RunEnded, RunStarted, Status, Step
-from fitcore.recording import Recorder, RecordingError, read, replayer
-from fitcore.runner import Run
+from fitcore.core import i18n
+from fitcore.core.config import ConfigError, FitConfig, validate
+from fitcore.core.events import RunEnded, RunStarted, Status, Step
+from fitcore.core.train import Control
+from fitcore.runs import recording
+from fitcore.runs.recording import Recorder, RecordingError, read, replayer
+from fitcore.runs.runner import Run
 from fitcore.strategies.dataparallel.train import train
-from fitcore.train import Control
 from tests.helpers import wait_for
 from tests.test_cli import run_cli
 
@@ -494,8 +495,8 @@ def test_a_replay_shows_the_data_path_it_names_never_opening_it(tmp_path, capsys
 
 def test_a_pages_recording_that_cannot_be_written_is_named_by_its_own_name(tmp_path):
     # the page records into the server's store: a refusal names `run.fitrec`, not the server's directory
-    from fitcore.outfiles import Pending
-    from fitcore.uploads import UploadStore
+    from fitcore.core.outfiles import Pending
+    from fitcore.core.uploads import UploadStore
 
     store = UploadStore(str(tmp_path / "store"))
     path = store.new_path("owner", "record", "run.fitrec")

@@ -20,11 +20,11 @@ import tomllib
 import torch
 
 import fitcore.cli as cli
-from fitcore.config import ConfigError, FitConfig, validate
-from fitcore.errors import Text
-from fitcore.events import RunEnded, Status
-from fitcore.pool import CLASSROOM_LIMITS, PoolSettings, RunNotFound, RunPool
-from fitcore.runner import Run, Snapshot
+from fitcore.core.config import ConfigError, FitConfig, validate
+from fitcore.core.errors import Text
+from fitcore.core.events import RunEnded, Status
+from fitcore.runs.pool import CLASSROOM_LIMITS, PoolSettings, RunNotFound, RunPool
+from fitcore.runs.runner import Run, Snapshot
 from fitcore.view.status import status_line
 from tests.helpers import PauseWatch, wait_for
 
@@ -165,7 +165,7 @@ def rank_servers():
     process and kept (module-scoped, so that leaves_nothing_behind counts them as there before)."""
     from multiprocessing import resource_tracker
 
-    from fitcore import warmstart
+    from fitcore.engine import warmstart
 
     warmstart.context()
     resource_tracker.ensure_running()

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from fitcore import i18n, live
-from fitcore.config import FitConfig
+from fitcore.core import i18n
+from fitcore.core.config import FitConfig
+from fitcore.kit import live
 from fitcore.strategies.dataparallel.view import split_table
 from fitcore.view import results
 from tests.view_helpers import ddp_snapshot, run_to_end, snapshot

@@ -1,5 +1,5 @@
-"""fitcore.rooms and its routes: a class's answers counted per room, seen and revealed by its teacher only;
-bad or guessed codes get nothing and change nothing (fuzzed)."""
+"""fitcore.core.rooms and its routes: a class's answers counted per room, seen and revealed by its teacher
+only; bad or guessed codes get nothing and change nothing (fuzzed)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.requests import Request
 
-from fitcore import api, identity
-from fitcore.rooms import (
+from fitcore import api
+from fitcore.core import identity
+from fitcore.core.rooms import (
     MAX_ROOMS,
     MAX_ROOMS_PER_ADDRESS,
     MAX_ROOMS_PER_TEACHER,

@@ -9,14 +9,15 @@ from string import Formatter
 
 import pytest
 
-from fitcore import i18n, live
-from fitcore.config import FitConfig, validate
-from fitcore.errors import Text
-from fitcore.events import Status, Step
-from fitcore.pool import PoolSettings, RunPool
-from fitcore.runner import Run
+from fitcore.core import i18n
+from fitcore.core.config import FitConfig, validate
+from fitcore.core.errors import Text
+from fitcore.core.events import Status, Step
+from fitcore.core.train import Control, describe_failure, diverged_message, finished_message
+from fitcore.kit import live
+from fitcore.runs.pool import PoolSettings, RunPool
+from fitcore.runs.runner import Run
 from fitcore.strategies.dataparallel.train import train
-from fitcore.train import Control, describe_failure, diverged_message, finished_message
 from fitcore.view import status
 from fitcore.view.controls import PRESETS
 from tests.helpers import wait_for

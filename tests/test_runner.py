@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from fitcore.config import FitConfig, validate
-from fitcore.events import RunEnded, RunStarted, Step
-from fitcore.runner import History, Run, Snapshot
+from fitcore.core.config import FitConfig, validate
+from fitcore.core.events import RunEnded, RunStarted, Step
+from fitcore.runs.runner import History, Run, Snapshot
 from fitcore.strategies.dataparallel.train import train
 from tests.helpers import PauseWatch, wait_for
 

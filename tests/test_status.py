@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from fitcore import console as ddp
-from fitcore.config import FitConfig
+from fitcore.core.config import FitConfig
+from fitcore.runs import console as ddp
 from fitcore.view import controls, status
 from fitcore.view.common import escape_markdown
 from tests.view_helpers import ddp_snapshot, ddp_step, run_to_end, snapshot
@@ -65,7 +65,7 @@ def test_status_line(kw, line):
 
 def test_a_csv_run_says_what_it_fits_in_the_status_line_and_the_legend_stays_short():
     # the file's target and features, beside the sidebar's choice: the line the class reads above the picture
-    from fitcore import live
+    from fitcore.kit import live
 
     cfg = FitConfig(data="/srv/uploads/3f9/houses.csv", target="price", features=("area", "rooms", "age"))
     snap = snapshot(config=cfg, step=3, epoch=2, total_steps=200)

@@ -1,4 +1,4 @@
-"""No strategy's name is written outside its own package: the rest of fitcore asks fitcore.registry.
+"""No strategy's name is written outside its own package: the rest of fitcore asks fitcore.protocols.registry.
 
 A name counts where code spells it as a string: a Python string constant (docstrings aside: they are prose)
 or a JavaScript string literal in which the name stands as a word of its own ("ddp", "lab.strategy.ddp",
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from fitcore import registry
-from fitcore.mesh import DIMS
+from fitcore.protocols import registry
+from fitcore.protocols.mesh import DIMS
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = registry.NAMES
@@ -75,8 +75,9 @@ def script_strings(source: str) -> list[tuple[int, str]]:
 
 
 # The mesh's dimension names are torch's and torchtitan's words ("dp", "tp"), written once, in
-# fitcore/mesh.py, and by its constants everywhere else; one is also a strategy's registry name, another thing
-MESH = ROOT / "fitcore" / "mesh.py"
+# fitcore/protocols/mesh.py, and by its constants everywhere else; one is also a strategy's registry name,
+# another thing
+MESH = ROOT / "fitcore" / "protocols" / "mesh.py"
 
 
 def offences(path: Path) -> list[str]:

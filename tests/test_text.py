@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fitcore import console
-from fitcore.events import Replica, RunEnded, Step
-from fitcore.text import plural, rate
+from fitcore.core.events import Replica, RunEnded, Step
+from fitcore.core.text import plural, rate
+from fitcore.runs import console
 
 
 @pytest.mark.parametrize(

@@ -12,14 +12,14 @@ import json
 import pytest
 import torch
 
-from fitcore import registry
-from fitcore.chunks import columns, ranks_allowed
-from fitcore.config import ConfigError, FitConfig, validate
-from fitcore.data import least_squares, make_data
-from fitcore.devices import parse_devices
-from fitcore.events import Detail, Step
-from fitcore.memory import optimizer_state
-from fitcore.recording import Recorder, read
+from fitcore.core.chunks import columns, ranks_allowed
+from fitcore.core.config import ConfigError, FitConfig, validate
+from fitcore.core.data import least_squares, make_data
+from fitcore.core.devices import parse_devices
+from fitcore.core.events import Detail, Step
+from fitcore.core.memory import optimizer_state
+from fitcore.protocols import registry
+from fitcore.runs.recording import Recorder, read
 from fitcore.strategies.tp.layout import allreduce_bytes, planned_memory, tp_step_bytes
 from tests.test_cli import run_cli
 
@@ -180,16 +180,16 @@ def test_the_command_line_reaches_least_squares_and_each_rank_holds_only_its_row
     assert len(steps) == cfg.total_steps and steps[0].replicas[1].columns == (2, 4)
     code, replayed, _ = run_cli(capsys, "replay", record, "--json")
     assert code == 0 and json.loads(replayed[-1]) == result
-    assert Recorder  # the recording module wrote it (fitcore.recording)
+    assert Recorder  # the recording module wrote it (fitcore.runs.recording)
 
 
 @pytest.mark.slow  # spawns ranks
 def test_the_labs_tp_column_is_torchs_rowwise_parallel_on_gloo():
     """The lab's TP arithmetic in one process against the real RowwiseParallel run on 2 gloo ranks: with one
     batch an epoch both step on every row, so they meet to 1e-5; and the lab's column meets one device."""
-    from fitcore.compare import run as lab
-    from fitcore.equivalence import TOL, Toggles
-    from fitcore.lab import train_all
+    from fitcore.kit.equivalence import TOL, Toggles
+    from fitcore.kit.labmath import train_all
+    from fitcore.lab.compare import run as lab
 
     cfg = validate(FitConfig(weights=(5.2, 9.6, -1.0), data_size=12, batch_size=12, epochs=6, strategy="tp",
                              workers=2, devices="cpu"))  # fmt: skip
@@ -228,7 +228,7 @@ columns_of = columns
 
 
 def test_before_a_run_the_columns_panel_says_every_rank_takes_the_whole_batch():
-    from fitcore.i18n import t
+    from fitcore.core.i18n import t
     from fitcore.strategies.tp import view
     from tests.view_helpers import plan_of
 

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from fitcore.config import FitConfig, validate
-from fitcore.events import Step
-from fitcore.pool import RunPool
-from fitcore.recording import Recorder, read
+from fitcore.core.config import FitConfig, validate
+from fitcore.core.events import Step
+from fitcore.runs.pool import RunPool
+from fitcore.runs.recording import Recorder, read
+from fitcore.runs.trace import PID, TraceBuilder, trace_of
 from fitcore.strategies.dataparallel.train import train
-from fitcore.trace import PID, TraceBuilder, trace_of
 from tests.helpers import wait_for
 from tests.test_cli import run_cli
 
@@ -106,7 +106,7 @@ def test_cli_trace_and_replay_trace_hold_the_same_events(tmp_path, capsys):
     check_format(a)
     check_format(b)
     spans = [e for e in a["traceEvents"] if e["ph"] == "X"]
-    assert len(spans) == 3 * 13  # 3 steps of 13 phase records on 2 devices (fitcore.phases)
+    assert len(spans) == 3 * 13  # 3 steps of 13 phase records on 2 devices (fitcore.core.phases)
     assert spans == [e for e in b["traceEvents"] if e["ph"] == "X"]
     name = next(e for e in b["traceEvents"] if e["name"] == "process_name")["args"]["name"]
     assert name.startswith("replay: recorded on ")

@@ -11,16 +11,16 @@ import threading
 import pytest
 import torch
 
-from fitcore.config import FitConfig, validate
-from fitcore.data import epoch_batches, make_data
-from fitcore.devices import parse_devices
-from fitcore.events import MAX_IDS, RunEnded, RunStarted, Step
-from fitcore.parallel import LinearModel, chunk_sizes, init_parameters
+from fitcore.core.config import FitConfig, validate
+from fitcore.core.data import epoch_batches, make_data
+from fitcore.core.devices import parse_devices
+from fitcore.core.events import MAX_IDS, RunEnded, RunStarted, Step
+from fitcore.core.parallel import LinearModel, chunk_sizes, init_parameters
+from fitcore.core.train import Control, finished_message
 from fitcore.strategies.dataparallel.train import train
-from fitcore.train import Control, finished_message
 from tests.helpers import wait_for
 
-# the module: `import fitcore.train` names the function that fitcore/__init__.py re-exports
+# the module: `import fitcore.core.train` names the function that fitcore/__init__.py re-exports
 train_mod = importlib.import_module("fitcore.strategies.dataparallel.train")
 
 
@@ -574,7 +574,7 @@ def test_finished_message_says_how_long_it_ran_and_was_paused():
 
 
 def test_every_emulated_step_carries_its_phases_and_the_dataset_ids_of_each_chunk():
-    from fitcore.data import batch_indices
+    from fitcore.core.data import batch_indices
     from fitcore.strategies.dataparallel import phases
 
     cfg = validate(FitConfig(data_size=10, batch_size=5, epochs=2, devices="virtual:3"), gpus=[])
@@ -644,7 +644,7 @@ def test_the_replicas_record_what_they_see_when_the_batchs_rows_change(monkeypat
     # tensor.chunk splits the same rows the same way, so a step like the step before reuses its records:
     # 10 rows in batches of 5 record on step 1 only; in batches of 4, 4, 2 on each step whose rows changed.
     # Every step's replicas are still the chunks of its own batch, with its own rows' ids.
-    from fitcore.parallel import ShapeRecorder
+    from fitcore.core.parallel import ShapeRecorder
 
     recorded, steps = [], []
     real = ShapeRecorder.record

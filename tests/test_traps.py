@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fitcore.cli import main
-from fitcore.compare import TOL, Toggles, run
-from fitcore.config import FitConfig, validate
-from fitcore.data import make_data
+from fitcore.core.config import FitConfig, validate
+from fitcore.core.data import make_data
+from fitcore.lab.compare import TOL, Toggles, run
+from fitcore.lab.traps import Traps
+from fitcore.lab.traps.uneven import step_counts
 from fitcore.strategies.ddp.syncbn import sync_batchnorm
-from fitcore.traps import Traps
-from fitcore.traps.uneven import step_counts
 
 # 24 rows in batches of 8: 4 rows a rank on 2 ranks, 3 steps an epoch
 SMALL = FitConfig(data_size=24, batch_size=8, epochs=4, optimizer="sgd", lr=0.05, devices="virtual:2")
@@ -94,10 +94,10 @@ def test_the_checks_ddp_column_is_the_questions_to_the_last_bit(sync):
     # `fitcore check` holds torch's SyncBatchNorm to fitcore.strategies.ddp.syncbn.ddp_column, which trains
     # DDP's column alone (no DataParallel emulation): it ends with the question's DDP parameters and running
     # means
-    from fitcore.devices import parse_devices
-    from fitcore.equivalence import Toggles
+    from fitcore.core.devices import parse_devices
+    from fitcore.kit.equivalence import Toggles
+    from fitcore.lab.traps import batchnorm
     from fitcore.strategies.ddp import syncbn
-    from fitcore.traps import batchnorm
 
     cfg = validate(replace(SMALL, data_size=30, batch_size=30, lr=0.1, devices="virtual:3"))
     _, means, steps, finals = batchnorm.train(cfg, parse_devices(cfg.devices), Toggles(), sync=sync)
@@ -216,7 +216,7 @@ def test_the_tab_asks_the_batchnorm_question_and_draws_every_result():
 
     from streamlit.testing.v1 import AppTest
 
-    from fitcore.pool import close_server_pool
+    from fitcore.runs.pool import close_server_pool
 
     page = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=60)
     try:

@@ -26,7 +26,7 @@ def test_the_contracts_and_the_strategies_parts_type_check():
 BROKEN = '''
 from fitcore.engine.contract import Engine
 from fitcore.engine.loop import Mark, Place
-from fitcore.config import FitConfig
+from fitcore.core.config import FitConfig
 
 
 class HalfPart:
@@ -54,8 +54,8 @@ def test_a_part_that_breaks_the_contract_fails_the_check(tmp_path):
 
 
 BROKEN_VIEW = '''
-from fitcore.config import FitConfig
-from fitcore.events import Step
+from fitcore.core.config import FitConfig
+from fitcore.core.events import Step
 
 CONSOLE_HINT = "view.console_hint.ddp"
 

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from fitcore import registry
-from fitcore.config import FitConfig
-from fitcore.phases import step_bytes
+from fitcore.core.config import FitConfig
+from fitcore.core.phases import step_bytes
+from fitcore.protocols import registry
 from fitcore.strategies.dataparallel import view as dataparallel
 from tests.view_helpers import plan_of, trained_steps
 
@@ -95,7 +95,7 @@ def test_on_gpus_each_device_shows_what_its_allocator_handed_out(monkeypatch):
     # torch.cuda.memory_allocated per GPU, as a machine with 3 GPUs answers it (here made up, by index)
     import torch
 
-    from fitcore.memory import allocated
+    from fitcore.core.memory import allocated
     from fitcore.strategies.dataparallel.memory import dataparallel_memory
     from fitcore.view.common import memory_notes, memory_rows
 

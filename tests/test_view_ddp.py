@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from fitcore.config import FitConfig, validate
+from fitcore.core.config import FitConfig, validate
 from fitcore.strategies.ddp import view as ddp_own
 from fitcore.view import controls, results
 from fitcore.view import ranks as ddp

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fitcore import live
-from fitcore.config import FitConfig, check, validate
+from fitcore.core.config import FitConfig, check, validate
+from fitcore.kit import live
 from fitcore.strategies.fsdp import view as fsdp
 from fitcore.strategies.fsdp.layout import planned_memory, shards_value
 from tests.view_helpers import plan_of
@@ -84,7 +84,7 @@ def test_the_console_lines_say_who_holds_what_and_its_bytes():
     ],
 )
 def test_the_explanation_describes_the_shown_runs_shards(d, k, says):
-    from fitcore import registry
+    from fitcore.protocols import registry
 
     cfg = FitConfig(weights=tuple(range(1, d + 1)), strategy="fsdp", workers=k, devices="cpu")
     text = " ".join(registry.strategy("fsdp").markdown(cfg).split())

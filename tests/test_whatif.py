@@ -6,11 +6,12 @@ import json
 
 import pytest
 
-from fitcore import projection, whatif
 from fitcore.cli import main
-from fitcore.config import FitConfig, check
-from fitcore.links import LINKS, Link
-from fitcore.whatif import (
+from fitcore.core import projection
+from fitcore.core.config import FitConfig, check
+from fitcore.core.links import LINKS, Link
+from fitcore.lab import whatif
+from fitcore.lab.whatif import (
     PROJECTED,
     Measured,
     comm_bytes_per_device,
@@ -285,7 +286,7 @@ def test_calibrate_puts_the_real_fsdp_bytes_beside_the_zero3_formula(capsys):
 
 
 def test_every_figure_reads_in_human_units_and_a_device_never_holds_part_of_a_byte():
-    from fitcore import whatif
+    from fitcore.lab import whatif
 
     # the page showed "2368150.2485 ms"
     assert whatif.seconds_text(2368.1502485) == "39.5 min" and whatif.seconds_text(3e5) == "3.47 d"
@@ -305,7 +306,7 @@ def test_every_figure_reads_in_human_units_and_a_device_never_holds_part_of_a_by
      (13e9, "13B", "130 亿"), (70e9, "70B", "700 亿"), (1e12, "1T", "1 万亿")],
 )  # fmt: skip
 def test_a_model_size_is_said_as_people_say_it(n, en, zh):
-    from fitcore import i18n
+    from fitcore.core import i18n
 
     with i18n.using("en"):
         assert whatif.params_text(n) == en

@@ -2,7 +2,7 @@
 
 The registry sits below the floor that declares these types, so its record types its hooks loosely (and
 names most of them by path, imported on first call). Here each part a package gives is bound to its type:
-its view module to fitcore.view.contract.StrategyView, its trainers to fitcore.train.Trainer, and each of
+its view module to fitcore.view.contract.StrategyView, its trainers to fitcore.core.train.Trainer, and each of
 its record's hooks that is a function of its own to that hook's signature. pyproject.toml's [tool.mypy]
 lists this file, so tests/test_types.py fails when a part stops matching; tests/test_contract.py fails when
 a hook's function is missing here.
@@ -12,16 +12,17 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from fitcore.check import Machine, Row
-from fitcore.config import FitConfig
-from fitcore.console import rank_step_lines
-from fitcore.devices import DevicePlan
+from fitcore.core.config import FitConfig
+from fitcore.core.devices import DevicePlan
+from fitcore.core.events import Step
+from fitcore.core.projection import Projection
+from fitcore.core.train import Trainer
 from fitcore.engine.contract import Engine
 from fitcore.engine.launcher import launch
 from fitcore.engine.torchrun import train_torchrun
-from fitcore.equivalence import Toggles
-from fitcore.events import Step
-from fitcore.projection import Projection
+from fitcore.kit.check import Machine, Row
+from fitcore.kit.equivalence import Toggles
+from fitcore.runs.console import rank_step_lines
 from fitcore.strategies.dataparallel import check as dataparallel_check
 from fitcore.strategies.dataparallel import compare as dataparallel_compare
 from fitcore.strategies.dataparallel import console as dataparallel_console
@@ -53,7 +54,6 @@ from fitcore.strategies.tp import layout as tp_layout
 from fitcore.strategies.tp import quiz as tp_quiz
 from fitcore.strategies.tp import view as tp_view
 from fitcore.strategies.tp import whatif as tp_whatif
-from fitcore.train import Trainer
 from fitcore.view.contract import StrategyView
 from fitcore.view.quiz import Question, shard_questions
 from tests import zero_strategy

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fitcore.config import FitConfig, check, validate
-from fitcore.devices import DevicePlan
+from fitcore.core.config import FitConfig, check, validate
+from fitcore.core.devices import DevicePlan
+from fitcore.core.events import Replica, Step
 from fitcore.engine import rank as ddp
-from fitcore.events import Replica, Step
-from fitcore.runner import Run, Snapshot
+from fitcore.runs.runner import Run, Snapshot
 from fitcore.strategies.dataparallel.train import train
 
 

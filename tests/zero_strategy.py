@@ -23,17 +23,10 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import torch
 import torch.distributed as dist
 
-from fitcore import check
-from fitcore.console import rank_step_lines
-from fitcore.engine.contract import Engine, first_memory_details, memory_on_step_one
-from fitcore.engine.loop import Mark, Place, WholeForward, own_rows, sampler_batches
-from fitcore.engine.rank import rank_params
-from fitcore.i18n import t
-from fitcore.lab import RanksComparer, rank_causes
-from fitcore.memory import memory_part, rank_memory
-from fitcore.mesh import DP
-from fitcore.parallel import LinearModel
-from fitcore.phases import (
+from fitcore.core.i18n import t
+from fitcore.core.memory import memory_part, rank_memory
+from fitcore.core.parallel import LinearModel
+from fitcore.core.phases import (
     BACKWARD,
     BACKWARD_END,
     FORWARD,
@@ -48,21 +41,28 @@ from fitcore.phases import (
     PhaseSpec,
     ring_bytes,
 )
-from fitcore.projection import Projection, ring
-from fitcore.registry import Strategy, hook, ranked, value
-from fitcore.shards import Layout, padded_part
-from fitcore.train import first_model
+from fitcore.core.projection import Projection, ring
+from fitcore.core.shards import Layout, padded_part
+from fitcore.core.train import first_model
+from fitcore.engine.contract import Engine, first_memory_details, memory_on_step_one
+from fitcore.engine.loop import Mark, Place, WholeForward, own_rows, sampler_batches
+from fitcore.engine.rank import rank_params
+from fitcore.kit import check
+from fitcore.kit.labmath import RanksComparer, rank_causes
+from fitcore.protocols.mesh import DP
+from fitcore.protocols.registry import Strategy, hook, ranked, value
+from fitcore.runs.console import rank_step_lines
 from fitcore.view import ranks as rank_view
 from fitcore.view.common import Section
 from fitcore.view.ranks import planned_step, rank_sections, ranks_words
 
 if TYPE_CHECKING:
-    from fitcore.config import FitConfig
+    from fitcore.core.config import FitConfig
 
 NAME = "zero_ddp"
 LABEL = "DDP + ZeroRedundancyOptimizer"
 PHASES = (LOAD, FORWARD, LOSS, BACKWARD, OPTIMIZER)
-SLOTS = 6  # the slots every rank marks (fitcore.phases): START ... OPTIMIZER_END, LOADED, FORWARD_END
+SLOTS = 6  # the slots every rank marks (fitcore.core.phases): START ... OPTIMIZER_END, LOADED, FORWARD_END
 CONSOLE_HINT = "zero_ddp.console_hint"
 __all__ = ["CONSOLE_HINT", "console_frame", "parallelism", "planned_step", "sections"]
 

@@ -3,7 +3,7 @@
   rank.py      what every rank shares: its device and label, the table the ranks all-gather each step, its
                clock, and what the ranks report as events (the Step, the process group, the finals);
   launcher.py  `launch(cfg, ..., engine)`: the TCP store on loopback, K spawned ranks forked from
-               fitcore.warmstart's server, the gate between steps, the reports turned into events;
+               fitcore.engine.warmstart's server, the gate between steps, the reports turned into events;
   torchrun.py  one rank of a `torchrun` launch (one machine or several), rank 0 emitting the events;
   hosts.py     network namespaces as hosts on one machine (root), for runs across hosts;
   across.py    a run across those hosts under torchrun, and what its recording must show.

@@ -18,17 +18,17 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from fitcore import registry
-from fitcore.chunks import chunk_sizes, columns
-from fitcore.config import FitConfig, check, validate
-from fitcore.data import least_squares, make_data
+from fitcore.core.chunks import chunk_sizes, columns
+from fitcore.core.config import FitConfig, check, validate
+from fitcore.core.data import least_squares, make_data
+from fitcore.core.errors import ConfigError
+from fitcore.core.events import Detail, Step
+from fitcore.core.outfiles import being_written
+from fitcore.core.shards import Layout, epoch_shards
 from fitcore.engine.hosts import PORT, Hosts, python_env
-from fitcore.errors import ConfigError
-from fitcore.events import Detail, Step
-from fitcore.mesh import DP, TP, grid
-from fitcore.outfiles import being_written
-from fitcore.recording import GROUP, read
-from fitcore.shards import Layout, epoch_shards
+from fitcore.protocols import registry
+from fitcore.protocols.mesh import DP, TP, grid
+from fitcore.runs.recording import GROUP, read
 
 CONFIG = FitConfig(epochs=40, optimizer="sgd", lr=0.3, devices="cpu")  # fitcore check's
 RUN_TIMEOUT = 300  # seconds for the whole run: about 13 s here with 4 ranks on 2 cores

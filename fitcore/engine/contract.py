@@ -11,16 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, NamedTuple, Protocol, Sequence, TypeVar
 
-from fitcore import registry
-from fitcore.config import FitConfig
+from fitcore.core.config import FitConfig
+from fitcore.core.errors import Text
+from fitcore.core.events import Detail, Status
+from fitcore.core.phases import PhaseSpec
+from fitcore.core.shards import Layout
 from fitcore.engine.loop import PartMaker
 from fitcore.engine.rank import RankParams
-from fitcore.errors import Text
-from fitcore.events import Detail, Status
-from fitcore.mesh import Mesh
-from fitcore.phases import PhaseSpec
-from fitcore.shards import Layout
-from fitcore.split import ROWS, Split
+from fitcore.protocols import registry
+from fitcore.protocols.mesh import Mesh
+from fitcore.protocols.split import ROWS, Split
 
 # ---------------------------------------------------------------------------------------------------------
 # What a rank tells the parent, on the queue.
@@ -47,7 +47,7 @@ class StepReport(NamedTuple):
     weights: tuple[float, ...] | None  # rank 0's parameters after the step; None from the other ranks
     bias: float | None
     ids: tuple[int, ...]  # the dataset row ids of its first rows (at most MAX_IDS)
-    times: tuple[float, ...]  # its slot times (fitcore.phases), seconds from its own step start
+    times: tuple[float, ...]  # its slot times (fitcore.core.phases), seconds from its own step start
     sent: tuple[int, ...] = ()  # bytes its collectives sent, where the engine measures them (FSDP)
     extra: dict[str, Any] | None = None  # what else the engine reports on this step (its memory, on step 1)
 
@@ -166,7 +166,7 @@ class Engine(Generic[H]):
     # under torchrun, where the lead rank hears no other's report: holds -> the step's (weights, bias), run
     # on every rank after each step (a collective where the ranks hold parts, FSDP's and TP's)
     joined: Callable[[H], Params] | None = None
-    split: Split = ROWS  # which rows and columns of the batch each rank takes (fitcore.split)
+    split: Split = ROWS  # which rows and columns of the batch each rank takes (fitcore.protocols.split)
 
     def layout(self, cfg: FitConfig) -> Layout:
         """The steps and each rank's rows: its own shard where the rows are cut, else the whole batch."""

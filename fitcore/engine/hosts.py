@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fitcore.i18n import t
+from fitcore.core.i18n import t
 
 SUBNET = "192.0.2"  # RFC 5737 TEST-NET-1, inside the namespaces only
 PREFIX = "fitcore-"  # every namespace made here is fitcore-<maker's pid>-<name>

@@ -1,8 +1,8 @@
 """The spawned ranks of every ranked strategy: the parent's TCP store on loopback, K processes, the gate.
 
 `launch(cfg, ..., engine)` serves the store, starts K ranks with torch.multiprocessing (spawn, forked from
-fitcore.warmstart's server), allows each step as Control permits (pause, pace, time limit), and turns the
-ranks' reports, typed messages on one queue, into events. What the ranks run and how their reports read is
+fitcore.engine.warmstart's server), allows each step as Control permits (pause, pace, time limit), and turns
+the ranks' reports, typed messages on one queue, into events. What the ranks run and how their reports read is
 the strategy's `Engine` (DDP's, FSDP's and TP's are in their packages); nothing here knows one of them.
 """
 
@@ -19,11 +19,15 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from fitcore import warmstart
-from fitcore.config import FitConfig
-from fitcore.console import final_lines, group_line, shard_lines
-from fitcore.data import least_squares, make_data
-from fitcore.devices import DevicePlan, parse_devices
+from fitcore.core.config import FitConfig
+from fitcore.core.data import least_squares, make_data
+from fitcore.core.devices import DevicePlan, parse_devices
+from fitcore.core.errors import Text
+from fitcore.core.events import Detail, Event, RunEnded, Status, run_started
+from fitcore.core.i18n import count, current, set_language, t
+from fitcore.core.shards import epoch_shards, epoch_value, row_shards, shards_value
+from fitcore.core.train import Control, describe_failure, finished_message
+from fitcore.engine import warmstart
 from fitcore.engine.contract import Engine, Failed, Final, Ready, StepReport, engine_of
 from fitcore.engine.loop import Place, run_rank
 from fitcore.engine.rank import (
@@ -39,13 +43,9 @@ from fitcore.engine.rank import (
     table_ids,
 )
 from fitcore.engine.spawn import HOST, join_group, loopback_store
-from fitcore.errors import Text
-from fitcore.events import Detail, Event, RunEnded, Status, run_started
-from fitcore.i18n import count, current, set_language, t
-from fitcore.mesh import Mesh
-from fitcore.recording import GROUP
-from fitcore.shards import epoch_shards, epoch_value, row_shards, shards_value
-from fitcore.train import Control, describe_failure, finished_message
+from fitcore.protocols.mesh import Mesh
+from fitcore.runs.console import final_lines, group_line, shard_lines
+from fitcore.runs.recording import GROUP
 
 START_TIMEOUT = 180.0  # seconds for every rank to import torch and join the process group
 JOIN_TIMEOUT = 10.0  # seconds ranks get to end by themselves before they are terminated

@@ -15,7 +15,7 @@ A pipeline (fitcore.strategies.pp) runs 3 and 5 as one: its schedule interleaves
 and backwards, so its part's `forward_loss` runs the whole schedule and its `backward` has nothing left to do.
 
 The loop only reads the clock's slots START, LOADED, LOSS_END, BACKWARD_END and OPTIMIZER_END
-(fitcore.phases); a part marks its own (its collectives', its forward's end) with the `mark` it is given.
+(fitcore.core.phases); a part marks its own (its collectives', its forward's end) with the `mark` it is given.
 """
 
 from __future__ import annotations
@@ -27,8 +27,12 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DistributedSampler
 
-from fitcore.config import FitConfig
-from fitcore.data import make_data
+from fitcore.core.config import FitConfig
+from fitcore.core.data import make_data
+from fitcore.core.events import MAX_IDS, Status
+from fitcore.core.phases import BACKWARD_END, LOADED, LOSS_END, OPTIMIZER_END, START
+from fitcore.core.shards import Layout
+from fitcore.core.train import diverged_message
 from fitcore.engine.rank import (
     LOSS_COL,
     STOP_COL,
@@ -38,11 +42,7 @@ from fitcore.engine.rank import (
     rank_clock,
     share_step,
 )
-from fitcore.events import MAX_IDS, Status
-from fitcore.mesh import DP, Mesh
-from fitcore.phases import BACKWARD_END, LOADED, LOSS_END, OPTIMIZER_END, START
-from fitcore.shards import Layout
-from fitcore.train import diverged_message
+from fitcore.protocols.mesh import DP, Mesh
 
 Mark = Callable[[int], None]  # marks a slot of the rank's clock
 H = TypeVar("H")  # what a strategy's rank holds (its model, its shards)
@@ -51,7 +51,8 @@ H_co = TypeVar("H_co", covariant=True)
 
 class Place(NamedTuple):
     """Where one rank runs: its rank in the group, the group's size, its device and its label, and the run's
-    mesh (made once per run, fitcore.mesh), from which a part takes torch's DeviceMesh and its dimension."""
+    mesh (made once per run, fitcore.protocols.mesh), from which a part takes torch's DeviceMesh and its
+    dimension."""
 
     rank: int
     world_size: int

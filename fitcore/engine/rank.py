@@ -14,16 +14,16 @@ from typing import Mapping, NamedTuple, Sequence
 import torch
 import torch.distributed as dist
 
-from fitcore.config import FitConfig
-from fitcore.devices import DevicePlan
-from fitcore.errors import ConfigError, Text
-from fitcore.events import MAX_IDS, Replica, Status, Step
-from fitcore.memory import local_tensor
-from fitcore.mesh import Mesh, mesh_of
-from fitcore.parallel import LinearModel
-from fitcore.phases import CudaClock, HostClock, PhaseSpec, StepPhases
-from fitcore.shards import Layout
-from fitcore.split import ROWS, Split
+from fitcore.core.config import FitConfig
+from fitcore.core.devices import DevicePlan
+from fitcore.core.errors import ConfigError, Text
+from fitcore.core.events import MAX_IDS, Replica, Status, Step
+from fitcore.core.memory import local_tensor
+from fitcore.core.parallel import LinearModel
+from fitcore.core.phases import CudaClock, HostClock, PhaseSpec, StepPhases
+from fitcore.core.shards import Layout
+from fitcore.protocols.mesh import Mesh, mesh_of
+from fitcore.protocols.split import ROWS, Split
 
 COLLECTIVE_TIMEOUT = timedelta(seconds=120)  # a collective waiting longer than this fails its rank
 
@@ -162,8 +162,8 @@ def rank_step(
     coords: Sequence[Mapping[str, int]] | None = None,
 ) -> Step:
     """One step of K ranks as a Step: a Replica per rank, the mean of the ranks' losses, and the step's
-    parameters. Each rank's span of the batch is its split's (fitcore.split): its own rows, numbered on from
-    the rank before it (DDP, FSDP), or the whole batch and its own features (TP).
+    parameters. Each rank's span of the batch is its split's (fitcore.protocols.split): its own rows, numbered
+    on from the rank before it (DDP, FSDP), or the whole batch and its own features (TP).
 
     Args:
         shapes: each rank's (input shape, output shape), (b, d) and (b, 1).

@@ -18,10 +18,14 @@ from typing import Callable, Mapping, NamedTuple
 import torch
 import torch.distributed as dist
 
-from fitcore.config import MAX_WORKERS, FitConfig, check_mesh, validate
-from fitcore.console import final_lines, group_line, shard_lines
-from fitcore.data import least_squares, make_data
-from fitcore.devices import DevicePlan, parse_devices
+from fitcore.core.config import MAX_WORKERS, FitConfig, check_mesh, validate
+from fitcore.core.data import least_squares, make_data
+from fitcore.core.devices import DevicePlan, parse_devices
+from fitcore.core.errors import ConfigError, Text
+from fitcore.core.events import Detail, Event, RunEnded, Status, run_started
+from fitcore.core.i18n import count, t
+from fitcore.core.shards import first_epoch_value
+from fitcore.core.train import Control, describe_failure, finished_message
 from fitcore.engine.contract import Engine, engine_of
 from fitcore.engine.loop import Place, run_rank
 from fitcore.engine.rank import (
@@ -38,13 +42,9 @@ from fitcore.engine.rank import (
     ranks_phases,
     table_ids,
 )
-from fitcore.errors import ConfigError, Text
-from fitcore.events import Detail, Event, RunEnded, Status, run_started
-from fitcore.i18n import count, t
-from fitcore.mesh import DP, mesh_of
-from fitcore.recording import GROUP
-from fitcore.shards import first_epoch_value
-from fitcore.train import Control, describe_failure, finished_message
+from fitcore.protocols.mesh import DP, mesh_of
+from fitcore.runs.console import final_lines, group_line, shard_lines
+from fitcore.runs.recording import GROUP
 
 
 class RankInfo(NamedTuple):

@@ -20,7 +20,7 @@ def __getattr__(name: str) -> Any:
     except ModuleNotFoundError as exc:
         if exc.name not in ("anywidget", "ipywidgets", "traitlets"):
             raise
-        from fitcore.i18n import t
+        from fitcore.core.i18n import t
 
         raise ImportError(t("notebook.missing")) from None
     return Live

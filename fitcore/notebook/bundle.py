@@ -16,7 +16,7 @@ import json
 import re
 from pathlib import Path
 
-from fitcore.paths import FRONTEND
+from fitcore.core.paths import FRONTEND
 
 ENTRY = "widget.js"
 # every relative import the modules make: `from "./name.js"` (one line or the end of a multi-line import)

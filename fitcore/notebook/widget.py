@@ -1,9 +1,9 @@
 """`Live`: the dashboard's live view as a notebook widget (anywidget), with the run's buttons above it.
 
-The run trains in a thread of the kernel (fitcore.runner.Run, as on the page), so the notebook stays free:
-a button pressed in the widget reaches the kernel only while no cell runs, and a cell may read the run
+The run trains in a thread of the kernel (fitcore.runs.runner.Run, as on the page), so the notebook stays
+free: a button pressed in the widget reaches the kernel only while no cell runs, and a cell may read the run
 (`live.snapshot()`) while it trains. A pusher thread sends the view what changed, as the page's polls
-would ask for it (fitcore.live.payload after the last step sent): at most MAX_UPDATES_PER_S messages a
+would ask for it (fitcore.kit.live.payload after the last step sent): at most MAX_UPDATES_PER_S messages a
 second, and always the newest step, so that a fast run never floods Jupyter's message rate limit (which
 drops messages and freezes a view on an old step) and a slow one shows every step.
 
@@ -22,11 +22,13 @@ from typing import Any
 import anywidget
 import traitlets
 
-from fitcore import api, i18n, live
-from fitcore.config import Checked, ConfigError, FitConfig, check
-from fitcore.errors import Text
+from fitcore import api
+from fitcore.core import i18n
+from fitcore.core.config import Checked, ConfigError, FitConfig, check
+from fitcore.core.errors import Text
+from fitcore.kit import live
 from fitcore.notebook import bundle
-from fitcore.runner import Run, Snapshot
+from fitcore.runs.runner import Run, Snapshot
 from fitcore.view.controls import DEFAULT_PACE
 
 MAX_UPDATES_PER_S = 30.0  # Jupyter's default limit is 1,000 messages a second per kernel, averaged over 3 s
@@ -79,7 +81,7 @@ class Live(anywidget.AnyWidget):
     _esm = bundle.bundle()
     _css = bundle.styles()
     lang = traitlets.Unicode(i18n.DEFAULT).tag(sync=True)
-    texts = traitlets.Dict().tag(sync=True)  # the live view's words in `lang` (fitcore/locales/live.json)
+    texts = traitlets.Dict().tag(sync=True)  # the live view's words in `lang` (core/locales/live.json)
     labels = traitlets.Dict().tag(sync=True)  # the buttons' words: the page's own
     error = traitlets.Unicode("").tag(sync=True)
     note = traitlets.Unicode("").tag(sync=True)
@@ -139,7 +141,7 @@ class Live(anywidget.AnyWidget):
         return self._checked.config if self._checked else None
 
     def snapshot(self) -> Snapshot | None:
-        """The run's state now (fitcore.runner.Snapshot: loss and parameter histories, the latest step's
+        """The run's state now (fitcore.runs.runner.Snapshot: loss and parameter histories, the latest step's
         split, weights, bias), or None before the first Start."""
         run = self._run
         return run.snapshot() if run else None

@@ -8,6 +8,6 @@
   quiz.py          the classroom's questions on a step, each strategy choosing its own.
 
 A strategy's own view module (`fitcore/strategies/<name>/view.py`) exposes `planned_step`, `sections`,
-`parallelism`, `console_frame` and `CONSOLE_HINT`, so that app.py and fitcore.live never ask which
+`parallelism`, `console_frame` and `CONSOLE_HINT`, so that app.py and fitcore.kit.live never ask which
 strategy a run has.
 """

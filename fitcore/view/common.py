@@ -6,14 +6,14 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from fitcore.devices import label_parts
-from fitcore.i18n import t
-from fitcore.text import format_bytes
+from fitcore.core.devices import label_parts
+from fitcore.core.i18n import t
+from fitcore.core.text import format_bytes
 
 if TYPE_CHECKING:
-    from fitcore.config import FitConfig
-    from fitcore.devices import DevicePlan
-    from fitcore.runner import Snapshot
+    from fitcore.core.config import FitConfig
+    from fitcore.core.devices import DevicePlan
+    from fitcore.runs.runner import Snapshot
 
 
 def shape_text(shape: Sequence[int]) -> str:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from fitcore.config import FitConfig
-from fitcore.devices import DevicePlan
-from fitcore.events import RunStarted, Step
-from fitcore.runner import Snapshot
+from fitcore.core.config import FitConfig
+from fitcore.core.devices import DevicePlan
+from fitcore.core.events import RunStarted, Step
+from fitcore.runs.runner import Snapshot
 from fitcore.view.common import Section
 
 

@@ -12,8 +12,7 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, Mapping
 
-from fitcore import registry
-from fitcore.config import (
+from fitcore.core.config import (
     MAX_FEATURES,
     Checked,
     ConfigError,
@@ -21,9 +20,10 @@ from fitcore.config import (
     Limits,
     check,
 )
-from fitcore.devices import GPU, parse_devices, run_gpus
-from fitcore.i18n import t
-from fitcore.mesh import MeshError, parse_mesh, world_size
+from fitcore.core.devices import GPU, parse_devices, run_gpus
+from fitcore.core.i18n import t
+from fitcore.protocols import registry
+from fitcore.protocols.mesh import MeshError, parse_mesh, world_size
 
 # The settings the page has a control for, in the order the URL lists them.
 CONTROL_FIELDS = (

@@ -11,13 +11,15 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from fitcore import csvdata, paths, recording, registry
-from fitcore.config import FitConfig
-from fitcore.errors import ConfigError
-from fitcore.i18n import t
-from fitcore.runner import Snapshot
-from fitcore.trace import trace_of
-from fitcore.uploads import UploadStore
+from fitcore.core import csvdata, paths
+from fitcore.core.config import FitConfig
+from fitcore.core.errors import ConfigError
+from fitcore.core.i18n import t
+from fitcore.core.uploads import UploadStore
+from fitcore.protocols import registry
+from fitcore.runs import recording
+from fitcore.runs.runner import Snapshot
+from fitcore.runs.trace import trace_of
 from fitcore.view.common import parameter_names
 
 SOURCES = ("synthetic", "csv")  # the data-source choice: y = X·W + b, or an uploaded CSV file
@@ -163,7 +165,7 @@ def recorder_for(store: UploadStore, owner: str) -> tuple[Callable[[FitConfig], 
 
 
 def trace_json(path: str | Path, label: str = "") -> str:
-    """The Chrome trace (fitcore.trace) of a recording's steps, as JSON text."""
+    """The Chrome trace (fitcore.runs.trace) of a recording's steps, as JSON text."""
     rec = recording.read(str(path))
     name = t("data.trace.replay", label=label) if label else "fitcore run"
     return json.dumps(trace_of(rec.events, name, registry.flows), separators=(",", ":"))

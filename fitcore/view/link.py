@@ -8,8 +8,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from fitcore import i18n, registry
-from fitcore.config import (
+from fitcore.core import i18n
+from fitcore.core.config import (
     MAX_FEATURES,
     MAX_WORKERS,
     OPTIMIZERS,
@@ -19,10 +19,11 @@ from fitcore.config import (
     integer_range,
     validate,
 )
-from fitcore.devices import MAX_VIRTUAL, parse_devices
-from fitcore.errors import Text
-from fitcore.i18n import LANGUAGES, language, t
-from fitcore.mesh import DIMS, MAX_DIM, MeshError, parse_mesh
+from fitcore.core.devices import MAX_VIRTUAL, parse_devices
+from fitcore.core.errors import Text
+from fitcore.core.i18n import LANGUAGES, language, t
+from fitcore.protocols import registry
+from fitcore.protocols.mesh import DIMS, MAX_DIM, MeshError, parse_mesh
 from fitcore.view.controls import (
     CONTROL_FIELDS,
     MAX_FEATURE_CONTROL,

@@ -17,11 +17,12 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, NamedTuple, Sequence
 
-from fitcore import i18n, registry
-from fitcore.config import FitConfig
-from fitcore.events import Step
-from fitcore.live import short_label
-from fitcore.mesh import DP
+from fitcore.core import i18n
+from fitcore.core.config import FitConfig
+from fitcore.core.events import Step
+from fitcore.kit.live import short_label
+from fitcore.protocols import registry
+from fitcore.protocols.mesh import DP
 
 MAX_CHOICES = 4
 KINDS = ("rows", "idle", "meet", "gather_bytes", "padded")

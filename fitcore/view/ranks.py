@@ -12,18 +12,18 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from fitcore.chunks import columns
-from fitcore.config import FitConfig
-from fitcore.console import final_lines, group_line
-from fitcore.devices import DevicePlan
+from fitcore.core.chunks import columns
+from fitcore.core.config import FitConfig
+from fitcore.core.devices import DevicePlan
+from fitcore.core.events import Replica, RunStarted, Step
+from fitcore.core.i18n import count, t
+from fitcore.core.shards import Layout, epoch_shards, epoch_value, first_epoch_value, row_shards
+from fitcore.core.text import plural
 from fitcore.engine.rank import rank_labels
-from fitcore.events import Replica, RunStarted, Step
-from fitcore.i18n import count, t
-from fitcore.mesh import DP, TP, grid
-from fitcore.recording import GROUP
-from fitcore.runner import Snapshot
-from fitcore.shards import Layout, epoch_shards, epoch_value, first_epoch_value, row_shards
-from fitcore.text import plural
+from fitcore.protocols.mesh import DP, TP, grid
+from fitcore.runs.console import final_lines, group_line
+from fitcore.runs.recording import GROUP
+from fitcore.runs.runner import Snapshot
 from fitcore.view.common import Section, shape_text, shown
 
 PREVIEW_INDICES = 12  # dataset indices listed per rank in the shard table; the counts stay exact

@@ -8,13 +8,13 @@ import io
 import math
 from typing import Any
 
-from fitcore import registry
-from fitcore.config import FitConfig
-from fitcore.errors import Text
-from fitcore.events import RunStarted, Status, Step
-from fitcore.i18n import t
-from fitcore.runner import Snapshot
-from fitcore.schema import dumps
+from fitcore.core.config import FitConfig
+from fitcore.core.errors import Text
+from fitcore.core.events import RunStarted, Status, Step
+from fitcore.core.i18n import t
+from fitcore.core.schema import dumps
+from fitcore.protocols import registry
+from fitcore.runs.runner import Snapshot
 from fitcore.view.common import fitted_names, parameter_names
 
 # The tables' column names as data (the JSON download keeps them): the page shows them through column_label.

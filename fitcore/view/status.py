@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from fitcore import registry
-from fitcore.config import FitConfig
-from fitcore.events import Status
-from fitcore.i18n import count, t
-from fitcore.runner import Snapshot
+from fitcore.core.config import FitConfig
+from fitcore.core.events import Status
+from fitcore.core.i18n import count, t
+from fitcore.protocols import registry
+from fitcore.runs.runner import Snapshot
 from fitcore.view.common import data_words
 from fitcore.view.controls import field_label, rate_text, used_fields
 

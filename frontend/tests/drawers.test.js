@@ -1,7 +1,7 @@
 // node --test frontend/tests/: the step picture's drawers, one module per strategy, found by key.
 //
-// FITCORE_PHASES (set by tests/test_frontend_units.py from fitcore.registry, and the engine's
-// grid of a 2-D mesh, fitcore.live.MESH_DRAWER) is {drawer key: [phase names]}; without it, this file asks
+// FITCORE_PHASES (set by tests/test_frontend_units.py from fitcore.protocols.registry, and the engine's
+// grid of a 2-D mesh, fitcore.kit.live.MESH_DRAWER) is {drawer key: [phase names]}; without it, this file asks
 // the registry itself, through the checkout's Python.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -12,11 +12,11 @@ import { fileURLToPath } from "node:url";
 import { DRAWERS, drawerFor, loadDrawer, onDrawer, registerDrawer } from "../drawers.js";
 import { setTexts } from "../words.js";
 
-// the drawers' words in English, as fitcore/locales/live.json holds them
-// (and each strategy's own live.* keys, from its package's locale.json, as fitcore.i18n merges them)
+// the drawers' words in English, as fitcore/core/locales/live.json holds them
+// (and each strategy's own live.* keys, from its package's locale.json, as fitcore.core.i18n merges them)
 const STRATEGIES = new URL("../../fitcore/strategies/", import.meta.url);
 const CATALOG = Object.assign(
-  JSON.parse(readFileSync(new URL("../../fitcore/locales/live.json", import.meta.url), "utf8")),
+  JSON.parse(readFileSync(new URL("../../fitcore/core/locales/live.json", import.meta.url), "utf8")),
   ...readdirSync(STRATEGIES, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => {
     try {
       return JSON.parse(readFileSync(new URL(`${d.name}/locale.json`, STRATEGIES), "utf8"));
@@ -31,7 +31,7 @@ const FRONTEND = fileURLToPath(new URL("..", import.meta.url));
 function registryPhases() {
   const root = fileURLToPath(new URL("../..", import.meta.url));
   const venv = `${root}.venv/bin/python`;
-  const code = "import json, fitcore; from fitcore import live, registry; "
+  const code = "import json, fitcore; from fitcore.kit import live; from fitcore.protocols import registry; "
     + "print(json.dumps({**{s.drawer: list(s.phases()) for s in registry.STRATEGIES.values()}, "
     + "live.MESH_DRAWER: list(live.MESH_PHASES)}))";
   return execFileSync(existsSync(venv) ? venv : "python3", ["-c", code], { cwd: root, encoding: "utf8" });

@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { revealKind, revealText } from "../follow.js";
 import { setTexts } from "../words.js";
 
-const LIVE_JSON = fileURLToPath(new URL("../../fitcore/locales/live.json", import.meta.url));
+const LIVE_JSON = fileURLToPath(new URL("../../fitcore/core/locales/live.json", import.meta.url));
 const LIVE = JSON.parse(readFileSync(LIVE_JSON, "utf8"));
 setTexts(Object.fromEntries(Object.entries(LIVE).map(([k, v]) => [k, v.en])), "en");
 

@@ -1,5 +1,5 @@
 // node --test frontend/tests/: the live view's words. tr() and trCount() from frontend/words.js, and the
-// catalog fitcore/locales/live.json against the modules: every key a module names is in the catalog (in
+// catalog fitcore/core/locales/live.json against the modules: every key a module names is in the catalog (in
 // both languages), every live.* key of the catalog is used, and the phase titles fill all their fields.
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
@@ -13,9 +13,9 @@ import { phaseTitle } from "../step_view.js";
 
 const FRONTEND = fileURLToPath(new URL("..", import.meta.url));
 const FITCORE = fileURLToPath(new URL("../../fitcore/", import.meta.url));
-// live.json, and the live.* keys of each strategy's own locale.json (fitcore.i18n merges them the same way)
+// live.json, and the live.* keys of each strategy's own locale.json (fitcore.core.i18n merges them the same way)
 const CATALOG = Object.assign(
-  JSON.parse(readFileSync(`${FITCORE}locales/live.json`, "utf8")),
+  JSON.parse(readFileSync(`${FITCORE}core/locales/live.json`, "utf8")),
   ...readdirSync(`${FITCORE}strategies`, { withFileTypes: true })
     .filter((d) => d.isDirectory() && d.name !== "__pycache__")
     .map((d) => {
@@ -36,7 +36,7 @@ function modules() {
     .map((f) => ({ file: f, text: readFileSync(FRONTEND + f, "utf8") }));
 }
 
-// fitcore's Python files (fitcore/live.py names live.* keys too), through its packages.
+// fitcore's Python files (fitcore/kit/live.py names live.* keys too), through its packages.
 function pythonFiles(dir = FITCORE) {
   return readdirSync(dir, { withFileTypes: true }).flatMap((d) => {
     if (d.isDirectory()) return d.name === "__pycache__" ? [] : pythonFiles(`${dir}${d.name}/`);
@@ -73,7 +73,7 @@ test("every key the modules name is in live.json, in both languages, and none is
       named += 1;
       const entries = key in CATALOG ? [CATALOG[key]] : [CATALOG[`${key}.one`], CATALOG[`${key}.other`]];
       for (const entry of entries) {
-        assert.ok(entry, `${file}: ${key} is not in fitcore/locales/live.json`);
+        assert.ok(entry, `${file}: ${key} is not in fitcore/core/locales/live.json`);
         assert.ok(entry.en && entry.zh, `${file}: ${key} lacks a language`);
       }
     }

@@ -12,7 +12,7 @@ The package, by responsibility:
   quiz.py     its classroom questions: a device's rows, the idle devices, where outputs meet, gather's bytes;
   locale.json its catalog keys; name.py its name alone (what its modules and the traps import).
 Its record names its modules' functions by where they live, each imported at its first call
-(fitcore.registry.hook).
+(fitcore.protocols.registry.hook).
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fitcore.i18n import t
-from fitcore.memory import memory_part
-from fitcore.registry import Strategy, hook, value
+from fitcore.core.i18n import t
+from fitcore.core.memory import memory_part
+from fitcore.protocols.registry import Strategy, hook, value
 from fitcore.strategies.dataparallel.name import NAME
 
 if TYPE_CHECKING:  # the config its hooks read, bound to the registry's C
-    from fitcore.config import FitConfig
+    from fitcore.core.config import FitConfig
 
 
 def _steps_per_epoch(cfg) -> int:

@@ -8,7 +8,10 @@ from typing import Any, Callable
 
 import torch
 
-from fitcore.check import (
+from fitcore.core.config import check
+from fitcore.core.devices import GPU
+from fitcore.core.i18n import t
+from fitcore.kit.check import (
     CHECK_CONFIG,
     CUDA_TOL,
     SAME_DEVICE_TOL,
@@ -28,9 +31,6 @@ from fitcore.check import (
     _within,
     row,
 )
-from fitcore.config import check
-from fitcore.devices import GPU
-from fitcore.i18n import t
 from fitcore.strategies.dataparallel.name import NAME
 from fitcore.strategies.dataparallel.phases import dataparallel_bytes
 

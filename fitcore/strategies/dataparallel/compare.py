@@ -3,10 +3,10 @@ on 2+ GPUs, the CPU emulation on virtual:K), fed the very same batches as the re
 
 from __future__ import annotations
 
-from fitcore.config import FitConfig
-from fitcore.devices import DevicePlan
-from fitcore.equivalence import StepRows, Toggles, Trainer, finite, max_diff
-from fitcore.i18n import t
+from fitcore.core.config import FitConfig
+from fitcore.core.devices import DevicePlan
+from fitcore.core.i18n import t
+from fitcore.kit.equivalence import StepRows, Toggles, Trainer, finite, max_diff
 from fitcore.strategies.dataparallel.name import NAME
 from fitcore.strategies.dataparallel.wrappers import wrap
 

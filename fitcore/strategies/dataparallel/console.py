@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from fitcore.console import device_label, size
-from fitcore.events import Replica, Step
-from fitcore.i18n import t
+from fitcore.core.events import Replica, Step
+from fitcore.core.i18n import t
+from fitcore.runs.console import device_label, size
 
 
 def in_model_line(replica: Replica) -> str:

@@ -7,7 +7,7 @@ from typing import Sequence
 
 import torch
 
-from fitcore.memory import allocated, held, whole_model
+from fitcore.core.memory import allocated, held, whole_model
 
 
 def dataparallel_rows(whole: dict[str, int], k: int) -> list[dict]:

@@ -1,16 +1,16 @@
 """DataParallel's phases, in the order of a step, their bytes and the specs of its step.
 
 scatter, replicate, parallel_apply and gather are its forward's (torch/nn/parallel/data_parallel.py); loss,
-backward, reduce and optimizer follow on the first device. fitcore.phases holds what every strategy's step
-shares: the words, the slots, the specs and the clocks.
+backward, reduce and optimizer follow on the first device. fitcore.core.phases holds what every strategy's
+step shares: the words, the slots, the specs and the clocks.
 """
 
 from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from fitcore.chunks import chunk_sizes
-from fitcore.phases import (
+from fitcore.core.chunks import chunk_sizes
+from fitcore.core.phases import (
     BACKWARD,
     BACKWARD_END,
     GATHER,

@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from fitcore.config import FitConfig
-from fitcore.events import Step
-from fitcore.live import ITEMSIZE, short_label
-from fitcore.phases import GATHER, LOSS
+from fitcore.core.config import FitConfig
+from fitcore.core.events import Step
+from fitcore.core.phases import GATHER, LOSS
+from fitcore.kit.live import ITEMSIZE, short_label
 from fitcore.view.quiz import Question, Text, _question, asked_rows, text
 
 

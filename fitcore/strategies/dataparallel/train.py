@@ -12,16 +12,14 @@ from typing import Callable, NamedTuple
 import torch
 import torch.nn.functional as F
 
-from fitcore.config import FitConfig
-from fitcore.data import epoch_order, least_squares, make_data, order_generator, ordered_batches
-from fitcore.devices import DevicePlan, parse_devices
-from fitcore.errors import Text
-from fitcore.events import MAX_IDS, Detail, Event, Replica, RunEnded, Status, Step, run_started
-from fitcore.parallel import LinearModel, ShapeRecorder
-from fitcore.phases import BACKWARD_END, LOSS_END, OPTIMIZER_END
-from fitcore.strategies.dataparallel.memory import dataparallel_memory
-from fitcore.strategies.dataparallel.wrappers import EmulatedDataParallel, phase_recorder, wrap
-from fitcore.train import (
+from fitcore.core.config import FitConfig
+from fitcore.core.data import epoch_order, least_squares, make_data, order_generator, ordered_batches
+from fitcore.core.devices import DevicePlan, parse_devices
+from fitcore.core.errors import Text
+from fitcore.core.events import MAX_IDS, Detail, Event, Replica, RunEnded, Status, Step, run_started
+from fitcore.core.parallel import LinearModel, ShapeRecorder
+from fitcore.core.phases import BACKWARD_END, LOSS_END, OPTIMIZER_END
+from fitcore.core.train import (
     Control,
     clear_grads,
     describe_failure,
@@ -31,6 +29,8 @@ from fitcore.train import (
     make_optimizer,
     warm_up,
 )
+from fitcore.strategies.dataparallel.memory import dataparallel_memory
+from fitcore.strategies.dataparallel.wrappers import EmulatedDataParallel, phase_recorder, wrap
 
 
 class _Cut(NamedTuple):

@@ -1,7 +1,7 @@
 """DataParallel's part of the page: its planned first step, the table of each replica's shapes, how it ran.
 
-Every strategy's view module exposes the same names, which fitcore.registry loads by the entry's `view`:
-`planned_step`, `sections`, `parallelism`, `console_frame` and `CONSOLE_HINT`.
+Every strategy's view module exposes the same names, which fitcore.protocols.registry loads by the entry's
+`view`: `planned_step`, `sections`, `parallelism`, `console_frame` and `CONSOLE_HINT`.
 """
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from fitcore.config import FitConfig
-from fitcore.devices import DevicePlan
-from fitcore.events import Replica, RunStarted, Step
-from fitcore.i18n import t
-from fitcore.memory import whole_model
-from fitcore.parallel import chunk_sizes
-from fitcore.runner import Snapshot
+from fitcore.core.config import FitConfig
+from fitcore.core.devices import DevicePlan
+from fitcore.core.events import Replica, RunStarted, Step
+from fitcore.core.i18n import t
+from fitcore.core.memory import whole_model
+from fitcore.core.parallel import chunk_sizes
+from fitcore.core.text import format_bytes
+from fitcore.runs.runner import Snapshot
 from fitcore.strategies.dataparallel.memory import dataparallel_rows, gathered_bytes
-from fitcore.text import format_bytes
 from fitcore.view.common import Section, device_text, memory_notes, memory_rows, shape_text, shown
 
 CONSOLE_HINT = "view.console_hint.dataparallel"  # the catalog's words for what the console will show

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fitcore.projection import Projection
+from fitcore.core.projection import Projection
 from fitcore.strategies.dataparallel.name import NAME
 
 

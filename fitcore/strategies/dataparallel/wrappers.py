@@ -8,9 +8,9 @@ DataParallel's forward has four phases (torch/nn/parallel/data_parallel.py):
 The emulation below keeps phases 1, 3 and 4 exactly and makes phase 2 free: on one CPU every replica can
 share the module's parameters, so the gradients add up on them just as DataParallel's reduce does.
 
-Both wrappers record each step's phases on their `phases` (a fitcore.phases.PhaseRecorder): the wrapper
+Both wrappers record each step's phases on their `phases` (a fitcore.core.phases.PhaseRecorder): the wrapper
 marks its forward's phases, the training loop marks its own three and takes the step. The lab
-(fitcore.equivalence's reference, fitcore.traps) wraps its models with `wrap` too.
+(fitcore.kit.equivalence's reference, fitcore.lab.traps) wraps its models with `wrap` too.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from fitcore.devices import DevicePlan
-from fitcore.parallel import LinearModel
-from fitcore.phases import START, CudaClock, HostClock, PhaseRecorder, PhaseSpec
+from fitcore.core.devices import DevicePlan
+from fitcore.core.parallel import LinearModel
+from fitcore.core.phases import START, CudaClock, HostClock, PhaseRecorder, PhaseSpec
 from fitcore.strategies.dataparallel.phases import dataparallel_specs
 
 __all__ = [
@@ -37,9 +37,9 @@ __all__ = [
 ]
 
 
-# The emulation's time slots after the four every layout has (fitcore.phases.START ... OPTIMIZER_END): one
-# chunk call scatters for every device and replicate is free, so all devices share SCATTERED; each replica's
-# forward has a start and a stop of its own, marked in its own thread.
+# The emulation's time slots after the four every layout has (fitcore.core.phases.START ... OPTIMIZER_END):
+# one chunk call scatters for every device and replicate is free, so all devices share SCATTERED; each
+# replica's forward has a start and a stop of its own, marked in its own thread.
 _E_SCATTERED, _E_GATHER_START, _E_GATHERED, _E_APPLY = 4, 5, 6, 7
 
 

@@ -27,8 +27,9 @@ The package, by responsibility:
   syncbn.py    SyncBatchNorm's arithmetic in one process, and its check of torch's own on nccl ranks spawned
                by the engine (fitcore.engine.spawn); the lab's BatchNorm question imports it too;
   name.py      its name alone (what its modules and the traps import).
-How an epoch is cut into shards is fitcore.shards, and the panels of the ranks' shards fitcore.view.ranks,
-which DDP and FSDP share; the console lines of ranks, shards and finals are fitcore.console's.
+How an epoch is cut into shards is fitcore.core.shards, and the panels of the ranks' shards
+fitcore.view.ranks, which DDP and FSDP share; the console lines of ranks, shards and finals are
+fitcore.runs.console's.
 """
 
 from __future__ import annotations
@@ -37,16 +38,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fitcore.console import rank_step_lines
-from fitcore.i18n import count, t
-from fitcore.memory import memory_part
-from fitcore.mesh import DP, TP
-from fitcore.registry import Strategy, hook, ranked, value
-from fitcore.shards import Layout, padded_part
+from fitcore.core.i18n import count, t
+from fitcore.core.memory import memory_part
+from fitcore.core.shards import Layout, padded_part
+from fitcore.protocols.mesh import DP, TP
+from fitcore.protocols.registry import Strategy, hook, ranked, value
+from fitcore.runs.console import rank_step_lines
 from fitcore.strategies.ddp.name import NAME
 
 if TYPE_CHECKING:  # the config its hooks read, bound to the registry's C
-    from fitcore.config import FitConfig
+    from fitcore.core.config import FitConfig
 
 
 def _steps_per_epoch(cfg) -> int:

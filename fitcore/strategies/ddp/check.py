@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fitcore.check import (
+from fitcore.core.devices import GPU
+from fitcore.core.i18n import t
+from fitcore.core.phases import TP_ALLREDUCE, ring_bytes
+from fitcore.kit.check import (
     CHECK_CONFIG,
     CUDA_TOL,
     MESH_CHECK,
@@ -19,9 +22,6 @@ from fitcore.check import (
     rank_skips,
     row,
 )
-from fitcore.devices import GPU
-from fitcore.i18n import t
-from fitcore.phases import TP_ALLREDUCE, ring_bytes
 from fitcore.strategies.ddp.name import NAME
 from fitcore.strategies.ddp.phases import ALLREDUCE
 

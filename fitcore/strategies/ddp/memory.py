@@ -6,7 +6,7 @@ from typing import Sequence
 
 import torch
 
-from fitcore.memory import held, whole_model
+from fitcore.core.memory import held, whole_model
 
 
 def ddp_rows(whole: dict[str, int], k: int) -> list[dict]:

@@ -7,7 +7,7 @@ On a 2-D mesh (`dp` x `tp`) DDP runs the `dp` dimension over a model whose featu
 
 from __future__ import annotations
 
-from fitcore.phases import (
+from fitcore.core.phases import (
     BACKWARD,
     BACKWARD_END,
     FORWARD,
@@ -27,7 +27,7 @@ from fitcore.phases import (
 ALLREDUCE = "allreduce"  # the gradients', inside a `dp` group
 DDP_PHASES = (LOAD, FORWARD, LOSS, BACKWARD, ALLREDUCE, OPTIMIZER)
 MESH_PHASES = (LOAD, FORWARD, TP_ALLREDUCE, LOSS, BACKWARD, ALLREDUCE, OPTIMIZER)  # on a dp x tp mesh
-# after the slots every rank marks (fitcore.phases), the all-reduce's two, from DDP's communication hook;
+# after the slots every rank marks (fitcore.core.phases), the all-reduce's two, from DDP's communication hook;
 # then a 2-D mesh's: the partial output done, the all-reduce of the partial outputs arrived
 ALLREDUCE_START, ALLREDUCE_END = 6, 7
 TP_PARTIAL_END, TP_ALLREDUCE_END = 8, 9

@@ -17,16 +17,17 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 from torch.distributed.tensor.parallel.ddp import _pre_dp_module_transform
 from torch.nn.parallel import DistributedDataParallel
 
-from fitcore.chunks import columns
-from fitcore.config import FitConfig
+from fitcore.core.chunks import columns
+from fitcore.core.config import FitConfig
+from fitcore.core.memory import rank_memory
+from fitcore.core.parallel import LinearModel
+from fitcore.core.phases import FORWARD_END, ring_bytes
+from fitcore.core.train import first_model, make_optimizer
 from fitcore.engine.contract import Engine, first_memory_details, joined_parts, memory_on_step_one
 from fitcore.engine.loop import Mark, Place, WholeForward, sampler_batches
 from fitcore.engine.rank import local_values, rank_params
 from fitcore.engine.rowwise import Cut, block_inputs, shard_features
-from fitcore.memory import rank_memory
-from fitcore.mesh import DP, TP, Mesh
-from fitcore.parallel import LinearModel
-from fitcore.phases import FORWARD_END, ring_bytes
+from fitcore.protocols.mesh import DP, TP, Mesh
 from fitcore.strategies.ddp.name import NAME
 from fitcore.strategies.ddp.phases import (
     ALLREDUCE_END,
@@ -36,7 +37,6 @@ from fitcore.strategies.ddp.phases import (
     TP_PARTIAL_END,
     ddp_specs,
 )
-from fitcore.train import first_model, make_optimizer
 
 
 class _AllreduceTimes:
@@ -95,7 +95,7 @@ class DdpPart(WholeForward):
             wrapped = raw.fc  # called as a module, so that RowwiseParallel's hooks run (LinearModel's own
             # forward calls F.linear on fc's parameters, past them)
         # gradient_as_bucket_view: each gradient is a view into the reducer's bucket, so the rank keeps one
-        # copy of its gradients (the bucket), not two, and what it holds (fitcore.memory, storage by
+        # copy of its gradients (the bucket), not two, and what it holds (fitcore.core.memory, storage by
         # storage) is what torch allocated. A column shard of W is a strided view (torch.chunk's along
         # dim 1), whose gradient the bucket cannot alias: on a 2-D mesh DDP copies into its bucket instead
         self.model = DistributedDataParallel(

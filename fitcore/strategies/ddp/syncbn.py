@@ -1,6 +1,6 @@
 """SyncBatchNorm's arithmetic, exactly, in one process, and what `fitcore check` holds torch's own to.
 
-The lab's BatchNorm question (fitcore.traps.batchnorm) trains its model three ways; the DDP column's
+The lab's BatchNorm question (fitcore.lab.traps.batchnorm) trains its model three ways; the DDP column's
 arithmetic lives here, per-shard statistics or SyncBatchNorm's global ones, so that DDP's check can run it
 without DataParallel's emulation, which only the question needs.
 """
@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from fitcore.data import make_data
-from fitcore.equivalence import Trainer, finite, loss_of, max_diff, schedule
+from fitcore.core.data import make_data
+from fitcore.kit.equivalence import Trainer, finite, loss_of, max_diff, schedule
 from fitcore.strategies.ddp.name import NAME as DDP
 
 START_BOUND = 120.0  # seconds for the GPU ranks to import torch and join
@@ -85,7 +85,7 @@ class _BatchNormTrainer(Trainer):
 
 def ddp_column(cfg, k: int, toggles, sync: bool) -> tuple[_BatchNormTrainer, list]:
     """DDP's arithmetic alone on the BatchNorm model, K ranks on compare's schedule: the trained column and
-    the steps (each rank's rows), as fitcore.traps.batchnorm trains it beside the reference."""
+    the steps (each rank's rows), as fitcore.lab.traps.batchnorm trains it beside the reference."""
     device = torch.device("cpu")
     ddp = _BatchNormTrainer(cfg, make_data(cfg, device), device, lr=toggles.ranks_lr(cfg, k))
     steps = list(schedule(cfg, k, toggles))
@@ -105,9 +105,9 @@ def _sync_rank(rank: int, world: int, port: int, out, cfg, steps) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
+    from fitcore.core.parallel import init_parameters
+    from fitcore.core.train import make_optimizer
     from fitcore.engine.spawn import join_group
-    from fitcore.parallel import init_parameters
-    from fitcore.train import make_optimizer
 
     try:
         torch.cuda.set_device(rank)
@@ -140,9 +140,9 @@ def check_sync_batchnorm(gpus: int) -> dict:
     """
     import math
 
-    from fitcore.config import FitConfig, check
+    from fitcore.core.config import FitConfig, check
     from fitcore.engine.spawn import run_spawned
-    from fitcore.equivalence import Toggles
+    from fitcore.kit.equivalence import Toggles
 
     rows = gpus * math.ceil(200 / gpus)  # no padding: SyncBatchNorm's statistics are over the real rows
     checked = check(FitConfig(data_size=rows, batch_size=rows, epochs=10, optimizer="sgd", lr=0.1,

@@ -1,18 +1,18 @@
 """DistributedDataParallel's part of the page: the ranks' shards and shapes (fitcore.view.ranks), what each
 rank holds (the whole model, on every rank), how it ran, and its console lines around the steps.
 
-It exposes the names every strategy's view module does (fitcore.registry.StrategyView).
+It exposes the names every strategy's view module does (fitcore.protocols.registry.StrategyView).
 """
 
 from __future__ import annotations
 
-from fitcore.config import FitConfig
-from fitcore.devices import DevicePlan
+from fitcore.core.config import FitConfig
+from fitcore.core.devices import DevicePlan
+from fitcore.core.events import RunStarted
+from fitcore.core.i18n import t
+from fitcore.core.memory import whole_model
 from fitcore.engine.rank import rank_labels
-from fitcore.events import RunStarted
-from fitcore.i18n import t
-from fitcore.memory import whole_model
-from fitcore.runner import Snapshot
+from fitcore.runs.runner import Snapshot
 from fitcore.strategies.ddp.memory import ddp_rows
 from fitcore.view import ranks as rank_view
 from fitcore.view.common import Section, ranks_memory, shown

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fitcore.i18n import t
-from fitcore.projection import Projection, ring
+from fitcore.core.i18n import t
+from fitcore.core.projection import Projection, ring
 from fitcore.strategies.ddp.name import NAME
 
 PROJECTIONS = (

@@ -7,7 +7,7 @@ launch):
   1. every rank builds the same data and initial parameters; W is laid out (d, 1), y = X @ W + b;
   2. fully_shard cuts W's rows and b over the ranks (torch.chunk's rule, padded: .layout), so no
      rank holds the whole model: 3 features on 2 ranks, rank 0 holds w1, w2 and b, rank 1 w3 alone;
-  3. each rank takes DDP's rows (DistributedSampler, ceil(B / K) a step: fitcore.shards);
+  3. each rank takes DDP's rows (DistributedSampler, ceil(B / K) a step: fitcore.core.shards);
   4. a step: all-gather W and b (the whole model on every rank), forward, loss, backward (ZeRO-3 all-gathers
      again, the parameters having been freed after forward), reduce-scatter (each rank keeps the average
      gradient of its own shard), then each rank's optimizer steps its shard, Adam state included.
@@ -34,16 +34,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fitcore.console import rank_step_lines
-from fitcore.i18n import count, t
-from fitcore.mesh import TP
-from fitcore.registry import Strategy, hook, ranked, value
-from fitcore.shards import Layout
+from fitcore.core.i18n import count, t
+from fitcore.core.shards import Layout
+from fitcore.protocols.mesh import TP
+from fitcore.protocols.registry import Strategy, hook, ranked, value
+from fitcore.runs.console import rank_step_lines
 from fitcore.strategies.fsdp.name import NAME
 from fitcore.strategies.fsdp.shapes import DETAIL
 
 if TYPE_CHECKING:  # the config its hooks read, bound to the registry's C
-    from fitcore.config import FitConfig
+    from fitcore.core.config import FitConfig
 
 OPTION = "reshard_after_forward"  # the config field only this strategy reads
 

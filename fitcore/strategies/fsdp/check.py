@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fitcore.check import (
+from fitcore.core.devices import GPU
+from fitcore.core.events import Detail
+from fitcore.core.i18n import count, t
+from fitcore.core.phases import TP_ALLREDUCE, ring_bytes
+from fitcore.kit.check import (
     CHECK_CONFIG,
     MESH_CHECK,
     CheckFailed,
@@ -18,10 +22,6 @@ from fitcore.check import (
     rank_skips,
     row,
 )
-from fitcore.devices import GPU
-from fitcore.events import Detail
-from fitcore.i18n import count, t
-from fitcore.phases import TP_ALLREDUCE, ring_bytes
 from fitcore.strategies.fsdp.layout import (
     ALL_GATHER,
     REDUCE_SCATTER,

@@ -10,7 +10,7 @@ tests/test_compare.py checks this simulation against the real fully_shard run on
 
 from __future__ import annotations
 
-from fitcore.lab import RanksComparer, rank_causes
+from fitcore.kit.labmath import RanksComparer, rank_causes
 from fitcore.strategies.fsdp.name import NAME
 
 

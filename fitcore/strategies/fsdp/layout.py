@@ -11,10 +11,9 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from fitcore.config import FitConfig
-from fitcore.memory import optimizer_state
-from fitcore.mesh import DP, TP
-from fitcore.phases import (
+from fitcore.core.config import FitConfig
+from fitcore.core.memory import optimizer_state
+from fitcore.core.phases import (
     BACKWARD,
     BACKWARD_END,
     FORWARD,
@@ -30,6 +29,7 @@ from fitcore.phases import (
     PhaseSpec,
     ring_bytes,
 )
+from fitcore.protocols.mesh import DP, TP
 
 ALL_GATHER, REDUCE_SCATTER = "all_gather", "reduce_scatter"
 FSDP_PHASES = (LOAD, ALL_GATHER, FORWARD, LOSS, BACKWARD, REDUCE_SCATTER, OPTIMIZER)

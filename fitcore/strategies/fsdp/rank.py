@@ -24,15 +24,16 @@ from torch import nn
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllGather, DefaultReduceScatter
 
-from fitcore.chunks import columns
-from fitcore.config import FitConfig
+from fitcore.core.chunks import columns
+from fitcore.core.config import FitConfig
+from fitcore.core.memory import rank_memory
+from fitcore.core.parallel import LinearModel, ShapeRecorder, init_parameters
+from fitcore.core.phases import FORWARD_END
+from fitcore.core.train import make_optimizer
 from fitcore.engine.loop import Mark, Place, WholeForward, sampler_batches
 from fitcore.engine.rank import local_values
 from fitcore.engine.rowwise import Cut, block_inputs, shard_features
-from fitcore.memory import rank_memory
-from fitcore.mesh import DP, TP
-from fitcore.parallel import LinearModel, ShapeRecorder, init_parameters
-from fitcore.phases import FORWARD_END
+from fitcore.protocols.mesh import DP, TP
 from fitcore.strategies.fsdp.layout import (
     AG_BACK_END,
     AG_BACK_START,
@@ -46,7 +47,6 @@ from fitcore.strategies.fsdp.layout import (
     all_gather_bytes,
     reduce_scatter_bytes,
 )
-from fitcore.train import make_optimizer
 
 
 class ColumnLinear(nn.Module):

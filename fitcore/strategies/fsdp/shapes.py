@@ -1,8 +1,8 @@
-"""The declared shape of Detail('fsdp').value, through which a recording's is read (fitcore.schema)."""
+"""The declared shape of Detail('fsdp').value, through which a recording's is read (fitcore.core.schema)."""
 
 from __future__ import annotations
 
-from fitcore.schema import BYTES, COUNT, MAX_RANKS, MEMORY_ROW, RANK, SHARD, Bool, Int, List, Obj, Str
+from fitcore.core.schema import BYTES, COUNT, MAX_RANKS, MEMORY_ROW, RANK, SHARD, Bool, Int, List, Obj, Str
 
 COLLECTIVE = Obj({"op": Str(64), "input_bytes": BYTES, "output_bytes": BYTES})
 RANK_ROW = Obj(

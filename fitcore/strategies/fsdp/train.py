@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from functools import partial
 
-from fitcore.config import FitConfig
+from fitcore.core.config import FitConfig
+from fitcore.core.events import Detail
 from fitcore.engine.contract import Engine, joined_parts, memory_details, memory_on_step_one
-from fitcore.events import Detail
 from fitcore.strategies.fsdp.layout import FSDP_SLOTS, ranks_fsdp_specs, shards_value
 from fitcore.strategies.fsdp.name import NAME
 from fitcore.strategies.fsdp.rank import final_params, full_params, holds_memory, rank_part, shard_params

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fitcore.config import FitConfig
-from fitcore.devices import DevicePlan
-from fitcore.events import RunStarted, Step
-from fitcore.i18n import count, t
-from fitcore.memory import memory_part
-from fitcore.runner import Snapshot
-from fitcore.shards import padded_part
+from fitcore.core.config import FitConfig
+from fitcore.core.devices import DevicePlan
+from fitcore.core.events import RunStarted, Step
+from fitcore.core.i18n import count, t
+from fitcore.core.memory import memory_part
+from fitcore.core.shards import padded_part
+from fitcore.core.text import format_bytes
+from fitcore.runs.runner import Snapshot
 from fitcore.strategies.fsdp.layout import planned_memory, shard_rows, shards_value
 from fitcore.strategies.fsdp.name import NAME
-from fitcore.text import format_bytes
 from fitcore.view import ranks as rank_view
 from fitcore.view.common import Section, allocated_cell, allocated_note, fitted_names, shown
 

@@ -1,6 +1,6 @@
 """FSDP in `fitcore whatif`: the ZeRO-3 rows' calibration point, the bytes this run's own collectives sent.
 
-The projection's ZeRO-3 row (fitcore.whatif) sends 3(K-1)/K of the parameters per device and step: an
+The projection's ZeRO-3 row (fitcore.lab.whatif) sends 3(K-1)/K of the parameters per device and step: an
 all-gather before forward, another in backward, a reduce-scatter. `calibrate` runs fully_shard for real at
 K ranks on this run's model and puts what each rank's collectives sent beside what that formula says for the
 same K, parameters and itemsize. They differ by the padding: fully_shard pads every parameter's shard to
@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fitcore.config import FitConfig, validate
-from fitcore.errors import ConfigError, Text
-from fitcore.events import Step
-from fitcore.i18n import t
+from fitcore.core.config import FitConfig, validate
+from fitcore.core.errors import ConfigError, Text
+from fitcore.core.events import Step
+from fitcore.core.i18n import t
 from fitcore.strategies.fsdp.layout import ALL_GATHER, REDUCE_SCATTER
 from fitcore.strategies.fsdp.name import NAME
 
-PROJECTIONS: tuple = ()  # its rows are the ZeRO stages' of fitcore.whatif, ZeRO-3 above all
+PROJECTIONS: tuple = ()  # its rows are the ZeRO stages' of fitcore.lab.whatif, ZeRO-3 above all
 ROW = "zero3"  # the projected row it calibrates
 STEPS = 3  # steps of the calibration run: the bytes are the same every step
 
@@ -26,8 +26,8 @@ STEPS = 3  # steps of the calibration run: the bytes are the same every step
 def calibrate(cfg: FitConfig, k: int) -> dict:
     """Run FSDP (ZeRO-3) on k CPU ranks for a few steps of cfg; the bytes its collectives sent per rank and
     step, against the ZeRO-3 projection's formula at the same K, parameters and float32 numbers."""
-    from fitcore import registry
-    from fitcore.projection import ZERO, state_bytes
+    from fitcore.core.projection import ZERO, state_bytes
+    from fitcore.protocols import registry
 
     run = validate(replace(cfg, strategy=NAME, devices="cpu", workers=k, reshard_after_forward=True,
                            epochs=1, batch_size=cfg.data_size))  # fmt: skip

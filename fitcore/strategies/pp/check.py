@@ -8,7 +8,12 @@ from dataclasses import replace
 
 import torch
 
-from fitcore.check import (
+from fitcore.core.config import FitConfig, check
+from fitcore.core.data import epoch_ids, make_data, order_generator
+from fitcore.core.devices import GPU
+from fitcore.core.events import Detail
+from fitcore.core.i18n import count, t
+from fitcore.kit.check import (
     CHECK_CONFIG,
     CUDA_TOL,
     SAME_DEVICE_TOL,
@@ -25,11 +30,6 @@ from fitcore.check import (
     rank_skips,
     row,
 )
-from fitcore.config import FitConfig, check
-from fitcore.data import epoch_ids, make_data, order_generator
-from fitcore.devices import GPU
-from fitcore.events import Detail
-from fitcore.i18n import count, t
 from fitcore.strategies.pp import layout
 from fitcore.strategies.pp.compare import DeepTrainer
 from fitcore.strategies.pp.name import NAME

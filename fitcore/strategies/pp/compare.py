@@ -16,13 +16,13 @@ from dataclasses import replace
 
 import torch
 
-from fitcore.config import FitConfig
-from fitcore.devices import DevicePlan
-from fitcore.equivalence import StepRows, Toggles, Trainer, loss_of, max_diff
-from fitcore.i18n import t
+from fitcore.core.config import FitConfig
+from fitcore.core.devices import DevicePlan
+from fitcore.core.i18n import t
+from fitcore.core.train import make_optimizer
+from fitcore.kit.equivalence import StepRows, Toggles, Trainer, loss_of, max_diff
 from fitcore.strategies.pp.model import deep_model, flat_parameters
 from fitcore.strategies.pp.name import NAME
-from fitcore.train import make_optimizer
 
 
 class DeepTrainer:

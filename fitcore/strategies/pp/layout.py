@@ -18,10 +18,10 @@ import functools
 import math
 from typing import Any, NamedTuple, Sequence
 
-from fitcore.config import FitConfig, integer_range
-from fitcore.errors import ConfigError, Listed, Text
-from fitcore.i18n import t
-from fitcore.phases import LOSS_END, OPTIMIZER_END, PhaseSpec
+from fitcore.core.config import FitConfig, integer_range
+from fitcore.core.errors import ConfigError, Listed, Text
+from fitcore.core.i18n import t
+from fitcore.core.phases import LOSS_END, OPTIMIZER_END, PhaseSpec
 
 # The schedules: torch.distributed.pipelining's classes by the name the flag takes, the stages each rank
 # runs, and how stages are laid on ranks (torch's generate_stage_to_rank_mapping: "loop" deals them round,

@@ -1,10 +1,10 @@
 """The deep-linear model a pipeline cuts: the fit's one layer made L layers that multiply to one W.
 
 y = X·A₁ᵀ·A₂ᵀ···A_{L−1}ᵀ·W_Lᵀ + b: the first L − 1 layers are (d, d) without bias and start as the identity,
-the last is the one-layer model's own nn.Linear(d, 1) (its first W and b from the seed, fitcore.train). So the
-deep model starts as the same function as one layer, fits the same data to the same least-squares answer, and
-its product W = W_L·A_{L−1}···A₁ is what the page shows; only the path to it differs (each layer has its own
-gradient), which is why a pipeline is compared with the same deep model on one device.
+the last is the one-layer model's own nn.Linear(d, 1) (its first W and b from the seed, fitcore.core.train).
+So the deep model starts as the same function as one layer, fits the same data to the same least-squares
+answer, and its product W = W_L·A_{L−1}···A₁ is what the page shows; only the path to it differs (each layer
+has its own gradient), which is why a pipeline is compared with the same deep model on one device.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from fitcore.config import FitConfig
+from fitcore.core.config import FitConfig
+from fitcore.core.train import first_model
 from fitcore.strategies.pp.layout import hidden
-from fitcore.train import first_model
 
 
 def deep_layers(cfg: FitConfig) -> list[nn.Linear]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fitcore.config import FitConfig
-from fitcore.events import Step
-from fitcore.live import short_label
+from fitcore.core.config import FitConfig
+from fitcore.core.events import Step
+from fitcore.kit.live import short_label
 from fitcore.strategies.pp import layout
 from fitcore.strategies.pp.schedule import blocks_of
 from fitcore.strategies.pp.view import step_blocks

@@ -25,16 +25,16 @@ import torch.distributed as dist
 import torch.nn.functional as F_
 from torch import nn
 
-from fitcore.config import FitConfig
-from fitcore.data import epoch_ids, order_generator
+from fitcore.core.config import FitConfig
+from fitcore.core.data import epoch_ids, order_generator
+from fitcore.core.memory import rank_memory
+from fitcore.core.phases import START
+from fitcore.core.train import make_optimizer
 from fitcore.engine.loop import Mark, Place, own_rows
-from fitcore.memory import rank_memory
-from fitcore.mesh import PP
-from fitcore.phases import START
+from fitcore.protocols.mesh import PP
 from fitcore.strategies.pp import layout
 from fitcore.strategies.pp.layout import FIRST_BLOCK, SCHEDULE_START, B, Block, F, I, W, hidden
 from fitcore.strategies.pp.model import deep_layers, product
-from fitcore.train import make_optimizer
 
 ITEMSIZE = 4  # float32
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fitcore.config import FitConfig
+from fitcore.core.config import FitConfig
 from fitcore.strategies.pp import layout
 from fitcore.strategies.pp.layout import Block
 

@@ -1,8 +1,8 @@
-"""The declared shape of Detail('pp').value, through which a recording's is read (fitcore.schema)."""
+"""The declared shape of Detail('pp').value, through which a recording's is read (fitcore.core.schema)."""
 
 from __future__ import annotations
 
-from fitcore.schema import BYTES, COUNT, MAX_RANKS, MEMORY_ROW, RANK, Int, List, Num, Obj, Str
+from fitcore.core.schema import BYTES, COUNT, MAX_RANKS, MEMORY_ROW, RANK, Int, List, Num, Obj, Str
 
 MOST_BLOCKS = 6 * 32  # a rank's blocks in a step: ZBV's 3 kinds x 2 stages x the most microbatches
 BLOCK = Obj(

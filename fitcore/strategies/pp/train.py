@@ -14,12 +14,12 @@ from typing import Sequence
 
 import torch
 
-from fitcore.config import FitConfig
+from fitcore.core.config import FitConfig
+from fitcore.core.events import Detail
+from fitcore.core.phases import PhaseSpec
 from fitcore.engine.contract import Engine, Final, StepReport, first_memory_details, memory_details
-from fitcore.events import Detail
-from fitcore.mesh import PP
-from fitcore.phases import PhaseSpec
-from fitcore.split import WHOLE
+from fitcore.protocols.mesh import PP
+from fitcore.protocols.split import WHOLE
 from fitcore.strategies.pp import layout
 from fitcore.strategies.pp.layout import hidden
 from fitcore.strategies.pp.model import product

@@ -2,7 +2,7 @@
 every block with its microbatch, its tick and its measured times, the bubble beside its formula), what each
 stage holds, how it ran and its console lines.
 
-It exposes the names every strategy's view module does (fitcore.registry.StrategyView).
+It exposes the names every strategy's view module does (fitcore.protocols.registry.StrategyView).
 """
 
 from __future__ import annotations
@@ -10,18 +10,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from fitcore.config import FitConfig
-from fitcore.devices import DevicePlan
+from fitcore.core.config import FitConfig
+from fitcore.core.devices import DevicePlan
+from fitcore.core.events import Replica, RunStarted, Step
+from fitcore.core.i18n import count, t
+from fitcore.core.memory import memory_part
+from fitcore.core.text import format_bytes
 from fitcore.engine.rank import rank_labels
-from fitcore.events import Replica, RunStarted, Step
-from fitcore.i18n import count, t
-from fitcore.memory import memory_part
-from fitcore.runner import Snapshot
+from fitcore.runs.runner import Snapshot
 from fitcore.strategies.pp import layout
 from fitcore.strategies.pp.layout import hidden
 from fitcore.strategies.pp.name import NAME
 from fitcore.strategies.pp.schedule import step_value
-from fitcore.text import format_bytes
 from fitcore.view import ranks as rank_view
 from fitcore.view.common import Section, fitted_names, ranks_memory, shown
 
@@ -80,9 +80,9 @@ def _walk(cfg: FitConfig, step: Step, p: int) -> tuple[list[list[dict]], list[di
 
 
 def flows(cfg: FitConfig, step: Step) -> list[tuple[str, float, str, float]]:
-    """The sends between ranks in a step, for the trace's arrows (fitcore.trace.Flow): each block that hands
-    its tensor to another rank's stage (layout.receiver), to that stage's block of the same microbatch, from
-    just inside the sender's end to just inside the receiver's start, where the viewer binds each end."""
+    """The sends between ranks in a step, for the trace's arrows (fitcore.runs.trace.Flow): each block that
+    hands its tensor to another rank's stage (layout.receiver), to that stage's block of the same microbatch,
+    from just inside the sender's end to just inside the receiver's start, where the viewer binds each end."""
     p = len(step.replicas)
     blocks = step_blocks(cfg, step, p)
     labels = [r.device for r in step.replicas]

@@ -6,7 +6,7 @@ K of the m microbatches' activations at once, a quarter of the batch's."""
 
 from __future__ import annotations
 
-from fitcore.projection import Projection
+from fitcore.core.projection import Projection
 from fitcore.strategies.pp.layout import ONE_F_ONE_B, formula_bubble
 from fitcore.strategies.pp.name import NAME
 

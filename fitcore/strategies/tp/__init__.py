@@ -28,17 +28,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fitcore.console import rank_step_lines
-from fitcore.i18n import count, t
-from fitcore.mesh import TP
-from fitcore.registry import Strategy, hook, ranked, value
-from fitcore.split import COLUMNS
+from fitcore.core.i18n import count, t
+from fitcore.protocols.mesh import TP
+from fitcore.protocols.registry import Strategy, hook, ranked, value
+from fitcore.protocols.split import COLUMNS
+from fitcore.runs.console import rank_step_lines
 from fitcore.strategies.tp import layout
 from fitcore.strategies.tp.name import NAME
 from fitcore.strategies.tp.shapes import DETAIL
 
 if TYPE_CHECKING:  # the config its hooks read, bound to the registry's C
-    from fitcore.config import FitConfig
+    from fitcore.core.config import FitConfig
 
 
 def _presets(tutorial) -> tuple:

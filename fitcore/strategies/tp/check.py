@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fitcore.check import (
+from fitcore.core.chunks import columns
+from fitcore.core.config import check
+from fitcore.core.devices import GPU
+from fitcore.core.events import Detail
+from fitcore.core.i18n import count, t
+from fitcore.kit.check import (
     CHECK_CONFIG,
     CUDA_TOL,
     SAME_DEVICE_TOL,
@@ -24,11 +29,6 @@ from fitcore.check import (
     rank_skips,
     row,
 )
-from fitcore.chunks import columns
-from fitcore.config import check
-from fitcore.devices import GPU
-from fitcore.events import Detail
-from fitcore.i18n import count, t
 from fitcore.strategies.tp.layout import allreduce_bytes
 from fitcore.strategies.tp.name import NAME
 

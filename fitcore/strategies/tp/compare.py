@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import torch
 
-from fitcore.chunks import columns
-from fitcore.config import FitConfig
-from fitcore.devices import DevicePlan
-from fitcore.equivalence import StepRows, Toggles, Trainer, finite, loss_of, max_diff
+from fitcore.core.chunks import columns
+from fitcore.core.config import FitConfig
+from fitcore.core.devices import DevicePlan
+from fitcore.kit.equivalence import StepRows, Toggles, Trainer, finite, loss_of, max_diff
 from fitcore.strategies.tp.name import NAME
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from fitcore.chunks import columns, ranks_allowed
-from fitcore.config import MAX_WORKERS, FitConfig
-from fitcore.errors import ConfigError, Listed, Text
-from fitcore.phases import (
+from fitcore.core.chunks import columns, ranks_allowed
+from fitcore.core.config import MAX_WORKERS, FitConfig
+from fitcore.core.errors import ConfigError, Listed, Text
+from fitcore.core.phases import (
     BACKWARD_END,
     LOSS_END,
     OPTIMIZER_END,
@@ -92,7 +92,7 @@ def planned_memory(cfg, rank: int, k: int, itemsize: int = 4) -> dict:
     their optimizer state. DTensor keeps each rank's shard of W in a buffer of ceil(d / K) numbers (an uneven
     last shard is a view of a padded one, as measured), while the gradients and Adam's moments are made to
     the shard's own size."""
-    from fitcore.memory import optimizer_state
+    from fitcore.core.memory import optimizer_state
 
     lo, hi = columns(cfg.n_features, k)[rank]
     numbers = (hi - lo) + 1

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fitcore.config import FitConfig
-from fitcore.events import Step
-from fitcore.live import short_label
+from fitcore.core.config import FitConfig
+from fitcore.core.events import Step
+from fitcore.kit.live import short_label
 from fitcore.strategies.tp.layout import ALLREDUCE
 from fitcore.view.quiz import Question, Text, _question, text
 

@@ -3,7 +3,7 @@ parallelism.
 
 `parallelize_module(fc, mesh, RowwiseParallel())` (torch.distributed.tensor.parallel) shards the weight
 [1, d] on its features (Shard(1), torch.chunk's rule) and keeps b whole on every rank (Replicate). Each step
-every rank takes the same whole batch (one device's order: fitcore.data.epoch_order with the seed's
+every rank takes the same whole batch (one device's order: fitcore.core.data.epoch_order with the seed's
 generator), hands its own columns X[:, lo:hi] to the layer as a DTensor of the whole batch's shape (so that
 uneven columns, 3 features on 2 ranks, keep their true global shape), and RowwiseParallel's output hook
 all-reduces the partial outputs into the whole X·W + b on every rank. The loss is the same on every rank;
@@ -22,16 +22,16 @@ from typing import Iterator, NamedTuple
 import torch
 from torch import nn
 
-from fitcore.chunks import columns
-from fitcore.config import FitConfig
-from fitcore.data import epoch_ids, order_generator
+from fitcore.core.chunks import columns
+from fitcore.core.config import FitConfig
+from fitcore.core.data import epoch_ids, order_generator
+from fitcore.core.memory import rank_memory
+from fitcore.core.train import first_model, make_optimizer
 from fitcore.engine.loop import Mark, Place, WholeForward
 from fitcore.engine.rank import local_values
 from fitcore.engine.rowwise import columns_input, shard_features
-from fitcore.memory import rank_memory
-from fitcore.mesh import TP
+from fitcore.protocols.mesh import TP
 from fitcore.strategies.tp.layout import ALLREDUCE_END, PARTIAL_END, allreduce_bytes
-from fitcore.train import first_model, make_optimizer
 
 
 class TpRank(NamedTuple):

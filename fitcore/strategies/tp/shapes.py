@@ -1,8 +1,8 @@
-"""The declared shape of Detail('tp').value, through which a recording's is read (fitcore.schema)."""
+"""The declared shape of Detail('tp').value, through which a recording's is read (fitcore.core.schema)."""
 
 from __future__ import annotations
 
-from fitcore.schema import COUNT, MAX_RANKS, MEMORY_ROW, RANK, SHARD, Int, List, Obj, Str
+from fitcore.core.schema import COUNT, MAX_RANKS, MEMORY_ROW, RANK, SHARD, Int, List, Obj, Str
 
 RANK_ROW = Obj(
     {"rank": RANK, "device": Str(200), "columns": List(COUNT, least=2, most=2)},

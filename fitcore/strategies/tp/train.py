@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from functools import partial
 
-from fitcore.chunks import columns
-from fitcore.config import FitConfig
+from fitcore.core.chunks import columns
+from fitcore.core.config import FitConfig
+from fitcore.core.events import Detail
 from fitcore.engine.contract import (
     Engine,
     first_memory_details,
@@ -19,8 +20,7 @@ from fitcore.engine.contract import (
     memory_details,
     memory_on_step_one,
 )
-from fitcore.events import Detail
-from fitcore.split import COLUMNS
+from fitcore.protocols.split import COLUMNS
 from fitcore.strategies.tp.layout import TP_SLOTS, ranks_tp_specs
 from fitcore.strategies.tp.name import NAME
 from fitcore.strategies.tp.rank import TpPart, final_rows, holds_memory, own_rows, whole_params

@@ -1,7 +1,7 @@
 """TP's part of the page: each rank's columns of X and rows of W, each rank's shapes in a step, what each
 rank holds (measured once a run reports it), its picture part, how it ran and its console lines.
 
-It exposes the names every strategy's view module does (fitcore.registry.StrategyView).
+It exposes the names every strategy's view module does (fitcore.protocols.registry.StrategyView).
 """
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from fitcore.chunks import columns
-from fitcore.config import FitConfig
-from fitcore.devices import DevicePlan
+from fitcore.core.chunks import columns
+from fitcore.core.config import FitConfig
+from fitcore.core.devices import DevicePlan
+from fitcore.core.events import Replica, RunStarted, Step
+from fitcore.core.i18n import count, t
+from fitcore.core.memory import memory_part
 from fitcore.engine.rank import rank_labels
-from fitcore.events import Replica, RunStarted, Step
-from fitcore.i18n import count, t
-from fitcore.memory import memory_part
-from fitcore.runner import Snapshot
+from fitcore.runs.runner import Snapshot
 from fitcore.strategies.tp.layout import planned_memory
 from fitcore.strategies.tp.name import NAME
 from fitcore.view import ranks as rank_view
@@ -63,8 +63,8 @@ def _memory(extra: dict | None) -> list[dict] | None:
 
 def picture_part(cfg: FitConfig, step: Step, devices: list[dict], extra: dict) -> dict:
     """The live picture's TP part: on each rank its rows of W (names, values after the step; its columns of
-    X come with every rank's replica, fitcore.live), and the bytes it holds once measured. Changes `devices`
-    in place."""
+    X come with every rank's replica, fitcore.kit.live), and the bytes it holds once measured. Changes
+    `devices` in place."""
     k = len(devices)
     for device, (lo, hi), names in zip(devices, columns(cfg.n_features, k), column_names(cfg, k)):
         values = list(step.weights[lo:hi]) if len(step.weights) == cfg.n_features else []
@@ -143,7 +143,7 @@ def parallelism(cfg: FitConfig, started: RunStarted) -> str:
 
 def holds_lines(value: dict) -> list[str]:
     """Detail('tp'): each rank's columns of X, its rows of W, and what it holds, in bytes."""
-    from fitcore.text import format_bytes
+    from fitcore.core.text import format_bytes
 
     lines = [
         t("tp.console.layout", ranks=count("cli.count.rank", value["world_size"]), features=value["features"])

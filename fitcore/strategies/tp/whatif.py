@@ -4,7 +4,7 @@ traffic is one all-reduce of the batch's activations, which grows with the batch
 
 from __future__ import annotations
 
-from fitcore.projection import Projection
+from fitcore.core.projection import Projection
 from fitcore.strategies.tp.name import NAME
 
 
