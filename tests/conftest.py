@@ -1,5 +1,6 @@
 """Generic fixtures: a clock that moves only when told to; a check that no fitcore thread outlives a test;
-the Hypothesis profile of the property tests (tests/test_fuzz.py).
+the Hypothesis profile of the property tests (tests/test_fuzz.py); the page's server and a Chromium that the
+browser tests share.
 
 The clock and `wait_for` live in tests/helpers.py, which test modules import (a conftest is not importable
 by name in every pytest import mode).
@@ -7,13 +8,15 @@ by name in every pytest import mode).
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 from fitcore.core import i18n
-from tests.helpers import FakeClock
+from tests.helpers import FakeClock, require_browser
 
 # The same examples on every run and every machine, and no example database written into the tree: a
 # property test that fails in CI fails the same way here. Each test bounds its own number of examples.
@@ -81,3 +84,42 @@ def fitcore_venv(fitcore_wheel, tmp_path_factory):
     from benchmarks.wheel import install_venv
 
     return install_venv(fitcore_wheel, tmp_path_factory.mktemp("venv") / "v")
+
+
+# The browser tests' page: one `streamlit run app.py` and one Chromium for every browser test a worker runs
+# (a server and a browser started for each file took about 5 s of a CI core each time). Each test still opens
+# contexts of its own, so each is another browser to the server, with its own cookies and its own runs; a test
+# that needs a server set up otherwise (a time limit, a restart, the network's address) starts its own.
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    """`streamlit run app.py` on a free loopback port; stopped when the worker's tests are done."""
+    from benchmarks.browser import streamlit_app
+
+    require_browser()
+    log = tmp_path_factory.mktemp("streamlit") / "server.log"
+    with contextlib.ExitStack() as stack:
+        try:
+            app = stack.enter_context(streamlit_app(log, timeout=90))
+        except (RuntimeError, TimeoutError) as exc:  # exited, or not healthy in time: with its log
+            pytest.fail(str(exc))
+        yield app.url
+
+
+@pytest.fixture(scope="session")
+def browser(server):
+    from benchmarks.browser import chromium
+
+    (Path(__file__).resolve().parents[1] / "artifacts").mkdir(exist_ok=True)
+    with chromium() as browser:
+        yield browser
+
+
+@pytest.fixture
+def context(browser):
+    """A browser context: its own cookies, as another browser would have."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    context.set_default_timeout(30_000)
+    try:
+        yield context
+    finally:
+        context.close()

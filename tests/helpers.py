@@ -4,10 +4,13 @@ and a watch on a paused Control that says when it has held its run through some 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
 from typing import Callable, TypeVar
+
+import pytest
 
 T = TypeVar("T")
 
@@ -108,3 +111,22 @@ def installed_site(folder: Path) -> Path:
     points = "solo = tests.solo_strategy:STRATEGY\nzero_ddp = tests.zero_strategy:STRATEGY\n"
     (info / "entry_points.txt").write_text("[fitcore.strategies]\n" + points)
     return folder
+
+
+def require_browser() -> None:
+    """Fail, not skip, without Chromium or Playwright (FITCORE_SKIP_BROWSER=1 leaves the browser tests out on
+    purpose)."""
+    from benchmarks.browser import CHROMIUM
+
+    if os.environ.get("FITCORE_SKIP_BROWSER") == "1":
+        pytest.skip("FITCORE_SKIP_BROWSER=1: browser tests left out on purpose")
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(
+            f"{CHROMIUM} not found: install Chromium (apt-get install chromium) or set FITCORE_SKIP_BROWSER=1"
+        )
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        pytest.fail(
+            "playwright is not installed: pip install -r requirements-dev.txt, or set FITCORE_SKIP_BROWSER=1"
+        )

@@ -1,16 +1,16 @@
 """The live page in a real browser: `streamlit run app.py` driven by Playwright through the system Chromium.
 
 Without /usr/bin/chromium or Playwright these tests fail, they do not skip; set FITCORE_SKIP_BROWSER=1 to
-leave them out on purpose. Screenshots go to artifacts/ (docs/screenshot.png is taken from there).
+leave them out on purpose (tests/helpers.py's `require_browser`). The server, the browser and a test's
+context are tests/conftest.py's fixtures, which every browser test shares. Screenshots go to artifacts/
+(docs/screenshot.png is taken from there).
 
 The live view is a browser component in a shadow root; Playwright's CSS locators reach into it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import time
 import urllib.error
@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.browser import CHROMIUM, chromium, streamlit_app
 from fitcore.core.i18n import t
 from tests.helpers import wait_for
 
@@ -30,52 +29,6 @@ STEP = re.compile(r"(?:step|步数) (\d+) / (\d+)")
 LIVE_LATENCY_MS = 500  # a step reaches the page within this long (issue: 0.5 s)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-def _require_browser() -> None:
-    if os.environ.get("FITCORE_SKIP_BROWSER") == "1":
-        pytest.skip("FITCORE_SKIP_BROWSER=1: browser tests left out on purpose")
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(
-            f"{CHROMIUM} not found: install Chromium (apt-get install chromium) or set FITCORE_SKIP_BROWSER=1"
-        )
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        pytest.fail(
-            "playwright is not installed: pip install -r requirements-dev.txt, or set FITCORE_SKIP_BROWSER=1"
-        )
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """`streamlit run app.py` on a free loopback port; stopped when the module's tests are done."""
-    _require_browser()
-    log = tmp_path_factory.mktemp("streamlit") / "server.log"
-    with contextlib.ExitStack() as stack:
-        try:
-            app = stack.enter_context(streamlit_app(log, timeout=90))
-        except (RuntimeError, TimeoutError) as exc:  # exited, or not healthy in time: with its log
-            pytest.fail(str(exc))
-        yield app.url
-
-
-@pytest.fixture(scope="module")
-def browser(server):
-    ARTIFACTS.mkdir(exist_ok=True)
-    with chromium() as browser:
-        yield browser
-
-
-@pytest.fixture
-def context(browser):
-    """A browser context: its own cookies, as another browser would have."""
-    context = browser.new_context(viewport={"width": 1280, "height": 720})
-    context.set_default_timeout(30_000)
-    try:
-        yield context
-    finally:
-        context.close()
 
 
 def open_page(context, url: str, lang: str = "en"):

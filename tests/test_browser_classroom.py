@@ -8,13 +8,11 @@ import time
 import pytest
 
 from fitcore.core.i18n import t
-from tests import test_browser
 from tests.helpers import wait_for
 from tests.test_browser import ARTIFACTS, inside, open_page, status, step_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-server, browser, context = test_browser.server, test_browser.browser, test_browser.context  # the fixtures
 PARTS = (("picture", ".fl-picture"), ("loss", ".fl-chart >> nth=0"), ("params", ".fl-chart >> nth=1"))
 PRESENTER_ZOOM = {1080: 1.3, 720: 1.15}  # live.css: a short screen zooms less
 # the least plot height (plotly's drag area: the plot less its axes' margins) read from the back row

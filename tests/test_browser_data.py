@@ -2,7 +2,7 @@
 (Playwright's set_input_files), trained to the end, then examples/dataparallel-virtual3.fitrec replayed, with
 the status line of the live view saying what it replays.
 
-The server, browser and context fixtures are tests/test_browser.py's (it says how Chromium is found).
+The server, browser and context fixtures are tests/conftest.py's, one server and one Chromium a worker.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ HOUSES = ROOT / "examples" / "houses.csv"
 EXAMPLE = ROOT / "examples" / "dataparallel-virtual3.fitrec"
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-server, browser, context = test_browser.server, test_browser.browser, test_browser.context  # the fixtures
 status = test_browser.status
 
 

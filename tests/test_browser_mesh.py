@@ -12,8 +12,6 @@ import time
 
 import pytest
 
-from tests.test_browser import browser, server  # noqa: F401  (module fixtures: one server, one Chromium)
-
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 LINK = "devices=cpu&mesh=dp%3D2%2Ctp%3D2&weights=5.2,9.6,-1,2.5&pace=2"
@@ -22,7 +20,7 @@ TITLES = ["rank 0 · dp 0, tp 0", "rank 1 · dp 0, tp 1", "rank 2 · dp 1, tp 0"
 BLOCKS = ["X[0:100, 0:2]", "X[0:100, 2:4]", "X[100:200, 0:2]", "X[100:200, 2:4]"]
 
 
-def _start(browser, server, query: str, lang: str):  # noqa: F811
+def _start(browser, server, query: str, lang: str):
     page = browser.new_page(viewport={"width": 1280, "height": 720})
     page.goto(f"{server}/?{query}&lang={lang}")
     start = "开始训练" if lang == "zh" else "Start training"
@@ -69,7 +67,7 @@ def _on_first_screen(page, text: str) -> bool:
     ],
 )  # fmt: skip
 def test_the_mesh_is_drawn_as_its_grid_with_both_collectives_and_their_bytes(
-    server, browser, strategy, lang, pills, captions  # noqa: F811
+    server, browser, strategy, lang, pills, captions
 ):
     page = _start(browser, server, f"strategy={strategy}&{LINK}", lang)
     try:

@@ -21,7 +21,8 @@ import pytest
 
 from benchmarks.browser import chromium, free_port
 from fitcore.core.i18n import t
-from tests.test_browser import ARTIFACTS, _require_browser
+from tests.helpers import require_browser
+from tests.test_browser import ARTIFACTS
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -119,7 +120,7 @@ MEASURE = """() => {
 @pytest.fixture(scope="module")
 def preview():
     """frontend/preview.py's server on a free loopback port, in a thread of this process."""
-    _require_browser()
+    require_browser()
     spec = importlib.util.spec_from_file_location("fitcore_preview", ROOT / "frontend" / "preview.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up

@@ -17,7 +17,6 @@ from benchmarks.browser import open_room
 from fitcore.core.i18n import t
 from fitcore.strategies.pp import layout
 from tests.helpers import wait_for
-from tests.test_browser import browser, server  # noqa: F401  (module fixtures: one server, one Chromium)
 from tests.test_browser_room import FOLLOW, new_context, step_shown, within
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -49,7 +48,7 @@ def _texts(page) -> str:
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_the_schedule_is_drawn_as_it_ran_with_its_bubble_on_the_first_screen(server, browser, lang):  # noqa: F811
+def test_the_schedule_is_drawn_as_it_ran_with_its_bubble_on_the_first_screen(server, browser, lang):
     words = WORDS[lang]
     page = browser.new_page(viewport={"width": 1280, "height": 720})
     try:
@@ -95,7 +94,7 @@ def test_the_schedule_is_drawn_as_it_ran_with_its_bubble_on_the_first_screen(ser
         page.close()
 
 
-def many_ticks_wrap(browser, server) -> None:  # noqa: F811
+def many_ticks_wrap(browser, server) -> None:
     """20 microbatches on 2 stages: 2(m + p - 1) = 42 ticks, then loss and optimizer. The presenter's pills
     keep one row while they fit; these do not, and wrap inside the picture rather than run past its edge."""
     link = LINK.replace("microbatches=4", "microbatches=20")
@@ -124,7 +123,7 @@ def _tick(page, lang: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-def test_a_room_on_a_pipeline_asks_its_question_reveals_it_and_walks_its_ticks(server, browser):  # noqa: F811
+def test_a_room_on_a_pipeline_asks_its_question_reveals_it_and_walks_its_ticks(server, browser):
     """A teacher's pipeline run in a room (en), a student following it (zh): the student reaches the teacher's
     step; Pause asks both pages one of the pipeline's two questions, the same step's; the student's answer is
     in the teacher's count; the reveal says the answer the schedule gives (1F1B on 2 stages: stage 0 holds 2

@@ -11,8 +11,8 @@ import pytest
 
 from benchmarks.browser import chromium, free_port, streamlit_app
 from fitcore.core.i18n import t
-from tests.helpers import wait_for
-from tests.test_browser import ARTIFACTS, _require_browser, open_page, status, step_of
+from tests.helpers import require_browser, wait_for
+from tests.test_browser import ARTIFACTS, open_page, status, step_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -22,7 +22,7 @@ def enabled(page, key: str) -> bool:
 
 
 def test_a_restarted_server_says_once_the_run_is_gone_and_offers_start_again(tmp_path):
-    _require_browser()
+    require_browser()
     port = free_port()
     ARTIFACTS.mkdir(exist_ok=True)
     with chromium() as browser:

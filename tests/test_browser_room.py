@@ -16,13 +16,11 @@ import pytest
 
 from benchmarks.browser import open_room
 from fitcore.core.i18n import t
-from tests import test_browser
 from tests.helpers import wait_for
 from tests.test_browser import ARTIFACTS, inside, open_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-server, browser = test_browser.server, test_browser.browser  # the fixtures
 STEP = re.compile(r"step (\d+) / (\d+)")
 STEP_ZH = re.compile(r"步数 (\d+) / (\d+)")
 PARTS = (".fl-picture", ".fl-chart >> nth=0", ".fl-chart >> nth=1")

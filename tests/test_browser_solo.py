@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.browser import chromium, streamlit_app
-from tests.helpers import installed_site, shadow_texts
-from tests.test_browser import ARTIFACTS, _require_browser
+from tests.helpers import installed_site, require_browser, shadow_texts
+from tests.test_browser import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -27,7 +27,7 @@ LINK = "strategy=solo&devices=cpu&epochs=40&data_size=64&batch_size=64&lr=0.5&pa
 def solo_server(tmp_path_factory):
     """`streamlit run app.py` where an installed package declares the tests' strategies: a dist-info folder
     with their entry points on the server's PYTHONPATH, what `pip install` of such a package leaves."""
-    _require_browser()
+    require_browser()
     site = installed_site(tmp_path_factory.mktemp("site"))
     log = tmp_path_factory.mktemp("streamlit") / "server.log"
     env = {"PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}

@@ -18,7 +18,6 @@ import pytest
 from benchmarks.start_race import LINKS, one_try
 from fitcore.core.i18n import t
 from tests.helpers import shadow_texts, wait_for
-from tests.test_browser import browser, server  # noqa: F401  (module fixtures: one server, one Chromium)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -32,7 +31,7 @@ LOST_S = 8.0
 
 
 @pytest.mark.parametrize("strategy", sorted(LINKS))
-def test_a_start_pressed_before_the_live_view_mounts_shows_its_run(server, browser, strategy):  # noqa: F811
+def test_a_start_pressed_before_the_live_view_mounts_shows_its_run(server, browser, strategy):
     url = f"{server}/?{LINKS[strategy]}&epochs=4"
     # one try in the test waits for app.py's 4 s fallback to show Start, as a page whose view never mounts
     # does; the others show it at once (each wait is 4 s of a CI worker): the click lands before the view
@@ -43,7 +42,7 @@ def test_a_start_pressed_before_the_live_view_mounts_shows_its_run(server, brows
     assert lost == 0, f"{lost} of {TRIES} tries had no run in the view {LOST_S} s after Start"
 
 
-def test_start_is_shown_once_the_charts_library_is_in_so_a_start_is_never_held_behind_it(server, browser):  # noqa: F811
+def test_start_is_shown_once_the_charts_library_is_in_so_a_start_is_never_held_behind_it(server, browser):
     """plotly.js takes the page's one thread for 0.7 s of a loaded 2-core machine: a Start pressed in that
     time showed its run a second late (TP's slowest tries in benchmarks/start_race.py, 1.1 s). A fresh page
     shows each plot's hint, loads the library once, and shows Start only then."""
