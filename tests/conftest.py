@@ -86,10 +86,12 @@ def fitcore_venv(fitcore_wheel, tmp_path_factory):
     return install_venv(fitcore_wheel, tmp_path_factory.mktemp("venv") / "v")
 
 
-# The browser tests' page: one `streamlit run app.py` and one Chromium for every browser test a worker runs
-# (a server and a browser started for each file took about 5 s of a CI core each time). Each test still opens
+# The browser tests' page: one `streamlit run app.py` for every browser test a worker runs (a server started
+# for each file took about 4 s of a CI core each time, its first page another second). Each test still opens
 # contexts of its own, so each is another browser to the server, with its own cookies and its own runs; a test
-# that needs a server set up otherwise (a time limit, a restart, the network's address) starts its own.
+# that needs a server set up otherwise (a time limit, a restart, the network's address) starts its own. The
+# Chromium is a module's: Playwright's sync API holds an event loop in this thread while a browser is open,
+# which a later module's asyncio.run() (Starlette's test client) and another browser of its own may not meet.
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
     """`streamlit run app.py` on a free loopback port; stopped when the worker's tests are done."""
@@ -105,7 +107,7 @@ def server(tmp_path_factory):
         yield app.url
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(server):
     from benchmarks.browser import chromium
 

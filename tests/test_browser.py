@@ -1,8 +1,8 @@
 """The live page in a real browser: `streamlit run app.py` driven by Playwright through the system Chromium.
 
 Without /usr/bin/chromium or Playwright these tests fail, they do not skip; set FITCORE_SKIP_BROWSER=1 to
-leave them out on purpose (tests/helpers.py's `require_browser`). The server, the browser and a test's
-context are tests/conftest.py's fixtures, which every browser test shares. Screenshots go to artifacts/
+leave them out on purpose (tests/helpers.py's `require_browser`). The server (one a worker), the browser (one
+a module) and a test's context are tests/conftest.py's fixtures. Screenshots go to artifacts/
 (docs/screenshot.png is taken from there).
 
 The live view is a browser component in a shadow root; Playwright's CSS locators reach into it.

@@ -2,7 +2,7 @@
 (Playwright's set_input_files), trained to the end, then examples/dataparallel-virtual3.fitrec replayed, with
 the status line of the live view saying what it replays.
 
-The server, browser and context fixtures are tests/conftest.py's, one server and one Chromium a worker.
+The server, browser and context fixtures are tests/conftest.py's: one server a worker, one Chromium a module.
 """
 
 from __future__ import annotations
