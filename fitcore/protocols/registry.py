@@ -158,10 +158,10 @@ class Strategy(Generic[C]):
         return self.view()
 
     @property
-    def planned_step(self) -> Callable[..., tuple[Any, tuple[str, ...]]]:
+    def planned_step(self) -> Callable[[C, Any], tuple[Any, tuple[str, ...]]]:
         """planned_step(cfg, plan) -> (its first Step before a run, the device labels): its view module's
         (fitcore.view.contract.StrategyView types it)."""
-        planned: Callable[..., tuple[Any, tuple[str, ...]]] = self.view().planned_step
+        planned: Callable[[C, Any], tuple[Any, tuple[str, ...]]] = self.view().planned_step
         return planned
 
 
