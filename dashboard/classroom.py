@@ -113,10 +113,17 @@ def join_typed() -> None:
     ss.room, ss.ask = code, True
 
 
+BUILDER_OPEN = "builder_open"  # the link builder's expander: whether it is open
+
+
 def teacher_link_ui() -> None:
     """The link builder: controls to hide and to lock, and the whole link with the settings as they are."""
     ss = st.session_state
-    with st.expander(i18n.t("classroom.builder"), expanded=bool(ss.get("room"))):
+    # keyed and rerun on a click, so that the page knows whether it is open: its link is drawn only then (a
+    # code block loads Streamlit's syntax highlighter, a third of a second of a loaded core on every page's
+    # first load, for a link nobody sees folded away)
+    with st.expander(i18n.t("classroom.builder"), expanded=bool(ss.get("room")), key=BUILDER_OPEN,
+                     on_change="rerun") as builder:  # fmt: skip
         name = controls.field_label  # the controls by their labels; the link names them by their fields
         hide = st.multiselect(
             i18n.t("classroom.builder.hide"), link.CLASSROOM_NAMES, key="teach_hide", format_func=name,
@@ -134,7 +141,8 @@ def teacher_link_ui() -> None:
         else:  # a callback: it turns ask mode on before the toggle is drawn
             st.button(i18n.t("classroom.room.open"), key="room_open", help=i18n.t("classroom.room.open.help"),
                       on_click=open_room)  # fmt: skip
-        st.code(f"{base}/?{urlencode(query, safe=',:@')}", language=None, wrap_lines=True)
+        if builder.open:
+            st.code(f"{base}/?{urlencode(query, safe=',:@')}", language=None, wrap_lines=True)
         st.caption(i18n.t("classroom.builder.caption"))
 
 
@@ -149,6 +157,7 @@ def open_room() -> None:
         ss.notices.append(("error", i18n.t(f"classroom.room.full.{full.limit}", most=full.most)))
         return
     ss.ask = True
+    ss[BUILDER_OPEN] = True  # the room's link in the builder, open
 
 
 def join_link_room() -> None:

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from dashboard import classroom
 from fitcore.core import i18n
 from fitcore.kit.live import short_label
 from fitcore.view import quiz
@@ -82,6 +83,8 @@ def test_a_room_link_that_switches_questions_off_is_refused_not_overruled(page):
 def test_the_builder_writes_the_whole_link(page):
     at = page()
     (builder,) = [e for e in at.sidebar.expander if e.proto.label == "Teacher's link"]
+    assert list(at.sidebar.code) == []  # folded away: no link drawn
+    at.session_state[classroom.BUILDER_OPEN] = True  # the teacher opens it
     at.multiselect(key="teach_hide").set_value(["seed", "preset"])
     at.multiselect(key="teach_lock").set_value(["batch_size", "seed"])
     at.toggle(key="presenter").set_value(True)
