@@ -1,6 +1,6 @@
 """Generic fixtures: a clock that moves only when told to; a check that no fitcore thread outlives a test;
-the Hypothesis profile of the property tests (tests/test_fuzz.py); the page's server and a Chromium that the
-browser tests share.
+the Hypothesis profile of the property tests (tests/test_fuzz.py); the browser tests' page server (one a
+worker), Chromium (one a module) and contexts.
 
 The clock and `wait_for` live in tests/helpers.py, which test modules import (a conftest is not importable
 by name in every pytest import mode).
@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 from fitcore.core import i18n
-from tests.helpers import FakeClock, require_browser
+from tests.helpers import ARTIFACTS, FakeClock, require_browser
 
 # The same examples on every run and every machine, and no example database written into the tree: a
 # property test that fails in CI fails the same way here. Each test bounds its own number of examples.
@@ -111,7 +110,7 @@ def server(tmp_path_factory):
 def browser(server):
     from benchmarks.browser import chromium
 
-    (Path(__file__).resolve().parents[1] / "artifacts").mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(exist_ok=True)
     with chromium() as browser:
         yield browser
 

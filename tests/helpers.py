@@ -13,6 +13,7 @@ from typing import Callable, TypeVar
 import pytest
 
 T = TypeVar("T")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"  # the browser tests' screenshots
 
 
 class FakeClock:

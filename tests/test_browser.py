@@ -15,15 +15,12 @@ import re
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from fitcore.core.i18n import t
-from tests.helpers import wait_for
+from tests.helpers import ARTIFACTS, wait_for
 
-ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = ROOT / "artifacts"
 # "step 3 / 200", "步数 3 / 200": the status line in either language
 STEP = re.compile(r"(?:step|步数) (\d+) / (\d+)")
 LIVE_LATENCY_MS = 500  # a step reaches the page within this long (issue: 0.5 s)

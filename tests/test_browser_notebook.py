@@ -26,6 +26,7 @@ from benchmarks.notebook_host import (
     views,
 )  # fmt: skip
 from fitcore.core import i18n
+from tests import helpers
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -78,10 +79,7 @@ def test_the_lesson_in_jupyterlab_then_the_widget_in_notebook_7(tmp_path):
         # the devices' boxes, drawn: how many rects depends on the phase the picture shows as a step comes
         # in (once exactly 10, in a CI rehearsal at 5 steps a second), so it is read until it holds more
         boxes = page.locator(".fl-nb .fl-svg rect")
-        deadline = time.monotonic() + 10
-        while boxes.count() <= 10 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert boxes.count() > 10
+        helpers.wait_for(lambda: boxes.count() > 10, 10, interval=0.05, what="the devices' boxes")
         assert (
             page.locator(".fl-nb .fl-plot .main-svg").count() >= 2
         )  # the charts: plotly came from the kernel
