@@ -221,10 +221,23 @@ def test_tps_questions_are_answered_from_the_steps_own_events(run):
         assert columns.choices[columns.answer].say("en") == f"X[:, {replica.columns[0]}:{replica.columns[1]}]"
         assert sent.value == allreduce_bytes(2, step.input_shape[0], 4)  # the phase's bytes, a rank
         assert len(set(c.say("en") for c in sent.choices)) == len(sent.choices) >= 3
+        for lang in ("en", "zh"):  # the reveal's why quotes the right choice's number as the choice writes it
+            assert f"{sent.value:,}" in sent.explanation.say(lang) and f"{sent.value:,}" in sent.choices[
+                sent.answer
+            ].say(lang)
         assert quiz.question_for(step, cfg, labels) in found  # the page asks one of them, in turn
 
 
 columns_of = columns
+
+
+def test_the_bytes_reveal_writes_its_number_as_the_choices_do():
+    # a 3-rank ring of a 200-row batch: 1,067 bytes a rank, "1,067 bytes" among the choices and in the why
+    from fitcore.core.i18n import count, t
+
+    assert "1,067 bytes" in count("classroom.c.bytes", 1067, "en")
+    assert "2(K−1)/K: 1,067 bytes." in t("tp.why.bytes", "en", batch=200, k=3, bytes=1067)
+    assert "2(K−1)/K：1,067 字节。" in t("tp.why.bytes", "zh", batch=200, k=3, bytes=1067)
 
 
 def test_before_a_run_the_columns_panel_says_every_rank_takes_the_whole_batch():
