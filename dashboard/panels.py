@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard.classroom import classroom_data
@@ -39,6 +38,23 @@ def live_component():
         css=(FRONTEND / "live.css").read_text(encoding="utf-8"),
         js=(FRONTEND / "component.js").read_text(encoding="utf-8"),
     )
+
+
+@st.cache_resource(show_spinner=False)
+def figure_component():
+    """A strategy's figure below the live view (frontend/figure.js): drawn with the live view's plotly.js,
+    which a fresh page then compiles once, not a second time for st.plotly_chart's own."""
+    return st.components.v2.component(
+        "fitcore_figure",
+        html='<div class="fitcore-figure"></div>',
+        js=(FRONTEND / "figure.js").read_text(encoding="utf-8"),
+    )
+
+
+def figure_ui(figure: dict, key: str) -> None:
+    """A figure dict of plotly's names (built in fitcore.view), in the page's type and colours."""
+    data = {"figure": figure, "config": PLOT_CONFIG, "assets": api.STATIC_PATH, "plotly": api.plotly_url()}
+    figure_component()(data=data, key=key)
 
 
 def superseded(snap: Snapshot | None, values: dict) -> bool:
@@ -161,10 +177,8 @@ def section_ui(section: Section) -> None:
         st.subheader(section.title)
     if section.heading:
         st.markdown(f"**{escape_markdown(section.heading)}**")
-    if section.figure is not None:  # a figure dict of plotly's names, built in fitcore.view
-        st.plotly_chart(
-            go.Figure(section.figure), theme=None, config=PLOT_CONFIG, key=f"{section.name}_chart"
-        )
+    if section.figure is not None:
+        figure_ui(section.figure, key=f"{section.name}_chart")
     for rows in section.tables:
         table = pd.DataFrame(rows)
         text = {c: str for c in section.text_columns if c in table}

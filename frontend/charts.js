@@ -69,8 +69,8 @@ export function loadPlotly(url) {
 }
 
 // plotly.js puts its rules (the layered SVGs, the mode bar, the hover label) in the document's head, which
-// a shadow root does not see: the component's root gets a copy.
-function adoptPlotlyStyles(root) {
+// a shadow root does not see: the component's root gets a copy (the live view's, and each figure's).
+export function adoptPlotlyStyles(root) {
   if (!(root instanceof ShadowRoot) || root.querySelector("style[data-fl-plotly]")) return;
   const sheet = document.getElementById("plotly.js-style-global");
   if (!sheet || !sheet.sheet) return;

@@ -155,15 +155,11 @@ def option_widget(at: AppTest, option: str):
 
 
 def chart(at: AppTest, key: str) -> dict:
-    """The plotly figure the page shows under this key, as a dict.
-
-    The page may draw a chart as a stack of two (`{key}_0` behind `{key}_1`, see app._plot); once no run
-    is active the front one holds the latest figure.
-    """
-    ids = [c.proto.id for c in at.get("plotly_chart")]
-    found = [c for c in at.get("plotly_chart") if c.proto.id.endswith((f"-{key}", f"-{key}_1"))]
-    assert len(found) == 1, ids
-    return json.loads(found[0].proto.spec)
+    """The plotly figure the page gives its figure component (frontend/figure.js) under this key, as a dict."""
+    figures = [e for e in at.get("bidi_component") if e.proto.component_name == "fitcore_figure"]
+    found = [e for e in figures if e.proto.id.endswith(f"-{key}")]
+    assert len(found) == 1, [e.proto.id for e in figures]
+    return json.loads(found[0].proto.json)["figure"]
 
 
 def cells(z) -> list[list[int]]:

@@ -137,6 +137,8 @@ def page_texts(at: AppTest) -> list[str]:
             continue
         if kind == "plotly_chart":
             _figure_texts(json.loads(proto.spec), out)
+        elif kind == "bidi_component" and proto.component_name == "fitcore_figure":
+            _figure_texts(json.loads(proto.json)["figure"], out)
         elif kind == "bidi_component":
             run = json.loads(proto.json)["payload"]["run"]
             out += [run["status_line"], run["label"]]

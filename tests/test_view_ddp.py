@@ -154,6 +154,11 @@ def test_shard_grid_colours_each_ranks_rows_and_pales_its_padding():
     assert filled == [[2, 3, 6, 9], [0, 4, 7], [1, 5, 8]]
     assert [[i for i, v in enumerate(row) if v is not None] for row in pad["z"]] == [[], [3], [6]]
     assert own["textfont"]["color"] == "#ffffff" and pad["textfont"]["color"] == ddp.INK
+    # each number once: white where the rank's colour is, ink elsewhere (a gap, or pale padding)
+    assert [[i for i, v in enumerate(row) if v] for row in own["text"]] == filled
+    assert [[i for i, v in enumerate(row) if v] for row in pad["text"]] == [
+        [i for i in range(10) if i not in row] for row in filled
+    ]
     assert pad["opacity"] < own["opacity"] == 1.0
     # every cell shows its row number, so the axis under the grid repeats nothing
     assert own["texttemplate"] == "%{text}" and fig["layout"]["xaxis"]["showticklabels"] is False

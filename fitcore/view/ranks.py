@@ -173,9 +173,12 @@ def shard_grid(ranks: list[dict], data_size: int) -> dict:
     # one flat colour per rank: value r falls in the band [r / K, (r + 1) / K] of the colour scale
     scale = [[(r + edge) / k, COLOURS[r % len(COLOURS)]] for r in range(k) for edge in (0, 1)]
     numbers = n <= MAX_CELL_NUMBERS
-    text = [[str(i) for i in range(n)]] * k
+    # each cell's number written once: white on a rank's colour, the page's ink on a gap or a pale padding
+    # cell (both traces cover every cell, so a number in both would print ink over white)
+    white = [["" if v is None else str(i) for i, v in enumerate(row)] for row in own]
+    ink = [[str(i) if v is None else "" for i, v in enumerate(row)] for row in own]
     data = []
-    for z, opacity, colour, what in ((own, 1.0, "#ffffff", "got"), (pad, 0.3, INK, "pad")):
+    for z, text, opacity, colour, what in ((own, white, 1.0, "#ffffff", "got"), (pad, ink, 0.3, INK, "pad")):
         data.append(dict(
             type="heatmap",
             x=list(range(n)), y=names, z=z, zmin=-0.5, zmax=k - 0.5, colorscale=scale, showscale=False,
