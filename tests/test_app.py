@@ -155,7 +155,7 @@ def option_widget(at: AppTest, option: str):
 
 
 def chart(at: AppTest, key: str) -> dict:
-    """The plotly figure the page gives its figure component (frontend/figure.js) under this key, as a dict."""
+    """The plotly figure the page gives its figure component (frontend/figure.js) under this key."""
     figures = [e for e in at.get("bidi_component") if e.proto.component_name == "fitcore_figure"]
     found = [e for e in figures if e.proto.id.endswith(f"-{key}")]
     assert len(found) == 1, [e.proto.id for e in figures]

@@ -235,6 +235,14 @@ def test_host_clock_marks_perf_counter_into_its_slots():
     clock.mark(0)
     times = clock.resolve((0, 2))
     assert len(times) == 3 and times[1] == 0.0 and times[0] >= times[2] > 0
+    clock.mark(1, at=times[2] - 0.25)  # a time read before (a pipeline's shared zero): kept as it is
+    assert clock.resolve((0, 1, 2))[1] == times[2] - 0.25
+
+
+def test_a_cuda_clock_refuses_a_host_time():
+    clock = CudaClock([0], event=FakeEvent, stream=lambda device: device)
+    with pytest.raises(ValueError, match="not at a host time"):
+        clock.mark(0, at=1.0)
 
 
 @pytest.mark.parametrize("make_clock", ["host", "cuda"])

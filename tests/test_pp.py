@@ -104,6 +104,21 @@ def test_the_page_offers_every_schedule():
 # Real runs on two gloo ranks.
 
 
+def waits_before_its_input(value: dict) -> list[tuple]:
+    """The blocks that seem to start before the block whose output they take had ended: a forward before
+    the previous stage's forward of its microbatch, a backward before the next stage's backward (the
+    gradient of its output). None on one clock (the ranks' shared zero, fitcore.strategies.pp.rank)."""
+    passes = [b for rank in value["ranks"] for b in rank["blocks"] if b["kind"] != "W"]  # W sends nothing
+    ended = {("F" if b["kind"] == "F" else "B", b["stage"], b["microbatch"]): b["end"] for b in passes}
+    late = []
+    for b in passes:
+        kind = "F" if b["kind"] == "F" else "B"
+        source = (kind, b["stage"] + (-1 if kind == "F" else 1), b["microbatch"])
+        if source in ended and b["start"] < ended[source]:
+            late.append((b["kind"], b["stage"], b["microbatch"], b["start"], ended[source]))
+    return late
+
+
 def test_1f1b_reaches_least_squares_with_each_block_timed_and_measured(capsys):
     out = run_json(capsys, "--layers", "4", "--microbatches", "4", "--schedule", "1f1b")
     cfg = validate(PP)
@@ -116,6 +131,8 @@ def test_1f1b_reaches_least_squares_with_each_block_timed_and_measured(capsys):
     for r, rank in enumerate(value["ranks"]):
         assert tuple(blocks_of(rank["blocks"])) == runs[r]  # the order torch ran is the layout's
         assert all(b["end"] >= b["start"] >= 0 for b in rank["blocks"])
+    # the ranks' blocks on one clock: each starts after what it receives was made, on every step's picture
+    assert waits_before_its_input(value) == []
     assert [[h["microbatches"] for h in r["held"]] for r in value["ranks"]] == [[2], [1]]  # p - r
     # each held microbatch: 50 rows of each of its 2 layers' inputs, 2 numbers wide, float32
     assert value["ranks"][0]["held"][0]["bytes"] == 2 * 50 * 2 * 2 * 4
@@ -139,6 +156,7 @@ def test_each_schedule_is_the_same_deep_model_as_one_device(capsys, schedule, tm
     value = out["details"]["pp"]
     runs = layout.order(schedule, 2, 4)
     assert [tuple(blocks_of(r["blocks"])) for r in value["ranks"]] == list(runs)
+    assert waits_before_its_input(value) == []
     held = [[h["microbatches"] for h in r["held"]] for r in value["ranks"]]
     if schedule == "gpipe":
         assert held == [[4], [4]]  # every forward first: all m at once

@@ -139,8 +139,9 @@ class HostClock:
     def __init__(self, slots: int):
         self.times = [0.0] * slots
 
-    def mark(self, slot: int) -> None:
-        self.times[slot] = time.perf_counter()
+    def mark(self, slot: int, at: float | None = None) -> None:
+        """The slot marked now, or `at` a perf_counter time already read (a pipeline's shared zero)."""
+        self.times[slot] = time.perf_counter() if at is None else at
 
     def resolve(self, slots: Sequence[int]) -> tuple[float, ...]:
         return tuple(self.times)
@@ -174,7 +175,9 @@ class CudaClock:
                 anchors.setdefault(device, slot)
         self._anchor = tuple(anchors.get(device, START) for device in self._devices)
 
-    def mark(self, slot: int) -> None:
+    def mark(self, slot: int, at: float | None = None) -> None:
+        if at is not None:  # an event times the device's queue from when it is recorded: it has no past
+            raise ValueError("a CUDA clock marks a slot now, not at a host time")
         event = self._events[slot]
         if event is None:
             event = self._events[slot] = self._event()

@@ -44,7 +44,14 @@ from fitcore.engine.rank import (
 )
 from fitcore.protocols.mesh import DP, Mesh
 
-Mark = Callable[[int], None]  # marks a slot of the rank's clock
+
+class Mark(Protocol):
+    """Marks a slot of the rank's clock: now, or on the host's clock `at` a time the part read before (a
+    pipeline's zero, shared by its ranks on one machine: fitcore.strategies.pp.rank); a GPU's only now."""
+
+    def __call__(self, slot: int, at: float | None = None) -> None: ...
+
+
 H = TypeVar("H")  # what a strategy's rank holds (its model, its shards)
 H_co = TypeVar("H_co", covariant=True)
 

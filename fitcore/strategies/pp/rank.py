@@ -11,13 +11,19 @@ schedule runs backward too: the loop's backward has nothing left to do.
 Each block is timed by wrapping the stage's own forward_one_chunk, backward_one_chunk and
 backward_weight_one_chunk (every schedule calls them); the schedule starts after a barrier of the pipeline's
 ranks, so that their clocks share a zero and the idle time between blocks (the bubble) reads across ranks.
+Ranks on one machine read one clock (CLOCK_MONOTONIC: processes, and network namespaces, share it), so their
+zero is one instant, the earliest rank's exit from the barrier: a rank that the machine's scheduler ran late
+after the barrier then shows that lateness, and a stage never seems to start before the activations it waits
+for were made. Ranks on different machines each count from their own exit.
 The first step infers the stages' shapes (tens of milliseconds): the part runs it once on zeros before the
 loop, with no optimizer step, so that no timed step pays for it.
 """
 
 from __future__ import annotations
 
+import socket
 import time
+from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
 import torch
@@ -91,6 +97,7 @@ class PpPart:
         self.block_bytes: list[int] = []
         self.rows: dict[tuple[int, int], int] = {}  # (stage, microbatch) -> its rows, as its forward saw them
         self.zero = 0.0
+        self.one_clock = place.device.type == "cpu" and one_machine(self.group)
         self.recording = False
         rows = min(cfg.batch_size, cfg.data_size)
         x = torch.zeros(rows, cfg.n_features, device=place.device)
@@ -149,6 +156,16 @@ class PpPart:
             torch.cuda.synchronize(self.device)
         return time.perf_counter()
 
+    def _shared_zero(self) -> float:
+        """The step's zero, read just after the barrier: on one machine the earliest rank's reading (one
+        clock), else this rank's own."""
+        now = self._clock()
+        if not self.one_clock:
+            return now
+        zero = torch.tensor([now], dtype=torch.float64)
+        dist.all_reduce(zero, op=dist.ReduceOp.MIN, group=self.group)
+        return zero.item()
+
     def _now(self) -> float:
         """Seconds from the schedule's start: the part's own record of its last step, which it reports at
         the end (the step's slots go to the parent)."""
@@ -171,9 +188,10 @@ class PpPart:
         """The whole schedule, forward and backward of every microbatch, after a barrier of the pipeline's
         ranks; the batch's loss (the mean of the microbatches' on the last stage) summed to every rank."""
         dist.barrier(group=self.group)
-        self.mark(START)  # a pipeline's step counts from here, every rank's shared zero: its rows line up
-        self.mark(SCHEDULE_START)
-        self.zero = self._clock()
+        self.zero = self._shared_zero()
+        # a pipeline's step counts from here, every rank's zero: its rows line up
+        self.mark(START, self.zero if self.one_clock else None)
+        self.mark(SCHEDULE_START, self.zero if self.one_clock else None)
         loss = self._run(x, yb)
         return torch.empty(x.shape[0], 1 if self.last else self.width), loss
 
@@ -202,6 +220,20 @@ class PpPart:
     def sent(self, out: torch.Tensor) -> tuple[int, ...]:
         """The bytes each of the step's blocks sent, in the order they ran."""
         return tuple(self.block_bytes)
+
+
+def machine_id() -> str:
+    """This machine's identity: its host name and, on Linux, its kernel's boot id (network namespaces
+    share it, and the clock with it)."""
+    boot = Path("/proc/sys/kernel/random/boot_id")
+    return f"{socket.gethostname()} {boot.read_text().strip() if boot.exists() else ''}"
+
+
+def one_machine(group: Any) -> bool:
+    """Do the group's ranks run on one machine, reading one clock? Asked once, when the part is made."""
+    every: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(every, machine_id(), group=group)
+    return len(set(every)) == 1
 
 
 # ---------------------------------------------------------------------------------------------------------
