@@ -17,7 +17,7 @@ from benchmarks.browser import open_room
 from fitcore.core.i18n import t
 from fitcore.strategies.pp import layout
 from tests.helpers import wait_for
-from tests.test_browser_room import FOLLOW, new_context, step_shown, within
+from tests.test_browser_room import FOLLOW, follow_lag, new_context, step_shown, watch_steps, within
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -139,9 +139,11 @@ def test_a_room_on_a_pipeline_asks_its_question_reveals_it_and_walks_its_ticks(s
         student.locator(".fl-status-text").wait_for(timeout=60_000)
 
         teacher.evaluate("window.scrollTo(0, 0)")
+        watch_steps(teacher, student)
         teacher.get_by_role("button", name="Start training").click()
         wait_for(lambda: step_shown(teacher) >= 3, 60, interval=0.05, what="three steps")
-        within(FOLLOW, lambda: step_shown(student) >= step_shown(teacher), "the teacher's step")
+        lag = follow_lag(teacher, student)
+        assert lag <= FOLLOW, f"the student's page {lag:.2f} s behind the teacher's step"
 
         # Pause asks: the same question on both pages, each in its language
         teacher.get_by_role("button", name="Pause").click()
