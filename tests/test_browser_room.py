@@ -87,15 +87,20 @@ def steps_seen(page) -> dict[int, float]:
     return {int(k): v for k, v in page.evaluate("() => window.fitcoreStepsSeen").items()}
 
 
+def reached(seen: dict[int, float], n: int) -> float | None:
+    """When a page first showed step n or a later one (a page may skip a step between two polls)."""
+    return min((when for step, when in seen.items() if step >= n), default=None)
+
+
 def follow_lag(teacher, student, steps: int = 3) -> float:
-    """The student's page's longest lag behind the teacher's over the next `steps` steps: each step's moment
-    on the student's page less its moment on the teacher's (none where the student's came first)."""
+    """The student's page's longest lag behind the teacher's over the next `steps` steps: the moment the
+    student's page reached each step less the moment the teacher's did (none where the student was first)."""
     first = max(steps_seen(teacher), default=0) + 1
-    wanted = range(first, first + steps)
-    wait_for(lambda: all(n in steps_seen(student) and n in steps_seen(teacher) for n in wanted), 60,
-             what=f"steps {first} to {first + steps - 1} on both pages")  # fmt: skip
+    last = first + steps - 1
+    wait_for(lambda: reached(steps_seen(student), last) and reached(steps_seen(teacher), last), 60,
+             what=f"step {last} on both pages")  # fmt: skip
     ours, theirs = steps_seen(teacher), steps_seen(student)
-    return max(max(0.0, theirs[n] - ours[n]) for n in wanted)
+    return max(max(0.0, reached(theirs, n) - reached(ours, n)) for n in range(first, last + 1))
 
 
 def on_first_screen(page, name: str) -> None:
