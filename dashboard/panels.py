@@ -53,8 +53,12 @@ def figure_component():
 
 def figure_ui(figure: dict, key: str) -> None:
     """A figure dict of plotly's names (built in fitcore.view), in the page's type and colours."""
-    data = {"figure": figure, "config": PLOT_CONFIG, "assets": api.STATIC_PATH, "plotly": api.plotly_url()}
-    figure_component()(data=data, key=key)
+    figure_component()(data={"figure": figure, "config": PLOT_CONFIG, **static_urls()}, key=key)
+
+
+def static_urls() -> dict:
+    """Where a browser component finds frontend/'s modules and the charts' plotly.js: fitcore's own route."""
+    return {"assets": api.STATIC_PATH, "plotly": api.plotly_url()}
 
 
 def superseded(snap: Snapshot | None, values: dict) -> bool:
@@ -103,8 +107,7 @@ def view_settings() -> dict:
         "owner": ss.owner,  # kept in a cookie, so that a reload finds this browser's runs again
         "signed": ss.signature,  # the server's signature of it, kept beside it: its room answers count
         "endpoint": api.LIVE_PATH,
-        "assets": api.STATIC_PATH,  # frontend/'s modules
-        "plotly": api.plotly_url(),  # the charts' plotly.js, from the same route
+        **static_urls(),
         "poll_ms": int(ss.refresh_ms),
         "queued_poll_ms": QUEUED_POLL_MS,
         "smoothing": float(ss.smoothing),

@@ -189,9 +189,9 @@ class PpPart:
         ranks; the batch's loss (the mean of the microbatches' on the last stage) summed to every rank."""
         dist.barrier(group=self.group)
         self.zero = self._shared_zero()
-        # a pipeline's step counts from here, every rank's zero: its rows line up
-        self.mark(START, self.zero if self.one_clock else None)
-        self.mark(SCHEDULE_START, self.zero if self.one_clock else None)
+        at = self.zero if self.one_clock else None  # a pipeline's step counts from its ranks' zero
+        self.mark(START, at)
+        self.mark(SCHEDULE_START, at)
         loss = self._run(x, yb)
         return torch.empty(x.shape[0], 1 if self.last else self.width), loss
 
